@@ -1,0 +1,105 @@
+"""Element types: names, aliases, bytes per element, and which peak rate a chip runs them at.
+
+Examples:
+    >>> lookup("bfloat16").name, lookup("bfloat16").bytes
+    ('bf16', 2)
+    >>> lookup("int4").bytes
+    1/2
+    >>> suggest("bf61")
+    'bf16'
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+import sympy
+
+
+@dataclass(frozen=True, slots=True)
+class DType:
+    """One element type.
+
+    Attributes:
+        name: canonical name, the one symroof prints ("bf16").
+        bytes: bytes per element, exact (int4 is 1/2).
+        rate: which of a chip's peak rates it runs at ("fp8" for both fp8 formats).
+        is_float: float formats win over integer formats of the same width when
+            choosing the compute dtype of a mixed contraction.
+    """
+
+    name: str
+    bytes: sympy.Rational
+    rate: str
+    is_float: bool
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# Rate keys are the keys of `peak_flops_per_s` in hardware.json.
+RATES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
+
+_TABLE: list[tuple[str, object, str, bool, tuple[str, ...]]] = [
+    # name, bytes, rate, is_float, aliases
+    ("fp64", 8, "fp64", True, ("float64", "f64", "double")),
+    ("fp32", 4, "fp32", True, ("float32", "f32", "float", "single")),
+    ("tf32", 4, "tf32", True, ("tensorfloat32",)),
+    ("bf16", 2, "bf16", True, ("bfloat16",)),
+    ("fp16", 2, "fp16", True, ("float16", "f16", "half")),
+    ("fp8", 1, "fp8", True, ("float8", "f8")),
+    ("fp8_e4m3", 1, "fp8", True, ("e4m3", "fp8e4m3", "f8e4m3", "float8e4m3", "float8_e4m3", "float8_e4m3fn", "f8e4m3fn")),
+    ("fp8_e5m2", 1, "fp8", True, ("e5m2", "fp8e5m2", "f8e5m2", "float8e5m2", "float8_e5m2")),
+    ("int32", 4, "int32", False, ("i32",)),
+    ("int16", 2, "int16", False, ("i16",)),
+    ("int8", 1, "int8", False, ("i8",)),
+    ("uint8", 1, "int8", False, ("u8",)),
+    ("int4", sympy.Rational(1, 2), "int4", False, ("i4",)),
+    ("fp4", sympy.Rational(1, 2), "fp4", True, ("e2m1", "fp4e2m1", "float4_e2m1fn", "f4")),
+]
+
+DTYPES: dict[str, DType] = {}
+_ALIASES: dict[str, DType] = {}
+for _name, _bytes, _rate, _is_float, _aliases in _TABLE:
+    _dtype = DType(_name, sympy.Rational(_bytes), _rate, _is_float)
+    DTYPES[_name] = _dtype
+    for _alias in (_name, *_aliases):
+        _ALIASES[_alias] = _dtype
+
+_DTYPE_LIKE = re.compile(r"^(?:bf|fp|f|int|i|uint|u|float|bfloat|tf)\d", re.IGNORECASE)
+
+
+def lookup(name: str) -> DType | None:
+    """The dtype a name or alias stands for (case-insensitive), or None."""
+    return _ALIASES.get(name.lower())
+
+
+def suggest(name: str) -> str | None:
+    """The known dtype name closest to a misspelt one, or None."""
+    close = difflib.get_close_matches(name.lower(), list(_ALIASES), n=1, cutoff=0.5)
+    return _ALIASES[close[0]].name if close else None
+
+
+def looks_like_dtype(name: str) -> bool:
+    """Whether an unknown name before '[' was probably meant as a dtype (bf61, fp33, int7)
+    rather than as a tensor's name (X, W1, Wq): a name with a digit that starts like a
+    dtype or is close to one is a misspelt dtype; anything else names the tensor."""
+    if not any(ch.isdigit() for ch in name):
+        return False
+    return bool(_DTYPE_LIKE.match(name)) or bool(
+        difflib.get_close_matches(name.lower(), list(_ALIASES), n=1, cutoff=0.75))
+
+
+def compute_dtype(dtypes) -> DType:
+    """The dtype a contraction of these inputs computes in: the widest, floats before
+    integers of the same width (bf16 x int8 runs at the bf16 rate; int8 x int8 at int8).
+
+    Examples:
+        >>> compute_dtype([lookup("bf16"), lookup("int8")]).name
+        'bf16'
+        >>> compute_dtype([lookup("int8"), lookup("int8")]).name
+        'int8'
+    """
+    return max(dtypes, key=lambda d: (d.bytes, d.is_float))

@@ -1,0 +1,89 @@
+"""The two exceptions symroof raises for bad input, and the caret drawing they share.
+
+A `SpecError` points into the spec text: its first line says what is wrong and
+where, the next two show the offending line with a caret under the spot.
+
+Examples:
+    >>> err = SpecError("unknown dtype 'bf61'; did you mean 'bf16'?",
+    ...                 text="bf61[B, D] @ bf16[D, F] -> bf16[B, F]", start=0, end=4)
+    >>> print(err)
+    unknown dtype 'bf61'; did you mean 'bf16'? (column 1)
+      bf61[B, D] @ bf16[D, F] -> bf16[B, F]
+      ^^^^
+"""
+
+from __future__ import annotations
+
+
+class SymroofError(ValueError):
+    """Base class: every error symroof raises on purpose is one of these."""
+
+
+class SpecError(SymroofError):
+    """A spec that cannot be parsed or makes no sense, with where it went wrong.
+
+    Args:
+        message: what is wrong, in words (one line).
+        text: the whole spec, so the offending line can be shown.
+        start: 0-based offset of the first offending character (None: no position).
+        end: offset one past the last offending character (default: start + 1).
+    """
+
+    def __init__(self, message: str, text: str | None = None,
+                 start: int | None = None, end: int | None = None):
+        self.message = message
+        self.text = text
+        self.start = start
+        self.end = end if end is not None else (None if start is None else start + 1)
+        super().__init__(str(self))
+
+    @property
+    def line(self) -> int | None:
+        """1-based line of the error, or None."""
+        if self.text is None or self.start is None:
+            return None
+        return self.text.count("\n", 0, self.start) + 1
+
+    @property
+    def column(self) -> int | None:
+        """1-based column of the error, or None."""
+        if self.text is None or self.start is None:
+            return None
+        return self.start - (self.text.rfind("\n", 0, self.start) + 1) + 1
+
+    def headline(self) -> str:
+        """The one-line form: message plus where."""
+        if self.line is None:
+            return self.message
+        if "\n" in self.text.strip("\n"):
+            return f"{self.message} (line {self.line}, column {self.column})"
+        return f"{self.message} (column {self.column})"
+
+    def __str__(self) -> str:
+        if self.line is None:
+            return self.message
+        return self.headline() + "\n" + caret(self.text, self.start, self.end)
+
+
+class HardwareError(SymroofError):
+    """A chip that is unknown, a hardware file that is malformed, or a figure that is missing."""
+
+
+def caret(text: str, start: int, end: int | None = None) -> str:
+    """Draw the line of `text` holding offset `start`, with carets under start..end.
+
+    Examples:
+        >>> print(caret("ab\\ncdef", 4, 6))
+          cdef
+           ^^
+    """
+    start = max(0, min(start, len(text)))
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", start)
+    if line_end < 0:
+        line_end = len(text)
+    line = text[line_start:line_end]
+    end = start + 1 if end is None or end <= start else min(end, line_end if line_end > start else start + 1)
+    # Tabs keep their width so the caret stays under the character.
+    pad = "".join("\t" if ch == "\t" else " " for ch in line[: start - line_start])
+    return f"  {line}\n  {pad}{'^' * max(1, end - start)}"
