@@ -1,0 +1,28 @@
+"""symroof: symbolic roofline analysis for ML accelerators.
+
+Write a contraction the way the textbook does and get FLOPs, bytes, arithmetic
+intensity, times on a chip and critical thresholds, as sympy expressions:
+
+    >>> import symroof
+    >>> a = symroof.analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="tpu-v5e")
+    >>> a.flops, a.limit("D", "F")
+    (2*B*D*F, B)
+    >>> print(a.threshold("B"))
+    B > 240.244 (B >= 241)  [rule: D, F -> oo]
+    exact: B > 240.244*D*F/(D*F - 240.244*D - 240.244*F), when D*F/(D + F) > 240.244
+"""
+
+from .claims import check_case
+from .cost import Cost, StepCost, cost
+from .errors import HardwareError, SpecError, SymroofError
+from .expr import read_expression
+from .hardware import Chip, get_chip, list_chips, load_hardware
+from .ir import Program, dim_symbol
+from .parse import parse
+from .roofline import CONVENTIONS, Analysis, Threshold, SymroofWarning, analyze, roofline
+
+__all__ = [
+    "Analysis", "CONVENTIONS", "Chip", "Cost", "HardwareError", "Program", "SpecError", "StepCost",
+    "SymroofError", "SymroofWarning", "Threshold", "analyze", "check_case", "cost", "dim_symbol",
+    "get_chip", "list_chips", "load_hardware", "parse", "read_expression", "roofline",
+]

@@ -78,7 +78,7 @@ def lookup(name: str) -> DType | None:
 
 def suggest(name: str) -> str | None:
     """The known dtype name closest to a misspelt one, or None."""
-    close = difflib.get_close_matches(name.lower(), list(_ALIASES), n=1, cutoff=0.5)
+    close = difflib.get_close_matches(name.lower(), list(_ALIASES), n=1, cutoff=0.6)
     return _ALIASES[close[0]].name if close else None
 
 

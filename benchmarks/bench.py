@@ -1,0 +1,85 @@
+"""Speed figures for symroof. Run: python benchmarks/bench.py
+
+Prints, each the median of several runs:
+  * CLI cold start: a whole `symroof analyze ... --chip tpu-v5e` process (Python start included);
+  * warm `analyze` of a matmul on a chip, reading every field of the result;
+  * the same plus `limit("D", "F")` and `threshold("B")`;
+  * T_lower over 1e6 values of B, vectorised with numpy.
+Warm figures use fresh dim names each run, so sympy's cache cannot answer from memory.
+Targets on a 2-core machine: cold < 1 s, warm < 20 ms, limit + solve < 100 ms, sweep < 50 ms.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import symroof
+
+MATMUL = "bf16[B{i}, D{i}] @ bf16[D{i}, F{i}] -> bf16[B{i}, F{i}]"
+
+
+def median_time(run, repeat: int) -> float:
+    times = []
+    for i in range(repeat):
+        start = time.perf_counter()
+        run(i)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def cold_start(repeat: int = 7) -> float:
+    exe = shutil.which("symroof")
+    command = [exe] if exe else [sys.executable, "-m", "symroof"]
+    argv = [*command, "analyze", "bf16[B, D] @ bf16[D, F] -> bf16[B, F]", "--chip", "tpu-v5e"]
+    subprocess.run(argv, check=True, capture_output=True)  # warm the OS file cache, not Python
+    return median_time(lambda i: subprocess.run(argv, check=True, capture_output=True), repeat)
+
+
+def warm_analysis(i: int) -> symroof.Analysis:
+    a = symroof.analyze(MATMUL.format(i=i), chip="tpu-v5e")
+    for field in ("flops", "flops_exact", "bytes", "intensity", "intensity_exact", "critical_intensity",
+                  "t_math", "t_comms", "t_lower", "t_upper", "bound", "achieved_flops_per_s"):
+        getattr(a, field)
+    return a
+
+
+def limit_and_solve(i: int) -> None:
+    a = warm_analysis(i)
+    a.limit(f"D{i}", f"F{i}")
+    a.threshold(f"B{i}")
+
+
+def sweep() -> tuple[float, float]:
+    a = symroof.analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="tpu-v5e").at(D=4096, F=4096)
+    batch = np.arange(1, 10**6 + 1)
+    first = time.perf_counter()
+    a.evaluate("t_lower", B=batch)  # compiles the expression once
+    first = time.perf_counter() - first
+    return first, median_time(lambda i: a.evaluate("t_lower", B=batch), 9)
+
+
+def main() -> None:
+    print(f"symroof benchmarks  (python {sys.version.split()[0]}, {os.cpu_count()} cores)")
+    warm_analysis(10**6)  # import-time and parser warm-up
+    rows = [
+        ("CLI cold start, one analysis (process)", cold_start(), 1.0),
+        ("warm analyze: matmul on tpu-v5e, all fields", median_time(warm_analysis, 40), 0.020),
+        ("warm analyze + limit(D, F) + threshold(B)", median_time(limit_and_solve, 30), 0.100),
+    ]
+    compile_time, sweep_time = sweep()
+    rows.append(("T_lower over 1e6 values of B (numpy)", sweep_time, 0.050))
+    for name, seconds, target in rows:
+        verdict = "ok" if seconds < target else "OVER TARGET"
+        print(f"  {name:<46} {seconds * 1e3:9.2f} ms   (target < {target * 1e3:.0f} ms: {verdict})")
+    print(f"  {'  (first sweep call, compiling the expression)':<46} {compile_time * 1e3:9.2f} ms")
+
+
+if __name__ == "__main__":
+    main()

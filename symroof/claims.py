@@ -1,0 +1,159 @@
+"""Check claims (a spec, chip figures, expected results) against what symroof derives.
+
+A claim is a mapping in the format of the textbook cases file:
+
+    id: matmul-critical-batch-v5e
+    spec: "bf16[B, D] @ bf16[D, F] -> bf16[B, F]"
+    chip: {name: tpu-v5e, peak_flops: 1.97e+14, hbm_bw: 8.2e+11}
+    expect:
+      flops: "2*B*D*F"                            # an expression in the spec's dims
+      threshold: {var: B, op: ">", rule: 240.2439}
+    tolerance: 0.001                              # relative, for numbers
+
+Other keys: `given: {flops, bytes}` (bare counts, no spec), `set: {D: 4096}` (dim sizes),
+`book` (the figure the source prints, shown beside the result), `quote`, `issue`.
+Expected expressions are read by `expr.read_expression`, never evaluated.
+
+Examples:
+    >>> r = check_case({"id": "dot", "spec": "bf16[N] *_N bf16[N] -> bf16[1]",
+    ...                 "expect": {"flops_exact": "2*N - 1", "intensity_limit": {"as": ["N"], "expr": "1/2"}}})
+    >>> r.ok, [o.key for o in r.outcomes]
+    (True, ['flops_exact', 'intensity_limit'])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import sympy
+
+from .errors import SymroofError
+from .expr import read_expression
+from .roofline import Analysis, analyze, roofline
+
+DEFAULT_TOLERANCE = 1e-9
+_PLAIN_KEYS = ("flops", "flops_exact", "bytes", "bytes_read", "bytes_written", "intensity",
+               "intensity_exact", "critical_intensity", "t_math", "t_comms", "t_lower", "t_upper",
+               "achieved_flops_per_s")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One expected value against what symroof got."""
+
+    key: str
+    expected: object
+    got: object
+    ok: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """All outcomes of one claim, or the error that stopped it."""
+
+    id: str
+    outcomes: tuple[Outcome, ...] = ()
+    error: str | None = None
+    book: object = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(o.ok for o in self.outcomes)
+
+
+def check_case(case: Mapping, hardware=None) -> CaseResult:
+    """Derive everything a claim expects and compare."""
+    case_id = str(case.get("id", "?"))
+    try:
+        analysis = _analysis(case, hardware)
+        tolerance = float(case.get("tolerance", DEFAULT_TOLERANCE))
+        expect = case.get("expect") or {}
+        if not isinstance(expect, Mapping):
+            raise SymroofError("'expect' must be a mapping of keys to expected values")
+        outcomes = tuple(_outcome(analysis, key, value, tolerance) for key, value in expect.items())
+    except SymroofError as err:
+        return CaseResult(case_id, error=str(err).split("\n")[0], book=case.get("book"))
+    return CaseResult(case_id, outcomes, book=case.get("book"))
+
+
+def _analysis(case: Mapping, hardware) -> Analysis:
+    chip = case.get("chip") or {}
+    if not isinstance(chip, Mapping):
+        raise SymroofError("'chip' must be a mapping such as {name: tpu-v5e, hbm_bw: 8.2e11}")
+    unknown = set(chip) - {"name", "peak_flops", "hbm_bw", "variant", "dtype"}
+    if unknown:
+        raise SymroofError(f"unsupported chip figure(s) {sorted(unknown)} in this claim")
+    figures = dict(chip=chip.get("name"), peak_flops=chip.get("peak_flops"), hbm_bw=chip.get("hbm_bw"),
+                   variant=chip.get("variant"), hardware=hardware)
+    if case.get("mesh"):
+        raise SymroofError("claims on a mesh (sharded specs) are not supported yet")
+    if case.get("spec") is not None:
+        return analyze(str(case["spec"]), values=case.get("set"), dtype=chip.get("dtype", "bf16"), **figures)
+    given = case.get("given") or {}
+    return roofline(given.get("flops", 0), given.get("bytes", 0), dtype=chip.get("dtype", "bf16"), **figures)
+
+
+def _outcome(a: Analysis, key: str, expected, tolerance: float) -> Outcome:
+    names = a.dims
+    if key == "threshold":
+        return _threshold_outcome(a, expected, tolerance)
+    if key == "intensity_limit":
+        if not isinstance(expected, Mapping) or "as" not in expected or "expr" not in expected:
+            raise SymroofError("intensity_limit expects {as: [dims], expr: ...}")
+        got = a.limit(*expected["as"])
+        return Outcome(key, expected["expr"], got, _matches(got, expected["expr"], tolerance, names),
+                       f"as {', '.join(map(str, expected['as']))} -> oo")
+    if key == "bound":
+        got = a.bound
+        if isinstance(got, str) or str(expected) in ("compute", "memory", "balanced"):
+            return Outcome(key, expected, got, str(got) == str(expected))
+        return Outcome(key, expected, got, _matches(got, expected, tolerance, names))
+    if key not in _PLAIN_KEYS:
+        raise SymroofError(f"unknown expected key '{key}' (known: {', '.join(_PLAIN_KEYS)}, "
+                           "bound, threshold, intensity_limit)")
+    got = getattr(a, key)
+    return Outcome(key, expected, got, _matches(got, expected, tolerance, names))
+
+
+def _threshold_outcome(a: Analysis, expected, tolerance: float) -> Outcome:
+    if expected in ("none", None):
+        variables = [d for d in a.dims]
+        if len(variables) != 1:
+            raise SymroofError("'threshold: none' needs a spec with one named dim, or {var: ..., none: true}")
+        t = a.threshold(variables[0])
+        return Outcome("threshold", "none", t, t.op is None, t.reason or "")
+    if not isinstance(expected, Mapping) or "var" not in expected:
+        raise SymroofError("threshold expects 'none' or {var: B, op: '>', rule: ..., exact: ...}")
+    t = a.threshold(expected["var"])
+    if expected.get("none"):
+        return Outcome("threshold", "none", t, t.op is None, t.reason or "")
+    ok = "op" not in expected or expected["op"] == t.op
+    notes = []
+    for part in ("rule", "exact"):
+        if part in expected:
+            got = getattr(t, part)
+            good = got is not None and _matches(got, expected[part], tolerance, a.dims)
+            ok = ok and good
+            notes.append(f"{part}: {t.var} {t.op} {got}")
+    for part in set(expected) - {"var", "op", "rule", "exact", "none"}:
+        raise SymroofError(f"threshold part '{part}' is not supported yet")
+    return Outcome("threshold", dict(expected), t, ok, "; ".join(notes))
+
+
+def _matches(got, expected, tolerance: float, names) -> bool:
+    """Numbers within a relative tolerance; expressions exactly (sympy.simplify of the
+    difference is 0), with decimals in the expected text read as exact rationals."""
+    want = read_expression(expected, names) if not isinstance(expected, sympy.Basic) else expected
+    if isinstance(got, str):
+        return False
+    if isinstance(got, sympy.Rel) or isinstance(want, sympy.Rel):
+        return isinstance(got, sympy.Rel) and isinstance(want, sympy.Rel) and type(got) is type(want) \
+            and _matches(got.lhs - got.rhs, want.lhs - want.rhs, tolerance, names)
+    if got.is_number and want.is_number:
+        if want == 0:
+            return abs(float(got)) <= tolerance
+        return abs(float(got) - float(want)) <= tolerance * abs(float(want))
+    difference = sympy.expand(got - want)
+    return difference == 0 or sympy.simplify(difference) == 0

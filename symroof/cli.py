@@ -1,0 +1,201 @@
+"""The `symroof` command.
+
+    symroof analyze SPEC [--chip CHIP] [--peak-flops X] [--hbm-bw X] [--dtype T]
+                         [--set DIM=VALUE ...] [--limit DIM[,DIM...]] [--solve DIM] [--json]
+    symroof roofline --flops X [--bytes Y] [--chip CHIP] ...
+    symroof chips
+    symroof chip CHIP
+
+Errors go to stderr as one line plus a caret under the spec, with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+
+from .errors import SymroofError
+from .hardware import get_chip, list_chips
+from .render import number, table, to_json_dict
+from .roofline import SymroofWarning, analyze, roofline
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symroof",
+        description="Symbolic roofline analysis: FLOPs, bytes, intensities, times and critical "
+                    "thresholds of einsum-style contractions on real chips.",
+        epilog="Conventions: 1 FLOP = one multiply or one add (a multiply-add is 2); peaks are dense; "
+               "GB = 1e9 bytes; bandwidths are bytes/s.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    analyze_cmd = commands.add_parser("analyze", help="analyse a spec (on a chip)",
+                                      description="Analyse a spec, e.g. "
+                                                  "symroof analyze 'bf16[B, D] @ bf16[D, F] -> bf16[B, F]' "
+                                                  "--chip v5e --solve B")
+    analyze_cmd.add_argument("spec", help="the spec; '-' reads it from stdin")
+    _machine_options(analyze_cmd)
+    analyze_cmd.add_argument("--dtype", default="bf16", help="dtype of tensors written without one (bf16)")
+    analyze_cmd.add_argument("--set", action="append", default=[], metavar="DIM=VALUE",
+                             help="give a named dim a size (repeat, or D=4096,F=4096)")
+    analyze_cmd.add_argument("--limit", metavar="DIM[,DIM...]",
+                             help="the intensity's limit as these dims grow together")
+    analyze_cmd.add_argument("--solve", metavar="DIM", help="the threshold on DIM for compute-bound")
+    analyze_cmd.add_argument("--json", action="store_true", help="print one JSON object")
+
+    roof_cmd = commands.add_parser("roofline", help="the roofline of bare FLOP and byte counts")
+    roof_cmd.add_argument("--flops", required=True, help="FLOPs (e.g. 1e12)")
+    roof_cmd.add_argument("--bytes", default="0", help="HBM bytes (e.g. 4e9)")
+    roof_cmd.add_argument("--dtype", default="bf16", help="the dtype whose peak applies (bf16)")
+    _machine_options(roof_cmd)
+    roof_cmd.add_argument("--json", action="store_true", help="print one JSON object")
+
+    chips_cmd = commands.add_parser("chips", help="list chips with their headline figures")
+    chips_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
+    chips_cmd.add_argument("--json", action="store_true", help="print JSON")
+
+    chip_cmd = commands.add_parser("chip", help="one chip: every figure with its source")
+    chip_cmd.add_argument("name", metavar="CHIP")
+    chip_cmd.add_argument("--variant", help="apply a named variant of the figures")
+    chip_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
+    chip_cmd.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def _machine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--chip", help="chip name: tpu-v5e, v5e, 'TPU v5e', h100, ... (see symroof chips)")
+    parser.add_argument("--variant", help="a named variant of the chip's figures (see symroof chip CHIP)")
+    parser.add_argument("--peak-flops", metavar="X", help="peak FLOPs/s to use (overrides the chip's)")
+    parser.add_argument("--hbm-bw", metavar="X", help="HBM bandwidth in bytes/s (overrides the chip's)")
+    parser.add_argument("--override", action="append", default=[], metavar="FIELD=VALUE",
+                        help="replace any chip figure for this analysis, e.g. "
+                             "peak_flops_per_s.int8=3.94e14 (repeatable)")
+    parser.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
+
+
+def main(argv=None, out=None, err=None) -> int:
+    """Run the command line; returns the exit code (0, or 2 for bad input)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SymroofWarning)
+            text = _run(args, out)
+        for warning in caught:
+            if issubclass(warning.category, SymroofWarning):
+                print(f"symroof: warning: {warning.message}", file=err)
+        out.write(text + "\n")
+        return 0
+    except SymroofError as error:
+        print(f"symroof: error: {error}", file=err)
+        return 2
+    except Exception as error:  # a bug: say so plainly, keep the traceback for those who ask
+        if os.environ.get("SYMROOF_DEBUG"):
+            raise
+        print(f"symroof: internal error: {type(error).__name__}: {error} "
+              "(set SYMROOF_DEBUG=1 for the traceback, and please report it)", file=err)
+        return 1
+
+
+def _run(args, out) -> str:
+    if args.command == "analyze":
+        return _analyze(args)
+    if args.command == "roofline":
+        result = roofline(args.flops, args.bytes, dtype=args.dtype, **_machine_kwargs(args))
+        return json.dumps(to_json_dict(result), indent=2) if args.json else table(result)
+    if args.command == "chips":
+        return _chips(args)
+    return _chip(args)
+
+
+def _machine_kwargs(args) -> dict:
+    overrides = dict(_pair(item, "--override") for item in args.override)
+    return dict(chip=args.chip, peak_flops=args.peak_flops, hbm_bw=args.hbm_bw,
+                overrides=overrides or None, variant=args.variant, hardware=args.hardware)
+
+
+def _analyze(args) -> str:
+    spec = sys.stdin.read() if args.spec == "-" else args.spec
+    values = {}
+    for item in args.set:
+        for part in item.split(","):
+            if part.strip():
+                name, value = _pair(part, "--set")
+                if not value.isdigit() or int(value) <= 0:
+                    raise SymroofError(f"--set {part.strip()}: a dim's size must be a positive integer")
+                values[name] = int(value)
+    limit = [d.strip() for d in args.limit.split(",") if d.strip()] if args.limit else None
+    result = analyze(spec, dtype=args.dtype, values=values, **_machine_kwargs(args))
+    if args.json:
+        return json.dumps(to_json_dict(result, limit=limit, solve=args.solve), indent=2)
+    return table(result, limit=limit, solve=args.solve)
+
+
+def _pair(item: str, flag: str) -> tuple[str, str]:
+    name, sep, value = item.strip().partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise SymroofError(f"{flag} {item!r}: expected NAME=VALUE")
+    return name.strip(), value.strip()
+
+
+def _chips(args) -> str:
+    chips = list_chips(args.hardware)
+    rows = []
+    for chip in chips:
+        bf16 = chip.figure("peak_flops_per_s.bf16")
+        bw = chip.figure("hbm_bandwidth_bytes_per_s")
+        cap = chip.figure("hbm_capacity_bytes")
+        link = chip.figure("interconnect.link_bandwidth_one_way_bytes_per_s")
+        rows.append({"id": chip.id, "name": chip.name,
+                     "bf16_flops_per_s": bf16, "hbm_bandwidth_bytes_per_s": bw, "hbm_capacity_bytes": cap,
+                     "critical_intensity_bf16": None if bf16 is None or bw is None else bf16 / bw,
+                     "link_one_way_bytes_per_s": link})
+    if args.json:
+        return json.dumps([{k: _plain(v) for k, v in row.items()} for row in rows], indent=2)
+    header = ("chip", "name", "bf16 FLOPs/s", "HBM B/s", "HBM bytes", "bf16 crit. intensity",
+              "link B/s one-way")
+    lines = [[row["id"], row["name"], *(("-" if row[k] is None else number(row[k]))
+                                        for k in list(row)[2:])] for row in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    body = [fmt.format(*header)] + [fmt.format(*line) for line in lines]
+    return "\n".join(body) + "\n\npeaks are dense (no 2:4 sparsity); bandwidths in bytes/s; GB = 1e9 bytes"
+
+
+def _chip(args) -> str:
+    chip = get_chip(args.name, args.hardware, variant=args.variant)
+    rows = chip.rows()
+    if args.json:
+        return json.dumps({"id": chip.id, "name": chip.name,
+                           "figures": {path: _plain(value) for path, value, _ in rows},
+                           "sources": {path: source for path, _, source in rows},
+                           "variants": {name: {k: _plain(v) for k, v in fields.items()}
+                                        for name, fields in chip.variants.items()},
+                           "notes": list(chip.notes)}, indent=2)
+    width = max(len(path) for path, _, _ in rows) + 2
+    lines = [f"{chip.name} ({chip.id})", ""]
+    for path, value, source in rows:
+        shown = "-" if value is None else (value if isinstance(value, str) else number(value))
+        lines.append(f"{path:<{width}}{shown:<14}{source}")
+    if chip.variants:
+        lines += ["", "variants (apply with --variant NAME):"]
+        for name, fields in chip.variants.items():
+            lines.append(f"  {name}: " + ", ".join(f"{k} = {number(v)}" for k, v in fields.items()))
+    for note in chip.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+def _plain(value):
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return int(value) if value.is_Integer else float(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""The IR: a program of contractions over typed tensors, and the binary steps each is costed as.
+
+Every node is frozen, and `str()` prints it back in the spec language, so that
+`parse(str(program)) == program`.
+
+Examples:
+    >>> from symroof.dtypes import DTYPES
+    >>> x = Tensor(DTYPES["bf16"], (Dim("B"), Dim("D")))
+    >>> str(x), x.dims[0].symbol.is_positive
+    ('bf16[B, D]', True)
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import sympy
+
+from .dtypes import DType
+
+
+@functools.cache
+def dim_symbol(name: str) -> sympy.Symbol:
+    """The one sympy symbol for a dim name. Every dim symbol is made here, with the same
+    assumptions, so that `subs` and comparisons never miss because two `B`s differ."""
+    return sympy.Symbol(name, positive=True, integer=True)
+
+
+def label_text(label: str) -> str:
+    """How a step label prints: a literal's label `4096#2` prints as its size, `4096`."""
+    return label.split("#", 1)[0]
+
+
+def is_literal_label(label: str) -> bool:
+    return label[:1].isdigit()
+
+
+@dataclass(frozen=True, slots=True)
+class Dim:
+    """A dim as the spec writes it: a name (`B`) or a literal size (`4096`).
+
+    Attributes:
+        name: the dim's name; None for a literal size.
+        size: the literal size; None for a named dim (a named dim's value, from `D=4096`
+            or `--set`, lives with the program, not here).
+        axes: mesh axes the dim is sharded over (`D_X`), outermost first.
+    """
+
+    name: str | None = None
+    size: int | None = None
+    axes: tuple[str, ...] = ()
+
+    @property
+    def symbol(self) -> sympy.Expr:
+        return dim_symbol(self.name) if self.name is not None else sympy.Integer(self.size)
+
+    def __str__(self) -> str:
+        text = self.name if self.name is not None else str(self.size)
+        if len(self.axes) == 1 and len(self.axes[0]) == 1:
+            return f"{text}_{self.axes[0]}"
+        if self.axes:
+            return f"{text}_{{{','.join(self.axes)}}}"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """A tensor as written: dtype, dims, and an optional name (`x: bf16[N]`)."""
+
+    dtype: DType
+    dims: tuple[Dim, ...]
+    name: str | None = None
+
+    def text(self, values: dict[str, int] | None = None, shown: set[str] | None = None) -> str:
+        """Spec text; a named dim with a value prints as `D=4096` the first time."""
+        parts = []
+        for dim in self.dims:
+            part = str(dim)
+            if values and dim.name in values and shown is not None and dim.name not in shown:
+                shown.add(dim.name)
+                part = f"{dim.name}={values[dim.name]}" + part[len(dim.name):]
+            parts.append(part)
+        prefix = f"{self.name}: " if self.name else ""
+        return f"{prefix}{self.dtype}[{', '.join(parts)}]"
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+@dataclass(frozen=True, slots=True)
+class Operator:
+    """`@` (matmul: the left's last dim with the right's first) or `*` (einsum: dims
+    not needed later are summed), optionally naming the dims it contracts (`*_D`)."""
+
+    symbol: str
+    contract: tuple[str, ...] | None = None
+
+    def __str__(self) -> str:
+        if not self.contract:
+            return self.symbol
+        if len(self.contract) == 1:
+            return f"{self.symbol}_{self.contract[0]}"
+        return f"{self.symbol}_{{{','.join(self.contract)}}}"
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """A tensor inside a step: its dims as labels (one label per distinct dim)."""
+
+    dtype: DType
+    labels: tuple[str, ...]
+    name: str | None = None
+
+    def __str__(self) -> str:
+        prefix = f"{self.name}: " if self.name else ""
+        return f"{prefix}{self.dtype}[{', '.join(label_text(l) for l in self.labels)}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One contraction costed on its own: one or two inputs read from HBM, one output
+    written to HBM, the labels in `summed` added over, at the `compute` dtype's rate."""
+
+    inputs: tuple[Term, ...]
+    output: Term
+    summed: tuple[str, ...]
+    compute: DType
+
+    def __str__(self) -> str:
+        summed = [label_text(l) for l in self.summed]
+        op = "*" if not summed else (f"*_{summed[0]}" if len(summed) == 1 else f"*_{{{','.join(summed)}}}")
+        return f" {op} ".join(str(t) for t in self.inputs) + f" -> {self.output}"
+
+
+@dataclass(frozen=True, slots=True)
+class Contraction:
+    """One statement: operands joined left to right by operators, and the result.
+
+    `steps` and `sizes` are derived from the rest when the statement is resolved;
+    they are kept so that costing never has to resolve again.
+    """
+
+    operands: tuple[Tensor, ...]
+    ops: tuple[Operator, ...]
+    output: Tensor
+    compute: DType | None
+    steps: tuple[Step, ...]
+    sizes: tuple[tuple[str, sympy.Expr], ...]
+
+    def text(self, values: dict[str, int] | None = None, shown: set[str] | None = None) -> str:
+        parts = [self.operands[0].text(values, shown)]
+        for op, operand in zip(self.ops, self.operands[1:]):
+            parts += [str(op), operand.text(values, shown)]
+        text = " ".join(parts) + " -> " + self.output.text(values, shown)
+        if self.compute is not None:
+            text += f" {{compute={self.compute}}}"
+        return text
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """A whole spec: its statements, and the values given to named dims in it (`D=4096`)."""
+
+    statements: tuple[Contraction, ...]
+    values: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        """Names of the named dims, in order of first appearance."""
+        seen: dict[str, None] = {}
+        for statement in self.statements:
+            for tensor in (*statement.operands, statement.output):
+                for dim in tensor.dims:
+                    if dim.name is not None:
+                        seen.setdefault(dim.name)
+        return tuple(seen)
+
+    @property
+    def symbols(self) -> dict[str, sympy.Symbol]:
+        """Name -> symbol for every named dim, for `sympy.parse_expr(..., local_dict=...)`."""
+        return {name: dim_symbol(name) for name in self.dims}
+
+    def __str__(self) -> str:
+        values, shown = dict(self.values), set()
+        return "\n".join(s.text(values, shown) for s in self.statements)

@@ -1,0 +1,529 @@
+"""A program's costs on a machine: times, bounds, intensities, their limits, and thresholds.
+
+    T_math  = FLOPs / peak FLOPs/s of the compute dtype (summed over steps)
+    T_comms = HBM bytes / HBM bandwidth
+    T_lower = max(T_math, T_comms),  T_upper = T_math + T_comms
+    intensity = FLOPs / bytes;  critical intensity = peak / bandwidth
+
+Everything is a sympy expression in the spec's dim names; chip figures are exact
+rationals, so numbers stay exact until they are printed.
+
+Examples:
+    >>> a = analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", peak_flops=1.97e14, hbm_bw=8.2e11)
+    >>> a.intensity
+    B*D*F/(B*D + B*F + D*F)
+    >>> a.limit("D", "F")
+    B
+    >>> t = a.threshold("B")
+    >>> t.op, float(t.rule)
+    ('>', 240.2439024390244)
+    >>> float(a.at(D=4096, F=4096).threshold("B").exact)
+    272.171...
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Mapping
+
+import sympy
+
+from . import dtypes
+from .cost import Cost, cost, total
+from .errors import HardwareError, SpecError, SymroofError
+from .hardware import Chip, get_chip
+from .ir import Program, dim_symbol
+from .parse import parse
+from .solve import Region, limit_at_infinity, limit_is_path_independent, positive_region, sign_of
+
+CONVENTIONS = ("1 FLOP = one multiply or one add (a multiply-add is 2); int dtypes count OPs alike; "
+               "peaks are dense (no 2:4 sparsity); bytes are HBM bytes; GB = 1e9 bytes; "
+               "times in seconds")
+
+
+class SymroofWarning(UserWarning):
+    """Something symroof computed but wants a person to look at (a path-dependent limit)."""
+
+
+_NUMBER = re.compile(r"^[+]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+def exact_number(value, what: str = "value") -> sympy.Rational:
+    """A positive figure as an exact rational: 1.97e14 is 197000000000000, never a binary
+    float. Strings must be plain decimal numbers; nothing is evaluated.
+
+    Examples:
+        >>> exact_number(8.2e11), exact_number("1e-6")
+        (820000000000, 1/1000000)
+    """
+    if isinstance(value, bool):
+        raise SymroofError(f"{what} must be a number, got {value!r}")
+    if isinstance(value, sympy.Basic) and value.is_Rational:
+        number = value
+    elif isinstance(value, int):
+        number = sympy.Integer(value)
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise SymroofError(f"{what} must be finite, got {value!r}")
+        number = sympy.Rational(repr(value))
+    elif isinstance(value, str) and _NUMBER.match(value.strip()):
+        number = sympy.Rational(value.strip())
+    else:
+        raise SymroofError(f"{what} must be a positive number such as 8.2e11, got {value!r}")
+    if number <= 0:
+        raise SymroofError(f"{what} must be positive, got {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The figures an analysis runs against: a chip, or bare numbers, or a chip with
+    some figures replaced for this analysis.
+
+    Attributes:
+        name: what to call it in output ("TPU v5e", or "custom").
+        chip: the chip, with overrides applied; None for bare numbers.
+        flat_peak: a peak FLOPs/s that applies to every dtype (`--peak-flops`), or None.
+        hbm_bw: HBM bandwidth in bytes/s, or None when unknown.
+    """
+
+    name: str
+    chip: Chip | None
+    flat_peak: sympy.Rational | None
+    hbm_bw: sympy.Rational | None
+
+    def peak(self, rate: str) -> sympy.Rational:
+        if self.flat_peak is not None:
+            return self.flat_peak
+        if self.chip is not None:
+            return self.chip.peak_flops(rate)
+        raise HardwareError("no peak FLOPs/s to run against: name a chip or give --peak-flops")
+
+    def bandwidth(self) -> sympy.Rational:
+        if self.hbm_bw is None:
+            raise HardwareError(f"{self.name} has no HBM bandwidth: give --hbm-bw")
+        return self.hbm_bw
+
+
+def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None,
+            overrides: Mapping[str, object] | None = None, variant: str | None = None,
+            hardware=None) -> Machine | None:
+    """Build the machine an analysis runs against; None when nothing at all is given."""
+    if isinstance(chip, str):
+        chip = get_chip(chip, hardware, variant=variant)
+    elif chip is not None and variant is not None:
+        chip = chip.with_variant(variant)
+    if overrides:
+        if chip is None:
+            raise HardwareError("figure overrides need a chip to override (--chip)")
+        chip = chip.with_figures(dict(overrides))
+    peak = None if peak_flops is None else exact_number(peak_flops, "peak FLOPs/s")
+    bw = None if hbm_bw is None else exact_number(hbm_bw, "HBM bandwidth")
+    if chip is None and peak is None and bw is None:
+        return None
+    if bw is None and chip is not None:
+        bw = chip.figure("hbm_bandwidth_bytes_per_s")
+    return Machine(chip.name if chip is not None else "custom", chip, peak, bw)
+
+
+def analyze(spec: str | Program, chip: str | Chip | None = None, *, dtype: str = "bf16",
+            peak_flops=None, hbm_bw=None, overrides=None, variant=None, hardware=None,
+            values: Mapping[str, int] | None = None) -> "Analysis":
+    """Analyse a spec, optionally on a chip.
+
+    Args:
+        spec: spec text (or a parsed `Program`).
+        chip: a chip name (`"tpu-v5e"`, `"v5e"`, `"H100"`) or a `Chip`.
+        dtype: the dtype of tensors written without one.
+        peak_flops: FLOPs/s to use in place of the chip's peak (for every dtype).
+        hbm_bw: HBM bytes/s to use in place of the chip's.
+        overrides: other chip figures to replace, by dotted path.
+        variant: a named variant of the chip's figures (see `symroof chip CHIP`).
+        hardware: path of a hardware file to use in place of the shipped one.
+        values: sizes for named dims, as `--set` gives them.
+    """
+    program = spec if isinstance(spec, Program) else parse(spec, dtype)
+    target = machine(chip, peak_flops=peak_flops, hbm_bw=hbm_bw, overrides=overrides,
+                     variant=variant, hardware=hardware)
+    merged = dict(program.values)
+    merged.update(values or {})
+    return Analysis(cost(program), target, program=program, values=merged)
+
+
+def roofline(flops, bytes=0, chip: str | Chip | None = None, *, dtype: str = "bf16",
+             peak_flops=None, hbm_bw=None, overrides=None, variant=None, hardware=None) -> "Analysis":
+    """The roofline of bare counts: `roofline(flops=1e12, chip="h100").t_math`.
+
+    Examples:
+        >>> float(roofline(flops=1e12, peak_flops=9.89e14).t_math)
+        0.001011122345803842
+    """
+    target = machine(chip, peak_flops=peak_flops, hbm_bw=hbm_bw, overrides=overrides,
+                     variant=variant, hardware=hardware)
+    compute = dtypes.lookup(dtype)
+    if compute is None:
+        raise SpecError(f"unknown dtype '{dtype}'")
+    counts = Cost((), exact_number(flops, "flops"),
+                  exact_number(flops, "flops"),
+                  sympy.Integer(0) if bytes == 0 else exact_number(bytes, "bytes"), sympy.Integer(0))
+    return Analysis(counts, target, compute=compute)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Where a dim makes the analysis compute-bound.
+
+    Attributes:
+        var: the dim solved for.
+        op: ">" (compute-bound above the value), "<" (below it), or None (no threshold).
+        rule: the value from the limit as the other named dims grow (`rule_as`); with no
+            other named dims, the same as `exact`.
+        exact: the value at the other dims' sizes (or an expression in them).
+        condition: when `exact` is an expression, the condition under which it exists.
+        reason: why there is no threshold, or what to mind about it.
+        rule_as: the dims taken to infinity for the rule.
+    """
+
+    var: str
+    op: str | None
+    rule: sympy.Expr | None
+    exact: sympy.Expr | None
+    condition: sympy.Basic | None = None
+    reason: str | None = None
+    rule_as: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        from .render import threshold_text
+        return threshold_text(self)
+
+
+class Analysis:
+    """The result of an analysis: sympy expressions, evaluated lazily.
+
+    Counts: `flops` (leading: a multiply-add is 2 FLOPs), `flops_exact`, `bytes_read`,
+    `bytes_written`, `bytes`, `intensity`, `intensity_exact`, and `steps` (each step's
+    own `StepCost`). With a machine: `critical_intensity`, `t_math`, `t_comms`,
+    `t_lower`, `t_upper`, `bound`, `achieved_flops_per_s`. Methods: `limit(*dims)`,
+    `threshold(dim)`, `at(**sizes)`, `to_dict()`.
+    """
+
+    def __init__(self, counts: Cost, target: Machine | None, *, program: Program | None = None,
+                 values: Mapping[str, int] | None = None, compute: dtypes.DType | None = None):
+        self.cost = counts
+        self.machine = target
+        self.program = program
+        self.compute_default = compute
+        self.values = {name: sympy.Integer(_size(name, v)) for name, v in (values or {}).items()}
+        if program is not None:
+            known = set(program.dims)
+            for name in self.values:
+                if name not in known:
+                    raise SpecError(_unknown_dim(name, program.dims))
+        self._subs = {dim_symbol(name): v for name, v in self.values.items()}
+        self._compiled: dict = {}
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _at(self, expr: sympy.Expr) -> sympy.Expr:
+        return expr.xreplace(self._subs) if self._subs else expr
+
+    def _dim(self, name) -> sympy.Symbol:
+        name = str(name)
+        dims = self.dims
+        if name not in dims:
+            raise SpecError(_unknown_dim(name, dims))
+        return dim_symbol(name)
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        """The spec's named dims."""
+        return self.program.dims if self.program is not None else ()
+
+    @property
+    def spec(self) -> str:
+        return str(self.program) if self.program is not None else ""
+
+    @property
+    def steps(self):
+        return self.cost.steps
+
+    @property
+    def chip(self) -> Chip | None:
+        return self.machine.chip if self.machine is not None else None
+
+    @property
+    def compute_dtypes(self) -> tuple[dtypes.DType, ...]:
+        found = dict.fromkeys(s.step.compute for s in self.cost.steps)
+        if not found and self.compute_default is not None:
+            found[self.compute_default] = None
+        return tuple(found)
+
+    def _need_machine(self) -> Machine:
+        if self.machine is None:
+            raise HardwareError("this needs a chip (--chip) or --peak-flops and --hbm-bw")
+        return self.machine
+
+    # -- counts ------------------------------------------------------------------------
+
+    @functools.cached_property
+    def flops(self) -> sympy.Expr:
+        return self._at(self.cost.flops)
+
+    @functools.cached_property
+    def flops_exact(self) -> sympy.Expr:
+        return self._at(self.cost.flops_exact)
+
+    @functools.cached_property
+    def bytes_read(self) -> sympy.Expr:
+        return self._at(self.cost.bytes_read)
+
+    @functools.cached_property
+    def bytes_written(self) -> sympy.Expr:
+        return self._at(self.cost.bytes_written)
+
+    @functools.cached_property
+    def bytes(self) -> sympy.Expr:
+        return self._at(self.cost.bytes)
+
+    @functools.cached_property
+    def intensity(self) -> sympy.Expr:
+        """FLOPs per HBM byte (leading FLOPs)."""
+        return _ratio(self.flops, self.bytes)
+
+    @functools.cached_property
+    def intensity_exact(self) -> sympy.Expr:
+        return _ratio(self.flops_exact, self.bytes)
+
+    # -- on the machine ----------------------------------------------------------------
+
+    @functools.cached_property
+    def _t_math_base(self) -> sympy.Expr:
+        target = self._need_machine()
+        if not self.cost.steps:
+            return self.cost.flops / target.peak(self.compute_default.rate)
+        return sympy.Add(*(s.flops / target.peak(s.step.compute.rate) for s in self.cost.steps))
+
+    @functools.cached_property
+    def _t_comms_base(self) -> sympy.Expr:
+        return self.cost.bytes / self._need_machine().bandwidth()
+
+    @functools.cached_property
+    def t_math(self) -> sympy.Expr:
+        return self._at(self._t_math_base)
+
+    @functools.cached_property
+    def t_comms(self) -> sympy.Expr:
+        return self._at(self._t_comms_base)
+
+    @functools.cached_property
+    def t_lower(self) -> sympy.Expr:
+        return sympy.Max(self.t_math, self.t_comms)
+
+    @functools.cached_property
+    def t_upper(self) -> sympy.Expr:
+        return self.t_math + self.t_comms
+
+    @functools.cached_property
+    def peak_flops(self) -> sympy.Expr:
+        """The peak FLOPs/s the analysis ran at (FLOPs / T_math, for a chain with mixed
+        compute dtypes)."""
+        return _ratio(self.flops, self.t_math)
+
+    @functools.cached_property
+    def critical_intensity(self) -> sympy.Expr:
+        """Peak FLOPs/s / HBM bandwidth: the intensity above which the work is compute-bound."""
+        return _ratio(self.peak_flops, self._need_machine().bandwidth())
+
+    @functools.cached_property
+    def bound(self) -> str | sympy.Basic:
+        """"compute", "memory", "balanced", or the condition for compute-bound when it
+        depends on dims that have no value."""
+        sign = sign_of(self.t_math - self.t_comms)
+        if sign is not None:
+            return {1: "compute", -1: "memory", 0: "balanced"}[sign]
+        if self.critical_intensity.is_number:
+            return sympy.StrictGreaterThan(self.intensity, self.critical_intensity)
+        return sympy.StrictGreaterThan(self.t_math, self.t_comms)
+
+    @functools.cached_property
+    def achieved_flops_per_s(self) -> sympy.Expr:
+        """FLOPs / T_lower: the peak when compute-bound, intensity x bandwidth when not."""
+        if self.flops == 0:
+            return sympy.Integer(0)
+        return sympy.Min(self.peak_flops, _ratio(self.flops, self.t_comms))
+
+    # -- limits and thresholds -----------------------------------------------------------
+
+    def limit(self, *dims) -> sympy.Expr:
+        """The intensity's limit as the named dims grow together, e.g. `limit("D", "F")`.
+
+        Warns (SymroofWarning) where the limit depends on how they grow.
+        """
+        symbols = [self._dim(d) for d in _flatten(dims)]
+        if not symbols:
+            raise SpecError("name the dims to take the limit over, e.g. limit('D', 'F')")
+        keep = {s: v for s, v in self._subs.items() if s not in symbols}
+        base = _ratio(self.cost.flops, self.cost.bytes).xreplace(keep)
+        value = limit_at_infinity(base, symbols)
+        if not limit_is_path_independent(base, symbols, value):
+            warnings.warn(f"the intensity's limit as {', '.join(map(str, symbols))} -> oo depends on "
+                          f"how they grow; taking them equal gives {value}", SymroofWarning, stacklevel=2)
+        return value
+
+    def threshold(self, dim) -> Threshold:
+        """Solve for the sizes of `dim` that make the analysis compute-bound (T_math > T_comms).
+
+        Gives the rule (the other named dims taken to infinity together, as the book does)
+        and the exact value at the other dims' sizes, or an expression in them with the
+        condition under which it exists.
+        """
+        x = self._dim(dim)
+        if x in self._subs:
+            raise SpecError(f"{x} has a value ({self._subs[x]}): leave it free to solve for it")
+        self._need_machine()
+        exact = positive_region(sympy.expand(self.t_math - self.t_comms), x)
+        base_math, base_comms = self._t_math_base, self._t_comms_base
+        grow = sorted((base_math + base_comms).free_symbols - {x}, key=str)
+        notes = []
+        if grow:
+            ratio = _ratio(base_math, base_comms)
+            limit = limit_at_infinity(ratio, grow)
+            if not limit_is_path_independent(ratio, grow, limit):
+                notes.append(f"the rule depends on how {', '.join(map(str, grow))} grow; "
+                             "it takes them equal")
+            rule = _above_one(limit, x)
+        else:
+            rule = exact
+        return _threshold(x, rule, exact, tuple(map(str, grow)), self, notes)
+
+    # -- other views -----------------------------------------------------------------------
+
+    def at(self, **sizes) -> "Analysis":
+        """The same analysis with named dims given sizes: `a.at(B=128)`."""
+        merged = {name: int(v) for name, v in self.values.items()}
+        merged.update(sizes)
+        return Analysis(self.cost, self.machine, program=self.program, values=merged,
+                        compute=self.compute_default)
+
+    def evaluate(self, quantity: str, **arrays):
+        """A quantity over arrays of sizes, vectorised with numpy: the dims left free take
+        the arrays (broadcast together), e.g. `a.at(D=4096, F=4096).evaluate("t_lower",
+        B=numpy.arange(1, 10**6))`."""
+        import numpy
+
+        expr = getattr(self, quantity)
+        if not isinstance(expr, sympy.Expr):
+            raise SpecError(f"{quantity} is not a number or an expression to evaluate")
+        names = tuple(sorted(arrays))
+        free = sorted(str(s) for s in expr.free_symbols)
+        missing = [n for n in free if n not in arrays]
+        if missing:
+            raise SpecError(f"give sizes for {', '.join(missing)} to evaluate {quantity}")
+        key = (quantity, names)
+        if key not in self._compiled:
+            self._compiled[key] = sympy.lambdify([dim_symbol(n) for n in names], expr, modules="numpy")
+        values = [numpy.asarray(arrays[n], dtype=float) for n in names]
+        return numpy.broadcast_to(self._compiled[key](*values), numpy.broadcast_shapes(
+            *(v.shape for v in values))) if values else numpy.asarray(float(expr))
+
+    def to_dict(self, limit=None, solve=None) -> dict:
+        """A JSON-ready dict (see `render.to_json_dict`)."""
+        from .render import to_json_dict
+        return to_json_dict(self, limit=limit, solve=solve)
+
+    def __repr__(self) -> str:
+        from .render import table
+        return table(self)
+
+    def _repr_latex_(self) -> str:
+        from .render import latex_summary
+        return latex_summary(self)
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+def _ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
+    if den == 0:
+        return sympy.oo if num != 0 else sympy.nan
+    return sympy.cancel(num / den)
+
+
+def _size(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, sympy.Integer)):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise SpecError(f"{name}={value!r}: a dim's size must be a positive integer")
+    if int(value) <= 0:
+        raise SpecError(f"{name}={value}: a dim's size must be a positive integer")
+    return int(value)
+
+
+def _unknown_dim(name: str, dims) -> str:
+    import difflib
+    close = difflib.get_close_matches(name, list(dims), n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    known = ", ".join(dims) if dims else "none"
+    return f"unknown dim '{name}'{hint} (the spec's named dims: {known})"
+
+
+def _flatten(dims) -> list[str]:
+    out = []
+    for d in dims:
+        if isinstance(d, str):
+            out.extend(p.strip() for p in d.split(",") if p.strip())
+        elif isinstance(d, (list, tuple)):
+            out.extend(_flatten(d))
+        else:
+            out.append(str(d))
+    return out
+
+
+def _above_one(ratio: sympy.Expr, x: sympy.Symbol) -> Region:
+    """Where ratio(x) > 1 for x > 0 (ratio = T_math / T_comms in some limit)."""
+    if ratio == sympy.oo:
+        return Region("all")
+    if ratio == 0:
+        return Region("none")
+    num, den = sympy.fraction(sympy.cancel(ratio - 1))
+    sign = sign_of(den)
+    return positive_region(num if sign == 1 else (-num if sign == -1 else num * den), x)
+
+
+def _threshold(x, rule: Region, exact: Region, rule_as, analysis: Analysis, notes) -> Threshold:
+    op = None
+    for region in (exact, rule):
+        if region.kind in ("above", "below"):
+            op = ">" if region.kind == "above" else "<"
+            break
+    reasons = list(notes)
+    for label, region in (("rule", rule), ("exact", exact)):
+        if region.kind == "unknown":
+            reasons.append(f"{label}: {region.reason}")
+        elif region.kind == "intervals":
+            spans = ", ".join(f"({lo}, {hi})" for lo, hi in region.intervals)
+            reasons.append(f"{label}: compute-bound for {x} in {spans}")
+    if rule.kind == "none" and exact.kind in ("none", "unknown") or exact.kind == "none" and not rule_as:
+        reasons.insert(0, _never(x, analysis, rule_as))
+    if rule.kind == "all" and exact.kind in ("all", "unknown"):
+        reasons.insert(0, f"compute-bound at every {x}")
+    value = lambda region: region.root if region.kind in ("above", "below") else None
+    return Threshold(str(x), op, value(rule), value(exact),
+                     exact.condition if exact.kind in ("above", "below") else None,
+                     "; ".join(reasons) or None, rule_as)
+
+
+def _never(x, analysis: Analysis, rule_as) -> str:
+    critical = analysis.critical_intensity
+    shown = sympy.Float(critical, 6) if critical.is_number else critical
+    if rule_as:
+        grow = [dim_symbol(d) for d in rule_as]
+        tends = limit_at_infinity(_ratio(analysis.cost.flops, analysis.cost.bytes), grow)
+        return (f"never compute-bound: as {', '.join(rule_as)} -> oo the intensity tends to {tends} "
+                f"whatever {x} is, below the critical intensity {shown}")
+    tends = limit_at_infinity(analysis.intensity, [x])
+    return (f"never compute-bound: the intensity tends to {tends} as {x} -> oo, below the critical "
+            f"intensity {shown}")

@@ -1,0 +1,363 @@
+"""Spec text -> the statements as written (names, sizes, operators, with their positions).
+
+This layer knows the grammar and nothing of what the names mean: whether `X` in
+`X[B, D]` is a dtype or a tensor's name, which dims are summed, and every other
+question of meaning is settled in `resolve.py`, which uses the positions kept here
+to point at the spot. Lark's own exceptions never leave this module: every syntax
+error becomes a `SpecError` in words, with a caret.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from .errors import SpecError
+from .resources import resource_path
+
+# Longer specs are refused before parsing: nothing a person writes by hand is this long,
+# and it keeps every later step (sympy included) quick.
+MAX_SPEC_CHARS = 200_000
+
+Span = tuple[int, int]
+
+
+@dataclass
+class WDim:
+    """A dim as written: a name (`B`), a literal size (`4096`) or both (`D=4096`)."""
+
+    name: str | None
+    value: int | None
+    axes: tuple[str, ...]
+    span: Span
+    axes_span: Span | None = None
+
+    @property
+    def text(self) -> str:
+        if self.name is None:
+            return str(self.value)
+        return self.name if self.value is None else f"{self.name}={self.value}"
+
+
+@dataclass
+class WTensor:
+    """A tensor as written. `head` is the word before '[' (a dtype or a name); einsum
+    terms have none."""
+
+    head: str | None
+    head_span: Span | None
+    name: str | None
+    name_span: Span | None
+    dims: list[WDim]
+    span: Span
+
+
+@dataclass
+class WOp:
+    """An operator between operands: its symbol and the subscript it names, if any."""
+
+    symbol: str
+    subscript: list[tuple[str, Span]] | None
+    span: Span
+
+
+@dataclass
+class WAnnotation:
+    """One `{...}` item after the result, such as `compute=fp8` or `U_X`."""
+
+    key: str
+    subscript: list[tuple[str, Span]] | None
+    value: str | None
+    span: Span
+
+
+@dataclass
+class WStatement:
+    """One statement: operands joined by operators, then the result."""
+
+    kind: str  # "spec", "book" or "einsum": which of the written forms it came in
+    operands: list[WTensor]
+    ops: list[WOp]
+    output: WTensor
+    annotations: list[WAnnotation]
+    span: Span
+    text: str = field(repr=False, default="")
+
+
+_WORDS = {
+    "ARROW": "'->'",
+    "OPERATOR": "an operator ('@', '*' or '*_D')",
+    "NAME": "a name",
+    "INT": "a size",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "COMMA": "','",
+    "COLON": "':'",
+    "_SEMI": "';'",
+    "EQUALS": "'='",
+    "UNDERSCORE": "'_'",
+    "_NEWLINE": "a new line",
+    "TEXT_OPEN": "'\\text{'",
+    "$END": "the end of the spec",
+}
+# The order in which expected tokens are listed, most helpful first.
+_ORDER = ["COMMA", "RSQB", "ARROW", "OPERATOR", "LSQB", "NAME", "INT", "COLON", "EQUALS",
+          "UNDERSCORE", "LBRACE", "RBRACE", "TEXT_OPEN", "_SEMI", "_NEWLINE", "$END"]
+
+
+@functools.cache
+def _parser() -> Lark:
+    grammar = resource_path("symroof.lark").read_text(encoding="utf-8")
+    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True,
+                cache=False)
+
+
+def read(text: str) -> list[WStatement]:
+    """Parse spec text into its statements as written.
+
+    Raises:
+        SpecError: on any syntax error, with its position.
+
+    Examples:
+        >>> [s.kind for s in read("bd,df->bf; x: bf16[N] * y: bf16[N] -> bf16[]")]
+        ['einsum', 'spec']
+        >>> read("bf16[B, D] @ bf16[D F] -> bf16[B, F]")
+        Traceback (most recent call last):
+        ...
+        symroof.errors.SpecError: expected ',' or ']', got 'F' (column 21)
+          bf16[B, D] @ bf16[D F] -> bf16[B, F]
+                              ^
+    """
+    if not isinstance(text, str):
+        raise SpecError(f"a spec is text, not {type(text).__name__}")
+    if len(text) > MAX_SPEC_CHARS:
+        raise SpecError(f"spec is {len(text):,} characters long; symroof reads at most {MAX_SPEC_CHARS:,}")
+    if not _has_content(text):
+        raise SpecError("empty spec: write a contraction, e.g. bf16[B, D] @ bf16[D, F] -> bf16[B, F]")
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput as err:
+        raise _syntax_error(text, err) from None
+    return [_statement(child, text) for child in tree.children]
+
+
+def _has_content(text: str) -> bool:
+    return any(line.split("#", 1)[0].strip(" \t\r\f;$") for line in text.splitlines())
+
+
+# ---- parse tree -> written statements ------------------------------------------------
+
+def _span(node) -> Span:
+    if isinstance(node, Token):
+        return (node.start_pos, node.end_pos)
+    return (node.meta.start_pos, node.meta.end_pos)
+
+
+def _statement(tree: Tree, text: str) -> WStatement:
+    kind = tree.data
+    if kind == "contraction":
+        *body, arrow, output, annotations = tree.children
+        operands = [_operand(node) for node in body[0::2]]
+        ops = [_op(node) for node in body[1::2]]
+        return WStatement("spec", operands, ops, _operand(output), _annotations(annotations),
+                          _span(tree), text)
+    if kind == "book_contraction":
+        return _book(tree, text)
+    return _einsum(tree, text)
+
+
+def _book(tree: Tree, text: str) -> WStatement:
+    children = tree.children
+    colon = next(i for i, c in enumerate(children) if isinstance(c, Token) and c.type == "COLON")
+    names = children[:colon:2]
+    ops = [_op(node) for node in children[1:colon:2]]
+    types = [c for c in children[colon + 1:] if isinstance(c, Tree) and c.data == "tensor"]
+    output, annotations = children[-2], children[-1]
+    if len(types) != len(names):
+        last = types[-1]
+        raise SpecError(f"{len(names)} operand names but {len(types)} "
+                        f"type{'s' if len(types) != 1 else ''}: give one type per name",
+                        text, *_span(types[0] if len(types) > len(names) else last))
+    operands = []
+    for name, node in zip(names, types):
+        tensor = _tensor(node)
+        tensor.name, tensor.name_span = str(name), _span(name)
+        operands.append(tensor)
+    return WStatement("book", operands, ops, _operand(output), _annotations(annotations),
+                      _span(tree), text)
+
+
+def _einsum(tree: Tree, text: str) -> WStatement:
+    terms = [c for c in tree.children if isinstance(c, Token) and c.type == "NAME"]
+    has_output = tree.children[-1] is not None
+    inputs = terms[:-1] if has_output else terms
+    arrow = next(c for c in tree.children if isinstance(c, Token) and c.type == "ARROW")
+    output_term = terms[-1] if has_output else Token("NAME", "", start_pos=arrow.end_pos,
+                                                      end_pos=arrow.end_pos)
+    # Einsum terms are joined by plain '*': the commas stand where the operators would.
+    commas = [WOp("*", None, _span(c)) for c in tree.children if isinstance(c, Token) and c.type == "COMMA"]
+    return WStatement("einsum", [_einsum_term(t) for t in inputs], commas, _einsum_term(output_term),
+                      [], _span(tree), text)
+
+
+def _einsum_term(token: Token) -> WTensor:
+    start = token.start_pos
+    dims = [WDim(ch, None, (), (start + i, start + i + 1)) for i, ch in enumerate(str(token))]
+    return WTensor(None, None, None, None, dims, (start, max(token.end_pos, start)))
+
+
+def _operand(tree: Tree) -> WTensor:
+    name, _colon, tensor_node = tree.children
+    tensor = _tensor(tensor_node)
+    if name is not None:
+        tensor.name, tensor.name_span = str(name), _span(name)
+        tensor.span = (name.start_pos, tensor.span[1])
+    return tensor
+
+
+def _tensor(tree: Tree) -> WTensor:
+    if isinstance(tree.children[0], Token) and tree.children[0].type == "TEXT_OPEN":
+        inner = _tensor(tree.children[1])
+        inner.span = _span(tree)
+        return inner
+    head, _lsqb, dims, _rsqb = tree.children
+    head_text = "_".join(str(c) for c in head.children if c.type == "NAME")
+    dim_list = [] if dims is None else [_dim(d) for d in dims.children if isinstance(d, Tree)]
+    return WTensor(head_text, _span(head), None, None, dim_list, _span(tree))
+
+
+def _dim(tree: Tree) -> WDim:
+    size, subscript = tree.children
+    parts = size.children
+    if size.data == "named_size":
+        name, value = str(parts[0]), None
+    elif size.data == "literal_size":
+        name, value = None, int(parts[0])
+    else:
+        name, value = str(parts[0]), int(parts[2])
+    axes: tuple[str, ...] = ()
+    axes_span = None
+    if subscript is not None:
+        items = _subscript(subscript)
+        axes = tuple(item for item, _ in items)
+        axes_span = _span(subscript)
+    return WDim(name, value, axes, _span(tree), axes_span)
+
+
+def _subscript(tree: Tree) -> list[tuple[str, Span]]:
+    return [(str(tok), _span(tok)) for tok in tree.children
+            if isinstance(tok, Token) and tok.type in ("NAME", "INT")]
+
+
+def _op(tree: Tree) -> WOp:
+    symbol, subscript = tree.children
+    items = None if subscript is None else _subscript(subscript)
+    return WOp(str(symbol), items, _span(tree))
+
+
+def _annotations(tree: Tree | None) -> list[WAnnotation]:
+    if tree is None:
+        return []
+    found = []
+    for node in tree.children:
+        if not isinstance(node, Tree):
+            continue
+        key, subscript, _equals, value = node.children
+        value_text = None if value is None else "_".join(
+            str(c) for c in value.children if c.type == "NAME")
+        found.append(WAnnotation(str(key), None if subscript is None else _subscript(subscript),
+                                 value_text, _span(node)))
+    return found
+
+
+# ---- syntax errors in words ------------------------------------------------------------
+
+def _syntax_error(text: str, err: UnexpectedInput) -> SpecError:
+    pos = getattr(err, "pos_in_stream", None)
+    if isinstance(err, UnexpectedToken) and err.token.type != "$END":
+        token = err.token
+        pos, end, got = token.start_pos, token.end_pos, f"'{token}'"
+        if token.type == "_NEWLINE":
+            got = "a new line"
+        expected = set(err.expected)
+    elif isinstance(err, UnexpectedCharacters):
+        end = pos + 1
+        got = f"'{text[pos]}'"
+        expected = set(err.allowed or ())
+    else:  # the end of the spec came too early
+        pos = end = len(text.rstrip())
+        got = "the end of the spec"
+        expected = set(getattr(err, "expected", ()) or ())
+    hint = _hint(text, pos, end, got, expected)
+    if hint is not None:
+        return hint
+    return SpecError(f"expected {_words(expected)}, got {got}", text, pos, end)
+
+
+def _hint(text: str, pos: int, end: int, got: str, expected: set[str]) -> SpecError | None:
+    """Messages for the mistakes people actually make, before the generic one."""
+    here = text[pos:pos + 3]
+    if here.startswith("=>") or (here.startswith(">") and text[pos - 1:pos] == "="):
+        start = pos if here.startswith("=>") else pos - 1
+        return SpecError("write '->' (or '→') before the result, not '=>'", text, start, start + 2)
+    if here.startswith("..."):
+        return SpecError("'...' (an ellipsis) is not supported: write the dims out", text, pos, pos + 3)
+    if got in ("'x'", "'X'", "'×'") and "OPERATOR" in expected:
+        return SpecError(f"use '@' or '*' between operands ({got} reads as a name)", text, pos, end)
+    if here[:1] == "-" and here[1:2].isdigit() and "INT" in expected:
+        return SpecError("a dim's size must be a positive integer", text, pos, pos + 2)
+    open_at = _unclosed(text, pos, "[", "]")
+    if open_at is not None and "RSQB" in expected and "COMMA" in expected:
+        if got == "the end of the spec" or got in ("'->'", "a new line", "';'") or \
+                text[pos:end] in ("@", "*", "·", "•", "×"):
+            return SpecError(f"'[' at column {_column(text, open_at)} is never closed", text, open_at)
+    if got == "']'" and open_at is None:
+        return SpecError("']' has no matching '['", text, pos, end)
+    if got == "'['" and "LSQB" not in expected:
+        return SpecError("a tensor needs a dtype or a name before '[', e.g. bf16[B, D]", text, pos, end)
+    if got in ("the end of the spec", "a new line", "';'") and _ends_with_arrow(text[:pos]):
+        return SpecError("missing the result after the arrow, e.g. '-> bf16[B, F]'", text, pos, end)
+    if "ARROW" in expected and got in ("the end of the spec", "a new line", "';'"):
+        return SpecError("missing '->' and the result, e.g. '-> bf16[B, F]'", text, pos, end)
+    if got == "'_'" and expected <= {"NAME", "TEXT_OPEN", "LSQB", "INT", "_NEWLINE", "_SEMI"}:
+        return SpecError("a name cannot start with '_'", text, pos, end)
+    return None
+
+
+def _ends_with_arrow(before: str) -> bool:
+    return before.rstrip().endswith(("->", "→", "⟶", "\\rightarrow", "\\longrightarrow", "\\to"))
+
+
+def _unclosed(text: str, pos: int, opening: str, closing: str) -> int | None:
+    """Offset of the last `opening` before pos on the same statement with no `closing`."""
+    depth_open: list[int] = []
+    line_start = max(text.rfind("\n", 0, pos), text.rfind(";", 0, pos)) + 1
+    for i in range(line_start, min(pos, len(text))):
+        if text[i] == opening:
+            depth_open.append(i)
+        elif text[i] == closing and depth_open:
+            depth_open.pop()
+    return depth_open[-1] if depth_open else None
+
+
+def _column(text: str, pos: int) -> int:
+    return pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _words(expected: set[str]) -> str:
+    if {"COMMA", "RSQB"} <= expected:
+        # Inside a dim list, '=' (D=4096) and '_' (D_X) are allowed but rarely what was meant.
+        expected = expected - {"EQUALS", "UNDERSCORE"}
+    names = [n for n in _ORDER if n in expected] + sorted(n for n in expected if n not in _ORDER)
+    words = [_WORDS.get(n, n.lower()) for n in names]
+    words = list(dict.fromkeys(words))[:5]
+    if not words:
+        return "something else"
+    if len(words) == 1:
+        return words[0]
+    return ", ".join(words[:-1]) + " or " + words[-1]

@@ -1,0 +1,163 @@
+"""The roofline engine: counts, times, bounds, limits, thresholds, evaluation."""
+
+import warnings
+
+import pytest
+import sympy
+
+from symroof import HardwareError, SpecError, SymroofWarning, analyze, roofline
+from symroof.ir import dim_symbol
+
+B, D, F, N = (dim_symbol(n) for n in "BDFN")
+V5E = dict(peak_flops=1.97e14, hbm_bw=8.2e11)
+MATMUL = "bf16[B, D] @ bf16[D, F] -> bf16[B, F]"
+
+
+def same(a, b):
+    return sympy.simplify(a - b) == 0
+
+
+def test_counts_of_basic_shapes():
+    dot = analyze("bf16[N] *_N bf16[N] -> bf16[1]")
+    assert (dot.flops, dot.flops_exact, dot.bytes) == (2 * N, 2 * N - 1, 4 * N + 2)
+    outer = analyze("bf16[B] * bf16[F] -> bf16[B, F]")
+    assert outer.flops == outer.flops_exact == B * F  # one multiply per output element
+    elementwise = analyze("fp32[B, D] * fp32[B, D] -> fp32[B, D]")
+    assert elementwise.flops == B * D and elementwise.bytes == 12 * B * D
+    reduce = analyze("bf16[B, D] -> bf16[B]")
+    assert (reduce.flops, reduce.flops_exact) == (B * D, B * (D - 1))
+    copy = analyze("bf16[B, D] -> bf16[D, B]")
+    assert copy.flops == 0 and copy.bytes == 4 * B * D
+    square = analyze("x: bf16[N] * x: bf16[N] -> bf16[]")  # one tensor, read once
+    assert square.bytes_read == 2 * N
+    int4 = analyze("int4[B, D] @ int4[D, F] -> int4[B, F]")
+    assert int4.bytes == (B * D + D * F + B * F) / 2
+
+
+def test_chain_costs_each_step_and_sums():
+    a = analyze("bf16[B, D] *_D bf16[D, F] *_F bf16[F, D] -> bf16[B, D]")
+    first, second = a.steps
+    assert first.flops == 2 * B * D * F and second.flops == 2 * B * F * D
+    assert first.bytes_written == 2 * B * F and second.bytes_read == 2 * B * F + 2 * F * D
+    assert a.flops == 4 * B * D * F
+    assert a.bytes == first.bytes + second.bytes
+
+
+def test_mixed_dtype_chain_runs_each_step_at_its_rate():
+    a = analyze("int8[B, D] *_D int8[D, F] *_F bf16[F, G] -> int8[B, G]", chip="tpu-v5e")
+    rates = [s.step.compute.name for s in a.steps]
+    assert rates == ["int8", "bf16"]
+    G = dim_symbol("G")
+    assert same(a.t_math, 2 * B * D * F / 394_000_000_000_000 + 2 * B * F * G / 197_000_000_000_000)
+
+
+def test_times_bounds_and_achieved():
+    a = analyze(MATMUL, **V5E).at(B=128, D=4096, F=4096)
+    assert a.t_math == sympy.Rational(2 * 128 * 4096 * 4096, 197 * 10**12)
+    assert a.t_comms == sympy.Rational(2 * (128 * 4096 * 2 + 4096 * 4096), 82 * 10**10)
+    assert a.t_lower == max(a.t_math, a.t_comms) and a.t_upper == a.t_math + a.t_comms
+    assert a.bound == "memory"
+    assert a.achieved_flops_per_s == a.flops / a.t_lower
+    big = analyze(MATMUL, **V5E).at(B=1024, D=4096, F=4096)
+    assert big.bound == "compute" and big.achieved_flops_per_s == 197 * 10**12
+
+
+def test_bound_is_a_condition_when_it_depends_on_free_dims():
+    a = analyze(MATMUL, **V5E)
+    assert isinstance(a.bound, sympy.StrictGreaterThan)
+    assert a.bound.subs({B: 1000, D: 10**6, F: 10**6}) == sympy.true
+    assert a.bound.subs({B: 10, D: 10**6, F: 10**6}) == sympy.false
+    assert analyze("bf16[N] *_N bf16[N] -> bf16[1]", **V5E).bound == "memory"
+
+
+def test_limits():
+    assert analyze(MATMUL).limit("D", "F") == B
+    assert analyze("bf16[N] *_N bf16[N] -> bf16[1]").limit("N") == sympy.Rational(1, 2)
+    assert analyze("int8[B, D] *_D int8[B, D, F] -> int8[B, F]").limit("D", "F") == 2
+    assert analyze("bf16[B, D] * int8[D, F] -> bf16[B, F]").limit("D,F") == 2 * B
+    assert analyze(MATMUL).limit("B", "D", "F") == sympy.oo
+
+
+def test_path_dependent_limit_warns():
+    # D/F-shaped intensity: the limit depends on how D and F grow
+    a = analyze("bf16[D] * bf16[F] -> bf16[D, F]; bf16[D, F] -> bf16[D]")
+    with pytest.warns(SymroofWarning, match="depends on how they grow"):
+        a.limit("D", "F")
+
+
+def test_thresholds_rule_exact_and_condition():
+    t = analyze(MATMUL, **V5E).threshold("B")
+    assert t.op == ">" and t.rule == sympy.Rational(9850, 41) and t.rule_as == ("D", "F")
+    C = sympy.Rational(9850, 41)
+    assert same(t.exact, C * D * F / (D * F - C * D - C * F))
+    assert same(t.condition.lhs - t.condition.rhs, D * F / (D + F) - C)
+    at = analyze(MATMUL, **V5E).at(D=4096, F=4096).threshold("B")
+    assert at.rule == C and float(at.exact) == pytest.approx(272.1714, rel=1e-6)
+    small = analyze(MATMUL, **V5E).at(D=300, F=300).threshold("B")  # D*F/(D+F) = 150 < 240
+    assert small.rule == C and small.exact is None
+
+
+def test_thresholds_that_do_not_exist_say_why():
+    dot = analyze("bf16[N] *_N bf16[N] -> bf16[1]", **V5E).threshold("N")
+    assert dot.op is None and dot.rule is None and dot.exact is None
+    assert "never compute-bound" in dot.reason and "1/2" in dot.reason
+    per_example = analyze("int8[B, D] *_D int8[B, D, F] -> int8[B, F]", **V5E).threshold("B")
+    assert per_example.op is None and "tends to 2 whatever B is" in per_example.reason
+
+
+def test_threshold_on_another_dim_and_symmetry():
+    t = analyze(MATMUL, **V5E).threshold("D")
+    assert t.op == ">" and t.rule == sympy.Rational(9850, 41) and t.rule_as == ("B", "F")
+
+
+def test_values_from_the_spec_and_from_set():
+    a = analyze("bf16[B, D=4096] @ bf16[D, F=4096] -> bf16[B, F]", **V5E)
+    assert a.values == {"D": 4096, "F": 4096}
+    assert a.flops == 2 * 4096 * 4096 * B
+    assert float(a.threshold("B").exact) == pytest.approx(272.1714, rel=1e-6)
+    assert a.at(D=1024).values["D"] == 1024
+
+
+def test_bad_requests_are_clear_errors():
+    a = analyze(MATMUL, **V5E)
+    with pytest.raises(SpecError, match="unknown dim 'G'"):
+        a.threshold("G")
+    with pytest.raises(SpecError, match="B has a value"):
+        a.at(B=4).threshold("B")
+    with pytest.raises(SpecError, match="positive integer"):
+        a.at(B=0)
+    with pytest.raises(SpecError, match="unknown dim 'Q'"):
+        analyze(MATMUL, values={"Q": 3})
+    with pytest.raises(HardwareError, match="needs a chip"):
+        analyze(MATMUL).t_math
+    with pytest.raises(HardwareError, match="no figure|has no|not available"):
+        analyze("fp8[B, D] @ fp8[D, F] -> fp8[B, F]", chip="tpu-v5e").t_math
+
+
+def test_bare_counts():
+    t = roofline(flops=1e12, peak_flops=9.89e14)
+    assert float(t.t_math) == pytest.approx(1e12 / 9.89e14)
+    both = roofline(flops=1e12, bytes=1e9, chip="h100")
+    assert both.bound == "compute"
+
+
+def test_chip_figures_drive_the_numbers():
+    v5e = analyze(MATMUL, chip="v5e")
+    assert v5e.critical_intensity == sympy.Rational(197 * 10**12, 82 * 10**10)
+    int8 = analyze("int8[B, D] @ int8[D, F] -> int8[B, F]", chip="TPU v5e")
+    assert int8.critical_intensity == sympy.Rational(394 * 10**12, 82 * 10**10)
+    overridden = analyze(MATMUL, chip="v5e", hbm_bw="8.1e11")
+    assert overridden.critical_intensity == sympy.Rational(197 * 10**12, 81 * 10**10)
+
+
+def test_readable_repr_and_latex():
+    a = analyze(MATMUL, **V5E)
+    text = repr(a)
+    assert "2*B*D*F" in text and "240.244" in text and "conventions" in text
+    assert a._repr_latex_().startswith("$$") and r"\frac" in a._repr_latex_()
+
+
+def test_warnings_are_not_raised_for_ordinary_limits():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        analyze(MATMUL).limit("D", "F")
