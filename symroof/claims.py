@@ -30,6 +30,7 @@ import sympy
 
 from .errors import SymroofError
 from .expr import read_expression
+from .hardware import list_chips
 from .roofline import Analysis, analyze, roofline
 
 DEFAULT_TOLERANCE = 1e-9
@@ -72,7 +73,8 @@ def check_case(case: Mapping, hardware=None) -> CaseResult:
         expect = case.get("expect") or {}
         if not isinstance(expect, Mapping):
             raise SymroofError("'expect' must be a mapping of keys to expected values")
-        outcomes = tuple(_outcome(analysis, key, value, tolerance) for key, value in expect.items())
+        outcomes = tuple(_outcome(analysis, key, value, tolerance, hardware)
+                         for key, value in expect.items())
     except SymroofError as err:
         return CaseResult(case_id, error=str(err).split("\n")[0], book=case.get("book"))
     return CaseResult(case_id, outcomes, book=case.get("book"))
@@ -95,9 +97,11 @@ def _analysis(case: Mapping, hardware) -> Analysis:
     return roofline(given.get("flops", 0), given.get("bytes", 0), dtype=chip.get("dtype", "bf16"), **figures)
 
 
-def _outcome(a: Analysis, key: str, expected, tolerance: float) -> Outcome:
+def _outcome(a: Analysis, key: str, expected, tolerance: float, hardware) -> Outcome:
     names = a.dims
     if key == "threshold":
+        if a.machine is None and expected in ("none", None):
+            return _never_on_any_chip(a, hardware)
         return _threshold_outcome(a, expected, tolerance)
     if key == "intensity_limit":
         if not isinstance(expected, Mapping) or "as" not in expected or "expr" not in expected:
@@ -115,6 +119,23 @@ def _outcome(a: Analysis, key: str, expected, tolerance: float) -> Outcome:
                            "bound, threshold, intensity_limit)")
     got = getattr(a, key)
     return Outcome(key, expected, got, _matches(got, expected, tolerance, names))
+
+
+def _never_on_any_chip(a: Analysis, hardware) -> Outcome:
+    """`threshold: none` with no chip named: it must hold on every chip that has a peak for
+    the compute dtype ("far below any chip's")."""
+    rates = {d.rate for d in a.compute_dtypes}
+    failures, checked = [], 0
+    for chip in list_chips(hardware):
+        if any(chip.figure(f"peak_flops_per_s.{rate}") is None for rate in rates):
+            continue
+        checked += 1
+        t = analyze(a.program, chip=chip, values=a.values).threshold(a.dims[0]) if len(a.dims) == 1 else None
+        if t is None or t.op is not None:
+            failures.append(chip.id)
+    ok = checked > 0 and not failures
+    note = f"never compute-bound on any of {checked} chips" if ok else f"compute-bound on {failures}"
+    return Outcome("threshold", "none", "none" if ok else failures, ok, note)
 
 
 def _threshold_outcome(a: Analysis, expected, tolerance: float) -> Outcome:

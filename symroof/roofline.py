@@ -24,7 +24,6 @@ Examples:
 from __future__ import annotations
 
 import functools
-import re
 import warnings
 from dataclasses import dataclass
 from typing import Mapping
@@ -32,9 +31,9 @@ from typing import Mapping
 import sympy
 
 from . import dtypes
-from .cost import Cost, cost, total
+from .cost import Cost, cost
 from .errors import HardwareError, SpecError, SymroofError
-from .hardware import Chip, get_chip
+from .hardware import Chip, exact_value, get_chip
 from .ir import Program, dim_symbol
 from .parse import parse
 from .solve import Region, limit_at_infinity, limit_is_path_independent, positive_region, sign_of
@@ -48,10 +47,7 @@ class SymroofWarning(UserWarning):
     """Something symroof computed but wants a person to look at (a path-dependent limit)."""
 
 
-_NUMBER = re.compile(r"^[+]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
-
-
-def exact_number(value, what: str = "value") -> sympy.Rational:
+def exact_number(value, what: str = "value", allow_zero: bool = False) -> sympy.Rational:
     """A positive figure as an exact rational: 1.97e14 is 197000000000000, never a binary
     float. Strings must be plain decimal numbers; nothing is evaluated.
 
@@ -59,23 +55,13 @@ def exact_number(value, what: str = "value") -> sympy.Rational:
         >>> exact_number(8.2e11), exact_number("1e-6")
         (820000000000, 1/1000000)
     """
-    if isinstance(value, bool):
-        raise SymroofError(f"{what} must be a number, got {value!r}")
-    if isinstance(value, sympy.Basic) and value.is_Rational:
-        number = value
-    elif isinstance(value, int):
-        number = sympy.Integer(value)
-    elif isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise SymroofError(f"{what} must be finite, got {value!r}")
-        number = sympy.Rational(repr(value))
-    elif isinstance(value, str) and _NUMBER.match(value.strip()):
-        number = sympy.Rational(value.strip())
-    else:
-        raise SymroofError(f"{what} must be a positive number such as 8.2e11, got {value!r}")
-    if number <= 0:
-        raise SymroofError(f"{what} must be positive, got {value!r}")
-    return number
+    if allow_zero and not isinstance(value, bool) and isinstance(value, (int, float, str)) \
+            and str(value).strip() in ("0", "0.0"):
+        return sympy.Integer(0)
+    try:
+        return exact_value(value)
+    except ValueError as error:
+        raise SymroofError(f"{what} {error}; e.g. 8.2e11") from None
 
 
 @dataclass(frozen=True)
@@ -158,17 +144,16 @@ def roofline(flops, bytes=0, chip: str | Chip | None = None, *, dtype: str = "bf
     """The roofline of bare counts: `roofline(flops=1e12, chip="h100").t_math`.
 
     Examples:
-        >>> float(roofline(flops=1e12, peak_flops=9.89e14).t_math)
-        0.001011122345803842
+        >>> roofline(flops=1e12, peak_flops=9.89e14).t_math
+        1/989
     """
     target = machine(chip, peak_flops=peak_flops, hbm_bw=hbm_bw, overrides=overrides,
                      variant=variant, hardware=hardware)
     compute = dtypes.lookup(dtype)
     if compute is None:
         raise SpecError(f"unknown dtype '{dtype}'")
-    counts = Cost((), exact_number(flops, "flops"),
-                  exact_number(flops, "flops"),
-                  sympy.Integer(0) if bytes == 0 else exact_number(bytes, "bytes"), sympy.Integer(0))
+    flops = exact_number(flops, "flops", allow_zero=True)
+    counts = Cost((), flops, flops, exact_number(bytes, "bytes", allow_zero=True), sympy.Integer(0))
     return Analysis(counts, target, compute=compute)
 
 
@@ -328,8 +313,11 @@ class Analysis:
 
     @functools.cached_property
     def peak_flops(self) -> sympy.Expr:
-        """The peak FLOPs/s the analysis ran at (FLOPs / T_math, for a chain with mixed
-        compute dtypes)."""
+        """The peak FLOPs/s the analysis runs at: the compute dtype's, or FLOPs / T_math for
+        a chain whose steps compute in different dtypes."""
+        rates = {d.rate for d in self.compute_dtypes}
+        if len(rates) == 1:
+            return self._need_machine().peak(rates.pop())
         return _ratio(self.flops, self.t_math)
 
     @functools.cached_property

@@ -104,7 +104,7 @@ def test_chips_and_chip():
     (["analyze", MATMUL, "--set", "B=0"], "positive integer"),
     (["analyze", MATMUL, "--set", "Q=3"], "unknown dim 'Q'"),
     (["analyze", MATMUL, "--solve", "B"], "needs a chip"),
-    (["analyze", MATMUL, "--chip", "v5e", "--hbm-bw", "fast"], "must be a positive number"),
+    (["analyze", MATMUL, "--chip", "v5e", "--hbm-bw", "fast"], "HBM bandwidth must be a finite decimal number, got 'fast'"),
     (["analyze", ""], "empty spec"),
 ])
 def test_errors_exit_2_with_one_line(argv, message):
