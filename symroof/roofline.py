@@ -36,7 +36,7 @@ from .errors import HardwareError, SpecError, SymroofError
 from .hardware import Chip, exact_value, get_chip
 from .ir import Program, dim_symbol
 from .parse import parse
-from .solve import Region, limit_at_infinity, limit_is_path_independent, positive_region, sign_of
+from .solve import Region, limit_parts, path_independent, polys, positive_region, ratio_limit, sign_of
 
 CONVENTIONS = ("1 FLOP = one multiply or one add (a multiply-add is 2); int dtypes count OPs alike; "
                "peaks are dense (no 2:4 sparsity); bytes are HBM bytes; GB = 1e9 bytes; "
@@ -305,7 +305,7 @@ class Analysis:
 
     @functools.cached_property
     def t_lower(self) -> sympy.Expr:
-        return sympy.Max(self.t_math, self.t_comms)
+        return _max(self.t_math, self.t_comms)
 
     @functools.cached_property
     def t_upper(self) -> sympy.Expr:
@@ -332,16 +332,18 @@ class Analysis:
         sign = sign_of(self.t_math - self.t_comms)
         if sign is not None:
             return {1: "compute", -1: "memory", 0: "balanced"}[sign]
+        # evaluate=False: sympy would ask its assumption system, slowly, what sign_of
+        # has just found to be open.
         if self.critical_intensity.is_number:
-            return sympy.StrictGreaterThan(self.intensity, self.critical_intensity)
-        return sympy.StrictGreaterThan(self.t_math, self.t_comms)
+            return sympy.StrictGreaterThan(self.intensity, self.critical_intensity, evaluate=False)
+        return sympy.StrictGreaterThan(self.t_math, self.t_comms, evaluate=False)
 
     @functools.cached_property
     def achieved_flops_per_s(self) -> sympy.Expr:
         """FLOPs / T_lower: the peak when compute-bound, intensity x bandwidth when not."""
         if self.flops == 0:
             return sympy.Integer(0)
-        return sympy.Min(self.peak_flops, _ratio(self.flops, self.t_comms))
+        return _max(self.peak_flops, self.intensity * self._need_machine().bandwidth(), sympy.Min)
 
     # -- limits and thresholds -----------------------------------------------------------
 
@@ -354,9 +356,9 @@ class Analysis:
         if not symbols:
             raise SpecError("name the dims to take the limit over, e.g. limit('D', 'F')")
         keep = {s: v for s, v in self._subs.items() if s not in symbols}
-        base = _ratio(self.cost.flops, self.cost.bytes).xreplace(keep)
-        value = limit_at_infinity(base, symbols)
-        if not limit_is_path_independent(base, symbols, value):
+        num, den = self.cost.flops.xreplace(keep), self.cost.bytes.xreplace(keep)
+        value = ratio_limit(num, den, symbols)
+        if not path_independent(num, den, symbols):
             warnings.warn(f"the intensity's limit as {', '.join(map(str, symbols))} -> oo depends on "
                           f"how they grow; taking them equal gives {value}", SymroofWarning, stacklevel=2)
         return value
@@ -372,17 +374,15 @@ class Analysis:
         if x in self._subs:
             raise SpecError(f"{x} has a value ({self._subs[x]}): leave it free to solve for it")
         self._need_machine()
-        exact = positive_region(sympy.expand(self.t_math - self.t_comms), x)
+        exact = positive_region(self.t_math - self.t_comms, x)
         base_math, base_comms = self._t_math_base, self._t_comms_base
         grow = sorted((base_math + base_comms).free_symbols - {x}, key=str)
         notes = []
         if grow:
-            ratio = _ratio(base_math, base_comms)
-            limit = limit_at_infinity(ratio, grow)
-            if not limit_is_path_independent(ratio, grow, limit):
+            if not path_independent(base_math, base_comms, grow):
                 notes.append(f"the rule depends on how {', '.join(map(str, grow))} grow; "
                              "it takes them equal")
-            rule = _above_one(limit, x)
+            rule = _compute_bound_region(*polys(base_math, base_comms, extra=(x,)), grow, x)
         else:
             rule = exact
         return _threshold(x, rule, exact, tuple(map(str, grow)), self, notes)
@@ -434,9 +434,27 @@ class Analysis:
 # ---- helpers ------------------------------------------------------------------------------
 
 def _ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
+    """num / den with common factors cancelled. Costs are polynomials in the dims, so this
+    works on `Poly`s: several times faster than `sympy.cancel`, which asks the assumption
+    system about every term."""
     if den == 0:
         return sympy.oo if num != 0 else sympy.nan
-    return sympy.cancel(num / den)
+    if num == 0 or num.is_number and den.is_number:
+        return num / den
+    symbols = sorted(num.free_symbols | den.free_symbols, key=str)
+    try:
+        coeff, p, q = sympy.Poly(num, *symbols).cancel(sympy.Poly(den, *symbols), include=False)
+    except sympy.PolynomialError:
+        return sympy.cancel(num / den)
+    return coeff * p.as_expr() / q.as_expr()
+
+
+def _max(a: sympy.Expr, b: sympy.Expr, pick=sympy.Max) -> sympy.Expr:
+    """Max or Min without sympy's search for which argument wins, which is slow and, for
+    costs with free dims, never succeeds; numbers still come out as one number."""
+    if a.is_number and b.is_number:
+        return pick(a, b)
+    return pick(a, b, evaluate=False)
 
 
 def _size(name: str, value) -> int:
@@ -470,15 +488,18 @@ def _flatten(dims) -> list[str]:
     return out
 
 
-def _above_one(ratio: sympy.Expr, x: sympy.Symbol) -> Region:
-    """Where ratio(x) > 1 for x > 0 (ratio = T_math / T_comms in some limit)."""
-    if ratio == sympy.oo:
-        return Region("all")
-    if ratio == 0:
+def _compute_bound_region(t_math, t_comms, grow, x) -> Region:
+    """Where T_math > T_comms for x > 0 in the limit as the `grow` dims go to infinity:
+    compare the two times' leading parts."""
+    parts = limit_parts(t_math, t_comms, grow)
+    if parts[0] == "zero":
         return Region("none")
-    num, den = sympy.fraction(sympy.cancel(ratio - 1))
-    sign = sign_of(den)
-    return positive_region(num if sign == 1 else (-num if sign == -1 else num * den), x)
+    if parts[0] == "infinite":
+        return Region("all")
+    _, math, comms = parts
+    if sign_of(comms) == 1:
+        return positive_region(math - comms, x)
+    return positive_region((math - comms) * comms, x)
 
 
 def _threshold(x, rule: Region, exact: Region, rule_as, analysis: Analysis, notes) -> Threshold:
@@ -509,9 +530,9 @@ def _never(x, analysis: Analysis, rule_as) -> str:
     shown = sympy.Float(critical, 6) if critical.is_number else critical
     if rule_as:
         grow = [dim_symbol(d) for d in rule_as]
-        tends = limit_at_infinity(_ratio(analysis.cost.flops, analysis.cost.bytes), grow)
+        tends = ratio_limit(analysis.cost.flops, analysis.cost.bytes, grow)
         return (f"never compute-bound: as {', '.join(rule_as)} -> oo the intensity tends to {tends} "
                 f"whatever {x} is, below the critical intensity {shown}")
-    tends = limit_at_infinity(analysis.intensity, [x])
+    tends = ratio_limit(analysis.flops, analysis.bytes, [x])
     return (f"never compute-bound: the intensity tends to {tends} as {x} -> oo, below the critical "
             f"intensity {shown}")

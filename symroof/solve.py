@@ -1,12 +1,18 @@
 """Limits and inequalities over positive dims, done on polynomials rather than by `sympy.limit`
-and `sympy.solve`: costs are polynomials in the dims, so their ratios are rational
-functions, whose limits are ratios of leading coefficients and whose sign changes
-are the roots of one numerator. This is exact and takes milliseconds.
+and `sympy.solve`.
+
+Costs are polynomials in the dims, so every ratio symroof takes a limit of is a ratio
+of polynomials. As a set of dims grows together (each replaced by one t -> oo), a
+polynomial is led by its terms of highest total degree in those dims: the limit of a
+ratio is the ratio of those leading parts when their degrees match, 0 or oo when they
+do not. And whether a cost difference is positive is the sign of one polynomial.
+All of it is exact (rational coefficients) and runs on sympy's sparse polynomial rings,
+which skip the assumption system that makes `cancel` and `expand` slow.
 
 Examples:
     >>> from sympy import symbols
     >>> B, D, F = symbols("B D F", positive=True, integer=True)
-    >>> limit_at_infinity(B*D*F / (B*D + D*F + B*F), [D, F])
+    >>> ratio_limit(B*D*F, B*D + D*F + B*F, [D, F])
     B
     >>> region = positive_region(41*B - 9850, B)
     >>> region.kind, region.root
@@ -15,50 +21,125 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
 import sympy
+from sympy.polys.rings import PolyElement, PolyRing, ring
+
+
+@functools.lru_cache(maxsize=256)
+def _ring(symbols: tuple[sympy.Symbol, ...]) -> PolyRing:
+    return ring(symbols, sympy.QQ)[0]
+
+
+def polys(*exprs, extra=()) -> tuple[PolyElement, ...]:
+    """The expressions as polynomials over QQ in one shared ring of their symbols."""
+    symbols = set(extra)
+    for expr in exprs:
+        symbols |= expr.free_symbols
+    r = _ring(tuple(sorted(symbols, key=str)) or (sympy.Dummy("one"),))
+    return tuple(r.from_expr(expr) for expr in exprs)
+
+
+def leading(p: PolyElement, symbols) -> tuple[int, PolyElement]:
+    """The terms of p of highest total degree in `symbols`, with those symbols set to 1,
+    and that degree: what is left of p as the symbols grow together."""
+    gens = p.ring.symbols
+    idx = [gens.index(s) for s in symbols if s in gens]
+    if not idx or not p:
+        return 0, p
+    degree = max(sum(m[i] for i in idx) for m in p.itermonoms())
+    kept = p.ring.zero
+    for monom, coeff in p.iterterms():
+        if sum(monom[i] for i in idx) == degree:
+            reduced = tuple(0 if i in idx else e for i, e in enumerate(monom))
+            kept += p.ring({reduced: coeff})
+    return degree, kept
+
+
+def limit_parts(num: PolyElement, den: PolyElement, symbols, together: bool = True):
+    """('finite', N, D), ('zero',) or ('infinite', sign) for the limit of num/den."""
+    orders = [list(symbols)] if together else [[s] for s in symbols]
+    for group in orders:
+        dn, num = leading(num, group)
+        dd, den = leading(den, group)
+        if dn < dd:
+            return ("zero",)
+        if dn > dd:
+            signs = (sign_of(num), sign_of(den))
+            return ("infinite", None if None in signs else signs[0] * signs[1])
+    return ("finite", num, den)
+
+
+def _as_expr(parts) -> sympy.Expr:
+    if parts[0] == "zero":
+        return sympy.Integer(0)
+    if parts[0] == "infinite":
+        return -sympy.oo if parts[1] == -1 else sympy.oo
+    return fraction_expr(parts[1], parts[2])
+
+
+def fraction_expr(num: PolyElement, den: PolyElement) -> sympy.Expr:
+    """num/den as a sympy expression, common factors cancelled."""
+    num, den = num.cancel(den)
+    return num.as_expr() / den.as_expr()
+
+
+def ratio_limit(num: sympy.Expr, den: sympy.Expr, symbols, together: bool = True) -> sympy.Expr:
+    """Limit of num/den (polynomials) as `symbols` grow: together (at one rate), or one
+    after another in the order given (an iterated limit)."""
+    p, q = polys(num, den)
+    return _as_expr(limit_parts(p, q, symbols, together))
 
 
 def limit_at_infinity(expr: sympy.Expr, symbols, together: bool = True) -> sympy.Expr:
-    """Limit of a rational function as the given symbols grow without bound.
-
-    With `together`, they grow at one rate (each replaced by one t -> oo); otherwise one
-    after another, in the order given (an iterated limit).
-    """
-    symbols = [s for s in symbols if s in expr.free_symbols]
-    if not symbols:
-        return expr
-    if not together:
-        for symbol in symbols:
-            expr = limit_at_infinity(expr, [symbol])
-        return expr
-    t = sympy.Dummy("t", positive=True)
-    num, den = sympy.fraction(sympy.cancel(expr.subs({s: t for s in symbols})))
-    if t not in (num.free_symbols | den.free_symbols):
-        return sympy.cancel(num / den)
-    pn, pd = sympy.Poly(num, t), sympy.Poly(den, t)
-    ratio = sympy.cancel(pn.LC() / pd.LC())
-    if pn.degree() < pd.degree():
-        return sympy.Integer(0)
-    if pn.degree() > pd.degree():
-        sign = ratio.is_positive
-        return sympy.oo if sign else (-sympy.oo if sign is False else sympy.oo * sympy.sign(ratio))
-    return ratio
+    """Limit of a rational function as the symbols grow (see `ratio_limit`)."""
+    num, den = sympy.fraction(sympy.together(expr))
+    return ratio_limit(num, den, symbols, together)
 
 
-def limit_is_path_independent(expr: sympy.Expr, symbols, value: sympy.Expr) -> bool:
+def path_independent(num: sympy.Expr, den: sympy.Expr, symbols) -> bool:
     """Whether the limit taken at one rate agrees with the iterated limits in every order
     (at most the first six orders are tried)."""
-    symbols = [s for s in symbols if s in expr.free_symbols]
+    p, q = polys(num, den)
+    symbols = [s for s in symbols if s in p.ring.symbols]
     if len(symbols) < 2:
         return True
+    reference = limit_parts(p, q, symbols)
     for order in itertools.islice(itertools.permutations(symbols), 6):
-        other = limit_at_infinity(expr, order, together=False)
-        if other != value and sympy.cancel(other - value) != 0:
+        other = limit_parts(p, q, order, together=False)
+        if other[0] != reference[0]:
+            return False
+        if other[0] == "finite" and other[1] * reference[2] != reference[1] * other[2]:
+            return False
+        if other[0] == "infinite" and other[1] != reference[1]:
             return False
     return True
+
+
+def sign_of(expr) -> int | None:
+    """+1, -1 or 0 when the sign is known for all positive values of the symbols, else None.
+
+    A polynomial whose coefficients all share one sign has that sign for positive
+    symbols. That decides every cost symroof asks about, and it does so without
+    sympy's assumption system, which is slow and leaves mixed signs open anyway.
+    """
+    if isinstance(expr, PolyElement):
+        coefficients = expr.coeffs() if expr else [0]
+    else:
+        expr = sympy.expand(expr)
+        if expr.is_number:
+            return 0 if expr == 0 else (1 if expr > 0 else -1)
+        coefficients = list(expr.as_coefficients_dict().values())
+    if all(c == 0 for c in coefficients):
+        return 0
+    if all(c > 0 for c in coefficients):
+        return 1
+    if all(c < 0 for c in coefficients):
+        return -1
+    return None
 
 
 @dataclass(frozen=True)
@@ -68,8 +149,8 @@ class Region:
     kind: "all" (every x), "none", "above" (x > root), "below" (x < root),
         "intervals" (the union of `intervals`), or "unknown" (could not be decided;
         `reason` says why).
-    condition: for "above"/"below" with symbolic coefficients, the condition on the
-        other symbols under which the root exists; otherwise None.
+    condition: for "above" with symbolic coefficients, the condition on the other
+        symbols under which the root exists; otherwise None.
     """
 
     kind: str
@@ -79,48 +160,33 @@ class Region:
     reason: str | None = None
 
 
-def sign_of(expr: sympy.Expr) -> int | None:
-    """+1, -1 or 0 when the sign is known for all positive values of the symbols, else None.
-
-    A polynomial whose coefficients all share one sign has that sign for positive
-    symbols, which decides most costs that sympy's assumptions leave open.
-    """
-    expr = sympy.expand(expr)
-    if expr == 0:
-        return 0
-    if expr.is_positive:
-        return 1
-    if expr.is_negative:
-        return -1
-    coefficients = expr.as_coefficients_dict().values()
-    if all(c > 0 for c in coefficients):
-        return 1
-    if all(c < 0 for c in coefficients):
-        return -1
-    return None
-
-
-def positive_region(poly: sympy.Expr, x: sympy.Symbol) -> Region:
+def positive_region(poly, x: sympy.Symbol) -> Region:
     """Solve poly(x) > 0 over x > 0, with the other symbols positive."""
-    poly = sympy.expand(poly)
-    if x not in poly.free_symbols:
+    if not isinstance(poly, PolyElement):
+        (poly,) = polys(poly, extra=(x,))
+    if x not in poly.ring.symbols or poly.degree(poly.ring.symbols.index(x)) <= 0:
         sign = sign_of(poly)
         if sign is None:
-            return Region("unknown", reason=f"the sign of {poly} does not depend on {x} but is not fixed")
+            return Region("unknown", reason=f"the sign of {poly.as_expr()} does not depend on {x} "
+                                            "but is not fixed")
         return Region("all" if sign > 0 else "none")
-    p = sympy.Poly(poly, x)
-    if p.degree() == 1:
-        a, c = p.all_coeffs()
-        return _linear(sympy.cancel(a), sympy.cancel(c))
-    if p.free_symbols - {x}:
-        return Region("unknown", reason=f"the threshold on {x} is a root of a degree-{p.degree()} "
+    i = poly.ring.symbols.index(x)
+    by_power: dict[int, PolyElement] = {}
+    for monom, coeff in poly.iterterms():
+        rest = tuple(0 if j == i else e for j, e in enumerate(monom))
+        by_power[monom[i]] = by_power.get(monom[i], poly.ring.zero) + poly.ring({rest: coeff})
+    degree = max(by_power)
+    if degree == 1:
+        return _linear(by_power[1], by_power.get(0, poly.ring.zero))
+    if any(any(sum(m) for m in p.itermonoms()) for p in by_power.values()):
+        return Region("unknown", reason=f"the threshold on {x} is a root of a degree-{degree} "
                       "polynomial whose coefficients depend on other dims; give them values")
-    return _numeric(p)
+    return _numeric(sympy.Poly(poly.as_expr(), x))
 
 
-def _linear(a: sympy.Expr, c: sympy.Expr) -> Region:
-    root = sympy.cancel(-c / a)
+def _linear(a: PolyElement, c: PolyElement) -> Region:
     sa, sc = sign_of(a), sign_of(c)
+    root = fraction_expr(-c, a) if c else sympy.Integer(0)
     if sa == 1:
         return Region("all") if sc in (0, 1) else Region("above", root)
     if sa == -1:
@@ -132,18 +198,21 @@ def _linear(a: sympy.Expr, c: sympy.Expr) -> Region:
     return Region("unknown", reason="the signs of both terms depend on other dims; give them values")
 
 
-def readable_positive(expr: sympy.Expr) -> sympy.Basic:
-    """`expr > 0` rearranged as `ratio > number` where it can be, e.g. D*F/(D + F) > 9850/41."""
-    expr = sympy.expand(expr)
-    positive = sympy.Add(*(t for t in expr.args if sign_of(t) == 1))
-    negative = -sympy.Add(*(t for t in expr.args if sign_of(t) == -1))
-    if isinstance(expr, sympy.Add) and positive != 0 and negative != 0 and \
-            sympy.expand(positive - negative - expr) == 0:
-        num, den = sympy.fraction(sympy.cancel(positive / negative))
-        (cn, pn), (cd, pd) = num.as_content_primitive(), den.as_content_primitive()
+def readable_positive(p: PolyElement) -> sympy.Basic:
+    """`p > 0` rearranged as `ratio > number` where it can be, e.g. D*F/(D + F) > 9850/41."""
+    positive, negative = p.ring.zero, p.ring.zero
+    for monom, coeff in p.iterterms():
+        if coeff > 0:
+            positive += p.ring({monom: coeff})
+        else:
+            negative -= p.ring({monom: coeff})
+    if positive and negative:
+        num, den = positive.cancel(negative)
+        (cn, pn), (cd, pd) = num.primitive(), den.primitive()
         if cn > 0 and cd > 0:
-            return sympy.StrictGreaterThan(sympy.cancel(pn / pd), cd / cn)
-    return sympy.StrictGreaterThan(expr, 0)
+            return sympy.StrictGreaterThan(fraction_expr(pn, pd), sympy.Rational(cd) / sympy.Rational(cn),
+                                           evaluate=False)
+    return sympy.StrictGreaterThan(p.as_expr(), 0, evaluate=False)
 
 
 def _numeric(p: sympy.Poly) -> Region:

@@ -114,7 +114,7 @@ _ORDER = ["COMMA", "RSQB", "ARROW", "OPERATOR", "LSQB", "NAME", "INT", "COLON", 
 def _parser() -> Lark:
     grammar = resource_path("symroof.lark").read_text(encoding="utf-8")
     return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True,
-                cache=False)
+                cache=True)
 
 
 def read(text: str) -> list[WStatement]:
