@@ -17,6 +17,8 @@ import os
 import sys
 import warnings
 
+import sympy
+
 from .errors import SymroofError
 from .hardware import get_chip, list_chips
 from .render import number, table, to_json_dict
@@ -157,9 +159,10 @@ def _chips(args) -> str:
                      "link_one_way_bytes_per_s": link})
     if args.json:
         return json.dumps([{k: _plain(v) for k, v in row.items()} for row in rows], indent=2)
-    header = ("chip", "name", "bf16 FLOPs/s", "HBM B/s", "HBM bytes", "bf16 crit. intensity",
-              "link B/s one-way")
-    lines = [[row["id"], row["name"], *(("-" if row[k] is None else number(row[k]))
+    header = ("chip", "name", "bf16 FLOPs/s", "HBM bytes/s", "HBM GB", "bf16 critical intensity",
+              "link bytes/s one-way")
+    scale = {"hbm_capacity_bytes": 10**9}
+    lines = [[row["id"], row["name"], *(("-" if row[k] is None else number(row[k] / scale.get(k, 1)))
                                         for k in list(row)[2:])] for row in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -181,7 +184,9 @@ def _chip(args) -> str:
     lines = [f"{chip.name} ({chip.id})", ""]
     for path, value, source in rows:
         shown = "-" if value is None else (value if isinstance(value, str) else number(value))
-        lines.append(f"{path:<{width}}{shown:<14}{source}")
+        if path.endswith("capacity_bytes") and value is not None:
+            shown = f"{int(value)} ({_size_unit(int(value))})"
+        lines.append(f"{path:<{width}}{shown:<26}{source}")
     if chip.variants:
         lines += ["", "variants (apply with --variant NAME):"]
         for name, fields in chip.variants.items():
@@ -189,6 +194,15 @@ def _chip(args) -> str:
     for note in chip.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def _size_unit(size: int) -> str:
+    """A byte count in the units it was given in: 141 GB, 256 kB, 16 GiB."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3),
+                        ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{number(sympy.Rational(size, 10**9))} GB"
 
 
 def _plain(value):

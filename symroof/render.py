@@ -105,7 +105,8 @@ def threshold_text(t: Threshold, values: dict | None = None) -> str:
         rule = f"{t.var} {t.op} {pretty(t.rule)}"
         if t.rule.is_number and t.op == ">":
             rule += f" ({t.var} >= {int(sympy.floor(t.rule)) + 1})"
-        parts.append(rule + (f"  [rule: {', '.join(t.rule_as)} -> oo]" if t.rule_as else ""))
+        parts.append(rule + (f"  [rule: {', '.join(t.rule_as)} -> oo]" if t.rule_as
+                             else "  [exact: no other named dim to take to infinity]"))
     if t.exact is not None and (t.rule is None or t.rule_as):
         exact = f"exact: {t.var} {t.op} {pretty(t.exact)}"
         if t.condition is not None:
