@@ -32,10 +32,9 @@ from .ir import Program, Step, Term
 
 
 @dataclass(frozen=True, slots=True)
-class StepCost:
-    """The cost of one step (one binary or unary contraction)."""
+class Counts:
+    """FLOPs (leading and exact) and HBM bytes."""
 
-    step: Step
     flops: sympy.Expr
     flops_exact: sympy.Expr
     bytes_read: sympy.Expr
@@ -47,18 +46,17 @@ class StepCost:
 
 
 @dataclass(frozen=True, slots=True)
-class Cost:
-    """The steps' costs and their totals."""
+class StepCost(Counts):
+    """The counts of one step (one binary or unary contraction)."""
 
-    steps: tuple[StepCost, ...]
-    flops: sympy.Expr
-    flops_exact: sympy.Expr
-    bytes_read: sympy.Expr
-    bytes_written: sympy.Expr
+    step: Step | None = None
 
-    @property
-    def bytes(self) -> sympy.Expr:
-        return self.bytes_read + self.bytes_written
+
+@dataclass(frozen=True, slots=True)
+class Cost(Counts):
+    """The totals over all steps, and each step's own counts."""
+
+    steps: tuple[StepCost, ...] = ()
 
 
 def cost(program: Program) -> Cost:
@@ -67,16 +65,8 @@ def cost(program: Program) -> Cost:
     for statement in program.statements:
         sizes = dict(statement.sizes)
         steps.extend(step_cost(step, sizes) for step in statement.steps)
-    return total(steps)
-
-
-def total(steps) -> Cost:
-    steps = tuple(steps)
-    return Cost(steps,
-                sympy.Add(*(s.flops for s in steps)),
-                sympy.Add(*(s.flops_exact for s in steps)),
-                sympy.Add(*(s.bytes_read for s in steps)),
-                sympy.Add(*(s.bytes_written for s in steps)))
+    return Cost(*(sympy.Add(*(getattr(s, key) for s in steps))
+                  for key in ("flops", "flops_exact", "bytes_read", "bytes_written")), steps=tuple(steps))
 
 
 def step_cost(step: Step, sizes: dict[str, sympy.Expr]) -> StepCost:
@@ -95,7 +85,7 @@ def step_cost(step: Step, sizes: dict[str, sympy.Expr]) -> StepCost:
         flops, flops_exact = 2 * out * summed, out * (2 * summed - 1)
     read = sympy.Add(*(_bytes(term, product) for term in _distinct(step.inputs)))
     written = _bytes(step.output, product)
-    return StepCost(step, flops, flops_exact, read, written)
+    return StepCost(flops, flops_exact, read, written, step=step)
 
 
 def _distinct(terms: tuple[Term, ...]) -> list[Term]:

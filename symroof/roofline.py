@@ -153,7 +153,7 @@ def roofline(flops, bytes=0, chip: str | Chip | None = None, *, dtype: str = "bf
     if compute is None:
         raise SpecError(f"unknown dtype '{dtype}'")
     flops = exact_number(flops, "flops", allow_zero=True)
-    counts = Cost((), flops, flops, exact_number(bytes, "bytes", allow_zero=True), sympy.Integer(0))
+    counts = Cost(flops, flops, exact_number(bytes, "bytes", allow_zero=True), sympy.Integer(0))
     return Analysis(counts, target, compute=compute)
 
 
