@@ -9,17 +9,17 @@ intensity, times on a chip and critical thresholds, as sympy expressions:
     (2*B*D*F, B)
     >>> print(a.threshold("B"))
     B > 240.244 (B >= 241)  [rule: D, F -> oo]
-    exact: B > 240.244*D*F/(D*F - 240.244*D - 240.244*F), when D*F/(D + F) > 240.244
+    exact: B > 240.244*D*F/(D*F - 240.244*D - 240.244*F), when D*F/(D + F) > 240.244 (never otherwise)
 """
 
 from .claims import check_case
 from .cost import Cost, StepCost, cost
-from .errors import HardwareError, SpecError, SymroofError
+from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from .expr import read_expression
 from .hardware import Chip, get_chip, list_chips, load_hardware
 from .ir import Program, dim_symbol
 from .parse import parse
-from .roofline import CONVENTIONS, Analysis, Threshold, SymroofWarning, analyze, roofline
+from .roofline import CONVENTIONS, Analysis, Threshold, analyze, roofline
 
 __all__ = [
     "Analysis", "CONVENTIONS", "Chip", "Cost", "HardwareError", "Program", "SpecError", "StepCost",

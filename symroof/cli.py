@@ -22,7 +22,8 @@ import sympy
 from .errors import SymroofError
 from .hardware import get_chip, list_chips
 from .render import number, table, to_json_dict
-from .roofline import SymroofWarning, analyze, roofline
+from .errors import SymroofWarning
+from .roofline import analyze, roofline
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -68,12 +68,21 @@ for _name, _bytes, _rate, _is_float, _aliases in _TABLE:
     for _alias in (_name, *_aliases):
         _ALIASES[_alias] = _dtype
 
-_DTYPE_LIKE = re.compile(r"^(?:bf|fp|f|int|i|uint|u|float|bfloat|tf)\d", re.IGNORECASE)
+# Which of two equally wide dtypes a mixed contraction computes in, so that the answer
+# does not depend on the order of the operands: the first in this list wins.
+_PREFERENCE = ["fp64", "fp32", "tf32", "int32", "bf16", "fp16", "int16", "fp8", "fp8_e4m3",
+               "fp8_e5m2", "int8", "uint8", "fp4", "int4"]
+
+_DTYPE_LIKE = re.compile(r"^(?:bf|fp|f|int|i|uint|u|float|bfloat|tf)\d|^(?:BF|FP|INT|UINT|TF)\d")
 
 
 def lookup(name: str) -> DType | None:
-    """The dtype a name or alias stands for (case-insensitive), or None."""
-    return _ALIASES.get(name.lower())
+    """The dtype a name or alias stands for, or None. Names with digits match in any case
+    (BF16, Float32); the word aliases (half, float, double, single) only in lower case,
+    so a tensor named `Half` or `Float` stays a tensor's name."""
+    if name in _ALIASES:
+        return _ALIASES[name]
+    return _ALIASES.get(name.lower()) if any(ch.isdigit() for ch in name) else None
 
 
 def suggest(name: str) -> str | None:
@@ -84,17 +93,20 @@ def suggest(name: str) -> str | None:
 
 def looks_like_dtype(name: str) -> bool:
     """Whether an unknown name before '[' was probably meant as a dtype (bf61, fp33, int7)
-    rather than as a tensor's name (X, W1, Wq): a name with a digit that starts like a
-    dtype or is close to one is a misspelt dtype; anything else names the tensor."""
+    rather than as a tensor's name (X, W1, F1, Wq): a name with a digit that starts like a
+    dtype (in lower case, or an upper-case dtype prefix such as BF or FP) or is close to
+    one is a misspelt dtype; anything else names the tensor."""
     if not any(ch.isdigit() for ch in name):
         return False
     return bool(_DTYPE_LIKE.match(name)) or bool(
-        difflib.get_close_matches(name.lower(), list(_ALIASES), n=1, cutoff=0.75))
+        difflib.get_close_matches(name, list(_ALIASES), n=1, cutoff=0.75))
 
 
 def compute_dtype(dtypes) -> DType:
     """The dtype a contraction of these inputs computes in: the widest, floats before
-    integers of the same width (bf16 x int8 runs at the bf16 rate; int8 x int8 at int8).
+    integers of the same width (bf16 x int8 runs at the bf16 rate; int8 x int8 at int8),
+    and between two floats of one width a fixed order (bf16 before fp16), whatever the
+    order of the operands.
 
     Examples:
         >>> compute_dtype([lookup("bf16"), lookup("int8")]).name
@@ -102,4 +114,4 @@ def compute_dtype(dtypes) -> DType:
         >>> compute_dtype([lookup("int8"), lookup("int8")]).name
         'int8'
     """
-    return max(dtypes, key=lambda d: (d.bytes, d.is_float))
+    return max(dtypes, key=lambda d: (d.bytes, d.is_float, -_PREFERENCE.index(d.name)))

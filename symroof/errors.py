@@ -1,4 +1,4 @@
-"""The two exceptions symroof raises for bad input, and the caret drawing they share.
+"""The exceptions and the warning symroof raises for bad input, and the caret drawing they share.
 
 A `SpecError` points into the spec text: its first line says what is wrong and
 where, the next two show the offending line with a caret under the spot.
@@ -13,6 +13,11 @@ Examples:
 """
 
 from __future__ import annotations
+
+import unicodedata
+
+# An echoed line longer than this is cut down to a window around the caret.
+_WINDOW = 100
 
 
 class SymroofError(ValueError):
@@ -49,7 +54,7 @@ class SpecError(SymroofError):
         """1-based column of the error, or None."""
         if self.text is None or self.start is None:
             return None
-        return self.start - (self.text.rfind("\n", 0, self.start) + 1) + 1
+        return column_of(self.text, self.start)
 
     def headline(self) -> str:
         """The one-line form: message plus where."""
@@ -69,8 +74,21 @@ class HardwareError(SymroofError):
     """A chip that is unknown, a hardware file that is malformed, or a figure that is missing."""
 
 
+class SymroofWarning(UserWarning):
+    """Something symroof computed but wants a person to look at: a limit that depends on
+    how the dims grow, a spec that could be read two ways."""
+
+
+def column_of(text: str, pos: int) -> int:
+    """1-based column of offset `pos` in `text`."""
+    return pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
 def caret(text: str, start: int, end: int | None = None) -> str:
     """Draw the line of `text` holding offset `start`, with carets under start..end.
+
+    Wide characters (CJK) take two columns under the caret, tabs keep their width,
+    and a long line is cut to a window around the spot.
 
     Examples:
         >>> print(caret("ab\\ncdef", 4, 6))
@@ -82,8 +100,22 @@ def caret(text: str, start: int, end: int | None = None) -> str:
     line_end = text.find("\n", start)
     if line_end < 0:
         line_end = len(text)
-    line = text[line_start:line_end]
-    end = start + 1 if end is None or end <= start else min(end, line_end if line_end > start else start + 1)
-    # Tabs keep their width so the caret stays under the character.
-    pad = "".join("\t" if ch == "\t" else " " for ch in line[: start - line_start])
-    return f"  {line}\n  {pad}{'^' * max(1, end - start)}"
+    end = start + 1 if end is None or end <= start else min(end, max(line_end, start + 1))
+    lo, hi = line_start, line_end
+    if hi - lo > _WINDOW:
+        lo = max(line_start, min(start - _WINDOW // 2, line_end - _WINDOW))
+        hi = min(line_end, lo + _WINDOW)
+    shown = text[lo:hi]
+    prefix = "..." if lo > line_start else ""
+    suffix = "..." if hi < line_end else ""
+    pad = " " * len(prefix) + "".join(_blank(ch) for ch in text[lo:start])
+    marks = "^" * max(1, sum(_width(ch) for ch in text[start:min(end, hi)]) or 1)
+    return f"  {prefix}{shown}{suffix}\n  {pad}{marks}"
+
+
+def _width(ch: str) -> int:
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def _blank(ch: str) -> str:
+    return "\t" if ch == "\t" else " " * _width(ch)

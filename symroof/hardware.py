@@ -172,8 +172,9 @@ class Chip:
             1979000000000000
         """
         if rate not in RATES:
-            raise HardwareError(f"no peak rate {rate!r}{_hint(rate, RATES)} "
-                                f"(rates: {', '.join(RATES)}); pass one with --peak-flops")
+            raise HardwareError(f"hardware.json lists no {rate} rate for any chip (rates: "
+                                f"{', '.join(RATES)}); give one with --peak-flops, or a compute "
+                                "dtype with {compute=...}")
         return self.require(f"peak_flops_per_s.{rate}")
 
     @property
@@ -308,6 +309,11 @@ class _JsonNumber(str):
     """A JSON non-integer number kept as its text, so it is converted exactly."""
 
 
+def _json_int(text: str) -> int | _JsonNumber:
+    # An integer too long for int() is kept as text, so the check of its field names it.
+    return int(text) if len(text) <= 40 else _JsonNumber(text)
+
+
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     keys = [key for key, _ in pairs]
     for key in keys:
@@ -324,7 +330,7 @@ def _load(file: str, mtime_ns: int, size: int) -> tuple[dict[str, Chip], dict[st
         raise HardwareError(f"cannot read hardware file {file}: {error}") from None
     try:
         data = json.loads(text, parse_float=_JsonNumber, parse_constant=_JsonNumber,
-                          object_pairs_hook=_unique_keys)
+                          parse_int=_json_int, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as error:
         raise HardwareError(f"{file}: not valid JSON: {error.msg} "
                             f"(line {error.lineno}, column {error.colno})") from None
@@ -338,6 +344,8 @@ def _load(file: str, mtime_ns: int, size: int) -> tuple[dict[str, Chip], dict[st
     if data.get("schema_version", 1) != 1:
         raise HardwareError(f"{file}: schema_version: this symroof reads version 1, "
                             f"got {data['schema_version']!r}")
+    if not data["chips"]:
+        raise HardwareError(f"{file}: chips: the list is empty")
     chips: dict[str, Chip] = {}
     index: dict[str, str] = {}
     for number, raw in enumerate(data["chips"]):
@@ -492,6 +500,8 @@ def exact_value(value: object, kind: str = NUMBER) -> sympy.Rational:
     elif isinstance(value, (str, numbers.Real)):
         # A float's repr is the shortest decimal that reads back as it: what was written.
         text = value.strip() if isinstance(value, str) else repr(float(value))
+        if len(text) > 40:
+            raise ValueError(f"must be a number of at most 40 characters, got {len(text)}")
         match = _DECIMAL.fullmatch(text)
         # Bounding the exponent keeps Fraction from building a huge power of ten.
         if not match or abs(int(match.group(1) or 0)) > 400 or not math.isfinite(float(text)):

@@ -9,116 +9,36 @@ from __future__ import annotations
 import sympy
 
 from .roofline import CONVENTIONS, Analysis, Threshold
-
-_TIME_UNITS = [(1, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns"), (1e-12, "ps")]
-
-
-# ---- numbers and expressions for people ---------------------------------------------------
-
-def number(value, digits: int = 6) -> str:
-    """A number for people: 240.244, 1.97e14, 4096.
-
-    Examples:
-        >>> number(sympy.Rational(9850, 41)), number(197000000000000), number(4096)
-        ('240.244', '1.97e14', '4096')
-    """
-    if isinstance(value, int):
-        value = sympy.Integer(value)
-    elif isinstance(value, float):
-        value = sympy.Float(value)
-    if value.is_Integer and abs(value) < 10**7:
-        return str(int(value))
-    if value in (sympy.oo, -sympy.oo) or value is sympy.nan:
-        return {sympy.oo: "oo", -sympy.oo: "-oo"}.get(value, "nan")
-    f = float(value)
-    if f == 0:
-        return "0"
-    if 1e-4 <= abs(f) < 1e7:
-        text = f"{f:.{digits}g}"
-    else:
-        mantissa, exponent = f"{f:.{digits - 1}e}".split("e")
-        mantissa = mantissa.rstrip("0").rstrip(".")
-        text = f"{mantissa}e{int(exponent)}"
-    return text
-
-
-def seconds(value) -> str:
-    """A time with a unit: 1.01112 ms."""
-    f = float(value)
-    for scale, unit in _TIME_UNITS:
-        if abs(f) >= scale:
-            return f"{f / scale:.6g} {unit}"
-    return f"{f:.6g} s"
-
-
-def pretty(expr: sympy.Basic) -> str:
-    """An expression for people: common factors pulled out, a fraction with large
-    coefficients scaled so its denominator leads with 1, large or non-integer numbers
-    as six-figure decimals.
-
-    Examples:
-        >>> D, F = sympy.symbols("D F", positive=True)
-        >>> pretty(9850*D*F/(41*D*F - 9850*D - 9850*F))
-        '240.244*D*F/(D*F - 240.244*D - 240.244*F)'
-        >>> pretty((2*D*F - F)/(2*D + 2*F))
-        'F*(2*D - 1)/(2*(D + F))'
-    """
-    if isinstance(expr, str):
-        return expr
-    if isinstance(expr, sympy.Rel):
-        return f"{pretty(expr.lhs)} {expr.rel_op} {pretty(expr.rhs)}"
-    if expr.is_number:
-        return number(expr)
-    if isinstance(expr, (sympy.Max, sympy.Min)):
-        return f"{type(expr).__name__.lower()}({', '.join(pretty(a) for a in expr.args)})"
-    num, den = sympy.fraction(sympy.cancel(expr))
-    if den == 1:
-        shown = expr
-    elif not den.is_number and _large_coefficients(num, den):
-        lead = sympy.Poly(den, *sorted(den.free_symbols, key=str)).LC()
-        shown = sympy.expand(num / lead) / sympy.expand(den / lead)
-    else:
-        shown = sympy.factor_terms(num) / sympy.factor_terms(den)
-    # Small fractions (1/2) read better exact; 9850/41 reads better as 240.244.
-    floats = {a: sympy.Float(a, 6) for a in shown.atoms(sympy.Rational)
-              if abs(a.p) >= 10**10 or (not a.is_Integer and (abs(a.p) > 1000 or a.q > 1000))}
-    return sympy.sstr(shown.xreplace(floats) if floats else shown)
-
-
-def _large_coefficients(*polys) -> bool:
-    return any(abs(c) > 100 for p in polys for c in sympy.expand(p).as_coefficients_dict().values())
-
-
-def over(expr: sympy.Expr, divisor) -> str:
-    """`expr / divisor` as a person writes it: 2*B*D*F / 1.97e14."""
-    shown = pretty(expr)
-    if isinstance(expr, sympy.Add):
-        shown = f"({shown})"
-    return f"{shown} / {number(divisor)}"
-
+from .show import number, over, pretty, seconds
 
 def threshold_text(t: Threshold, values: dict | None = None) -> str:
-    if t.op is None:
-        return t.reason or f"no threshold on {t.var}"
+    """A threshold in lines: the rule, the exact answer with its condition, then the reason."""
     parts = []
     if t.rule is not None:
-        rule = f"{t.var} {t.op} {pretty(t.rule)}"
-        if t.rule.is_number and t.op == ">":
-            rule += f" ({t.var} >= {int(sympy.floor(t.rule)) + 1})"
-        parts.append(rule + (f"  [rule: {', '.join(t.rule_as)} -> oo]" if t.rule_as
-                             else "  [exact: no other named dim to take to infinity]"))
-    if t.exact is not None and (t.rule is None or t.rule_as):
-        exact = f"exact: {t.var} {t.op} {pretty(t.exact)}"
+        how = f"[rule: {', '.join(t.rule_as)} -> oo]" if t.rule_as else \
+            "[exact: no other named dim to take to infinity]"
+        parts.append(f"{_bound_on(t.var, t.op, t.rule)}  {how}")
+    if t.exact is not None and t.rule_as:
+        exact = f"exact: {_bound_on(t.var, t.op, t.exact)}"
         if t.condition is not None:
             exact += f", when {pretty(t.condition)}"
+            exact += {"never": " (never otherwise)", "always": f" (at every {t.var} otherwise)"}.get(
+                t.otherwise, "")
         if values:
             exact += "  [at " + ", ".join(f"{k} = {v}" for k, v in values.items()) + "]"
         parts.append(exact)
-    elif t.exact is None and t.rule_as:
-        parts.append("exact: none at these sizes")
     if t.reason:
-        parts.append(t.reason)
-    return "\n".join(parts)
+        parts.extend(t.reason.split("; "))
+    return "\n".join(parts) or f"no threshold on {t.var}"
+
+
+def _bound_on(var: str, op: str, value) -> str:
+    text = f"{var} {op} {pretty(value)}"
+    if value.is_number and op == ">":
+        if value < 1:
+            return f"{text}: every {var} >= 1"
+        return f"{text} ({var} >= {int(sympy.floor(value)) + 1})"
+    return text
 
 
 # ---- the text table -----------------------------------------------------------------------
@@ -139,8 +59,9 @@ def table(a: Analysis, limit=None, solve=None) -> str:
         rows.append(("chip", _machine_text(a)))
     rows.append(("FLOPs", pretty(a.flops) + ("" if a.flops_exact == a.flops
                                              else f"   (exact: {pretty(a.flops_exact)})")))
-    rows.append(("bytes read", pretty(a.bytes_read)))
-    rows.append(("bytes written", pretty(a.bytes_written)))
+    if a.program is not None:  # bare counts have no reads and writes to tell apart
+        rows.append(("bytes read", pretty(a.bytes_read)))
+        rows.append(("bytes written", pretty(a.bytes_written)))
     rows.append(("bytes", pretty(a.bytes)))
     rows.append(("intensity", f"{pretty(a.intensity)} FLOPs/byte"
                  + ("" if a.intensity_exact == a.intensity else f"   (exact: {pretty(a.intensity_exact)})")))
@@ -261,7 +182,7 @@ def to_json_dict(a: Analysis, limit=None, solve=None) -> dict:
         t = a.threshold(solve)
         out["threshold"] = {"var": t.var, "op": t.op, "rule": json_value(t.rule),
                             "exact": json_value(t.exact), "condition": json_value(t.condition),
-                            "rule_as": list(t.rule_as), "reason": t.reason}
+                            "otherwise": t.otherwise, "rule_as": list(t.rule_as), "reason": t.reason}
     out["conventions"] = CONVENTIONS
     return out
 

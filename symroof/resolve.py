@@ -20,12 +20,14 @@ The rules, in the order they apply:
 
 from __future__ import annotations
 
+import keyword
+import warnings
 from dataclasses import dataclass, field
 
 import sympy
 
 from . import dtypes
-from .errors import SpecError
+from .errors import SpecError, SymroofWarning, column_of
 from .ir import Contraction, Dim, Operator, Program, Step, Tensor, Term, dim_symbol, is_literal_label, label_text
 from .syntax import Span, WDim, WOp, WStatement, WTensor
 
@@ -36,6 +38,10 @@ MAX_DIMS = 256
 MAX_STATEMENTS = 1000
 
 _MATMUL = {"@"}
+# Names a dim cannot take: they would not read back through sympy.parse_expr, which
+# symroof's JSON promises (Python keywords, and names the parser itself relies on).
+RESERVED = frozenset(keyword.kwlist) | {"Integer", "Float", "Rational", "Symbol", "Function",
+                                        "Max", "Min", "oo", "zoo", "nan"}
 
 
 def resolve(statements: list[WStatement], text: str, default_dtype: str = "bf16") -> Program:
@@ -72,6 +78,7 @@ class _Statement:
         self.ctx = ctx
         self.w = written
         self.literal_counts: dict[int, int] = {}
+        self.spans: dict[str, Span] = {}  # where each named dim first appears
 
     # -- tensors ------------------------------------------------------------------------
 
@@ -92,6 +99,8 @@ class _Statement:
         compute = None
         for note in self.w.annotations:
             if note.key == "compute" and note.value is not None and note.subscript is None:
+                if compute is not None:
+                    raise self.ctx.error("the compute dtype is given twice", note.span)
                 compute = self._dtype(note.value, note.span)
             elif note.key == "U" and note.subscript:
                 raise self.ctx.error("'{U_...}' leaves a result unreduced over mesh axes: "
@@ -150,6 +159,10 @@ class _Statement:
             raise self.ctx.error(f"a dim's size must be a positive integer, got {d.value}", d.span)
         if d.name is None:
             return Dim(size=d.value)
+        if d.name in RESERVED:
+            raise self.ctx.error(f"'{d.name}' cannot name a dim (it means something else to "
+                                 "Python or sympy); choose another name", d.span)
+        self.spans.setdefault(d.name, d.span)
         if len(self.ctx.names) >= MAX_DIMS and d.name not in self.ctx.names:
             raise self.ctx.error(f"more than {MAX_DIMS} distinct dims; symroof handles at most {MAX_DIMS}",
                                  d.span)
@@ -157,7 +170,7 @@ class _Statement:
         if d.value is not None:
             known = self.ctx.values.get(d.name)
             if known is not None and known[0] != d.value:
-                col = known[1][0] - (self.ctx.text.rfind("\n", 0, known[1][0]) + 1) + 1
+                col = column_of(self.ctx.text, known[1][0])
                 raise self.ctx.error(f"{d.name} is {known[0]} at column {col} but {d.value} here", d.span)
             self.ctx.values.setdefault(d.name, (d.value, d.span))
         return Dim(name=d.name)
@@ -170,7 +183,7 @@ class _Statement:
                 continue
             if t.name in first and operands[first[t.name]] != t:
                 earlier = self.w.operands[first[t.name]]
-                col = earlier.span[0] - (self.ctx.text.rfind("\n", 0, earlier.span[0]) + 1) + 1
+                col = column_of(self.ctx.text, earlier.span[0])
                 before = Tensor(operands[first[t.name]].dtype, operands[first[t.name]].dims)
                 raise self.ctx.error(f"{t.name} is {before} at column {col} but "
                                      f"{Tensor(t.dtype, t.dims)} here: one name, one tensor",
@@ -201,26 +214,33 @@ class _Statement:
         steps: list[Step] = []
         if not ops:
             labels_out, summed = self._finish(current, [], w.output, strict=False, op_span=None)
-            steps.append(self._step([(*left, current)], output, labels_out, summed, compute))
+            steps.append(self._step([(*left, current)], output, True, labels_out, summed, compute))
         for k, op in enumerate(ops):
             right_tensor, final = operands[k + 1], k == len(ops) - 1
             later = {d.name for t in (*operands[k + 2:], output) for d in t.dims if d.name}
-            error = None
+            error, found = None, []
             for right, contracted in self._readings(current, right_tensor, w.operands[k + 1], op, w.ops[k]):
                 try:
                     if final:
                         strict = op.symbol == "@" or op.contract is not None
-                        labels_out, summed = self._finish(current, right, w.output, strict,
-                                                          w.ops[k].span, contracted)
+                        found.append((right, *self._finish(current, right, w.output, strict,
+                                                           w.ops[k].span, contracted)))
                     else:
-                        labels_out, summed = self._carry(current, right, op, contracted, later)
-                    break
+                        found.append((right, *self._carry(current, right, op, contracted, later)))
                 except SpecError as err:
                     error = error or err
-            else:
+                if found and not final:
+                    break
+            if not found:
                 raise error
+            # Two readings that sum dims of different sizes cost differently: say which was taken.
+            if len(found) > 1 and sorted(map(label_text, found[0][2])) != sorted(map(label_text, found[1][2])):
+                warnings.warn(f"{self.ctx.text[w.span[0]:w.span[1]]!r}: read as a matmul (summing "
+                              f"{', '.join(label_text(l) for l in found[0][2])}); it could also be "
+                              "elementwise. Name the dims to say which.", SymroofWarning, stacklevel=4)
+            right, labels_out, summed = found[0]
             inputs = [(*left, current), (right_tensor.dtype, right_tensor.name, right)]
-            steps.append(self._step(inputs, output if final else None, labels_out, summed, compute))
+            steps.append(self._step(inputs, output, final, labels_out, summed, compute))
             # The intermediate goes to HBM in the result's dtype and has no name.
             current, left = labels_out, (output.dtype, None)
         sizes = {}
@@ -231,15 +251,11 @@ class _Statement:
                                     else dim_symbol(label))
         return tuple(steps), tuple(sizes.items())
 
-    def _step(self, inputs, output: Tensor | None, labels_out, summed, compute) -> Step:
+    def _step(self, inputs, output: Tensor, final: bool, labels_out, summed, compute) -> Step:
         terms = tuple(Term(dtype, tuple(labels), name) for dtype, name, labels in inputs)
-        out = Term(self._result_dtype(), tuple(labels_out), output.name if output is not None else None)
+        out = Term(output.dtype, tuple(labels_out), output.name if final else None)
         chosen = compute or dtypes.compute_dtype([t.dtype for t in terms])
         return Step(terms, out, tuple(summed), chosen)
-
-    def _result_dtype(self) -> dtypes.DType:
-        head = self.w.output.head
-        return self.ctx.default if head is None or dtypes.lookup(head) is None else dtypes.lookup(head)
 
     def _fresh(self, value: int) -> str:
         count = self.literal_counts.get(value, 0) + 1
@@ -263,11 +279,11 @@ class _Statement:
                 right[ri] = left[li]
             return [(self._align_batch(left, right, right_tensor, contracted), contracted)]
         if op.contract is not None:
-            names = {label for label in left}
+            written = self.ctx.text[op_w.span[0]:op_w.span[1]]
             for name, span in op_w.subscript:
-                if name not in names or name not in right:
-                    where = "the left" if name not in names else "the right"
-                    raise self.ctx.error(f"{name} in '*_{name}' is not in {where} operand: a contracted "
+                if name not in left or name not in right:
+                    where = "the left" if name not in left else "the right"
+                    raise self.ctx.error(f"{name} in '{written}' is not in {where} operand: a contracted "
                                          "dim must be in both", span)
             contracted = set(op.contract)
             return [(self._pair_by_size(left, right, right_tensor, contracted), contracted)]
@@ -352,6 +368,8 @@ class _Statement:
             loose = [l for l in summed if l not in contracted]
             if loose:
                 names = ", ".join(label_text(l) for l in loose)
-                raise self.ctx.error(f"{names} is neither contracted nor in the result; name it in "
-                                     "the operator ('*_{...}') or keep it in the result", op_span)
+                where = self.spans.get(loose[0], op_span)
+                raise self.ctx.error(f"{names} is neither contracted nor in the result: keep it in the "
+                                     "result, or let plain '*' sum it ('@' and '*_D' sum only the dims "
+                                     "they name)", where)
         return labels_out, summed

@@ -24,6 +24,7 @@ Examples:
 from __future__ import annotations
 
 import functools
+import numbers
 import warnings
 from dataclasses import dataclass
 from typing import Mapping
@@ -32,22 +33,26 @@ import sympy
 
 from . import dtypes
 from .cost import Cost, cost
-from .errors import HardwareError, SpecError, SymroofError
+from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from .hardware import Chip, exact_value, get_chip
 from .ir import Program, dim_symbol
 from .parse import parse
-from .solve import Region, limit_parts, path_independent, polys, positive_region, ratio_limit, sign_of
+from .show import pretty
+from .solve import (Region, fraction_expr, limit_parts, path_independent, polys, positive_region,
+                    ratio_limit, sign_of)
 
 CONVENTIONS = ("1 FLOP = one multiply or one add (a multiply-add is 2); int dtypes count OPs alike; "
                "peaks are dense (no 2:4 sparsity); bytes are HBM bytes; GB = 1e9 bytes; "
                "times in seconds")
 
 
-class SymroofWarning(UserWarning):
-    """Something symroof computed but wants a person to look at (a path-dependent limit)."""
+# Figures outside this range are typos (a bandwidth of 1e-300 bytes/s), and printing
+# what they lead to would overflow a float.
+_SMALLEST, _LARGEST = sympy.Rational(1, 10**30), sympy.Integer(10**40)
 
 
-def exact_number(value, what: str = "value", allow_zero: bool = False) -> sympy.Rational:
+def exact_number(value, what: str = "value", example: str = "8.2e11",
+                 allow_zero: bool = False) -> sympy.Rational:
     """A positive figure as an exact rational: 1.97e14 is 197000000000000, never a binary
     float. Strings must be plain decimal numbers; nothing is evaluated.
 
@@ -59,9 +64,12 @@ def exact_number(value, what: str = "value", allow_zero: bool = False) -> sympy.
             and str(value).strip() in ("0", "0.0"):
         return sympy.Integer(0)
     try:
-        return exact_value(value)
+        number = exact_value(value)
     except ValueError as error:
-        raise SymroofError(f"{what} {error}; e.g. 8.2e11") from None
+        raise SymroofError(f"{what} {error}; e.g. {example}") from None
+    if not _SMALLEST <= number <= _LARGEST:
+        raise SymroofError(f"{what} {value} is out of range (1e-30 to 1e40); e.g. {example}")
+    return number
 
 
 @dataclass(frozen=True)
@@ -100,14 +108,16 @@ def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None,
     """Build the machine an analysis runs against; None when nothing at all is given."""
     if isinstance(chip, str):
         chip = get_chip(chip, hardware, variant=variant)
+    elif chip is not None and not isinstance(chip, Chip):
+        raise HardwareError(f"chip must be a chip's name or a Chip, got {chip!r}")
     elif chip is not None and variant is not None:
         chip = chip.with_variant(variant)
     if overrides:
         if chip is None:
             raise HardwareError("figure overrides need a chip to override (--chip)")
         chip = chip.with_figures(dict(overrides))
-    peak = None if peak_flops is None else exact_number(peak_flops, "peak FLOPs/s")
-    bw = None if hbm_bw is None else exact_number(hbm_bw, "HBM bandwidth")
+    peak = None if peak_flops is None else exact_number(peak_flops, "peak FLOPs/s", "1.97e14")
+    bw = None if hbm_bw is None else exact_number(hbm_bw, "HBM bandwidth", "8.2e11")
     if chip is None and peak is None and bw is None:
         return None
     if bw is None and chip is not None:
@@ -131,12 +141,12 @@ def analyze(spec: str | Program, chip: str | Chip | None = None, *, dtype: str =
         hardware: path of a hardware file to use in place of the shipped one.
         values: sizes for named dims, as `--set` gives them.
     """
+    if not isinstance(dtype, str):
+        raise SpecError(f"dtype must be a dtype's name such as 'bf16', got {dtype!r}")
     program = spec if isinstance(spec, Program) else parse(spec, dtype)
     target = machine(chip, peak_flops=peak_flops, hbm_bw=hbm_bw, overrides=overrides,
                      variant=variant, hardware=hardware)
-    merged = dict(program.values)
-    merged.update(values or {})
-    return Analysis(cost(program), target, program=program, values=merged)
+    return Analysis(cost(program), target, program=program, values=values)
 
 
 def roofline(flops, bytes=0, chip: str | Chip | None = None, *, dtype: str = "bf16",
@@ -149,11 +159,11 @@ def roofline(flops, bytes=0, chip: str | Chip | None = None, *, dtype: str = "bf
     """
     target = machine(chip, peak_flops=peak_flops, hbm_bw=hbm_bw, overrides=overrides,
                      variant=variant, hardware=hardware)
-    compute = dtypes.lookup(dtype)
+    compute = dtypes.lookup(dtype) if isinstance(dtype, str) else None
     if compute is None:
-        raise SpecError(f"unknown dtype '{dtype}'")
-    flops = exact_number(flops, "flops", allow_zero=True)
-    counts = Cost(flops, flops, exact_number(bytes, "bytes", allow_zero=True), sympy.Integer(0))
+        raise SpecError(f"unknown dtype {dtype!r}")
+    flops = exact_number(flops, "flops", "1e12", allow_zero=True)
+    counts = Cost(flops, flops, exact_number(bytes, "bytes", "4e9", allow_zero=True), sympy.Integer(0))
     return Analysis(counts, target, compute=compute)
 
 
@@ -167,8 +177,10 @@ class Threshold:
         rule: the value from the limit as the other named dims grow (`rule_as`); with no
             other named dims, the same as `exact`.
         exact: the value at the other dims' sizes (or an expression in them).
-        condition: when `exact` is an expression, the condition under which it exists.
-        reason: why there is no threshold, or what to mind about it.
+        condition: when the exact answer depends on other dims, the condition under which
+            it holds; `otherwise` says what holds where it fails ("never" or "always").
+        reason: in words, whatever a number alone would not say: that no threshold
+            exists and why, that every size is compute-bound, what to mind.
         rule_as: the dims taken to infinity for the rule.
     """
 
@@ -177,6 +189,7 @@ class Threshold:
     rule: sympy.Expr | None
     exact: sympy.Expr | None
     condition: sympy.Basic | None = None
+    otherwise: str | None = None
     reason: str | None = None
     rule_as: tuple[str, ...] = ()
 
@@ -201,12 +214,15 @@ class Analysis:
         self.machine = target
         self.program = program
         self.compute_default = compute
-        self.values = {name: sympy.Integer(_size(name, v)) for name, v in (values or {}).items()}
-        if program is not None:
-            known = set(program.dims)
-            for name in self.values:
-                if name not in known:
-                    raise SpecError(_unknown_dim(name, program.dims))
+        fixed = dict(program.values) if program is not None else {}
+        given = {name: _size(name, v) for name, v in (values or {}).items()}
+        for name, value in given.items():
+            if program is not None and name not in program.dims:
+                raise SpecError(_unknown_dim(name, program.dims))
+            if name in fixed and fixed[name] != value:
+                raise SpecError(f"{name} is {fixed[name]} in the spec; a size of {value} for it "
+                                "contradicts the spec")
+        self.values = {name: sympy.Integer(v) for name, v in {**fixed, **given}.items()}
         self._subs = {dim_symbol(name): v for name, v in self.values.items()}
         self._compiled: dict = {}
 
@@ -241,10 +257,17 @@ class Analysis:
 
     @property
     def compute_dtypes(self) -> tuple[dtypes.DType, ...]:
-        found = dict.fromkeys(s.step.compute for s in self.cost.steps)
-        if not found and self.compute_default is not None:
+        """The dtypes the FLOPs run in: steps that do no FLOPs (copies, casts) run in none."""
+        found = dict.fromkeys(s.step.compute for s in self.cost.steps if s.flops != 0)
+        if not self.cost.steps and self.compute_default is not None:
             found[self.compute_default] = None
         return tuple(found)
+
+    @property
+    def has_peak(self) -> bool:
+        """Whether the machine has a peak FLOPs/s to run against (a chip, or --peak-flops)."""
+        return self.machine is not None and (self.machine.chip is not None
+                                             or self.machine.flat_peak is not None)
 
     def _need_machine(self) -> Machine:
         if self.machine is None:
@@ -288,8 +311,10 @@ class Analysis:
     def _t_math_base(self) -> sympy.Expr:
         target = self._need_machine()
         if not self.cost.steps:
-            return self.cost.flops / target.peak(self.compute_default.rate)
-        return sympy.Add(*(s.flops / target.peak(s.step.compute.rate) for s in self.cost.steps))
+            return self.cost.flops / target.peak(self.compute_default.rate) if self.cost.flops else \
+                sympy.Integer(0)
+        return sympy.Add(*(s.flops / target.peak(s.step.compute.rate) for s in self.cost.steps
+                           if s.flops != 0))
 
     @functools.cached_property
     def _t_comms_base(self) -> sympy.Expr:
@@ -318,11 +343,16 @@ class Analysis:
         rates = {d.rate for d in self.compute_dtypes}
         if len(rates) == 1:
             return self._need_machine().peak(rates.pop())
+        if not rates:  # no FLOPs at all: no dtype's peak is in play
+            return sympy.nan
         return _ratio(self.flops, self.t_math)
 
     @functools.cached_property
     def critical_intensity(self) -> sympy.Expr:
-        """Peak FLOPs/s / HBM bandwidth: the intensity above which the work is compute-bound."""
+        """Peak FLOPs/s / HBM bandwidth: the intensity above which the work is compute-bound
+        (nan for work without FLOPs)."""
+        if self.peak_flops is sympy.nan:
+            return sympy.nan
         return _ratio(self.peak_flops, self._need_machine().bandwidth())
 
     @functools.cached_property
@@ -334,7 +364,7 @@ class Analysis:
             return {1: "compute", -1: "memory", 0: "balanced"}[sign]
         # evaluate=False: sympy would ask its assumption system, slowly, what sign_of
         # has just found to be open.
-        if self.critical_intensity.is_number:
+        if self.critical_intensity.is_number and self.critical_intensity is not sympy.nan:
             return sympy.StrictGreaterThan(self.intensity, self.critical_intensity, evaluate=False)
         return sympy.StrictGreaterThan(self.t_math, self.t_comms, evaluate=False)
 
@@ -390,7 +420,11 @@ class Analysis:
     # -- other views -----------------------------------------------------------------------
 
     def at(self, **sizes) -> "Analysis":
-        """The same analysis with named dims given sizes: `a.at(B=128)`."""
+        """The same analysis with named dims given sizes: `a.at(B=128)`. A dim that already
+        has a size keeps it: giving it another is an error."""
+        for name, value in sizes.items():
+            if name in self.values and self.values[name] != _size(name, value):
+                raise SpecError(f"{name} already has the size {self.values[name]}")
         merged = {name: int(v) for name, v in self.values.items()}
         merged.update(sizes)
         return Analysis(self.cost, self.machine, program=self.program, values=merged,
@@ -402,20 +436,28 @@ class Analysis:
         B=numpy.arange(1, 10**6))`."""
         import numpy
 
+        if quantity not in _QUANTITIES:
+            raise SpecError(f"cannot evaluate {quantity!r}; quantities: {', '.join(_QUANTITIES)}")
         expr = getattr(self, quantity)
-        if not isinstance(expr, sympy.Expr):
-            raise SpecError(f"{quantity} is not a number or an expression to evaluate")
+        for name in arrays:
+            if name in self.values:
+                raise SpecError(f"{name} already has the size {self.values[name]}; "
+                                "evaluate() takes arrays for the dims left free")
+            self._dim(name)
         names = tuple(sorted(arrays))
-        free = sorted(str(s) for s in expr.free_symbols)
-        missing = [n for n in free if n not in arrays]
+        missing = sorted(str(s) for s in expr.free_symbols if str(s) not in arrays)
         if missing:
             raise SpecError(f"give sizes for {', '.join(missing)} to evaluate {quantity}")
         key = (quantity, names)
         if key not in self._compiled:
             self._compiled[key] = sympy.lambdify([dim_symbol(n) for n in names], expr, modules="numpy")
         values = [numpy.asarray(arrays[n], dtype=float) for n in names]
-        return numpy.broadcast_to(self._compiled[key](*values), numpy.broadcast_shapes(
-            *(v.shape for v in values))) if values else numpy.asarray(float(expr))
+        try:
+            shape = numpy.broadcast_shapes(*(v.shape for v in values))
+        except ValueError:
+            raise SpecError(f"the arrays for {', '.join(names)} have shapes "
+                            f"{[v.shape for v in values]} that do not broadcast together") from None
+        return numpy.broadcast_to(self._compiled[key](*values), shape)
 
     def to_dict(self, limit=None, solve=None) -> dict:
         """A JSON-ready dict (see `render.to_json_dict`)."""
@@ -433,20 +475,18 @@ class Analysis:
 
 # ---- helpers ------------------------------------------------------------------------------
 
+_QUANTITIES = ("flops", "flops_exact", "bytes", "bytes_read", "bytes_written", "intensity",
+               "intensity_exact", "t_math", "t_comms", "t_lower", "t_upper", "achieved_flops_per_s")
+
+
 def _ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
-    """num / den with common factors cancelled. Costs are polynomials in the dims, so this
-    works on `Poly`s: several times faster than `sympy.cancel`, which asks the assumption
-    system about every term."""
+    """num / den, simply cancelled (common monomial and numeric factor, see
+    `solve.cancel_simple`): costs are polynomials in the dims."""
     if den == 0:
         return sympy.oo if num != 0 else sympy.nan
     if num == 0 or num.is_number and den.is_number:
         return num / den
-    symbols = sorted(num.free_symbols | den.free_symbols, key=str)
-    try:
-        coeff, p, q = sympy.Poly(num, *symbols).cancel(sympy.Poly(den, *symbols), include=False)
-    except sympy.PolynomialError:
-        return sympy.cancel(num / den)
-    return coeff * p.as_expr() / q.as_expr()
+    return fraction_expr(*polys(num, den))
 
 
 def _max(a: sympy.Expr, b: sympy.Expr, pick=sympy.Max) -> sympy.Expr:
@@ -458,13 +498,12 @@ def _max(a: sympy.Expr, b: sympy.Expr, pick=sympy.Max) -> sympy.Expr:
 
 
 def _size(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, sympy.Integer)):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise SpecError(f"{name}={value!r}: a dim's size must be a positive integer")
-    if int(value) <= 0:
-        raise SpecError(f"{name}={value}: a dim's size must be a positive integer")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, sympy.Integer)):
+        raise SpecError(f"{name}={value!r}: a dim's size must be a positive integer")
+    if not 0 < int(value) < 10**18:
+        raise SpecError(f"{name}={value}: a dim's size must be a positive integer below 1e18")
     return int(value)
 
 
@@ -490,49 +529,69 @@ def _flatten(dims) -> list[str]:
 
 def _compute_bound_region(t_math, t_comms, grow, x) -> Region:
     """Where T_math > T_comms for x > 0 in the limit as the `grow` dims go to infinity:
-    compare the two times' leading parts."""
+    compare the two times' leading parts (T_comms, a byte count, leads with a positive part)."""
     parts = limit_parts(t_math, t_comms, grow)
     if parts[0] == "zero":
         return Region("none")
     if parts[0] == "infinite":
         return Region("all")
     _, math, comms = parts
-    if sign_of(comms) == 1:
-        return positive_region(math - comms, x)
-    return positive_region((math - comms) * comms, x)
+    return positive_region(math - comms, x)
 
 
 def _threshold(x, rule: Region, exact: Region, rule_as, analysis: Analysis, notes) -> Threshold:
+    """Put the rule's and the exact answer's regions into one `Threshold`, with a reason
+    in words wherever a number alone would mislead."""
     op = None
     for region in (exact, rule):
         if region.kind in ("above", "below"):
             op = ">" if region.kind == "above" else "<"
             break
-    reasons = list(notes)
-    for label, region in (("rule", rule), ("exact", exact)):
-        if region.kind == "unknown":
-            reasons.append(f"{label}: {region.reason}")
-        elif region.kind == "intervals":
-            spans = ", ".join(f"({lo}, {hi})" for lo, hi in region.intervals)
-            reasons.append(f"{label}: compute-bound for {x} in {spans}")
-    if rule.kind == "none" and exact.kind in ("none", "unknown") or exact.kind == "none" and not rule_as:
-        reasons.insert(0, _never(x, analysis, rule_as))
-    if rule.kind == "all" and exact.kind in ("all", "unknown"):
-        reasons.insert(0, f"compute-bound at every {x}")
+    growing = f"as {', '.join(rule_as)} -> oo" if rule_as else None
+    reasons = []
+    if rule_as and rule.kind not in ("above", "below"):
+        reasons.append(f"{growing}: " + _region_words(rule, x, analysis, rule_as))
+    if exact.kind not in ("above", "below"):
+        sized = {k: v for k, v in analysis.values.items()}
+        where = ("at " + ", ".join(f"{k} = {v}" for k, v in sized.items())) if sized else \
+            ("with the other dims free" if rule_as else "")
+        words = _region_words(exact, x, analysis, ())
+        reasons.append(f"{where}: {words}" if where else words)
+    reasons += notes
     value = lambda region: region.root if region.kind in ("above", "below") else None
-    return Threshold(str(x), op, value(rule), value(exact),
-                     exact.condition if exact.kind in ("above", "below") else None,
+    otherwise = {"none": "never", "all": "always"}.get(exact.otherwise)
+    return Threshold(str(x), op, value(rule), value(exact), exact.condition, otherwise,
                      "; ".join(reasons) or None, rule_as)
 
 
-def _never(x, analysis: Analysis, rule_as) -> str:
-    critical = analysis.critical_intensity
-    shown = sympy.Float(critical, 6) if critical.is_number else critical
-    if rule_as:
-        grow = [dim_symbol(d) for d in rule_as]
-        tends = ratio_limit(analysis.cost.flops, analysis.cost.bytes, grow)
-        return (f"never compute-bound: as {', '.join(rule_as)} -> oo the intensity tends to {tends} "
-                f"whatever {x} is, below the critical intensity {shown}")
-    tends = ratio_limit(analysis.flops, analysis.bytes, [x])
-    return (f"never compute-bound: the intensity tends to {tends} as {x} -> oo, below the critical "
-            f"intensity {shown}")
+def _region_words(region: Region, x, analysis: Analysis, grow) -> str:
+    when = f" when {pretty(region.condition)}" if region.condition is not None else ""
+    otherwise = {"none": ", never otherwise", "all": f", at every {x} otherwise"}.get(region.otherwise, "")
+    if region.kind == "all":
+        return f"compute-bound at every {x}{when}{otherwise}"
+    if region.kind == "none":
+        return _never(x, analysis, grow)
+    if region.kind in ("above", "below"):
+        op = ">" if region.kind == "above" else "<"
+        return f"compute-bound for {x} {op} {pretty(region.root)}{when}{otherwise}"
+    return region.reason
+
+
+def _never(x, analysis: Analysis, grow) -> str:
+    """Why x never makes it compute-bound: how high the intensity gets, against the critical."""
+    critical = pretty(analysis.critical_intensity)
+    if grow:
+        flops, size = analysis.cost.flops, analysis.cost.bytes
+        tends = ratio_limit(flops, size, [dim_symbol(d) for d in grow])
+        head = f"never compute-bound: the intensity tends to {pretty(tends)}"
+    else:
+        flops, size = analysis.flops, analysis.bytes
+        tends = _ratio(flops, size)
+        head = "never compute-bound: the intensity is " + pretty(tends)
+    if x not in tends.free_symbols:
+        return f"{head} whatever {x} is, below the critical intensity {critical}"
+    num, den = sympy.fraction(tends)
+    ends = (ratio_limit(num, den, [x]), tends.xreplace({x: 1}))  # monotone in x: its range ends
+    top = max((e for e in ends if e.is_number), key=float, default=None)
+    most = f", at most {pretty(top)} for {x} >= 1" if top is not None else ""
+    return f"{head}{most}, below the critical intensity {critical}"

@@ -81,9 +81,31 @@ def _as_expr(parts) -> sympy.Expr:
     return fraction_expr(parts[1], parts[2])
 
 
+def cancel_simple(num: PolyElement, den: PolyElement) -> tuple[PolyElement, PolyElement]:
+    """num/den with the common monomial factor and the numeric content cancelled.
+
+    Costs are sums of monomials with positive coefficients, and what they share is
+    almost always a monomial (2*B*D*F over 2*B*D + 2*D*F + 2*B*F shares 2). A full
+    multivariate GCD would also find shared polynomial factors, but it takes seconds
+    to minutes on specs with tens of dims; this takes microseconds and is always exact.
+    """
+    if not num:
+        return num, den.ring.one
+    monoms = [*num.itermonoms(), *den.itermonoms()]
+    common = tuple(min(m[i] for m in monoms) for i in range(num.ring.ngens))
+    if any(common):
+        shift = lambda p: p.ring({tuple(e - c for e, c in zip(m, common)): k for m, k in p.iterterms()})
+        num, den = shift(num), shift(den)
+    (cn, num), (cd, den) = num.primitive(), den.primitive()
+    if den.LC < 0:
+        cd, den = -cd, -den
+    ratio = sympy.QQ(cn) / sympy.QQ(cd)
+    return num * ratio.numerator, den * ratio.denominator
+
+
 def fraction_expr(num: PolyElement, den: PolyElement) -> sympy.Expr:
-    """num/den as a sympy expression, common factors cancelled."""
-    num, den = num.cancel(den)
+    """num/den as a sympy expression, simply cancelled (see `cancel_simple`)."""
+    num, den = cancel_simple(num, den)
     return num.as_expr() / den.as_expr()
 
 
@@ -92,12 +114,6 @@ def ratio_limit(num: sympy.Expr, den: sympy.Expr, symbols, together: bool = True
     after another in the order given (an iterated limit)."""
     p, q = polys(num, den)
     return _as_expr(limit_parts(p, q, symbols, together))
-
-
-def limit_at_infinity(expr: sympy.Expr, symbols, together: bool = True) -> sympy.Expr:
-    """Limit of a rational function as the symbols grow (see `ratio_limit`)."""
-    num, den = sympy.fraction(sympy.together(expr))
-    return ratio_limit(num, den, symbols, together)
 
 
 def path_independent(num: sympy.Expr, den: sympy.Expr, symbols) -> bool:
@@ -146,17 +162,16 @@ def sign_of(expr) -> int | None:
 class Region:
     """Where a polynomial in x is positive, for x > 0.
 
-    kind: "all" (every x), "none", "above" (x > root), "below" (x < root),
-        "intervals" (the union of `intervals`), or "unknown" (could not be decided;
-        `reason` says why).
-    condition: for "above" with symbolic coefficients, the condition on the other
-        symbols under which the root exists; otherwise None.
+    kind: "all" (every x), "none", "above" (x > root), "below" (x < root), or
+        "unknown" (could not be decided; `reason` says why).
+    condition: where the answer depends on the other symbols, the condition under
+        which it holds, and `otherwise` what holds where it fails; else both None.
     """
 
     kind: str
     root: sympy.Expr | None = None
     condition: sympy.Basic | None = None
-    intervals: tuple[tuple[sympy.Expr, sympy.Expr], ...] = ()
+    otherwise: str | None = None  # "all" or "none": what holds where the condition fails
     reason: str | None = None
 
 
@@ -178,24 +193,44 @@ def positive_region(poly, x: sympy.Symbol) -> Region:
     degree = max(by_power)
     if degree == 1:
         return _linear(by_power[1], by_power.get(0, poly.ring.zero))
-    if any(any(sum(m) for m in p.itermonoms()) for p in by_power.values()):
-        return Region("unknown", reason=f"the threshold on {x} is a root of a degree-{degree} "
-                      "polynomial whose coefficients depend on other dims; give them values")
-    return _numeric(sympy.Poly(poly.as_expr(), x))
+    # Costs are products of distinct dims, so no cost difference is of degree 2 in one dim.
+    return Region("unknown", reason=f"the threshold on {x} would be a root of a degree-{degree} "
+                                    "polynomial, which symroof does not solve")
 
 
 def _linear(a: PolyElement, c: PolyElement) -> Region:
+    """Where a*x + c > 0 for x > 0, a and c polynomials in the other (positive) dims.
+
+    Where a sign depends on the other dims, the answer carries the condition under
+    which it holds and what holds otherwise.
+    """
     sa, sc = sign_of(a), sign_of(c)
-    root = fraction_expr(-c, a) if c else sympy.Integer(0)
+    root = fraction_expr(-c, a) if c and a else sympy.Integer(0)
+    if sa == 0:
+        if sc is None:
+            return Region("all", condition=readable_positive(c), otherwise="none")
+        return Region("all") if sc == 1 else Region("none")
     if sa == 1:
-        return Region("all") if sc in (0, 1) else Region("above", root)
+        if sc in (0, 1):
+            return Region("all")
+        # x > root; where c > 0 the root is negative and every x qualifies
+        if sc == -1:
+            return Region("above", root)
+        return Region("above", root, condition=readable_positive(-c), otherwise="all")
     if sa == -1:
-        return Region("none") if sc in (0, -1) else Region("below", root)
+        if sc in (0, -1):
+            return Region("none")
+        if sc == 1:
+            return Region("below", root)
+        return Region("below", root, condition=readable_positive(c), otherwise="none")
     if sc == -1:
-        # The slope's sign depends on the other dims. Where it is positive, poly > 0 above
-        # the root; where it is not, poly < 0 for every x (c < 0): the condition says which.
-        return Region("above", root, condition=readable_positive(a))
-    return Region("unknown", reason="the signs of both terms depend on other dims; give them values")
+        # Where the slope is positive, poly > 0 above the root; elsewhere never (c < 0).
+        return Region("above", root, condition=readable_positive(a), otherwise="none")
+    if sc == 0:
+        # poly = a*x: the same sign at every x; x does not matter.
+        return Region("all", condition=readable_positive(a), otherwise="none")
+    return Region("unknown", reason="whether it is compute-bound, and where, depends on the signs "
+                                    "of terms in the other dims; give them values")
 
 
 def readable_positive(p: PolyElement) -> sympy.Basic:
@@ -207,7 +242,7 @@ def readable_positive(p: PolyElement) -> sympy.Basic:
         else:
             negative -= p.ring({monom: coeff})
     if positive and negative:
-        num, den = positive.cancel(negative)
+        num, den = cancel_simple(positive, negative)
         (cn, pn), (cd, pd) = num.primitive(), den.primitive()
         if cn > 0 and cd > 0:
             return sympy.StrictGreaterThan(fraction_expr(pn, pd), sympy.Rational(cd) / sympy.Rational(cn),
@@ -215,27 +250,3 @@ def readable_positive(p: PolyElement) -> sympy.Basic:
     return sympy.StrictGreaterThan(p.as_expr(), 0, evaluate=False)
 
 
-def _numeric(p: sympy.Poly) -> Region:
-    """A polynomial with numeric coefficients: cut (0, oo) at its positive real roots."""
-    roots = sorted({r for r in p.real_roots() if r > 0}, key=float)
-    cuts = [sympy.Integer(0), *roots, sympy.oo]
-    inside = []
-    for lo, hi in zip(cuts, cuts[1:]):
-        probe = (lo + hi) / 2 if hi != sympy.oo else lo + 1
-        if p.eval(probe) > 0:
-            inside.append((lo, hi))
-    merged: list[tuple] = []
-    for lo, hi in inside:
-        if merged and merged[-1][1] == lo and p.eval(lo) > 0:
-            merged[-1] = (merged[-1][0], hi)
-        else:
-            merged.append((lo, hi))
-    if not merged:
-        return Region("none")
-    if merged == [(0, sympy.oo)]:
-        return Region("all")
-    if len(merged) == 1 and merged[0][1] == sympy.oo:
-        return Region("above", merged[0][0])
-    if len(merged) == 1 and merged[0][0] == 0:
-        return Region("below", merged[0][1])
-    return Region("intervals", intervals=tuple(merged))

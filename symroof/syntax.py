@@ -10,17 +10,24 @@ error becomes a `SpecError` in words, with a caret.
 from __future__ import annotations
 
 import functools
+import hashlib
+import re
+import os
+import unicodedata
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from .errors import SpecError
+from .errors import SpecError, column_of
 from .resources import resource_path
 
 # Longer specs are refused before parsing: nothing a person writes by hand is this long,
 # and it keeps every later step (sympy included) quick.
 MAX_SPEC_CHARS = 200_000
+# Sizes beyond this are not dims of any real tensor (and Python's int() refuses 4300 digits).
+MAX_SIZE_DIGITS = 18
 
 Span = tuple[int, int]
 
@@ -114,7 +121,22 @@ _ORDER = ["COMMA", "RSQB", "ARROW", "OPERATOR", "LSQB", "NAME", "INT", "COLON", 
 def _parser() -> Lark:
     grammar = resource_path("symroof.lark").read_text(encoding="utf-8")
     return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True,
-                cache=True)
+                cache=_cache_file(grammar))
+
+
+def _cache_file(grammar: str) -> str | bool:
+    """Where Lark keeps the built parser between runs (it halves the cold start): a
+    directory of the user's own, never a shared temporary one, since Lark unpickles it."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    folder = Path(base) / "symroof"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK) or (hasattr(os, "getuid") and folder.stat().st_uid != os.getuid()):
+            return False
+    except OSError:
+        return False
+    digest = hashlib.sha256(grammar.encode("utf-8")).hexdigest()[:16]
+    return str(folder / f"parser-{digest}.lark")
 
 
 def read(text: str) -> list[WStatement]:
@@ -135,6 +157,7 @@ def read(text: str) -> list[WStatement]:
     """
     if not isinstance(text, str):
         raise SpecError(f"a spec is text, not {type(text).__name__}")
+    text = normalize(text)
     if len(text) > MAX_SPEC_CHARS:
         raise SpecError(f"spec is {len(text):,} characters long; symroof reads at most {MAX_SPEC_CHARS:,}")
     if not _has_content(text):
@@ -144,6 +167,14 @@ def read(text: str) -> list[WStatement]:
     except UnexpectedInput as err:
         raise _syntax_error(text, err) from None
     return [_statement(child, text) for child in tree.children]
+
+
+def normalize(text: str) -> str:
+    """The text the parser reads: a byte-order mark dropped, line endings made '\n', and
+    compatibility characters folded (NFKC: full-width brackets, ligatures, the letter-like
+    symbols Python itself folds in names), so that a name means one thing everywhere."""
+    text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    return unicodedata.normalize("NFKC", text)
 
 
 def _has_content(text: str) -> bool:
@@ -162,9 +193,9 @@ def _statement(tree: Tree, text: str) -> WStatement:
     kind = tree.data
     if kind == "contraction":
         *body, arrow, output, annotations = tree.children
-        operands = [_operand(node) for node in body[0::2]]
+        operands = [_operand(node, text) for node in body[0::2]]
         ops = [_op(node) for node in body[1::2]]
-        return WStatement("spec", operands, ops, _operand(output), _annotations(annotations),
+        return WStatement("spec", operands, ops, _operand(output, text), _annotations(annotations),
                           _span(tree), text)
     if kind == "book_contraction":
         return _book(tree, text)
@@ -185,10 +216,10 @@ def _book(tree: Tree, text: str) -> WStatement:
                         text, *_span(types[0] if len(types) > len(names) else last))
     operands = []
     for name, node in zip(names, types):
-        tensor = _tensor(node)
+        tensor = _tensor(node, text)
         tensor.name, tensor.name_span = str(name), _span(name)
         operands.append(tensor)
-    return WStatement("book", operands, ops, _operand(output), _annotations(annotations),
+    return WStatement("book", operands, ops, _operand(output, text), _annotations(annotations),
                       _span(tree), text)
 
 
@@ -211,35 +242,43 @@ def _einsum_term(token: Token) -> WTensor:
     return WTensor(None, None, None, None, dims, (start, max(token.end_pos, start)))
 
 
-def _operand(tree: Tree) -> WTensor:
+def _operand(tree: Tree, text: str) -> WTensor:
     name, _colon, tensor_node = tree.children
-    tensor = _tensor(tensor_node)
+    tensor = _tensor(tensor_node, text)
     if name is not None:
         tensor.name, tensor.name_span = str(name), _span(name)
         tensor.span = (name.start_pos, tensor.span[1])
     return tensor
 
 
-def _tensor(tree: Tree) -> WTensor:
-    if isinstance(tree.children[0], Token) and tree.children[0].type == "TEXT_OPEN":
-        inner = _tensor(tree.children[1])
-        inner.span = _span(tree)
-        return inner
-    head, _lsqb, dims, _rsqb = tree.children
+def _tensor(tree: Tree, text: str) -> WTensor:
+    first = tree.children[0]
+    if isinstance(first, Token) and first.type == "TEXT_OPEN":
+        if isinstance(tree.children[1], Tree) and tree.children[1].data == "tensor":
+            inner = _tensor(tree.children[1], text)  # \text{int8[B, D]}
+            inner.span = _span(tree)
+            return inner
+        _open, head, _close, _lsqb, dims, _rsqb = tree.children  # \text{int8}[B, D]
+    else:
+        head, _lsqb, dims, _rsqb = tree.children
     head_text = "_".join(str(c) for c in head.children if c.type == "NAME")
-    dim_list = [] if dims is None else [_dim(d) for d in dims.children if isinstance(d, Tree)]
+    dim_list = [] if dims is None else [_dim(d, text) for d in dims.children if isinstance(d, Tree)]
     return WTensor(head_text, _span(head), None, None, dim_list, _span(tree))
 
 
-def _dim(tree: Tree) -> WDim:
+def _dim(tree: Tree, text: str) -> WDim:
     size, subscript = tree.children
     parts = size.children
+    digits = None if size.data == "named_size" else str(parts[-1])
+    if digits is not None and len(digits.lstrip("0")) > MAX_SIZE_DIGITS:
+        raise SpecError(f"a size of {len(digits)} digits is not a dim symroof can cost "
+                        f"(at most {MAX_SIZE_DIGITS} digits)", text, *_span(parts[-1]))
     if size.data == "named_size":
         name, value = str(parts[0]), None
     elif size.data == "literal_size":
-        name, value = None, int(parts[0])
+        name, value = None, int(digits)
     else:
-        name, value = str(parts[0]), int(parts[2])
+        name, value = str(parts[0]), int(digits)
     axes: tuple[str, ...] = ()
     axes_span = None
     if subscript is not None:
@@ -281,22 +320,38 @@ def _syntax_error(text: str, err: UnexpectedInput) -> SpecError:
     pos = getattr(err, "pos_in_stream", None)
     if isinstance(err, UnexpectedToken) and err.token.type != "$END":
         token = err.token
-        pos, end, got = token.start_pos, token.end_pos, f"'{token}'"
+        pos, end, got = token.start_pos, token.end_pos, _show(str(token))
         if token.type == "_NEWLINE":
             got = "a new line"
-        expected = set(err.expected)
+        expected = _acceptable(err)
     elif isinstance(err, UnexpectedCharacters):
         end = pos + 1
-        got = f"'{text[pos]}'"
+        got = _show(text[pos])
         expected = set(err.allowed or ())
     else:  # the end of the spec came too early
         pos = end = len(text.rstrip())
         got = "the end of the spec"
-        expected = set(getattr(err, "expected", ()) or ())
+        expected = _acceptable(err)
     hint = _hint(text, pos, end, got, expected)
     if hint is not None:
         return hint
     return SpecError(f"expected {_words(expected)}, got {got}", text, pos, end)
+
+
+def _acceptable(err: UnexpectedInput) -> set[str]:
+    """The tokens that could really come next. LALR merges states, so `err.expected` can
+    list tokens that only fit elsewhere; replaying the parser state asks exactly."""
+    try:
+        return set(err.interactive_parser.accepts())
+    except Exception:  # an older Lark, or no parser state: the merged list still helps
+        return set(getattr(err, "expected", ()) or ())
+
+
+def _show(fragment: str) -> str:
+    """A piece of the spec quoted for a message, with invisible characters spelt out."""
+    if all(ch.isprintable() for ch in fragment):
+        return f"'{fragment}'"
+    return "'" + fragment.encode("unicode_escape").decode("ascii") + "'"
 
 
 def _hint(text: str, pos: int, end: int, got: str, expected: set[str]) -> SpecError | None:
@@ -315,11 +370,16 @@ def _hint(text: str, pos: int, end: int, got: str, expected: set[str]) -> SpecEr
     if open_at is not None and "RSQB" in expected and "COMMA" in expected:
         if got == "the end of the spec" or got in ("'->'", "a new line", "';'") or \
                 text[pos:end] in ("@", "*", "·", "•", "×"):
-            return SpecError(f"'[' at column {_column(text, open_at)} is never closed", text, open_at)
+            return SpecError("this '[' is never closed", text, open_at)
     if got == "']'" and open_at is None:
         return SpecError("']' has no matching '['", text, pos, end)
     if got == "'['" and "LSQB" not in expected:
+        if re.search(r"_\s+\w+\s*$", text[:pos]):
+            return SpecError("the '_' after an operator takes the next name as the contracted dim: "
+                             "write '*_D bf16[...]', or '*' alone", text, pos, end)
         return SpecError("a tensor needs a dtype or a name before '[', e.g. bf16[B, D]", text, pos, end)
+    if {"ARROW", "OPERATOR"} <= expected and got not in ("the end of the spec", "a new line", "';'"):
+        return SpecError(f"expected an operator ('@', '*') or '->' before {got}", text, pos, end)
     if got in ("the end of the spec", "a new line", "';'") and _ends_with_arrow(text[:pos]):
         return SpecError("missing the result after the arrow, e.g. '-> bf16[B, F]'", text, pos, end)
     if "ARROW" in expected and got in ("the end of the spec", "a new line", "';'"):
@@ -343,10 +403,6 @@ def _unclosed(text: str, pos: int, opening: str, closing: str) -> int | None:
         elif text[i] == closing and depth_open:
             depth_open.pop()
     return depth_open[-1] if depth_open else None
-
-
-def _column(text: str, pos: int) -> int:
-    return pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
 def _words(expected: set[str]) -> str:

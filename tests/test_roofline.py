@@ -115,7 +115,11 @@ def test_values_from_the_spec_and_from_set():
     assert a.values == {"D": 4096, "F": 4096}
     assert a.flops == 2 * 4096 * 4096 * B
     assert float(a.threshold("B").exact) == pytest.approx(272.1714, rel=1e-6)
-    assert a.at(D=1024).values["D"] == 1024
+    with pytest.raises(SpecError, match="D already has the size 4096"):
+        a.at(D=1024)
+    with pytest.raises(SpecError, match="D is 4096 in the spec"):
+        analyze("bf16[B, D=4096] @ bf16[D, F] -> bf16[B, F]", values={"D": 2048})
+    assert a.at(D=4096).values["D"] == 4096  # the same size again is no contradiction
 
 
 def test_bad_requests_are_clear_errors():
