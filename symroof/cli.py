@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import warnings
 
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "thresholds of einsum-style contractions on real chips.",
         epilog="Conventions: 1 FLOP = one multiply or one add (a multiply-add is 2); peaks are dense; "
                "GB = 1e9 bytes; bandwidths are bytes/s.")
+    parser.add_argument("--version", action="version", version=f"symroof {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     analyze_cmd = commands.add_parser("analyze", help="analyse a spec (on a chip)",
@@ -68,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("symroof")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def _machine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chip", help="chip name: tpu-v5e, v5e, 'TPU v5e', h100, ... (see symroof chips)")
     parser.add_argument("--variant", help="a named variant of the chip's figures (see symroof chip CHIP)")
@@ -88,7 +98,7 @@ def main(argv=None, out=None, err=None) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", SymroofWarning)
-            text = _run(args, out)
+            text = _run(args)
         for warning in caught:
             if issubclass(warning.category, SymroofWarning):
                 print(f"symroof: warning: {warning.message}", file=err)
@@ -105,7 +115,7 @@ def main(argv=None, out=None, err=None) -> int:
         return 1
 
 
-def _run(args, out) -> str:
+def _run(args) -> str:
     if args.command == "analyze":
         return _analyze(args)
     if args.command == "roofline":
@@ -129,8 +139,9 @@ def _analyze(args) -> str:
         for part in item.split(","):
             if part.strip():
                 name, value = _pair(part, "--set")
-                if not value.isdigit() or int(value) <= 0:
-                    raise SymroofError(f"--set {part.strip()}: a dim's size must be a positive integer")
+                if not re.fullmatch(r"[0-9]{1,18}", value) or int(value) <= 0:
+                    raise SymroofError(f"--set {part.strip()}: a dim's size must be a positive integer "
+                                       "below 1e18")
                 values[name] = int(value)
     limit = [d.strip() for d in args.limit.split(",") if d.strip()] if args.limit else None
     result = analyze(spec, dtype=args.dtype, values=values, **_machine_kwargs(args))

@@ -77,8 +77,12 @@ def _build(node: ast.AST, names: set[str], text: str) -> sympy.Expr:
         raise fail(f"unknown name '{node.id}' (the dims here: {known})")
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _build(node.left, names, text), _build(node.right, names, text)
-        if isinstance(node.op, ast.Pow) and (not right.is_number or abs(right) > 64):
-            raise fail("powers must be small numbers")
+        if isinstance(node.op, ast.Pow):
+            if not right.is_number or abs(right) > 64:
+                raise fail("powers must be small numbers")
+            # (10**64)**64 is a number of 4096 digits: refuse before computing it
+            if left.is_number and left != 0 and abs(right * sympy.log(abs(left), 10)) > 400:
+                raise fail("the number is too large")
         return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         inner = _build(node.operand, names, text)

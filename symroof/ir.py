@@ -128,8 +128,13 @@ class Step:
     compute: DType
 
     def __str__(self) -> str:
-        summed = [label_text(l) for l in self.summed]
-        op = "*" if not summed else (f"*_{summed[0]}" if len(summed) == 1 else f"*_{{{','.join(summed)}}}")
+        # Named sums go in the subscript; a literal size cannot be named there, and plain
+        # '*' reads a literal contraction back the same way.
+        summed = [l for l in self.summed if not is_literal_label(l)]
+        if not summed or len(summed) < len(self.summed):
+            op = "*"
+        else:
+            op = f"*_{summed[0]}" if len(summed) == 1 else f"*_{{{','.join(summed)}}}"
         return f" {op} ".join(str(t) for t in self.inputs) + f" -> {self.output}"
 
 

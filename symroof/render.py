@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sympy
 
-from .roofline import CONVENTIONS, Analysis, Threshold
+from .ir import label_text
+from .roofline import CONVENTIONS, Analysis, Threshold, dim_names
 from .show import number, over, pretty, seconds
 
 def threshold_text(t: Threshold, values: dict | None = None) -> str:
@@ -45,13 +46,15 @@ def _bound_on(var: str, op: str, value) -> str:
 
 def table(a: Analysis, limit=None, solve=None) -> str:
     """The readable report of an analysis."""
+    limit = dim_names(limit or ())
     rows: list[tuple[str, str]] = []
     if a.program is not None:
         rows.append(("spec", a.spec.replace("\n", "; ")))
         if len(a.steps) > 1 or str(a.steps[0].step) != a.spec:
             for i, s in enumerate(a.steps, 1):
-                rows.append((f"step {i}", f"{s.step}   [{s.step.compute} compute; FLOPs {pretty(s.flops)}, "
-                                          f"bytes {pretty(s.bytes)}]"))
+                summed = ", ".join(label_text(l) for l in s.step.summed) or "nothing"
+                rows.append((f"step {i}", f"{s.step}   [sums {summed}; {s.step.compute} compute; "
+                                          f"FLOPs {pretty(s.flops)}, bytes {pretty(s.bytes)}]"))
     if a.values:
         rows.append(("sizes", ", ".join(f"{k} = {v}" for k, v in a.values.items())))
     m = a.machine
@@ -65,24 +68,27 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     rows.append(("bytes", pretty(a.bytes)))
     rows.append(("intensity", f"{pretty(a.intensity)} FLOPs/byte"
                  + ("" if a.intensity_exact == a.intensity else f"   (exact: {pretty(a.intensity_exact)})")))
+    if m is not None and a.has_peak:
+        if m.hbm_bw is not None:
+            rows.append(("critical", _critical_text(a)))
+        rows.append(("T_math", _time(a, "math")))
     if m is not None and m.hbm_bw is not None:
-        rows.append(("critical", f"{pretty(a.critical_intensity)} FLOPs/byte (peak / HBM bandwidth)"))
-        rows.append(("T_math", _time(a.t_math, a, "math")))
-        rows.append(("T_comms", _time(a.t_comms, a, "comms")))
+        rows.append(("T_comms", _time(a, "comms")))
+    if m is not None and m.hbm_bw is not None and a.has_peak:
         rows.append(("T_lower", seconds(a.t_lower) if a.t_lower.is_number else "max(T_math, T_comms)"))
         rows.append(("T_upper", seconds(a.t_upper) if a.t_upper.is_number else "T_math + T_comms"))
         rows.append(("bound", _bound_text(a)))
-        if a.achieved_flops_per_s.is_number:
+        if a.achieved_flops_per_s.is_number and a.flops != 0:
             share = a.achieved_flops_per_s / a.peak_flops
             rows.append(("achieved", f"{number(a.achieved_flops_per_s)} FLOPs/s at T_lower "
                                      f"({float(share):.1%} of peak)"))
     elif m is not None:
-        rows.append(("T_math", _time(a.t_math, a, "math")))
+        rows.append(("note", "give both a peak (a chip or --peak-flops) and --hbm-bw for the "
+                             "times, the bound and thresholds"))
     if limit:
         rows.append(("limit", f"intensity -> {pretty(a.limit(*limit))} as {', '.join(limit)} -> oo"))
     if solve:
-        text = threshold_text(a.threshold(solve), _other_values(a, solve))
-        rows.append(("threshold", text))
+        rows.append(("threshold", threshold_text(a.threshold(solve), a.values)))
     width = max(len(k) for k, _ in rows) + 2
     lines = []
     for key, value in rows:
@@ -94,32 +100,44 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     return "\n".join(lines)
 
 
-def _other_values(a: Analysis, solve) -> dict:
-    return {k: v for k, v in a.values.items() if k != str(solve)}
+def _rates(a: Analysis) -> dict:
+    """Each compute dtype's rate, and the peak it runs at."""
+    return {d.rate: a.machine.peak(d.rate) for d in a.compute_dtypes}
 
 
 def _machine_text(a: Analysis) -> str:
     m = a.machine
     parts = []
-    rates = ", ".join(dict.fromkeys(d.name for d in a.compute_dtypes))
-    if len(a.compute_dtypes) == 1:
-        parts.append(f"{number(m.peak(a.compute_dtypes[0].rate))} {rates} FLOPs/s peak (dense)")
-    else:
-        parts.append(f"peaks for {rates}")
+    if a.has_peak and a.compute_dtypes:
+        peaks = " + ".join(f"{number(peak)} {rate}" for rate, peak in _rates(a).items())
+        parts.append(f"{peaks} FLOPs/s peak (dense)")
     if m.hbm_bw is not None:
         parts.append(f"HBM {number(m.hbm_bw)} bytes/s")
     return f"{m.name}: " + ", ".join(parts)
 
 
-def _time(value, a: Analysis, which: str) -> str:
+def _critical_text(a: Analysis) -> str:
+    if a.critical_intensity is sympy.nan:
+        return "none: no FLOPs to run"
+    if a.critical_intensity.is_number:
+        return f"{pretty(a.critical_intensity)} FLOPs/byte (peak / HBM bandwidth)"
+    each = ", ".join(f"{pretty(peak / a.machine.hbm_bw)} ({rate})" for rate, peak in _rates(a).items())
+    return f"{each} FLOPs/byte: the steps compute in different dtypes"
+
+
+def _time(a: Analysis, which: str) -> str:
+    value = a.t_math if which == "math" else a.t_comms
     if value.is_number:
         return seconds(value)
-    m = a.machine
     if which == "comms":
-        return over(a.bytes, m.hbm_bw) + " s"
-    if len(a.steps) <= 1:
-        return over(a.flops, m.peak(a.compute_dtypes[0].rate)) + " s"
-    return " + ".join(over(s.flops.xreplace(a._subs), m.peak(s.step.compute.rate)) for s in a.steps) + " s"
+        return over(a.bytes, a.machine.hbm_bw) + " s"
+    by_rate: dict[str, sympy.Expr] = {}
+    for s in a.steps:
+        if s.flops != 0:
+            by_rate[s.step.compute.rate] = by_rate.get(s.step.compute.rate, 0) + s.flops.xreplace(a._subs)
+    if not a.steps:
+        by_rate = {a.compute_dtypes[0].rate: a.flops}
+    return " + ".join(over(flops, a.machine.peak(rate)) for rate, flops in by_rate.items()) + " s"
 
 
 def _bound_text(a: Analysis) -> str:
@@ -127,7 +145,10 @@ def _bound_text(a: Analysis) -> str:
     if isinstance(bound, str):
         return {"compute": "compute-bound (T_math >= T_comms)", "memory": "memory-bound (T_comms > T_math)",
                 "balanced": "balanced (T_math = T_comms)"}[bound]
-    return f"compute-bound when {pretty(bound)}, else memory-bound"
+    if a.critical_intensity.is_number:
+        return f"compute-bound when {pretty(bound)}, else memory-bound"
+    return (f"compute-bound when T_math > T_comms: {_time(a, 'math')[:-2]} > {_time(a, 'comms')[:-2]}, "
+            "else memory-bound")
 
 
 # ---- JSON ---------------------------------------------------------------------------------
@@ -136,6 +157,8 @@ def json_value(value):
     """A number as a JSON number, an expression as a string sympy.parse_expr reads back."""
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
+    if value is sympy.nan:
+        return None
     if isinstance(value, sympy.Basic) and value.is_number:
         if value.is_Integer:
             return int(value)
@@ -148,6 +171,7 @@ def json_value(value):
 def to_json_dict(a: Analysis, limit=None, solve=None) -> dict:
     """The `--json` object. Expressions are strings in the spec's dim names (pass
     `local_dict=symbols` to `sympy.parse_expr`); numbers are JSON numbers."""
+    limit = dim_names(limit or ())
     out: dict = {}
     if a.program is not None:
         out["spec"] = a.spec
@@ -167,12 +191,15 @@ def to_json_dict(a: Analysis, limit=None, solve=None) -> dict:
     if m is not None:
         out["chip"] = {"name": m.name, "id": m.chip.id if m.chip is not None else None,
                        "compute_dtypes": [d.name for d in a.compute_dtypes],
-                       "peak_flops_per_s": json_value(a.peak_flops),
+                       "peak_flops_per_s": json_value(a.peak_flops) if a.has_peak else None,
                        "hbm_bandwidth_bytes_per_s": json_value(m.hbm_bw)}
-        out["t_math"] = json_value(a.t_math)
+        if a.has_peak:
+            out["t_math"] = json_value(a.t_math)
         if m.hbm_bw is not None:
+            out["t_comms"] = json_value(a.t_comms)
+        if m.hbm_bw is not None and a.has_peak:
             out["critical_intensity"] = json_value(a.critical_intensity)
-            for key in ("t_comms", "t_lower", "t_upper", "achieved_flops_per_s"):
+            for key in ("t_lower", "t_upper", "achieved_flops_per_s"):
                 out[key] = json_value(getattr(a, key))
             out["bound"] = json_value(a.bound)
     if limit:

@@ -382,7 +382,7 @@ class Analysis:
 
         Warns (SymroofWarning) where the limit depends on how they grow.
         """
-        symbols = [self._dim(d) for d in _flatten(dims)]
+        symbols = [self._dim(d) for d in dim_names(dims)]
         if not symbols:
             raise SpecError("name the dims to take the limit over, e.g. limit('D', 'F')")
         keep = {s: v for s, v in self._subs.items() if s not in symbols}
@@ -486,7 +486,8 @@ def _ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
         return sympy.oo if num != 0 else sympy.nan
     if num == 0 or num.is_number and den.is_number:
         return num / den
-    return fraction_expr(*polys(num, den))
+    (n1, d1), (n2, d2) = sympy.fraction(sympy.together(num)), sympy.fraction(sympy.together(den))
+    return fraction_expr(*polys(n1 * d2, d1 * n2))
 
 
 def _max(a: sympy.Expr, b: sympy.Expr, pick=sympy.Max) -> sympy.Expr:
@@ -515,13 +516,14 @@ def _unknown_dim(name: str, dims) -> str:
     return f"unknown dim '{name}'{hint} (the spec's named dims: {known})"
 
 
-def _flatten(dims) -> list[str]:
+def dim_names(dims) -> list[str]:
+    """Dim names from strings ("D,F"), lists or symbols, flattened."""
     out = []
     for d in dims:
         if isinstance(d, str):
             out.extend(p.strip() for p in d.split(",") if p.strip())
         elif isinstance(d, (list, tuple)):
-            out.extend(_flatten(d))
+            out.extend(dim_names(d))
         else:
             out.append(str(d))
     return out
