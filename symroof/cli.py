@@ -171,11 +171,11 @@ def _chips(args) -> str:
                      "link_one_way_bytes_per_s": link})
     if args.json:
         return json.dumps([{k: _plain(v) for k, v in row.items()} for row in rows], indent=2)
-    header = ("chip", "name", "bf16 FLOPs/s", "HBM bytes/s", "HBM GB", "bf16 critical intensity",
+    header = ("chip", "name", "bf16 FLOPs/s", "HBM bytes/s", "HBM", "bf16 critical intensity",
               "link bytes/s one-way")
-    scale = {"hbm_capacity_bytes": 10**9}
-    lines = [[row["id"], row["name"], *(("-" if row[k] is None else number(row[k] / scale.get(k, 1)))
-                                        for k in list(row)[2:])] for row in rows]
+    shown = lambda key, value: "-" if value is None else (
+        _size_unit(int(value)) if key == "hbm_capacity_bytes" else number(value))
+    lines = [[row["id"], row["name"], *(shown(k, row[k]) for k in list(row)[2:])] for row in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     body = [fmt.format(*header)] + [fmt.format(*line) for line in lines]

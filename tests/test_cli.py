@@ -120,3 +120,33 @@ def test_installed_entry_point_exits_2_without_traceback():
     assert proc.returncode == 2
     assert "unknown dtype 'bf61'; did you mean 'bf16'?" in proc.stderr
     assert "^^^^" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_version(capsys):
+    from symroof.cli import build_parser
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.startswith("symroof ")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["analyze", MATMUL, "--set", "B=²"], "a dim's size must be a positive integer"),
+    (["analyze", MATMUL, "--chip", "v5e", "--hbm-bw", "1e-300"], "out of range"),
+    (["analyze", MATMUL, "--peak-flops", "x"], "e.g. 1.97e14"),
+    (["analyze", "bf16[B, D=4096] @ bf16[D, F] -> bf16[B, F]", "--set", "D=2048"], "D is 4096 in the spec"),
+])
+def test_more_bad_options_exit_2(argv, message):
+    code, out, err = run(*argv)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("names", [["N", "E", "I", "S"], ["Q", "beta", "pi", "gamma"], ["Δ", "ℌ", "x1", "zeta"]])
+def test_json_reads_back_for_awkward_names(names):
+    a, b, c, d = names
+    data = run_json("analyze", f"bf16[{a}, {b}] @ bf16[{b}, {c}] -> bf16[{a}, {c}]; bf16[{d}] -> bf16[]",
+                    "--chip", "v5e", "--solve", a)
+    local = {name: sympy.Symbol(name, positive=True, integer=True) for name in data["symbols"]}
+    A, B_, C, D_ = (local[n] for n in data["symbols"])
+    assert parse_expr(data["flops"], local_dict=local) == 2 * A * B_ * C + D_
+    for key in ("bytes", "intensity", "t_lower", "bound"):
+        assert parse_expr(data[key], local_dict=local).free_symbols <= set(local.values())

@@ -198,3 +198,75 @@ def test_many_dims_within_limits_are_handled():
     dims = ", ".join(f"D{i}" for i in range(64))
     program = parse(f"bf16[{dims}] -> bf16[D0]")
     assert len(program.statements[0].steps[0].summed) == 63
+
+
+# ---- what people paste and type -------------------------------------------------------------
+
+@pytest.mark.parametrize("spec", [
+    r"$\text{int8}[B, D] *_D \text{int8}[D, F] \rightarrow \text{int8}[B, F]$",  # the book's other form
+    "\ufeffint8[B, D] *_D int8[D, F] -> int8[B, F]",                              # a BOM from an editor
+    "int8［B, D］ *_D int8[D, F] -> int8[B, F]",                                   # full-width brackets
+])
+def test_pasted_forms(spec):
+    assert steps(spec) == MATMUL
+
+
+def test_line_endings_of_every_kind_separate_statements():
+    for newline in ("\n", "\r\n", "\r"):
+        assert len(parse(f"bf16[N] -> bf16[]{newline}bf16[M] -> bf16[]").statements) == 2
+
+
+def test_names_are_folded_so_that_json_reads_them_back():
+    # NFKC: the letter-like symbol and the plain letter are the same name, as in Python
+    program = parse("bf16[H, D] @ bf16[D, ℌ2] -> bf16[H, ℌ2]")
+    assert program.dims == ("H", "D", "H2")
+
+
+@pytest.mark.parametrize("name", ["lambda", "None", "True", "if", "Integer", "Max", "oo"])
+def test_names_that_would_not_read_back_are_refused(name):
+    with pytest.raises(SpecError, match=f"'{name}' cannot name a dim"):
+        parse(f"bf16[{name}, D] -> bf16[D]")
+
+
+def test_words_that_look_like_aliases_stay_tensor_names():
+    program = parse("Half[B, D] @ F1[D, F] -> Out[B, F]", dtype="fp32")
+    assert [(t.name, t.dtype.name) for t in program.statements[0].operands] == [("Half", "fp32"), ("F1", "fp32")]
+    assert parse("BF16[N] -> bf16[]").statements[0].operands[0].dtype.name == "bf16"
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("bf16[B, D] @ bf16[D, F] bf16[B, F]", r"expected an operator \('@', '\*'\) or '->' before 'bf16'"),
+    ("bf16[B, D] *_ bf16[D, F] -> bf16[B, F]", r"the '_' after an operator takes the next name"),
+    ("bf16[B, D] @ bf16[D, F] -> bf16[B, F] {compute=fp8, compute=bf16}", r"compute dtype is given twice"),
+    ("bf16[B, D] *_{D,K} bf16[D, F] -> bf16[B, F]", r"K in '\*_\{D,K\}' is not in the left operand"),
+    ("bf16[B, 12345678901234567890] -> bf16[B]", r"a size of 20 digits"),
+    ("bf16[B,\x07 D] -> bf16[B]", r"got '\\x07'"),
+])
+def test_more_messages(spec, message):
+    with pytest.raises(SpecError, match=message):
+        parse(spec)
+
+
+def test_loose_dim_error_points_at_the_dim():
+    with pytest.raises(SpecError, match="E is neither contracted nor in the result") as info:
+        parse("bf16[B, D, E] *_D bf16[D, F] *_F bf16[F, G] -> bf16[B, G]")
+    assert info.value.column == 12
+
+
+def test_a_spec_read_two_ways_warns():
+    from symroof import SymroofWarning
+    with pytest.warns(SymroofWarning, match="read as a matmul"):
+        parse("bf16[2, 2] * bf16[2, 2] -> bf16[2, 2]")
+
+
+def test_caret_under_wide_characters_and_in_long_lines():
+    with pytest.raises(SpecError) as info:
+        parse("bf16[批次, D] @ bf16[D F] -> bf16[B, F]")
+    _, line, marks = str(info.value).split("\n")
+    # each CJK character takes two columns on screen
+    assert marks.index("^") == line.index("F]") + 2
+    dims = ", ".join(f"D{i}" for i in range(2000))
+    with pytest.raises(SpecError) as info:
+        parse(f"bf16[{dims}] -> bf16[D0] {{fast}}")
+    _, line, marks = str(info.value).split("\n")
+    assert len(line) < 120 and line.lstrip().startswith("...")

@@ -202,3 +202,47 @@ def test_threshold_separates_memory_from_compute(d, f, b):
         assert bound == "compute"
     elif b < t.exact:
         assert bound == "memory"
+
+
+CHIPS = ["tpu-v5e", "h100", "b200", "tpu-v4p", "a100"]
+
+
+@settings(max_examples=120, deadline=None)
+@given(contractions(), st.sampled_from(CHIPS), st.data())
+def test_any_spec_analyses_and_renders_or_says_why(parts, chip, data):
+    """Through the whole engine: analysis on a chip, the table, the JSON, a limit and a
+    threshold on every dim; the only exceptions allowed are symroof's own errors."""
+    import json
+
+    from symroof import SymroofError
+    from symroof.render import table, to_json_dict
+    spec = text(parts)
+    assume(_parses(spec))
+    a = analyze(spec, chip=chip)
+    dims = list(a.dims)
+    solve = data.draw(st.sampled_from(dims)) if dims else None
+    limit = dims[:2] or None
+    try:
+        table(a, limit=limit, solve=solve)
+        json.dumps(to_json_dict(a, limit=limit, solve=solve), allow_nan=False)
+    except SymroofError as err:  # e.g. fp4 on a chip without an fp4 rate: said plainly
+        assert "no figure" in str(err) or "lists no" in str(err), err
+
+
+@pytest.mark.parametrize("spec", [
+    "bf16[" + ", ".join(f"D{i}" for i in range(64)) + "] -> bf16[D0]",
+    " * ".join(f"bf16[D{i}, D{i + 1}]" for i in range(63)) + " -> bf16[D0, D63]",
+    "; ".join(f"bf16[B{i}, D{i}] @ bf16[D{i}, F{i}] -> bf16[B{i}, F{i}]" for i in range(85)),
+])
+def test_specs_at_the_limits_do_not_hang(spec):
+    """The largest specs symroof accepts go through analysis and rendering. A hang guard,
+    not a speed test (benchmarks/bench.py measures speed): minutes would mean a regression
+    to polynomial GCDs."""
+    import time
+
+    from symroof.render import table, to_json_dict
+    start = time.perf_counter()
+    a = analyze(spec, chip="tpu-v5e")
+    table(a, solve=a.dims[0])
+    to_json_dict(a)
+    assert time.perf_counter() - start < 60

@@ -5,7 +5,7 @@ import warnings
 import pytest
 import sympy
 
-from symroof import HardwareError, SpecError, SymroofWarning, analyze, roofline
+from symroof import HardwareError, SpecError, SymroofError, SymroofWarning, analyze, roofline
 from symroof.ir import dim_symbol
 
 B, D, F, N = (dim_symbol(n) for n in "BDFN")
@@ -165,3 +165,89 @@ def test_warnings_are_not_raised_for_ordinary_limits():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         analyze(MATMUL).limit("D", "F")
+
+
+# ---- from the first review: conditions, reasons, edge cases -----------------------------------
+
+def test_a_dim_that_does_not_matter_gets_a_condition_not_a_claim():
+    t = analyze("bf16[H, B, D] @ bf16[H, D, F] -> bf16[H, B, F]", **V5E).threshold("H")
+    assert t.op is None and t.exact is None
+    assert "as B, D, F -> oo: compute-bound at every H" in t.reason
+    assert "compute-bound at every H when" in t.reason and "never otherwise" in t.reason
+    sized = analyze("bf16[H, B, D] @ bf16[H, D, F] -> bf16[H, B, F]", **V5E).at(B=4096, D=4096).threshold("H")
+    assert same(sized.condition.lhs - sized.condition.rhs, dim_symbol("F") - sympy.Rational(10086400, 37059))
+
+
+def test_an_upper_threshold_carries_its_condition():
+    t = analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]; bf16[K, V] -> bf16[K, V]", **V5E).threshold("K")
+    assert t.op == "<" and t.condition is not None and t.otherwise == "never"
+
+
+def test_no_threshold_at_given_sizes_says_why():
+    t = analyze(MATMUL, **V5E).at(D=100, F=100).threshold("B")
+    assert t.rule == sympy.Rational(9850, 41) and t.exact is None
+    assert "at D = 100, F = 100: never compute-bound" in t.reason and "at most 50" in t.reason
+    t = analyze("bf16[B, D] -> bf16[B]", **V5E).threshold("D")
+    assert "at most 1/2 for D >= 1" in t.reason
+
+
+def test_steps_without_flops_need_no_peak():
+    cast = analyze("fp8[K, V] -> bf16[K, V]", chip="v5e")  # v5e has no fp8 rate; a cast needs none
+    assert cast.t_math == 0 and cast.bound == "memory" and cast.compute_dtypes == ()
+    both = analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]; int8[K] -> int8[K]", chip="v5e")
+    assert [d.name for d in both.compute_dtypes] == ["bf16"]
+
+
+def test_compute_dtype_does_not_depend_on_operand_order():
+    one = analyze("fp16[B, D] @ bf16[D, F] -> bf16[B, F]").steps[0].step.compute
+    other = analyze("bf16[B, D] @ fp16[D, F] -> bf16[B, F]").steps[0].step.compute
+    assert one == other and one.name == "bf16"
+
+
+def test_dtypes_without_chip_rates_say_how_to_proceed():
+    with pytest.raises(HardwareError, match="lists no int32 rate for any chip"):
+        analyze("int32[N] * int32[N] -> int32[N]", chip="h100").t_math
+    ok = analyze("int32[N] * int32[N] -> int32[N]", chip="h100", peak_flops=1e13)
+    assert ok.t_math == N / 10**13
+
+
+def test_evaluate_is_vectorised_and_checked():
+    import numpy as np
+    a = analyze("bf16[B, D=4096] @ bf16[D, F=4096] -> bf16[B, F]", **V5E)
+    batch = np.arange(1, 1001)
+    values = a.evaluate("t_lower", B=batch)
+    assert values.shape == (1000,) and values[0] == pytest.approx(float(a.at(B=1).t_lower))
+    with pytest.raises(SpecError, match="D already has the size 4096"):
+        a.evaluate("t_lower", B=128, D=np.array([1024, 4096]))
+    with pytest.raises(SpecError, match="unknown dim 'Q'"):
+        a.evaluate("t_lower", B=[1, 2], Q=[1, 2, 3])
+    with pytest.raises(SpecError, match="cannot evaluate 'nope'"):
+        a.evaluate("nope", B=1)
+    free = analyze(MATMUL, **V5E)
+    with pytest.raises(SpecError, match="do not broadcast"):
+        free.evaluate("t_lower", B=[1, 2], D=[1, 2, 3], F=1)
+
+
+def test_python_api_inputs_are_checked():
+    import numpy as np
+    assert analyze(MATMUL).at(B=np.int64(128)).values["B"] == 128
+    with pytest.raises(HardwareError, match="chip must be"):
+        analyze(MATMUL, chip=123)
+    with pytest.raises(SpecError, match="dtype must be"):
+        analyze(MATMUL, dtype=None)
+    assert analyze(MATMUL).to_dict(limit="D,F")["limit_as"] == ["D", "F"]
+    with pytest.raises(SymroofError, match="out of range"):
+        analyze(MATMUL, hbm_bw=1e-300)
+
+
+def test_bare_zero_counts_give_valid_json():
+    import json
+    data = roofline(flops=0, chip="h100").to_dict()
+    json.dumps(data, allow_nan=False)
+    assert data["intensity"] is None
+
+
+def test_bandwidth_alone_gives_memory_time():
+    a = analyze(MATMUL, hbm_bw=8.2e11)
+    assert a.t_comms == (2 * B * D + 2 * D * F + 2 * B * F) / 820_000_000_000
+    assert "T_comms" in repr(a) and "T_math" not in repr(a)
