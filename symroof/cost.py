@@ -14,6 +14,11 @@ Conventions (stated, not implied):
 * Bytes are HBM bytes: every input of a step read once (an operand named twice in
   one step is read once), its output written once. A chain's intermediates are
   written and read back.
+* On a mesh, counts are per chip: each chip runs the step on its shards. The adds that
+  reduce partial sums across chips are left out, as the book leaves them out, and a
+  collective's HBM traffic is not counted: its cost is its time on the links. Each
+  collective's `bytes` is V, the bytes each chip holds of its larger side (after an
+  AllGather, before a ReduceScatter, the unreduced block of an AllReduce).
 
 Examples:
     >>> from symroof.parse import parse
@@ -28,7 +33,8 @@ from dataclasses import dataclass
 
 import sympy
 
-from .ir import Program, Step, Term
+from .ir import Collective, Contraction, Mesh, Program, Step, Term, dim_symbol
+from .sharding import Layout, Local, Move, Plan, local_elements, local_size, lower
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,20 +59,76 @@ class StepCost(Counts):
 
 
 @dataclass(frozen=True, slots=True)
+class MoveCost:
+    """A collective and V, the bytes each chip holds of its larger side."""
+
+    move: Move
+    bytes: sympy.Expr
+
+
+@dataclass(frozen=True, slots=True)
 class Cost(Counts):
-    """The totals over all steps, and each step's own counts."""
+    """The totals over all steps, and each step's own counts. On a mesh the counts are per
+    chip, `moves` are the collectives in order, `flops_total` counts the FLOPs of the whole
+    computation once (not per chip), and `plans` keep each statement's lowering."""
 
     steps: tuple[StepCost, ...] = ()
+    moves: tuple[MoveCost, ...] = ()
+    flops_total: sympy.Expr | None = None
+    mesh: Mesh | None = None
+    plans: tuple[Plan, ...] = ()
+
+
+_KEYS = ("flops", "flops_exact", "bytes_read", "bytes_written")
 
 
 def cost(program: Program) -> Cost:
-    """Cost every step of every statement, and total them."""
-    steps = []
-    for statement in program.statements:
+    """Cost every statement and total them (per chip, on a mesh)."""
+    return combine([statement_cost(s, program.mesh) for s in program.statements], program.mesh)
+
+
+def combine(costs: list[Cost], mesh: Mesh | None = None) -> Cost:
+    total = {key: sympy.Add(*(getattr(c, key) for c in costs)) for key in _KEYS}
+    flops_total = None if mesh is None else sympy.Add(*(c.flops_total for c in costs))
+    return Cost(**total, steps=tuple(s for c in costs for s in c.steps),
+                moves=tuple(m for c in costs for m in c.moves), flops_total=flops_total, mesh=mesh,
+                plans=tuple(p for c in costs for p in c.plans))
+
+
+def statement_cost(statement: Contraction | Collective, mesh: Mesh | None) -> Cost:
+    """One statement's counts: on one chip, or per chip on the mesh after lowering."""
+    if mesh is None:
         sizes = dict(statement.sizes)
-        steps.extend(step_cost(step, sizes) for step in statement.steps)
-    return Cost(*(sympy.Add(*(getattr(s, key) for s in steps))
-                  for key in ("flops", "flops_exact", "bytes_read", "bytes_written")), steps=tuple(steps))
+        steps = [step_cost(step, sizes) for step in statement.steps]
+        return Cost(**{key: sympy.Add(*(getattr(s, key) for s in steps)) for key in _KEYS},
+                    steps=tuple(steps))
+    plan = lower(statement, mesh)
+    steps, moves = [], []
+    for item in plan.items:
+        if isinstance(item, Local):
+            local = {label: local_size(layout, label, plan.sizes, mesh)
+                     for layout in (*item.inputs, item.output) for label in layout.labels}
+            steps.append(step_cost(item.step, local))
+        else:
+            moves.append(MoveCost(item, item.dtype.bytes * local_elements(_larger(item), _move_sizes(item, plan),
+                                                                         mesh)))
+    whole = statement.steps if isinstance(statement, Contraction) else ()
+    flops_total = sympy.Add(*(step_cost(step, plan.sizes).flops for step in whole))
+    return Cost(**{key: sympy.Add(*(getattr(s, key) for s in steps)) for key in _KEYS},
+                steps=tuple(steps), moves=tuple(moves), flops_total=flops_total, mesh=mesh, plans=(plan,))
+
+
+def _larger(move: Move) -> Layout:
+    """The side whose per-chip block is V: after an AllGather, before anything else."""
+    return move.after if move.kind == "AllGather" else move.before
+
+
+def _move_sizes(move: Move, plan: Plan) -> dict:
+    if plan.sizes:
+        return plan.sizes
+    # a written collective: its dims are named by the spec, or literal sizes
+    return {label: (sympy.Integer(int(label)) if label.isdigit() else dim_symbol(label))
+            for label in move.before.labels}
 
 
 def step_cost(step: Step, sizes: dict[str, sympy.Expr]) -> StepCost:

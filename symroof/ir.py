@@ -57,23 +57,32 @@ class Dim:
 
     def __str__(self) -> str:
         text = self.name if self.name is not None else str(self.size)
-        if len(self.axes) == 1 and len(self.axes[0]) == 1:
-            return f"{text}_{self.axes[0]}"
-        if self.axes:
-            return f"{text}_{{{','.join(self.axes)}}}"
-        return text
+        return text + subscript(self.axes)
+
+
+def subscript(items: tuple[str, ...]) -> str:
+    """`_X` for one single-letter item, `_{X,Y}` otherwise, nothing for none."""
+    if not items:
+        return ""
+    if len(items) == 1 and len(items[0]) == 1:
+        return f"_{items[0]}"
+    return "_{" + ",".join(items) + "}"
 
 
 @dataclass(frozen=True, slots=True)
 class Tensor:
-    """A tensor as written: dtype, dims, and an optional name (`x: bf16[N]`)."""
+    """A tensor as written: dtype, dims, an optional name (`x: bf16[N]`), and the mesh
+    axes over which it holds unreduced partial sums (`{U_X}`)."""
 
     dtype: DType
     dims: tuple[Dim, ...]
     name: str | None = None
+    unreduced: tuple[str, ...] = ()
 
-    def text(self, values: dict[str, int] | None = None, shown: set[str] | None = None) -> str:
-        """Spec text; a named dim with a value prints as `D=4096` the first time."""
+    def text(self, values: dict[str, int] | None = None, shown: set[str] | None = None,
+             notes: tuple[str, ...] = ()) -> str:
+        """Spec text; a named dim with a value prints as `D=4096` the first time; `notes`
+        join `U_X` in the `{...}` after it."""
         parts = []
         for dim in self.dims:
             part = str(dim)
@@ -82,7 +91,9 @@ class Tensor:
                 part = f"{dim.name}={values[dim.name]}" + part[len(dim.name):]
             parts.append(part)
         prefix = f"{self.name}: " if self.name else ""
-        return f"{prefix}{self.dtype}[{', '.join(parts)}]"
+        notes = ((f"U{subscript(self.unreduced)}",) if self.unreduced else ()) + tuple(notes)
+        suffix = f" {{{', '.join(notes)}}}" if notes else ""
+        return f"{prefix}{self.dtype}[{', '.join(parts)}]{suffix}"
 
     def __str__(self) -> str:
         return self.text()
@@ -97,24 +108,27 @@ class Operator:
     contract: tuple[str, ...] | None = None
 
     def __str__(self) -> str:
-        if not self.contract:
-            return self.symbol
-        if len(self.contract) == 1:
-            return f"{self.symbol}_{self.contract[0]}"
-        return f"{self.symbol}_{{{','.join(self.contract)}}}"
+        return self.symbol + subscript(self.contract or ())
 
 
 @dataclass(frozen=True, slots=True)
 class Term:
-    """A tensor inside a step: its dims as labels (one label per distinct dim)."""
+    """A tensor inside a step: its dims as labels (one label per distinct dim), and how it
+    is laid out on the mesh: the axes each label is split over (None for an intermediate,
+    whose layout the lowering in `sharding.py` decides) and the axes it is unreduced over."""
 
     dtype: DType
     labels: tuple[str, ...]
     name: str | None = None
+    axes: tuple[tuple[str, ...], ...] | None = None
+    unreduced: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         prefix = f"{self.name}: " if self.name else ""
-        return f"{prefix}{self.dtype}[{', '.join(label_text(l) for l in self.labels)}]"
+        axes = self.axes or ((),) * len(self.labels)
+        dims = ", ".join(label_text(l) + subscript(a) for l, a in zip(self.labels, axes))
+        suffix = f" {{U{subscript(self.unreduced)}}}" if self.unreduced else ""
+        return f"{prefix}{self.dtype}[{dims}]{suffix}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,11 +144,8 @@ class Step:
     def __str__(self) -> str:
         # Named sums go in the subscript; a literal size cannot be named there, and plain
         # '*' reads a literal contraction back the same way.
-        summed = [l for l in self.summed if not is_literal_label(l)]
-        if not summed or len(summed) < len(self.summed):
-            op = "*"
-        else:
-            op = f"*_{summed[0]}" if len(summed) == 1 else f"*_{{{','.join(summed)}}}"
+        summed = tuple(l for l in self.summed if not is_literal_label(l))
+        op = "*" + (subscript(summed) if len(summed) == len(self.summed) else "")
         return f" {op} ".join(str(t) for t in self.inputs) + f" -> {self.output}"
 
 
@@ -157,21 +168,84 @@ class Contraction:
         parts = [self.operands[0].text(values, shown)]
         for op, operand in zip(self.ops, self.operands[1:]):
             parts += [str(op), operand.text(values, shown)]
-        text = " ".join(parts) + " -> " + self.output.text(values, shown)
-        if self.compute is not None:
-            text += f" {{compute={self.compute}}}"
-        return text
+        notes = (f"compute={self.compute}",) if self.compute is not None else ()
+        return " ".join(parts) + " -> " + self.output.text(values, shown, notes)
 
     def __str__(self) -> str:
         return self.text()
 
 
 @dataclass(frozen=True, slots=True)
-class Program:
-    """A whole spec: its statements, and the values given to named dims in it (`D=4096`)."""
+class Collective:
+    """A collective written out: `AllGather_X bf16[I_X, J] -> bf16[I, J]`.
 
-    statements: tuple[Contraction, ...]
+    `axes` are the mesh axes it runs over; `dim` is the dim a ReduceScatter scatters
+    along or an AllToAll moves the sharding to (None for AllGather and AllReduce)."""
+
+    kind: str
+    axes: tuple[str, ...]
+    dim: str | None
+    input: Tensor
+    output: Tensor
+
+    @property
+    def operands(self) -> tuple[Tensor, ...]:
+        return (self.input,)
+
+    def text(self, values: dict[str, int] | None = None, shown: set[str] | None = None) -> str:
+        items = (*self.axes, self.dim) if self.dim is not None else self.axes
+        return (f"{self.kind}{subscript(items)} {self.input.text(values, shown)} -> "
+                f"{self.output.text(values, shown)}")
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+@dataclass(frozen=True, slots=True)
+class MeshAxis:
+    """One axis of a device mesh: its name, how many chips along it, and the link that
+    joins them ("ici", "dcn" or "pcie")."""
+
+    name: str
+    size: int
+    link: str = "ici"
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.size}" + ("" if self.link == "ici" else f"@{self.link}")
+
+
+@dataclass(frozen=True, slots=True)
+class Mesh:
+    """The device mesh a sharded spec runs on."""
+
+    axes: tuple[MeshAxis, ...]
+
+    def axis(self, name: str) -> MeshAxis:
+        return next(a for a in self.axes if a.name == name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.axes)
+
+    @property
+    def chips(self) -> int:
+        count = 1
+        for a in self.axes:
+            count *= a.size
+        return count
+
+    def __str__(self) -> str:
+        return "mesh " + ", ".join(map(str, self.axes))
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """A whole spec: its statements, the values given to named dims in it (`D=4096`), and
+    the mesh it is sharded over (None for one chip)."""
+
+    statements: tuple[Contraction | Collective, ...]
     values: tuple[tuple[str, int], ...] = ()
+    mesh: Mesh | None = None
 
     @property
     def dims(self) -> tuple[str, ...]:
@@ -191,4 +265,5 @@ class Program:
 
     def __str__(self) -> str:
         values, shown = dict(self.values), set()
-        return "\n".join(s.text(values, shown) for s in self.statements)
+        lines = [str(self.mesh)] if self.mesh is not None else []
+        return "\n".join(lines + [s.text(values, shown) for s in self.statements])

@@ -19,7 +19,7 @@ def threshold_text(t: Threshold, values: dict | None = None) -> str:
         how = f"[rule: {', '.join(t.rule_as)} -> oo]" if t.rule_as else \
             "[exact: no other named dim to take to infinity]"
         parts.append(f"{_bound_on(t.var, t.op, t.rule)}  {how}")
-    if t.exact is not None and t.rule_as:
+    if t.exact is not None and t.rule_as and t.exact != t.rule:
         exact = f"exact: {_bound_on(t.var, t.op, t.exact)}"
         if t.condition is not None:
             exact += f", when {pretty(t.condition)}"

@@ -20,6 +20,7 @@ The rules, in the order they apply:
 
 from __future__ import annotations
 
+import difflib
 import keyword
 import warnings
 from dataclasses import dataclass, field
@@ -28,8 +29,10 @@ import sympy
 
 from . import dtypes
 from .errors import SpecError, SymroofWarning, column_of
-from .ir import Contraction, Dim, Operator, Program, Step, Tensor, Term, dim_symbol, is_literal_label, label_text
-from .syntax import Span, WDim, WOp, WStatement, WTensor
+from .ir import (Collective, Contraction, Dim, Mesh, MeshAxis, Operator, Program, Step, Tensor, Term,
+                 dim_symbol, is_literal_label, label_text)
+from .sharding import ShardingError, check_collective, local_elements, lower
+from .syntax import Span, WCollective, WDim, WMesh, WOp, WStatement, WTensor
 
 # Limits that keep a hostile or mistaken spec from hanging sympy; far above real use.
 MAX_DIMS_PER_TENSOR = 64
@@ -44,8 +47,14 @@ RESERVED = frozenset(keyword.kwlist) | {"Integer", "Float", "Rational", "Symbol"
                                         "Max", "Min", "oo", "zoo", "nan"}
 
 
-def resolve(statements: list[WStatement], text: str, default_dtype: str = "bf16") -> Program:
-    """Resolve written statements into a `Program` (see the module docstring for the rules)."""
+LINKS = ("ici", "dcn", "pcie")
+
+
+def resolve(statements: list, text: str, default_dtype: str = "bf16", mesh: Mesh | None = None) -> Program:
+    """Resolve written statements into a `Program` (see the module docstring for the rules).
+
+    `mesh` is a mesh given from outside the text (`--mesh`); a `mesh` line in the text
+    must agree with it."""
     default = dtypes.lookup(default_dtype)
     if default is None:
         hint = dtypes.suggest(default_dtype)
@@ -53,24 +62,68 @@ def resolve(statements: list[WStatement], text: str, default_dtype: str = "bf16"
     if len(statements) > MAX_STATEMENTS:
         raise SpecError(f"{len(statements)} statements; symroof reads at most {MAX_STATEMENTS}", text, 0)
     ctx = _Context(text, default)
-    resolved = tuple(_Statement(ctx, s).resolve() for s in statements)
-    return Program(resolved, tuple((name, value) for name, (value, _) in ctx.values.items()))
+    ctx.mesh = _mesh(ctx, [s for s in statements if isinstance(s, WMesh)], mesh)
+    resolved = []
+    for written in statements:
+        if isinstance(written, WCollective):
+            resolved.append(_Statement(ctx, written).collective())
+        elif isinstance(written, WStatement):
+            resolved.append(_Statement(ctx, written).resolve())
+    if not resolved:
+        raise SpecError("the spec declares a mesh but nothing to run on it", text, 0)
+    return Program(tuple(resolved), tuple((name, value) for name, (value, _) in ctx.values.items()),
+                   ctx.mesh)
+
+
+def mesh_from(written: WMesh, text: str) -> Mesh:
+    """The mesh a `mesh` line describes, checked."""
+    return _mesh(_Context(text, dtypes.lookup("bf16")), [written], None)
+
+
+def _mesh(ctx: "_Context", written: list[WMesh], given: Mesh | None) -> Mesh | None:
+    if len(written) > 1:
+        raise ctx.error("a spec has one mesh; this is a second", written[1].span)
+    if not written:
+        return given
+    axes = []
+    for axis in written[0].axes:
+        if axis.name in [a.name for a in axes]:
+            raise ctx.error(f"the mesh has two axes named {axis.name}", axis.span)
+        if axis.size <= 0:
+            raise ctx.error(f"a mesh axis has a positive number of chips, got {axis.size}", axis.span)
+        link = axis.link or "ici"
+        if link not in LINKS:
+            close = [l for l in LINKS if l.startswith(link.lower()[:1])]
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise ctx.error(f"unknown link '{link}'{hint} (links: {', '.join(LINKS)})", axis.link_span)
+        axes.append(MeshAxis(axis.name, axis.size, link))
+    mesh = Mesh(tuple(axes))
+    if given is not None and given != mesh:
+        raise ctx.error(f"the spec's mesh ({str(mesh)[5:]}) and the mesh given with it "
+                        f"({str(given)[5:]}) disagree", written[0].span)
+    return mesh
 
 
 @dataclass
 class _Context:
-    """What a whole program shares: the text (for carets), the default dtype, and the
-    values given to named dims."""
+    """What a whole program shares: the text (for carets), the default dtype, the mesh,
+    and the values given to named dims."""
 
     text: str
     default: dtypes.DType
+    mesh: Mesh | None = None
     values: dict[str, tuple[int, Span]] = field(default_factory=dict)
     names: set[str] = field(default_factory=set)
+    splits: dict[str, set[str]] = field(default_factory=dict)  # the axes each named dim is split over
 
     def error(self, message: str, span: Span | None) -> SpecError:
         if span is None:
             return SpecError(message, self.text, None)
         return SpecError(message, self.text, span[0], span[1])
+
+
+def _axes_of(tensor: Tensor) -> tuple[tuple[str, ...], ...]:
+    return tuple(d.axes for d in tensor.dims)
 
 
 class _Statement:
@@ -87,28 +140,98 @@ class _Statement:
         if len(w.operands) > MAX_OPERANDS:
             raise self.ctx.error(f"{len(w.operands)} operands; symroof handles at most {MAX_OPERANDS}",
                                  w.operands[MAX_OPERANDS].span)
-        compute = self._annotations()
+        for operand in w.operands:
+            if operand.annotations:
+                raise self.ctx.error("annotations go after the result, not after an operand (an input "
+                                     "is never unreduced: reduce it first)", operand.annotations[0].span)
         operands = tuple(self._tensor(t) for t in w.operands)
-        output = self._tensor(w.output)
+        output = self._tensor(w.output, allow_compute=True)
+        compute = self._compute(w.output)
         self._check_names(operands)
         ops = tuple(self._operator(op) for op in w.ops)
         steps, sizes = self._steps(operands, ops, output, compute)
-        return Contraction(operands, ops, output, compute, steps, sizes)
+        contraction = Contraction(operands, ops, output, compute, steps, sizes)
+        if self.ctx.mesh is not None:
+            try:  # a layout that cannot run is a spec error, found here where it has a place
+                lower(contraction, self.ctx.mesh)
+            except ShardingError as err:
+                message = err.message
+                if err.fixes:
+                    sizes = dict(sizes)
+                    fixes = [f"{what} ({fix.dtype.bytes * local_elements(fix.after, sizes, self.ctx.mesh)} "
+                             "bytes per chip)" for what, fix in err.fixes]
+                    message += "; fix it with " + ", or ".join(fixes)
+                raise ShardingError(message, err.fixes, self.ctx.text, *w.span) from None
+        return contraction
 
-    def _annotations(self) -> dtypes.DType | None:
+    def _compute(self, w: WTensor) -> dtypes.DType | None:
         compute = None
-        for note in self.w.annotations:
-            if note.key == "compute" and note.value is not None and note.subscript is None:
+        for note in w.annotations:
+            if note.key == "compute":
                 if compute is not None:
                     raise self.ctx.error("the compute dtype is given twice", note.span)
                 compute = self._dtype(note.value, note.span)
-            elif note.key == "U" and note.subscript:
-                raise self.ctx.error("'{U_...}' leaves a result unreduced over mesh axes: "
-                                     "sharded specs are not costed yet", note.span)
-            else:
-                raise self.ctx.error(f"unknown annotation '{note.key}'; symroof knows {{compute=DTYPE}}",
-                                     note.span)
         return compute
+
+    def _unreduced(self, w: WTensor, allow_compute: bool) -> tuple[str, ...]:
+        """The axes of `{U_X}`, checking every annotation is one symroof knows."""
+        axes: list[str] = []
+        for note in w.annotations:
+            if note.key == "compute" and note.value is not None and note.subscript is None and allow_compute:
+                continue
+            if note.key == "U" and note.subscript and note.value is None:
+                for item in self._axis_items(note.subscript, note.span):
+                    if item in axes:
+                        raise self.ctx.error(f"unreduced over {item} twice", note.span)
+                    axes.append(item)
+                continue
+            known = "{U_X} or {compute=DTYPE}" if allow_compute else "{U_X}"
+            raise self.ctx.error(f"unknown annotation '{note.key}'; symroof knows {known}", note.span)
+        return tuple(axes)
+
+    def _axis_items(self, items: list[tuple[str, Span]], span: Span) -> list[str]:
+        """Mesh axes named in a subscript: `X`, `{X,Y}`, or `XY` for the axes X and Y."""
+        mesh = self.ctx.mesh
+        if mesh is None:
+            raise self.ctx.error("this names mesh axes, but there is no mesh: add a line such as "
+                                 "'mesh X=2' (or --mesh X=2)", span)
+        axes: list[str] = []
+        for item, where in items:
+            if item in mesh.names:
+                axes.append(item)
+            elif item.isalpha() and all(ch in mesh.names for ch in item):
+                axes.extend(item)  # D_XY: the axes X and Y, as the book writes it
+            else:
+                close = difflib.get_close_matches(item, mesh.names, n=1)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                raise self.ctx.error(f"{item} is not an axis of the mesh{hint} (its axes: "
+                                     f"{', '.join(mesh.names)})", where)
+        return axes
+
+    def collective(self) -> Collective:
+        w: WCollective = self.w
+        items = [item for item, _ in w.subscript]
+        scatters = w.kind in ("ReduceScatter", "AllToAll")
+        if scatters and len(items) < 2:
+            raise self.ctx.error(f"{w.kind}_{{X,K}} names the mesh axes, then the dim to move the "
+                                 "sharding to", w.subscript_span)
+        dim = items[-1] if scatters else None
+        axes = tuple(self._axis_items(w.subscript[:-1] if scatters else w.subscript, w.subscript_span))
+        if len(set(axes)) != len(axes):
+            raise self.ctx.error("an axis is named twice", w.subscript_span)
+        source, target = self._tensor(w.input), self._tensor(w.output)
+        if target.dtype != source.dtype:
+            raise self.ctx.error(f"a collective moves data and keeps its dtype ({source.dtype}), "
+                                 f"got {target.dtype}", w.output.head_span or w.output.span)
+        if [d.name or d.size for d in source.dims] != [d.name or d.size for d in target.dims]:
+            raise self.ctx.error("a collective keeps the tensor's dims; only their sharding changes",
+                                 w.output.span)
+        if dim is not None and dim not in [d.name for d in source.dims]:
+            raise self.ctx.error(f"{dim} is not a dim of this tensor", w.subscript[-1][1])
+        problem = check_collective(w.kind, axes, dim, source, target)
+        if problem:
+            raise self.ctx.error(problem, w.output.span)
+        return Collective(w.kind, axes, dim, source, target)
 
     def _dtype(self, word: str, span: Span) -> dtypes.DType:
         found = dtypes.lookup(word)
@@ -117,7 +240,7 @@ class _Statement:
             raise self.ctx.error(f"unknown dtype '{word}'" + (f"; did you mean '{hint}'?" if hint else ""), span)
         return found
 
-    def _tensor(self, w: WTensor) -> Tensor:
+    def _tensor(self, w: WTensor, allow_compute: bool = False) -> Tensor:
         name = w.name
         if w.head is None:
             dtype = self.ctx.default
@@ -131,15 +254,21 @@ class _Statement:
                                  f"{MAX_DIMS_PER_TENSOR}", w.dims[MAX_DIMS_PER_TENSOR].span)
         seen: dict[str, WDim] = {}
         dims = []
+        split_by: dict[str, WDim] = {}
         for d in w.dims:
             dims.append(self._dim(d))
+            for axis in dims[-1].axes:
+                if axis in split_by:
+                    raise self.ctx.error(f"{axis} already splits {split_by[axis].text} of this tensor: an "
+                                         "axis splits at most one dim of a tensor", d.axes_span or d.span)
+                split_by[axis] = d
             if d.name is not None:
                 if d.name in seen:
                     raise self.ctx.error(
                         f"{d.name} appears twice in one tensor; give the second its own name "
                         f"(e.g. {d.name}2) or write the sizes as numbers", d.span)
                 seen[d.name] = d
-        return Tensor(dtype, tuple(dims), name)
+        return Tensor(dtype, tuple(dims), name, self._unreduced(w, allow_compute))
 
     def _check_einsum_term(self, w: WTensor) -> None:
         letters = [d.name for d in w.dims]
@@ -152,13 +281,22 @@ class _Statement:
                                      "contraction symroof costs", d.span)
 
     def _dim(self, d: WDim) -> Dim:
-        if d.axes:
-            raise self.ctx.error(f"'{d.text}_...' shards {d.text} over mesh axes: sharded specs are "
-                                 "not costed yet", d.axes_span or d.span)
         if d.value is not None and d.value <= 0:
             raise self.ctx.error(f"a dim's size must be a positive integer, got {d.value}", d.span)
+        axes: tuple[str, ...] = ()
+        if d.axes:
+            axes = tuple(self._axis_items([(a, d.axes_span) for a in d.axes], d.axes_span))
+            twice = [a for a in axes if axes.count(a) > 1]
+            if twice:
+                raise self.ctx.error(f"{d.text} is split over {twice[0]} twice", d.axes_span)
+            chips = 1
+            for a in axes:
+                chips *= self.ctx.mesh.axis(a).size
+            if d.value is not None and d.value % chips:
+                raise self.ctx.error(f"{d.value} does not split evenly over {', '.join(axes)} "
+                                     f"({chips} chips)", d.span)
         if d.name is None:
-            return Dim(size=d.value)
+            return Dim(size=d.value, axes=axes)
         if d.name in RESERVED:
             raise self.ctx.error(f"'{d.name}' cannot name a dim (it means something else to "
                                  "Python or sympy); choose another name", d.span)
@@ -167,13 +305,14 @@ class _Statement:
             raise self.ctx.error(f"more than {MAX_DIMS} distinct dims; symroof handles at most {MAX_DIMS}",
                                  d.span)
         self.ctx.names.add(d.name)
+        self.ctx.splits.setdefault(d.name, set()).update(axes)
         if d.value is not None:
             known = self.ctx.values.get(d.name)
             if known is not None and known[0] != d.value:
                 col = column_of(self.ctx.text, known[1][0])
                 raise self.ctx.error(f"{d.name} is {known[0]} at column {col} but {d.value} here", d.span)
             self.ctx.values.setdefault(d.name, (d.value, d.span))
-        return Dim(name=d.name)
+        return Dim(name=d.name, axes=axes)
 
     def _check_names(self, operands: tuple[Tensor, ...]) -> None:
         """Two operands with one name are one tensor: they must agree on its type."""
@@ -210,7 +349,7 @@ class _Statement:
     def _steps(self, operands, ops, output, compute):
         w = self.w
         current = [d.name if d.name is not None else self._fresh(d.size) for d in operands[0].dims]
-        left = (operands[0].dtype, operands[0].name)
+        left = (operands[0].dtype, operands[0].name, _axes_of(operands[0]))
         steps: list[Step] = []
         if not ops:
             labels_out, summed = self._finish(current, [], w.output, strict=False, op_span=None)
@@ -239,10 +378,10 @@ class _Statement:
                               f"{', '.join(label_text(l) for l in found[0][2])}); it could also be "
                               "elementwise. Name the dims to say which.", SymroofWarning, stacklevel=4)
             right, labels_out, summed = found[0]
-            inputs = [(*left, current), (right_tensor.dtype, right_tensor.name, right)]
+            inputs = [(*left, current), (right_tensor.dtype, right_tensor.name, _axes_of(right_tensor), right)]
             steps.append(self._step(inputs, output, final, labels_out, summed, compute))
             # The intermediate goes to HBM in the result's dtype and has no name.
-            current, left = labels_out, (output.dtype, None)
+            current, left = labels_out, (output.dtype, None, None)
         sizes = {}
         for step in steps:
             for term in (*step.inputs, step.output):
@@ -252,8 +391,14 @@ class _Statement:
         return tuple(steps), tuple(sizes.items())
 
     def _step(self, inputs, output: Tensor, final: bool, labels_out, summed, compute) -> Step:
-        terms = tuple(Term(dtype, tuple(labels), name) for dtype, name, labels in inputs)
-        out = Term(output.dtype, tuple(labels_out), output.name if final else None)
+        terms = tuple(Term(dtype, tuple(labels), name, axes) for dtype, name, axes, labels in inputs)
+        if final:
+            # The result's labels follow its written dims, except a scalar's unit label.
+            by_label = dict(zip(labels_out, _axes_of(output))) if len(labels_out) == len(output.dims) else {}
+            out = Term(output.dtype, tuple(labels_out), output.name,
+                       tuple(by_label.get(l, ()) for l in labels_out), output.unreduced)
+        else:
+            out = Term(output.dtype, tuple(labels_out))
         chosen = compute or dtypes.compute_dtype([t.dtype for t in terms])
         return Step(terms, out, tuple(summed), chosen)
 

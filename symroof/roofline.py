@@ -23,6 +23,7 @@ Examples:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import numbers
 import warnings
@@ -32,14 +33,15 @@ from typing import Mapping
 import sympy
 
 from . import dtypes
+from .collectives import time as collective_time
 from .cost import Cost, cost
 from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from .hardware import Chip, exact_value, get_chip
 from .ir import Program, dim_symbol
 from .parse import parse
 from .show import pretty
-from .solve import (Region, fraction_expr, limit_parts, path_independent, polys, positive_region,
-                    ratio_limit, sign_of)
+from .solve import fraction_expr, path_independent, polys, ratio_limit, sign_of
+from .thresholds import Roof, Threshold, solve
 
 CONVENTIONS = ("1 FLOP = one multiply or one add (a multiply-add is 2); int dtypes count OPs alike; "
                "peaks are dense (no 2:4 sparsity); bytes are HBM bytes; GB = 1e9 bytes; "
@@ -82,12 +84,14 @@ class Machine:
         chip: the chip, with overrides applied; None for bare numbers.
         flat_peak: a peak FLOPs/s that applies to every dtype (`--peak-flops`), or None.
         hbm_bw: HBM bandwidth in bytes/s, or None when unknown.
+        ici_bw: a one-way per-link ICI bandwidth to use in place of the chip's (`--ici-bw`).
     """
 
     name: str
     chip: Chip | None
     flat_peak: sympy.Rational | None
     hbm_bw: sympy.Rational | None
+    ici_bw: sympy.Rational | None = None
 
     def peak(self, rate: str) -> sympy.Rational:
         if self.flat_peak is not None:
@@ -102,7 +106,7 @@ class Machine:
         return self.hbm_bw
 
 
-def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None,
+def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ici_bw=None,
             overrides: Mapping[str, object] | None = None, variant: str | None = None,
             hardware=None) -> Machine | None:
     """Build the machine an analysis runs against; None when nothing at all is given."""
@@ -118,16 +122,19 @@ def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None,
         chip = chip.with_figures(dict(overrides))
     peak = None if peak_flops is None else exact_number(peak_flops, "peak FLOPs/s", "1.97e14")
     bw = None if hbm_bw is None else exact_number(hbm_bw, "HBM bandwidth", "8.2e11")
+    ici = None if ici_bw is None else exact_number(ici_bw, "ICI bandwidth (one way, per link)", "4.5e10")
     if chip is None and peak is None and bw is None:
+        if ici is not None:
+            raise HardwareError("--ici-bw replaces a chip's link figure: name the chip (--chip)")
         return None
     if bw is None and chip is not None:
         bw = chip.figure("hbm_bandwidth_bytes_per_s")
-    return Machine(chip.name if chip is not None else "custom", chip, peak, bw)
+    return Machine(chip.name if chip is not None else "custom", chip, peak, bw, ici)
 
 
 def analyze(spec: str | Program, chip: str | Chip | None = None, *, dtype: str = "bf16",
-            peak_flops=None, hbm_bw=None, overrides=None, variant=None, hardware=None,
-            values: Mapping[str, int] | None = None) -> "Analysis":
+            peak_flops=None, hbm_bw=None, ici_bw=None, overrides=None, variant=None, hardware=None,
+            values: Mapping[str, int] | None = None, mesh=None) -> "Analysis":
     """Analyse a spec, optionally on a chip.
 
     Args:
@@ -138,13 +145,16 @@ def analyze(spec: str | Program, chip: str | Chip | None = None, *, dtype: str =
         hbm_bw: HBM bytes/s to use in place of the chip's.
         overrides: other chip figures to replace, by dotted path.
         variant: a named variant of the chip's figures (see `symroof chip CHIP`).
+        ici_bw: one-way per-link ICI bytes/s to use in place of the chip's.
         hardware: path of a hardware file to use in place of the shipped one.
         values: sizes for named dims, as `--set` gives them.
+        mesh: the mesh for sharded dims ("X=2, Y=4@dcn", {"X": 2} or a `Mesh`), unless the
+            spec has a `mesh` line.
     """
     if not isinstance(dtype, str):
         raise SpecError(f"dtype must be a dtype's name such as 'bf16', got {dtype!r}")
-    program = spec if isinstance(spec, Program) else parse(spec, dtype)
-    target = machine(chip, peak_flops=peak_flops, hbm_bw=hbm_bw, overrides=overrides,
+    program = spec if isinstance(spec, Program) else parse(spec, dtype, mesh)
+    target = machine(chip, peak_flops=peak_flops, hbm_bw=hbm_bw, ici_bw=ici_bw, overrides=overrides,
                      variant=variant, hardware=hardware)
     return Analysis(cost(program), target, program=program, values=values)
 
@@ -165,37 +175,6 @@ def roofline(flops, bytes=0, chip: str | Chip | None = None, *, dtype: str = "bf
     flops = exact_number(flops, "flops", "1e12", allow_zero=True)
     counts = Cost(flops, flops, exact_number(bytes, "bytes", "4e9", allow_zero=True), sympy.Integer(0))
     return Analysis(counts, target, compute=compute)
-
-
-@dataclass(frozen=True)
-class Threshold:
-    """Where a dim makes the analysis compute-bound.
-
-    Attributes:
-        var: the dim solved for.
-        op: ">" (compute-bound above the value), "<" (below it), or None (no threshold).
-        rule: the value from the limit as the other named dims grow (`rule_as`); with no
-            other named dims, the same as `exact`.
-        exact: the value at the other dims' sizes (or an expression in them).
-        condition: when the exact answer depends on other dims, the condition under which
-            it holds; `otherwise` says what holds where it fails ("never" or "always").
-        reason: in words, whatever a number alone would not say: that no threshold
-            exists and why, that every size is compute-bound, what to mind.
-        rule_as: the dims taken to infinity for the rule.
-    """
-
-    var: str
-    op: str | None
-    rule: sympy.Expr | None
-    exact: sympy.Expr | None
-    condition: sympy.Basic | None = None
-    otherwise: str | None = None
-    reason: str | None = None
-    rule_as: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        from .render import threshold_text
-        return threshold_text(self)
 
 
 class Analysis:
@@ -330,11 +309,89 @@ class Analysis:
 
     @functools.cached_property
     def t_lower(self) -> sympy.Expr:
+        """max(T_math, T_comms), and on a mesh the network's time (latency floors included)."""
+        if self.collectives:
+            times = [self.t_math, self.t_comms, self.t_network_floored]
+            if all(t.is_number for t in times):
+                return sympy.Max(*times)
+            return sympy.Max(*times, evaluate=False)
         return _max(self.t_math, self.t_comms)
 
     @functools.cached_property
     def t_upper(self) -> sympy.Expr:
-        return self.t_math + self.t_comms
+        return self.t_math + self.t_comms + (self.t_network_floored if self.collectives else 0)
+
+    # -- on the mesh -------------------------------------------------------------------------
+
+    @property
+    def mesh(self):
+        return self.cost.mesh
+
+    @functools.cached_property
+    def flops_total(self) -> sympy.Expr:
+        """FLOPs of the whole computation, counted once (on one chip, the same as `flops`)."""
+        return self._at(self.cost.flops_total) if self.cost.flops_total is not None else self.flops
+
+    @functools.cached_property
+    def replication(self) -> sympy.Expr:
+        """How many chips do each FLOP: chips x per-chip FLOPs / total FLOPs (1: no chip
+        repeats another's work)."""
+        if self.mesh is None or self.flops_total == 0:
+            return sympy.Integer(1)
+        return _ratio(self.mesh.chips * self.flops, self.flops_total)
+
+    @functools.cached_property
+    def collectives(self) -> tuple:
+        """Each collective with its time on the chip's links: (MoveCost, collectives.Time)."""
+        if not self.cost.moves:
+            return ()
+        chip = self.chip
+        ici = self.machine.ici_bw if self.machine is not None else None
+        found = []
+        for move in self.cost.moves:
+            axes = [self.mesh.axis(a) for a in move.move.axes]
+            found.append((move, collective_time(move.move.kind, axes, move.bytes, chip, ici)))
+        return tuple(found)
+
+    @functools.cached_property
+    def _t_network_base(self) -> sympy.Expr:
+        return sympy.Add(*(t.bandwidth for _, t in self.collectives))
+
+    @functools.cached_property
+    def t_network(self) -> sympy.Expr:
+        """The collectives' time, bandwidth-bound (the book's T_comms between chips)."""
+        return self._at(self._t_network_base)
+
+    @functools.cached_property
+    def t_network_latency(self) -> sympy.Expr:
+        """The collectives' latency floor: hops x per-hop latency, summed."""
+        return sympy.Add(*(t.latency for _, t in self.collectives))
+
+    @functools.cached_property
+    def t_network_floored(self) -> sympy.Expr:
+        """Each collective's time as the larger of bandwidth and latency, summed."""
+        return sympy.Add(*(self._at(_floored(t)) for _, t in self.collectives))
+
+    @functools.cached_property
+    def _network_bytes_base(self) -> sympy.Expr:
+        return sympy.Add(*(m.bytes for m, _ in self.collectives))
+
+    @functools.cached_property
+    def network_bytes(self) -> sympy.Expr:
+        """The collectives' V summed: the bytes each chip holds of their larger sides."""
+        return self._at(self._network_bytes_base)
+
+    @functools.cached_property
+    def network_intensity(self) -> sympy.Expr:
+        """Per-chip FLOPs per byte of the collectives' V."""
+        return _ratio(self.flops, self.network_bytes)
+
+    @functools.cached_property
+    def critical_network_intensity(self) -> sympy.Expr:
+        """Peak FLOPs/s over the links' effective bandwidth (V / T_network): the network
+        intensity above which T_math exceeds T_network (1.97e14 / 4.5e10 = 4377.8 for a
+        v5e axis of 2)."""
+        return _ratio(self.peak_flops * self.t_network, self.network_bytes)
 
     @functools.cached_property
     def peak_flops(self) -> sympy.Expr:
@@ -357,8 +414,10 @@ class Analysis:
 
     @functools.cached_property
     def bound(self) -> str | sympy.Basic:
-        """"compute", "memory", "balanced", or the condition for compute-bound when it
-        depends on dims that have no value."""
+        """"compute", "memory", "balanced", on a mesh "network", or the condition for
+        compute-bound when it depends on dims that have no value."""
+        if self.collectives:
+            return self._bound_of_three()
         sign = sign_of(self.t_math - self.t_comms)
         if sign is not None:
             return {1: "compute", -1: "memory", 0: "balanced"}[sign]
@@ -368,11 +427,25 @@ class Analysis:
             return sympy.StrictGreaterThan(self.intensity, self.critical_intensity, evaluate=False)
         return sympy.StrictGreaterThan(self.t_math, self.t_comms, evaluate=False)
 
+    def _bound_of_three(self):
+        floored = {"compute": self.t_math, "memory": self.t_comms, "network": self.t_network_floored}
+        if all(t.is_number for t in floored.values()):
+            return max(floored, key=lambda k: (floored[k], k == "compute"))
+        # with free dims, decide on the bandwidth-bound times; the latency floor is a number
+        times = {"compute": self.t_math, "memory": self.t_comms, "network": self.t_network}
+        for name, t in times.items():
+            if all(sign_of(t - other) == 1 for key, other in times.items() if key != name):
+                return name
+        return sympy.StrictGreaterThan(self.t_math, sympy.Max(self.t_comms, self.t_network_floored,
+                                                              evaluate=False), evaluate=False)
+
     @functools.cached_property
     def achieved_flops_per_s(self) -> sympy.Expr:
         """FLOPs / T_lower: the peak when compute-bound, intensity x bandwidth when not."""
         if self.flops == 0:
             return sympy.Integer(0)
+        if self.collectives:
+            return _ratio(self.flops, 1) / self.t_lower
         return _max(self.peak_flops, self.intensity * self._need_machine().bandwidth(), sympy.Min)
 
     # -- limits and thresholds -----------------------------------------------------------
@@ -394,7 +467,9 @@ class Analysis:
         return value
 
     def threshold(self, dim) -> Threshold:
-        """Solve for the sizes of `dim` that make the analysis compute-bound (T_math > T_comms).
+        """Solve for the sizes of `dim` that make the analysis compute-bound: T_math above
+        T_comms (HBM), and on a mesh with collectives, above T_network too (`.network`,
+        taken in the bandwidth-bound regime).
 
         Gives the rule (the other named dims taken to infinity together, as the book does)
         and the exact value at the other dims' sizes, or an expression in them with the
@@ -404,18 +479,14 @@ class Analysis:
         if x in self._subs:
             raise SpecError(f"{x} has a value ({self._subs[x]}): leave it free to solve for it")
         self._need_machine()
-        exact = positive_region(self.t_math - self.t_comms, x)
-        base_math, base_comms = self._t_math_base, self._t_comms_base
-        grow = sorted((base_math + base_comms).free_symbols - {x}, key=str)
-        notes = []
-        if grow:
-            if not path_independent(base_math, base_comms, grow):
-                notes.append(f"the rule depends on how {', '.join(map(str, grow))} grow; "
-                             "it takes them equal")
-            rule = _compute_bound_region(*polys(base_math, base_comms, extra=(x,)), grow, x)
-        else:
-            rule = exact
-        return _threshold(x, rule, exact, tuple(map(str, grow)), self, notes)
+        found = solve(self, x, Roof("HBM", self._t_comms_base, self.t_comms, self.cost.bytes,
+                                    self.bytes, self.critical_intensity))
+        if self.collectives:
+            network = solve(self, x, Roof("network", self._t_network_base, self.t_network,
+                                          self._network_bytes_base, self.network_bytes,
+                                          self.critical_network_intensity))
+            found = dataclasses.replace(found, network=network)
+        return found
 
     # -- other views -----------------------------------------------------------------------
 
@@ -498,6 +569,15 @@ def _max(a: sympy.Expr, b: sympy.Expr, pick=sympy.Max) -> sympy.Expr:
     return pick(a, b, evaluate=False)
 
 
+def _floored(t) -> sympy.Expr:
+    """A collective's time: the larger of its bandwidth and latency terms."""
+    if not t.latency:
+        return t.bandwidth
+    if t.bandwidth.is_number:
+        return sympy.Max(t.bandwidth, t.latency)
+    return sympy.Max(t.bandwidth, t.latency, evaluate=False)
+
+
 def _size(name: str, value) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
@@ -527,73 +607,3 @@ def dim_names(dims) -> list[str]:
         else:
             out.append(str(d))
     return out
-
-
-def _compute_bound_region(t_math, t_comms, grow, x) -> Region:
-    """Where T_math > T_comms for x > 0 in the limit as the `grow` dims go to infinity:
-    compare the two times' leading parts (T_comms, a byte count, leads with a positive part)."""
-    parts = limit_parts(t_math, t_comms, grow)
-    if parts[0] == "zero":
-        return Region("none")
-    if parts[0] == "infinite":
-        return Region("all")
-    _, math, comms = parts
-    return positive_region(math - comms, x)
-
-
-def _threshold(x, rule: Region, exact: Region, rule_as, analysis: Analysis, notes) -> Threshold:
-    """Put the rule's and the exact answer's regions into one `Threshold`, with a reason
-    in words wherever a number alone would mislead."""
-    op = None
-    for region in (exact, rule):
-        if region.kind in ("above", "below"):
-            op = ">" if region.kind == "above" else "<"
-            break
-    growing = f"as {', '.join(rule_as)} -> oo" if rule_as else None
-    reasons = []
-    if rule_as and rule.kind not in ("above", "below"):
-        reasons.append(f"{growing}: " + _region_words(rule, x, analysis, rule_as))
-    if exact.kind not in ("above", "below"):
-        sized = {k: v for k, v in analysis.values.items()}
-        where = ("at " + ", ".join(f"{k} = {v}" for k, v in sized.items())) if sized else \
-            ("with the other dims free" if rule_as else "")
-        words = _region_words(exact, x, analysis, ())
-        reasons.append(f"{where}: {words}" if where else words)
-    reasons += notes
-    value = lambda region: region.root if region.kind in ("above", "below") else None
-    otherwise = {"none": "never", "all": "always"}.get(exact.otherwise)
-    return Threshold(str(x), op, value(rule), value(exact), exact.condition, otherwise,
-                     "; ".join(reasons) or None, rule_as)
-
-
-def _region_words(region: Region, x, analysis: Analysis, grow) -> str:
-    when = f" when {pretty(region.condition)}" if region.condition is not None else ""
-    otherwise = {"none": ", never otherwise", "all": f", at every {x} otherwise"}.get(region.otherwise, "")
-    if region.kind == "all":
-        return f"compute-bound at every {x}{when}{otherwise}"
-    if region.kind == "none":
-        return _never(x, analysis, grow)
-    if region.kind in ("above", "below"):
-        op = ">" if region.kind == "above" else "<"
-        return f"compute-bound for {x} {op} {pretty(region.root)}{when}{otherwise}"
-    return region.reason
-
-
-def _never(x, analysis: Analysis, grow) -> str:
-    """Why x never makes it compute-bound: how high the intensity gets, against the critical."""
-    critical = pretty(analysis.critical_intensity)
-    if grow:
-        flops, size = analysis.cost.flops, analysis.cost.bytes
-        tends = ratio_limit(flops, size, [dim_symbol(d) for d in grow])
-        head = f"never compute-bound: the intensity tends to {pretty(tends)}"
-    else:
-        flops, size = analysis.flops, analysis.bytes
-        tends = _ratio(flops, size)
-        head = "never compute-bound: the intensity is " + pretty(tends)
-    if x not in tends.free_symbols:
-        return f"{head} whatever {x} is, below the critical intensity {critical}"
-    num, den = sympy.fraction(tends)
-    ends = (ratio_limit(num, den, [x]), tends.xreplace({x: 1}))  # monotone in x: its range ends
-    top = max((e for e in ends if e.is_number), key=float, default=None)
-    most = f", at most {pretty(top)} for {x} >= 1" if top is not None else ""
-    return f"{head}{most}, below the critical intensity {critical}"

@@ -9,6 +9,7 @@ error becomes a `SpecError` in words, with a caret.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import re
@@ -60,6 +61,7 @@ class WTensor:
     name_span: Span | None
     dims: list[WDim]
     span: Span
+    annotations: list["WAnnotation"] = field(default_factory=list)
 
 
 @dataclass
@@ -83,16 +85,48 @@ class WAnnotation:
 
 @dataclass
 class WStatement:
-    """One statement: operands joined by operators, then the result."""
+    """One contraction: operands joined by operators, then the result (whose `{...}`
+    annotations, such as `compute=fp8`, speak for the whole statement)."""
 
     kind: str  # "spec", "book" or "einsum": which of the written forms it came in
     operands: list[WTensor]
     ops: list[WOp]
     output: WTensor
-    annotations: list[WAnnotation]
     span: Span
     text: str = field(repr=False, default="")
 
+
+@dataclass
+class WMeshAxis:
+    name: str
+    size: int
+    link: str | None
+    span: Span
+    link_span: Span | None
+
+
+@dataclass
+class WMesh:
+    """`mesh X=2, Y=4@dcn`."""
+
+    axes: list[WMeshAxis]
+    span: Span
+
+
+@dataclass
+class WCollective:
+    """`AllGather_X bf16[I_X, J] -> bf16[I, J]`: its kind, subscript, input and output."""
+
+    kind: str
+    kind_span: Span
+    subscript: list[tuple[str, Span]]
+    subscript_span: Span
+    input: WTensor
+    output: WTensor
+    span: Span
+
+
+COLLECTIVES = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll")
 
 _WORDS = {
     "ARROW": "'->'",
@@ -189,16 +223,19 @@ def _span(node) -> Span:
     return (node.meta.start_pos, node.meta.end_pos)
 
 
-def _statement(tree: Tree, text: str) -> WStatement:
+def _statement(tree: Tree, text: str):
     kind = tree.data
     if kind == "contraction":
-        *body, arrow, output, annotations = tree.children
+        *body, _arrow, output = tree.children
         operands = [_operand(node, text) for node in body[0::2]]
         ops = [_op(node) for node in body[1::2]]
-        return WStatement("spec", operands, ops, _operand(output, text), _annotations(annotations),
-                          _span(tree), text)
+        return WStatement("spec", operands, ops, _operand(output, text), _span(tree), text)
     if kind == "book_contraction":
         return _book(tree, text)
+    if kind == "mesh":
+        return _mesh(tree, text)
+    if kind == "collective":
+        return _collective(tree, text)
     return _einsum(tree, text)
 
 
@@ -208,7 +245,7 @@ def _book(tree: Tree, text: str) -> WStatement:
     names = children[:colon:2]
     ops = [_op(node) for node in children[1:colon:2]]
     types = [c for c in children[colon + 1:] if isinstance(c, Tree) and c.data == "tensor"]
-    output, annotations = children[-2], children[-1]
+    output = children[-1]
     if len(types) != len(names):
         last = types[-1]
         raise SpecError(f"{len(names)} operand names but {len(types)} "
@@ -219,8 +256,34 @@ def _book(tree: Tree, text: str) -> WStatement:
         tensor = _tensor(node, text)
         tensor.name, tensor.name_span = str(name), _span(name)
         operands.append(tensor)
-    return WStatement("book", operands, ops, _operand(output, text), _annotations(annotations),
-                      _span(tree), text)
+    return WStatement("book", operands, ops, _operand(output, text), _span(tree), text)
+
+
+def _mesh(tree: Tree, text: str) -> WMesh:
+    word, *axes = tree.children
+    if str(word) != "mesh":
+        hint = "; did you mean 'mesh'?" if difflib.get_close_matches(str(word), ["mesh"]) else ""
+        raise SpecError(f"'{word} X=...' is not a statement{hint}", text, *_span(word))
+    found = []
+    for node in axes:
+        if not isinstance(node, Tree):
+            continue
+        name, _eq, size, at, link = node.children
+        if at is not None and str(at) != "@":
+            raise SpecError(f"write the link of axis {name} as '@ici', '@dcn' or '@pcie'", text, *_span(at))
+        found.append(WMeshAxis(str(name), _size_of(size, text), None if link is None else str(link),
+                               _span(node), None if link is None else _span(link)))
+    return WMesh(found, _span(tree))
+
+
+def _collective(tree: Tree, text: str) -> WCollective:
+    word, subscript, source, _arrow, target = tree.children
+    if str(word) not in COLLECTIVES:
+        close = difflib.get_close_matches(str(word), COLLECTIVES, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else f" (collectives: {', '.join(COLLECTIVES)})"
+        raise SpecError(f"unknown collective '{word}'{hint}", text, *_span(word))
+    return WCollective(str(word), _span(word), _subscript(subscript), _span(subscript),
+                       _operand(source, text), _operand(target, text), _span(tree))
 
 
 def _einsum(tree: Tree, text: str) -> WStatement:
@@ -233,7 +296,7 @@ def _einsum(tree: Tree, text: str) -> WStatement:
     # Einsum terms are joined by plain '*': the commas stand where the operators would.
     commas = [WOp("*", None, _span(c)) for c in tree.children if isinstance(c, Token) and c.type == "COMMA"]
     return WStatement("einsum", [_einsum_term(t) for t in inputs], commas, _einsum_term(output_term),
-                      [], _span(tree), text)
+                      _span(tree), text)
 
 
 def _einsum_term(token: Token) -> WTensor:
@@ -243,11 +306,12 @@ def _einsum_term(token: Token) -> WTensor:
 
 
 def _operand(tree: Tree, text: str) -> WTensor:
-    name, _colon, tensor_node = tree.children
+    name, _colon, tensor_node, annotations = tree.children
     tensor = _tensor(tensor_node, text)
     if name is not None:
         tensor.name, tensor.name_span = str(name), _span(name)
         tensor.span = (name.start_pos, tensor.span[1])
+    tensor.annotations = _annotations(annotations)
     return tensor
 
 
@@ -266,19 +330,23 @@ def _tensor(tree: Tree, text: str) -> WTensor:
     return WTensor(head_text, _span(head), None, None, dim_list, _span(tree))
 
 
+def _size_of(token: Token, text: str) -> int:
+    digits = str(token)
+    if len(digits.lstrip("0")) > MAX_SIZE_DIGITS:
+        raise SpecError(f"a size of {len(digits)} digits is not one symroof can cost "
+                        f"(at most {MAX_SIZE_DIGITS} digits)", text, *_span(token))
+    return int(digits)
+
+
 def _dim(tree: Tree, text: str) -> WDim:
     size, subscript = tree.children
     parts = size.children
-    digits = None if size.data == "named_size" else str(parts[-1])
-    if digits is not None and len(digits.lstrip("0")) > MAX_SIZE_DIGITS:
-        raise SpecError(f"a size of {len(digits)} digits is not a dim symroof can cost "
-                        f"(at most {MAX_SIZE_DIGITS} digits)", text, *_span(parts[-1]))
     if size.data == "named_size":
         name, value = str(parts[0]), None
     elif size.data == "literal_size":
-        name, value = None, int(digits)
+        name, value = None, _size_of(parts[0], text)
     else:
-        name, value = str(parts[0]), int(digits)
+        name, value = str(parts[0]), _size_of(parts[2], text)
     axes: tuple[str, ...] = ()
     axes_span = None
     if subscript is not None:

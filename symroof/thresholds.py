@@ -1,0 +1,151 @@
+"""Thresholds: the sizes of one dim at which T_math overtakes the time of a roof (HBM, or
+the network on a mesh), by the book's rule and exactly, with conditions and reasons.
+
+`solve(analysis, x, roof)` compares T_math with the roof's time. The rule takes every
+other named dim to infinity together and compares the two times' leading parts; the
+exact answer keeps the other dims at their sizes (or free, as an expression with the
+condition under which it holds). Costs are linear in each dim, so each answer is one
+root of a linear polynomial, or none, or every size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from .ir import dim_symbol
+from .show import pretty
+from .solve import Region, fraction_expr, limit_parts, path_independent, polys, positive_region, ratio_limit
+
+
+@dataclass(frozen=True)
+class Roof:
+    """What T_math is compared with: a time, the bytes behind it and the critical intensity
+    (each unsubstituted, `_base`, and at the analysis's sizes)."""
+
+    name: str
+    time_base: sympy.Expr
+    time: sympy.Expr
+    traffic_base: sympy.Expr
+    traffic: sympy.Expr
+    critical: sympy.Expr
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Where a dim makes the analysis compute-bound.
+
+    Attributes:
+        var: the dim solved for.
+        op: ">" (compute-bound above the value), "<" (below it), or None (no threshold).
+        rule: the value from the limit as the other named dims grow (`rule_as`); with no
+            other named dims, the same as `exact`.
+        exact: the value at the other dims' sizes (or an expression in them).
+        condition: when the exact answer depends on other dims, the condition under which
+            it holds; `otherwise` says what holds where it fails ("never" or "always").
+        reason: in words, whatever a number alone would not say: that no threshold
+            exists and why, that every size is compute-bound, what to mind.
+        rule_as: the dims taken to infinity for the rule.
+        roof: which time T_math is compared with ("HBM" or "network").
+        network: on a mesh with collectives, the threshold against the network roof.
+    """
+
+    var: str
+    op: str | None
+    rule: sympy.Expr | None
+    exact: sympy.Expr | None
+    condition: sympy.Basic | None = None
+    otherwise: str | None = None
+    reason: str | None = None
+    rule_as: tuple[str, ...] = ()
+    roof: str = "HBM"
+    network: "Threshold | None" = None
+
+    def __str__(self) -> str:
+        from .render import threshold_text
+        return threshold_text(self)
+
+
+def solve(analysis, x: sympy.Symbol, roof: Roof) -> Threshold:
+    exact = positive_region(analysis.t_math - roof.time, x)
+    base_math = analysis._t_math_base
+    grow = sorted((base_math + roof.time_base).free_symbols - {x}, key=str)
+    notes = []
+    if grow:
+        if not path_independent(base_math, roof.time_base, grow):
+            notes.append(f"the rule depends on how {', '.join(map(str, grow))} grow; it takes them equal")
+        rule = _compute_bound_region(*polys(base_math, roof.time_base, extra=(x,)), grow, x)
+    else:
+        rule = exact
+    return _threshold(x, rule, exact, tuple(map(str, grow)), analysis, roof, notes)
+
+
+def _compute_bound_region(t_math, t_roof, grow, x) -> Region:
+    """Where T_math > the roof's time for x > 0 as the `grow` dims go to infinity: compare
+    the two times' leading parts (a byte count leads with a positive part)."""
+    parts = limit_parts(t_math, t_roof, grow)
+    if parts[0] == "zero":
+        return Region("none")
+    if parts[0] == "infinite":
+        return Region("all")
+    _, math, other = parts
+    return positive_region(math - other, x)
+
+
+def _threshold(x, rule: Region, exact: Region, rule_as, analysis, roof: Roof, notes) -> Threshold:
+    """Put the rule's and the exact answer's regions into one `Threshold`, with a reason
+    in words wherever a number alone would mislead."""
+    op = None
+    for region in (exact, rule):
+        if region.kind in ("above", "below"):
+            op = ">" if region.kind == "above" else "<"
+            break
+    reasons = []
+    if rule_as and rule.kind not in ("above", "below"):
+        reasons.append(f"as {', '.join(rule_as)} -> oo: " + _region_words(rule, x, analysis, roof, rule_as))
+    if exact.kind not in ("above", "below"):
+        sized = analysis.values
+        where = ("at " + ", ".join(f"{k} = {v}" for k, v in sized.items())) if sized else \
+            ("with the other dims free" if rule_as else "")
+        words = _region_words(exact, x, analysis, roof, ())
+        reasons.append(f"{where}: {words}" if where else words)
+    reasons += notes
+    value = lambda region: region.root if region.kind in ("above", "below") else None
+    otherwise = {"none": "never", "all": "always"}.get(exact.otherwise)
+    return Threshold(str(x), op, value(rule), value(exact), exact.condition, otherwise,
+                     "; ".join(reasons) or None, rule_as, roof.name)
+
+
+def _region_words(region: Region, x, analysis, roof: Roof, grow) -> str:
+    when = f" when {pretty(region.condition)}" if region.condition is not None else ""
+    otherwise = {"none": ", never otherwise", "all": f", at every {x} otherwise"}.get(region.otherwise, "")
+    if region.kind == "all":
+        return f"compute-bound at every {x}{when}{otherwise}"
+    if region.kind == "none":
+        return _never(x, analysis, roof, grow)
+    if region.kind in ("above", "below"):
+        op = ">" if region.kind == "above" else "<"
+        return f"compute-bound for {x} {op} {pretty(region.root)}{when}{otherwise}"
+    return region.reason
+
+
+def _never(x, analysis, roof: Roof, grow) -> str:
+    """Why x never makes it compute-bound: how high the intensity gets, against the critical."""
+    critical = f"the critical {'network ' if roof.name == 'network' else ''}intensity {pretty(roof.critical)}"
+    what = "network intensity" if roof.name == "network" else "intensity"
+    if grow:
+        tends = ratio_limit(analysis.cost.flops, roof.traffic_base, [dim_symbol(d) for d in grow])
+        head = f"never compute-bound: the {what} tends to {pretty(tends)}"
+    else:
+        num, den = polys(analysis.flops, roof.traffic) if not (analysis.flops.is_number and roof.traffic.is_number) \
+            else (None, None)
+        tends = fraction_expr(num, den) if num is not None else analysis.flops / roof.traffic
+        head = f"never compute-bound: the {what} is " + pretty(tends)
+    if x not in tends.free_symbols:
+        return f"{head} whatever {x} is, below {critical}"
+    num, den = sympy.fraction(tends)
+    ends = (ratio_limit(num, den, [x]), tends.xreplace({x: 1}))  # monotone in x: its range ends
+    top = max((e for e in ends if e.is_number), key=float, default=None)
+    most = f", at most {pretty(top)} for {x} >= 1" if top is not None else ""
+    return f"{head}{most}, below {critical}"
