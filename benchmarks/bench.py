@@ -70,7 +70,8 @@ LARGEST = [
 
 
 def largest(spec: str) -> None:
-    from symroof.render import table, to_json_dict
+    from symroof.json_report import to_json_dict
+    from symroof.render import table
     a = symroof.analyze(spec, chip="tpu-v5e")
     table(a, solve=a.dims[0])
     to_json_dict(a)

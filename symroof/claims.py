@@ -36,7 +36,8 @@ from .roofline import Analysis, analyze, roofline
 DEFAULT_TOLERANCE = 1e-9
 _PLAIN_KEYS = ("flops", "flops_exact", "bytes", "bytes_read", "bytes_written", "intensity",
                "intensity_exact", "critical_intensity", "t_math", "t_comms", "t_lower", "t_upper",
-               "achieved_flops_per_s")
+               "achieved_flops_per_s", "flops_total", "replication", "t_network", "t_network_latency",
+               "network_bytes", "network_intensity", "critical_network_intensity")
 
 
 @dataclass(frozen=True)
@@ -84,15 +85,18 @@ def _analysis(case: Mapping, hardware) -> Analysis:
     chip = case.get("chip") or {}
     if not isinstance(chip, Mapping):
         raise SymroofError("'chip' must be a mapping such as {name: tpu-v5e, hbm_bw: 8.2e11}")
-    unknown = set(chip) - {"name", "peak_flops", "hbm_bw", "variant", "dtype"}
+    unknown = set(chip) - {"name", "peak_flops", "hbm_bw", "ici_bw", "variant", "dtype"}
     if unknown:
         raise SymroofError(f"unsupported chip figure(s) {sorted(unknown)} in this claim")
     figures = dict(chip=chip.get("name"), peak_flops=chip.get("peak_flops"), hbm_bw=chip.get("hbm_bw"),
                    variant=chip.get("variant"), hardware=hardware)
-    if case.get("mesh"):
-        raise SymroofError("claims on a mesh (sharded specs) are not supported yet")
     if case.get("spec") is not None:
-        return analyze(str(case["spec"]), values=case.get("set"), dtype=chip.get("dtype", "bf16"), **figures)
+        mesh = case.get("mesh")
+        if mesh is not None and not isinstance(mesh, (Mapping, str)):
+            raise SymroofError("'mesh' must be a mapping such as {X: 2} or text such as 'X=2, Y=4@dcn'")
+        return analyze(str(case["spec"]), values=case.get("set"), dtype=chip.get("dtype", "bf16"),
+                       mesh=dict(mesh) if isinstance(mesh, Mapping) else mesh, ici_bw=chip.get("ici_bw"),
+                       **figures)
     given = case.get("given") or {}
     return roofline(given.get("flops", 0), given.get("bytes", 0), dtype=chip.get("dtype", "bf16"), **figures)
 
@@ -152,14 +156,25 @@ def _threshold_outcome(a: Analysis, expected, tolerance: float) -> Outcome:
         return Outcome("threshold", "none", t, t.op is None, t.reason or "")
     ok = "op" not in expected or expected["op"] == t.op
     notes = []
-    for part in ("rule", "exact"):
-        if part in expected:
-            got = getattr(t, part)
-            good = got is not None and _matches(got, expected[part], tolerance, a.dims)
-            ok = ok and good
-            notes.append(f"{part}: {t.var} {t.op} {got}")
-    for part in set(expected) - {"var", "op", "rule", "exact", "none"}:
-        raise SymroofError(f"threshold part '{part}' is not supported yet")
+    for part in ("rule", "exact", "network"):
+        if part not in expected:
+            continue
+        if part == "network":
+            # against the network roof: its rule and its exact value must both match
+            if t.network is None:
+                ok, got = False, None
+            else:
+                got = t.network.exact if t.network.exact is not None else t.network.rule
+                ok = ok and got is not None and _matches(got, expected[part], tolerance, a.dims) and \
+                    (t.network.rule is None or _matches(t.network.rule, expected[part], tolerance, a.dims))
+            notes.append(f"network: {t.var} {t.network.op if t.network else None} {got}")
+            continue
+        got = getattr(t, part)
+        good = got is not None and _matches(got, expected[part], tolerance, a.dims)
+        ok = ok and good
+        notes.append(f"{part}: {t.var} {t.op} {got}")
+    for part in set(expected) - {"var", "op", "rule", "exact", "none", "network"}:
+        raise SymroofError(f"unknown threshold part '{part}' (known: var, op, rule, exact, network, none)")
     return Outcome("threshold", dict(expected), t, ok, "; ".join(notes))
 
 

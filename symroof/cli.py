@@ -22,9 +22,13 @@ import sympy
 
 from .errors import SymroofError
 from .hardware import get_chip, list_chips
-from .render import number, table, to_json_dict
+from .json_report import to_json_dict
+from .collectives import time as collective_time
+from .render import table
+from .show import number, over
 from .errors import SymroofWarning
-from .roofline import analyze, roofline
+from .roofline import analyze, machine, roofline
+from .sharding import ShardingError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     analyze_cmd.add_argument("--limit", metavar="DIM[,DIM...]",
                              help="the intensity's limit as these dims grow together")
     analyze_cmd.add_argument("--solve", metavar="DIM", help="the threshold on DIM for compute-bound")
+    analyze_cmd.add_argument("--mesh", metavar="AXIS=N[,AXIS=N@dcn...]",
+                             help="the device mesh for sharded dims, e.g. X=16,Y=16 or X=8,D=4@dcn")
     analyze_cmd.add_argument("--json", action="store_true", help="print one JSON object")
 
     roof_cmd = commands.add_parser("roofline", help="the roofline of bare FLOP and byte counts")
@@ -83,6 +89,8 @@ def _machine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", help="a named variant of the chip's figures (see symroof chip CHIP)")
     parser.add_argument("--peak-flops", metavar="X", help="peak FLOPs/s to use (overrides the chip's)")
     parser.add_argument("--hbm-bw", metavar="X", help="HBM bandwidth in bytes/s (overrides the chip's)")
+    parser.add_argument("--ici-bw", metavar="X",
+                        help="ICI bandwidth in bytes/s, one way per link (overrides the chip's)")
     parser.add_argument("--override", action="append", default=[], metavar="FIELD=VALUE",
                         help="replace any chip figure for this analysis, e.g. "
                              "peak_flops_per_s.int8=3.94e14 (repeatable)")
@@ -128,7 +136,7 @@ def _run(args) -> str:
 
 def _machine_kwargs(args) -> dict:
     overrides = dict(_pair(item, "--override") for item in args.override)
-    return dict(chip=args.chip, peak_flops=args.peak_flops, hbm_bw=args.hbm_bw,
+    return dict(chip=args.chip, peak_flops=args.peak_flops, hbm_bw=args.hbm_bw, ici_bw=args.ici_bw,
                 overrides=overrides or None, variant=args.variant, hardware=args.hardware)
 
 
@@ -144,10 +152,24 @@ def _analyze(args) -> str:
                                        "below 1e18")
                 values[name] = int(value)
     limit = [d.strip() for d in args.limit.split(",") if d.strip()] if args.limit else None
-    result = analyze(spec, dtype=args.dtype, values=values, **_machine_kwargs(args))
+    try:
+        result = analyze(spec, dtype=args.dtype, values=values, mesh=args.mesh, **_machine_kwargs(args))
+    except ShardingError as error:
+        raise _with_fix_times(error, args) from None
     if args.json:
         return json.dumps(to_json_dict(result, limit=limit, solve=args.solve), indent=2)
     return table(result, limit=limit, solve=args.solve)
+
+
+def _with_fix_times(error: ShardingError, args) -> SymroofError:
+    """A layout that cannot run, with what each fix would take on the chip, if one is named."""
+    if not error.fixes or not args.chip or error.mesh is None:
+        return error
+    chip = machine(**_machine_kwargs(args)).chip
+    times = [f"{what}: {over(V, V / collective_time('AllGather', [error.mesh.axis(a) for a in fix.axes], V, chip).bandwidth)} s"
+             for what, fix, V in error.fixes]
+    return ShardingError(f"{error.message}; on {chip.name}: " + "; ".join(times), error.fixes,
+                         error.text, error.start, error.end, error.mesh)
 
 
 def _pair(item: str, flag: str) -> tuple[str, str]:

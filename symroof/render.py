@@ -1,7 +1,7 @@
-"""Renderings of an analysis: the text table, the JSON dict, a short LaTeX summary.
+"""The text report of an analysis, and thresholds in words.
 
-Numbers appear only here: expressions keep exact rationals inside, and are shown
-with six significant figures (text) or as exact strings plus floats (JSON).
+Numbers appear only here and in the JSON: expressions keep exact rationals inside and
+are shown with six significant figures.
 """
 
 from __future__ import annotations
@@ -10,10 +10,13 @@ import sympy
 
 from .ir import label_text
 from .roofline import CONVENTIONS, Analysis, Threshold, dim_names
+from .sharding import Local
 from .show import number, over, pretty, seconds
 
-def threshold_text(t: Threshold, values: dict | None = None) -> str:
-    """A threshold in lines: the rule, the exact answer with its condition, then the reason."""
+
+def threshold_text(t: Threshold, values: dict | None = None, latency=None) -> str:
+    """A threshold in lines: the rule, the exact answer with its condition, the reason; on
+    a mesh, then the same against the network."""
     parts = []
     if t.rule is not None:
         how = f"[rule: {', '.join(t.rule_as)} -> oo]" if t.rule_as else \
@@ -30,7 +33,14 @@ def threshold_text(t: Threshold, values: dict | None = None) -> str:
         parts.append(exact)
     if t.reason:
         parts.extend(t.reason.split("; "))
-    return "\n".join(parts) or f"no threshold on {t.var}"
+    if not parts:
+        parts.append(f"no threshold on {t.var}")
+    if t.network is not None:
+        head = "against the network (bandwidth-bound regime"
+        head += f"; latency floor {seconds(latency)}):" if latency is not None and latency.is_number else "):"
+        parts = [f"against HBM: {parts[0]}", *parts[1:], head,
+                 *("  " + line for line in threshold_text(t.network, values).split("\n"))]
+    return "\n".join(parts)
 
 
 def _bound_on(var: str, op: str, value) -> str:
@@ -42,19 +52,21 @@ def _bound_on(var: str, op: str, value) -> str:
     return text
 
 
-# ---- the text table -----------------------------------------------------------------------
-
 def table(a: Analysis, limit=None, solve=None) -> str:
     """The readable report of an analysis."""
     limit = dim_names(limit or ())
     rows: list[tuple[str, str]] = []
     if a.program is not None:
         rows.append(("spec", a.spec.replace("\n", "; ")))
-        if len(a.steps) > 1 or str(a.steps[0].step) != a.spec:
-            for i, s in enumerate(a.steps, 1):
-                summed = ", ".join(label_text(l) for l in s.step.summed) or "nothing"
-                rows.append((f"step {i}", f"{s.step}   [sums {summed}; {s.step.compute} compute; "
-                                          f"FLOPs {pretty(s.flops)}, bytes {pretty(s.bytes)}]"))
+    if a.mesh is not None:
+        rows.append(("mesh", ", ".join(f"{x.name}={x.size} ({x.link.upper()})" for x in a.mesh.axes)
+                     + f": {a.mesh.chips} chips; the counts below are per chip"))
+    lines = a.lines
+    if len(lines) > 1:
+        for i, line in enumerate(lines, 1):
+            rows.append((f"line {i}", line.spec.split("\n")[-1]))
+            rows.append(("", _line_summary(line)))
+    rows += _steps(a)
     if a.values:
         rows.append(("sizes", ", ".join(f"{k} = {v}" for k, v in a.values.items())))
     m = a.machine
@@ -62,42 +74,107 @@ def table(a: Analysis, limit=None, solve=None) -> str:
         rows.append(("chip", _machine_text(a)))
     rows.append(("FLOPs", pretty(a.flops) + ("" if a.flops_exact == a.flops
                                              else f"   (exact: {pretty(a.flops_exact)})")))
+    if a.mesh is not None:
+        rows.append(("FLOPs total", f"{pretty(a.flops_total)} over the mesh (replication "
+                                    f"{pretty(a.replication)})"))
     if a.program is not None:  # bare counts have no reads and writes to tell apart
         rows.append(("bytes read", pretty(a.bytes_read)))
         rows.append(("bytes written", pretty(a.bytes_written)))
-    rows.append(("bytes", pretty(a.bytes)))
+    rows.append(("bytes", pretty(a.bytes) + (" (HBM)" if a.mesh is not None else "")))
     rows.append(("intensity", f"{pretty(a.intensity)} FLOPs/byte"
                  + ("" if a.intensity_exact == a.intensity else f"   (exact: {pretty(a.intensity_exact)})")))
+    network = bool(a.cost.moves) and m is not None and m.chip is not None
     if m is not None and a.has_peak:
         if m.hbm_bw is not None:
             rows.append(("critical", _critical_text(a)))
+        if network:
+            rows.append(("network intensity", f"{pretty(a.network_intensity)} FLOPs/byte of collectives' V "
+                                              f"(critical {pretty(a.critical_network_intensity)})"))
         rows.append(("T_math", _time(a, "math")))
     if m is not None and m.hbm_bw is not None:
-        rows.append(("T_comms", _time(a, "comms")))
-    if m is not None and m.hbm_bw is not None and a.has_peak:
-        rows.append(("T_lower", seconds(a.t_lower) if a.t_lower.is_number else "max(T_math, T_comms)"))
-        rows.append(("T_upper", seconds(a.t_upper) if a.t_upper.is_number else "T_math + T_comms"))
+        rows.append(("T_comms", _time(a, "comms") + (" (HBM)" if a.mesh is not None else "")))
+    if network:
+        floor = a.t_network_latency
+        known = all(t.latency_known for _, t in a.collectives)
+        rows.append(("T_network", _network_time(a) + " (bandwidth-bound); latency floor "
+                     + (seconds(floor) if known else "unknown (the chip has no hop latency)")))
+    elif a.cost.moves and m is not None:
+        rows.append(("note", "collectives need a chip's link figures: name the chip (--chip)"))
+    if m is not None and m.hbm_bw is not None and a.has_peak and (network or not a.cost.moves):
+        three = ", T_network" if network else ""
+        rows.append(("T_lower", seconds(a.t_lower) if a.t_lower.is_number else f"max(T_math, T_comms{three})"))
+        rows.append(("T_upper", seconds(a.t_upper) if a.t_upper.is_number
+                     else "T_math + T_comms" + (" + T_network" if network else "")))
         rows.append(("bound", _bound_text(a)))
         if a.achieved_flops_per_s.is_number and a.flops != 0:
             share = a.achieved_flops_per_s / a.peak_flops
             rows.append(("achieved", f"{number(a.achieved_flops_per_s)} FLOPs/s at T_lower "
                                      f"({float(share):.1%} of peak)"))
-    elif m is not None:
+    elif m is not None and (m.hbm_bw is None or not a.has_peak):
         rows.append(("note", "give both a peak (a chip or --peak-flops) and --hbm-bw for the "
                              "times, the bound and thresholds"))
     if limit:
         rows.append(("limit", f"intensity -> {pretty(a.limit(*limit))} as {', '.join(limit)} -> oo"))
     if solve:
-        rows.append(("threshold", threshold_text(a.threshold(solve), a.values)))
+        latency = a.t_network_latency if network else None
+        rows.append(("threshold", threshold_text(a.threshold(solve), a.values, latency)))
     width = max(len(k) for k, _ in rows) + 2
-    lines = []
+    out = []
     for key, value in rows:
         first, *rest = str(value).split("\n")
-        lines.append(f"{key:<{width}}{first}")
-        lines.extend(" " * width + r for r in rest)
-    lines.append("")
-    lines.append(f"conventions: {CONVENTIONS}")
-    return "\n".join(lines)
+        out.append(f"{key:<{width}}{first}")
+        out.extend(" " * width + r for r in rest)
+    out += ["", f"conventions: {CONVENTIONS}"]
+    if a.mesh is not None:
+        out.append("collectives: V = bytes each chip holds of the larger side; their HBM traffic is "
+                   "not counted, and partial-sum adds are left out of FLOPs, as in the book")
+    return "\n".join(out)
+
+
+def _steps(a: Analysis) -> list[tuple[str, str]]:
+    """The steps (and on a mesh, what each chip runs and the collectives between)."""
+    rows = []
+    if a.mesh is not None:
+        for plan in a.cost.plans:
+            for item in plan.items:
+                if isinstance(item, Local):
+                    rows.append(("per chip", str(item)))
+                else:
+                    rows.append(("collective", str(item)))
+                    rows.append(("", _collective_text(a, item)))
+        return rows
+    if a.program is None:
+        return rows
+    if len(a.steps) > 1 or str(a.steps[0].step) != a.spec:
+        for i, s in enumerate(a.steps, 1):
+            summed = ", ".join(label_text(l) for l in s.step.summed) or "nothing"
+            rows.append((f"step {i}", f"{s.step}   [sums {summed}; {s.step.compute} compute; "
+                                      f"FLOPs {pretty(s.flops)}, bytes {pretty(s.bytes)}]"))
+    return rows
+
+
+def _collective_text(a: Analysis, move) -> str:
+    cost = next(m for m in a.cost.moves if m.move is move)
+    text = f"V = {pretty(a._at(cost.bytes))} bytes per chip"
+    if a.machine is None or a.chip is None:
+        return text
+    t = next(t for m, t in a.collectives if m is cost)
+    bandwidth = a._at(t.bandwidth)
+    shown = seconds(bandwidth) if bandwidth.is_number else over(a._at(cost.bytes), a._at(cost.bytes) / bandwidth) + " s"
+    floor = f", at least {seconds(t.latency)} ({t.hops} hops)" if t.latency_known else ""
+    return f"{text}; {t.links}: {shown}{floor}"
+
+
+def _line_summary(line: Analysis) -> str:
+    parts = [f"FLOPs {pretty(line.flops)}", f"bytes {pretty(line.bytes)}"]
+    m = line.machine
+    if m is not None and m.hbm_bw is not None and line.has_peak and (m.chip is not None or not line.cost.moves):
+        parts += [f"T_math {_time(line, 'math')}", f"T_comms {_time(line, 'comms')}"]
+        if line.cost.moves:
+            parts.append(f"T_network {_network_time(line)}")
+        bound = line.bound
+        parts.append(f"bound {bound if isinstance(bound, str) else 'depends on the sizes'}")
+    return "; ".join(parts)
 
 
 def _rates(a: Analysis) -> dict:
@@ -113,6 +190,8 @@ def _machine_text(a: Analysis) -> str:
         parts.append(f"{peaks} FLOPs/s peak (dense)")
     if m.hbm_bw is not None:
         parts.append(f"HBM {number(m.hbm_bw)} bytes/s")
+    if m.ici_bw is not None:
+        parts.append(f"ICI {number(m.ici_bw)} bytes/s one way per link (given)")
     return f"{m.name}: " + ", ".join(parts)
 
 
@@ -134,98 +213,30 @@ def _time(a: Analysis, which: str) -> str:
     by_rate: dict[str, sympy.Expr] = {}
     for s in a.steps:
         if s.flops != 0:
-            by_rate[s.step.compute.rate] = by_rate.get(s.step.compute.rate, 0) + s.flops.xreplace(a._subs)
+            by_rate[s.step.compute.rate] = by_rate.get(s.step.compute.rate, 0) + a._at(s.flops)
     if not a.steps:
         by_rate = {a.compute_dtypes[0].rate: a.flops}
     return " + ".join(over(flops, a.machine.peak(rate)) for rate, flops in by_rate.items()) + " s"
 
 
+def _network_time(a: Analysis) -> str:
+    if a.t_network.is_number:
+        return seconds(a.t_network)
+    parts = []
+    for move, t in a.collectives:
+        V, bandwidth = a._at(move.bytes), a._at(t.bandwidth)
+        parts.append(over(V, V / bandwidth))
+    return " + ".join(parts) + " s"
+
+
 def _bound_text(a: Analysis) -> str:
     bound = a.bound
     if isinstance(bound, str):
-        return {"compute": "compute-bound (T_math >= T_comms)", "memory": "memory-bound (T_comms > T_math)",
-                "balanced": "balanced (T_math = T_comms)"}[bound]
+        return {"compute": "compute-bound (T_math is the largest)", "memory": "memory-bound (T_comms, HBM)",
+                "network": "network-bound (T_network)", "balanced": "balanced (T_math = T_comms)"}[bound]
+    if a.cost.moves:
+        return "compute-bound when T_math > max(T_comms, T_network); which bound depends on the sizes"
     if a.critical_intensity.is_number:
         return f"compute-bound when {pretty(bound)}, else memory-bound"
     return (f"compute-bound when T_math > T_comms: {_time(a, 'math')[:-2]} > {_time(a, 'comms')[:-2]}, "
             "else memory-bound")
-
-
-# ---- JSON ---------------------------------------------------------------------------------
-
-def json_value(value):
-    """A number as a JSON number, an expression as a string sympy.parse_expr reads back."""
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return value
-    if value is sympy.nan:
-        return None
-    if isinstance(value, sympy.Basic) and value.is_number:
-        if value.is_Integer:
-            return int(value)
-        if value in (sympy.oo, -sympy.oo):
-            return str(value)
-        return float(value)
-    return sympy.sstr(value)
-
-
-def to_json_dict(a: Analysis, limit=None, solve=None) -> dict:
-    """The `--json` object. Expressions are strings in the spec's dim names (pass
-    `local_dict=symbols` to `sympy.parse_expr`); numbers are JSON numbers."""
-    limit = dim_names(limit or ())
-    out: dict = {}
-    if a.program is not None:
-        out["spec"] = a.spec
-        out["symbols"] = {name: "positive integer" for name in a.dims}
-        out["steps"] = [{
-            "step": str(s.step), "compute_dtype": s.step.compute.name,
-            "flops": json_value(s.flops.xreplace(a._subs)),
-            "flops_exact": json_value(s.flops_exact.xreplace(a._subs)),
-            "bytes_read": json_value(s.bytes_read.xreplace(a._subs)),
-            "bytes_written": json_value(s.bytes_written.xreplace(a._subs)),
-        } for s in a.steps]
-    out["values"] = {k: int(v) for k, v in a.values.items()}
-    for key in ("flops", "flops_exact", "bytes", "bytes_read", "bytes_written", "intensity",
-                "intensity_exact"):
-        out[key] = json_value(getattr(a, key))
-    m = a.machine
-    if m is not None:
-        out["chip"] = {"name": m.name, "id": m.chip.id if m.chip is not None else None,
-                       "compute_dtypes": [d.name for d in a.compute_dtypes],
-                       "peak_flops_per_s": json_value(a.peak_flops) if a.has_peak else None,
-                       "hbm_bandwidth_bytes_per_s": json_value(m.hbm_bw)}
-        if a.has_peak:
-            out["t_math"] = json_value(a.t_math)
-        if m.hbm_bw is not None:
-            out["t_comms"] = json_value(a.t_comms)
-        if m.hbm_bw is not None and a.has_peak:
-            out["critical_intensity"] = json_value(a.critical_intensity)
-            for key in ("t_lower", "t_upper", "achieved_flops_per_s"):
-                out[key] = json_value(getattr(a, key))
-            out["bound"] = json_value(a.bound)
-    if limit:
-        out["intensity_limit"] = json_value(a.limit(*limit))
-        out["limit_as"] = list(limit)
-    if solve:
-        t = a.threshold(solve)
-        out["threshold"] = {"var": t.var, "op": t.op, "rule": json_value(t.rule),
-                            "exact": json_value(t.exact), "condition": json_value(t.condition),
-                            "otherwise": t.otherwise, "rule_as": list(t.rule_as), "reason": t.reason}
-    out["conventions"] = CONVENTIONS
-    return out
-
-
-# ---- LaTeX --------------------------------------------------------------------------------
-
-def latex_summary(a: Analysis) -> str:
-    """A few aligned equations for Jupyter (`_repr_latex_`)."""
-    names = {sympy.Symbol(n, positive=True, integer=True): (n if len(n) == 1 else rf"\mathit{{{n}}}")
-             for n in a.dims}
-    tex = lambda e: sympy.latex(e, symbol_names=names) if not isinstance(e, str) else rf"\text{{{e}}}"
-    rows = [(r"\text{FLOPs}", tex(a.flops)), (r"\text{bytes}", tex(a.bytes)),
-            (r"\text{intensity}", tex(a.intensity))]
-    if a.machine is not None and a.machine.hbm_bw is not None:
-        rows += [(r"\text{critical intensity}", tex(sympy.Float(a.critical_intensity, 6))
-                  if a.critical_intensity.is_number else tex(a.critical_intensity)),
-                 (r"T_\text{math}", tex(a.t_math)), (r"T_\text{comms}", tex(a.t_comms))]
-    body = r" \\ ".join(f"{k} &= {v}" for k, v in rows)
-    return rf"$$\begin{{aligned}} {body} \end{{aligned}}$$"

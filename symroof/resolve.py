@@ -155,13 +155,14 @@ class _Statement:
             try:  # a layout that cannot run is a spec error, found here where it has a place
                 lower(contraction, self.ctx.mesh)
             except ShardingError as err:
+                sizes = dict(sizes)
+                fixes = [(what, fix, fix.dtype.bytes * local_elements(fix.after, sizes, self.ctx.mesh))
+                         for what, fix, _ in err.fixes]
                 message = err.message
-                if err.fixes:
-                    sizes = dict(sizes)
-                    fixes = [f"{what} ({fix.dtype.bytes * local_elements(fix.after, sizes, self.ctx.mesh)} "
-                             "bytes per chip)" for what, fix in err.fixes]
-                    message += "; fix it with " + ", or ".join(fixes)
-                raise ShardingError(message, err.fixes, self.ctx.text, *w.span) from None
+                if fixes:
+                    message += "; fix it with " + ", or ".join(f"{what} ({V} bytes per chip)"
+                                                               for what, _, V in fixes)
+                raise ShardingError(message, fixes, self.ctx.text, *w.span, mesh=self.ctx.mesh) from None
         return contraction
 
     def _compute(self, w: WTensor) -> dtypes.DType | None:

@@ -34,7 +34,7 @@ import sympy
 
 from . import dtypes
 from .collectives import time as collective_time
-from .cost import Cost, cost
+from .cost import Cost, cost, statement_cost
 from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from .hardware import Chip, exact_value, get_chip
 from .ir import Program, dim_symbol
@@ -321,6 +321,19 @@ class Analysis:
     def t_upper(self) -> sympy.Expr:
         return self.t_math + self.t_comms + (self.t_network_floored if self.collectives else 0)
 
+    @functools.cached_property
+    def lines(self) -> tuple["Analysis", ...]:
+        """One analysis per statement of the spec (just this one for a single statement)."""
+        if self.program is None or len(self.program.statements) < 2:
+            return (self,)
+        found = []
+        for statement in self.program.statements:
+            program = Program((statement,), (), self.program.mesh)
+            values = {k: v for k, v in self.values.items() if k in program.dims}
+            found.append(Analysis(statement_cost(statement, self.program.mesh), self.machine,
+                                  program=program, values=values))
+        return tuple(found)
+
     # -- on the mesh -------------------------------------------------------------------------
 
     @property
@@ -445,7 +458,7 @@ class Analysis:
         if self.flops == 0:
             return sympy.Integer(0)
         if self.collectives:
-            return _ratio(self.flops, 1) / self.t_lower
+            return self.flops / self.t_lower
         return _max(self.peak_flops, self.intensity * self._need_machine().bandwidth(), sympy.Min)
 
     # -- limits and thresholds -----------------------------------------------------------
@@ -531,8 +544,8 @@ class Analysis:
         return numpy.broadcast_to(self._compiled[key](*values), shape)
 
     def to_dict(self, limit=None, solve=None) -> dict:
-        """A JSON-ready dict (see `render.to_json_dict`)."""
-        from .render import to_json_dict
+        """A JSON-ready dict (see `json_report.to_json_dict`)."""
+        from .json_report import to_json_dict
         return to_json_dict(self, limit=limit, solve=solve)
 
     def __repr__(self) -> str:
@@ -540,7 +553,7 @@ class Analysis:
         return table(self)
 
     def _repr_latex_(self) -> str:
-        from .render import latex_summary
+        from .latex import latex_summary
         return latex_summary(self)
 
 

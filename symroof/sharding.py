@@ -105,11 +105,13 @@ class Plan:
 
 class ShardingError(SpecError):
     """A layout symroof cannot run as written, with the collectives that would fix it
-    (`fixes`: (description, Move) pairs), so that the caller can cost them."""
+    (`fixes`: (description, Move, V) triples, V the bytes per chip once `bytes_known`) and
+    the mesh, so that the caller can cost them on a chip."""
 
     def __init__(self, message: str, fixes=(), text: str | None = None, start: int | None = None,
-                 end: int | None = None):
+                 end: int | None = None, mesh: Mesh | None = None):
         self.fixes = tuple(fixes)
+        self.mesh = mesh
         super().__init__(message, text, start, end)
 
 
@@ -258,7 +260,8 @@ def _check_distinct(natural: Layout, step: Step, layouts: list[Layout]) -> None:
                             side = "left" if i == 0 else "right"
                             fixes.append((f"AllGather_{axis} the {side} operand's {label_text(l)} first",
                                           Move("AllGather", (axis,), step.inputs[i].dtype, lay, gathered,
-                                               why=f"fix: {label_text(l)} no longer split over {axis}")))
+                                               why=f"fix: {label_text(l)} no longer split over {axis}"),
+                                          None))
                 what = (f"both {label_text(other)} and {label_text(label)}" if other is not None
                         else f"{label_text(label)} and the contracting dim")
                 raise ShardingError(f"{axis} would split {what} of the result: one axis splits at most "

@@ -80,6 +80,8 @@ def pretty(expr: sympy.Basic) -> str:
         return f"{pretty(expr.lhs)} {expr.rel_op} {pretty(expr.rhs)}"
     if expr.is_Rational and not expr.is_Integer and abs(expr.p) <= 1000 and expr.q <= 1000:
         return str(expr)  # 1/2 reads better than 0.5
+    if expr.is_Integer and abs(expr) < 10**15:
+        return str(expr)  # an exact count stays exact
     if expr.is_number:
         return number(expr)
     if isinstance(expr, (sympy.Max, sympy.Min)):

@@ -12,12 +12,8 @@ HERE = Path(__file__).parent
 OURS = yaml.safe_load((HERE / "data" / "rooflines_chapter.yaml").read_text(encoding="utf-8"))
 SHARED = HERE.parent.parent / "shared" / "textbook" / "rooflines.yaml"
 
-SHARDING = "sharding"
-
-
 def _cases(cases):
-    return [pytest.param(c, id=c["id"], marks=pytest.mark.skipif(
-        c.get("issue") == SHARDING, reason="sharded specs: the sharding issue")) for c in cases]
+    return [pytest.param(c, id=c["id"]) for c in cases]
 
 
 @pytest.mark.parametrize("case", _cases(OURS))

@@ -215,7 +215,8 @@ def test_any_spec_analyses_and_renders_or_says_why(parts, chip, data):
     import json
 
     from symroof import SymroofError
-    from symroof.render import table, to_json_dict
+    from symroof.json_report import to_json_dict
+    from symroof.render import table
     spec = text(parts)
     assume(_parses(spec))
     a = analyze(spec, chip=chip)
@@ -240,7 +241,8 @@ def test_specs_at_the_limits_do_not_hang(spec):
     to polynomial GCDs."""
     import time
 
-    from symroof.render import table, to_json_dict
+    from symroof.json_report import to_json_dict
+    from symroof.render import table
     start = time.perf_counter()
     a = analyze(spec, chip="tpu-v5e")
     table(a, solve=a.dims[0])
