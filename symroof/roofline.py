@@ -202,6 +202,8 @@ class Analysis:
                 raise SpecError(f"{name} is {fixed[name]} in the spec; a size of {value} for it "
                                 "contradicts the spec")
         self.values = {name: sympy.Integer(v) for name, v in {**fixed, **given}.items()}
+        if program is not None and program.mesh is not None:
+            _check_splits(program, self.values)
         self._subs = {dim_symbol(name): v for name, v in self.values.items()}
         self._compiled: dict = {}
 
@@ -404,6 +406,8 @@ class Analysis:
         """Peak FLOPs/s over the links' effective bandwidth (V / T_network): the network
         intensity above which T_math exceeds T_network (1.97e14 / 4.5e10 = 4377.8 for a
         v5e axis of 2)."""
+        if self.peak_flops is sympy.nan:  # no FLOPs: no peak is in play
+            return sympy.nan
         return _ratio(self.peak_flops * self.t_network, self.network_bytes)
 
     @functools.cached_property
@@ -492,6 +496,8 @@ class Analysis:
         if x in self._subs:
             raise SpecError(f"{x} has a value ({self._subs[x]}): leave it free to solve for it")
         self._need_machine()
+        if self.flops == 0:
+            return Threshold(str(x), None, None, None, reason="no FLOPs to run: it is never compute-bound")
         found = solve(self, x, Roof("HBM", self._t_comms_base, self.t_comms, self.cost.bytes,
                                     self.bytes, self.critical_intensity))
         if self.collectives:
@@ -580,6 +586,20 @@ def _max(a: sympy.Expr, b: sympy.Expr, pick=sympy.Max) -> sympy.Expr:
     if a.is_number and b.is_number:
         return pick(a, b)
     return pick(a, b, evaluate=False)
+
+
+def _check_splits(program: Program, values: dict) -> None:
+    """A size given to a sharded dim must split evenly over its axes."""
+    for statement in program.statements:
+        for tensor in (*statement.operands, statement.output):
+            for dim in tensor.dims:
+                if dim.axes and dim.name in values:
+                    chips = 1
+                    for axis in dim.axes:
+                        chips *= program.mesh.axis(axis).size
+                    if values[dim.name] % chips:
+                        raise SpecError(f"{dim.name} = {values[dim.name]} does not split evenly over "
+                                        f"{', '.join(dim.axes)} ({chips} chips)")
 
 
 def _floored(t) -> sympy.Expr:

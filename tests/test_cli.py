@@ -150,3 +150,40 @@ def test_json_reads_back_for_awkward_names(names):
     assert parse_expr(data["flops"], local_dict=local) == 2 * A * B_ * C + D_
     for key in ("bytes", "intensity", "t_lower", "bound"):
         assert parse_expr(data[key], local_dict=local).free_symbols <= set(local.values())
+
+
+def test_mesh_json_contract():
+    data = run_json("analyze", "bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", "--mesh", "X=2",
+                    "--chip", "v5e", "--ici-bw", "4.5e10", "--solve", "D")
+    for key in ("flops", "bytes", "t_math", "t_comms", "flops_total", "t_network", "network_intensity",
+                "critical_network_intensity", "collectives", "bound"):
+        assert key in data, key
+    B, D, F = (sympy.Symbol(n, positive=True, integer=True) for n in "BDF")
+    assert read_back(data["flops"], data) == B * D * F
+    assert read_back(data["flops_total"], data) == 2 * B * D * F
+    assert read_back(data["network_intensity"], data) == D / 2
+    (collective,) = data["collectives"]
+    assert {"op", "axes", "array", "bytes", "link", "t"} <= set(collective)
+    assert collective["op"] == "AllReduce" and collective["axes"] == ["X"] and collective["inserted"]
+    assert read_back(collective["bytes"], data) == 2 * B * F
+    assert data["threshold"]["network"]["rule"] == pytest.approx(8755.556, rel=1e-6)
+    assert data["threshold"]["network"]["regime"] == "bandwidth-bound"
+
+
+def test_multi_line_json_has_lines_and_totals():
+    data = run_json("analyze", "mesh X=4\nAllGather_X bf16[B, D_X] -> bf16[B, D]\nbf16[B, D] @ bf16[D, F] -> bf16[B, F]",
+                    "--chip", "v5e")
+    assert len(data["lines"]) == 2
+    assert data["lines"][0]["flops"] == 0 and data["lines"][1]["flops"] == "2*B*D*F"
+    assert data["flops"] == "2*B*D*F" and len(data["collectives"]) == 1
+
+
+def test_mesh_bound_with_numbers_can_be_network():
+    data = run_json("analyze", "bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", "--mesh", "X=2", "--chip", "v5e",
+                    "--set", "B=16384,D=512,F=16384")
+    assert data["bound"] == "network"
+
+
+def test_case_4_at_the_command_line_costs_both_fixes():
+    code, out, err = run("analyze", "bf16[B_X, D] @ bf16[D, F_X] -> bf16[B, F]", "--mesh", "X=2", "--chip", "v5e")
+    assert code == 2 and "fix it with" in err and "on TPU v5e" in err and "/ 9e10 s" in err

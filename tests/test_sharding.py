@@ -1,0 +1,256 @@
+"""Sharding: meshes, the four cases of a sharded contraction, written collectives, the link
+model of each collective, the network roofline, and properties over random layouts."""
+
+import pytest
+import sympy
+from hypothesis import assume, event, given, settings
+from hypothesis import strategies as st
+
+from symroof import SpecError, analyze, get_chip, parse
+from symroof.collectives import time
+from symroof.ir import MeshAxis, dim_symbol
+from symroof.sharding import Local, ShardingError, lower
+
+B, D, F, I, J, K, V = (dim_symbol(n) for n in ("B", "D", "F", "I", "J", "K", "V"))
+V5E = get_chip("tpu-v5e")    # 2D torus: wraparound on axes of 16, 4.5e10 one way, 9e10 bidi, 1 us hops
+V5P = get_chip("tpu-v5p")    # 3D torus: wraparound on axes of 4, 9e10 one way, 1.8e11 bidi
+H100 = get_chip("h100")      # NVLink switch: 4.5e11 egress, no hop latency figure
+ONE_WAY, BIDI, HOP = sympy.Integer(45 * 10**9), sympy.Integer(90 * 10**9), sympy.Rational(1, 10**6)
+
+
+def plan(spec, mesh=None):
+    program = parse(spec, mesh=mesh)
+    return [str(item) for item in lower(program.statements[-1], program.mesh).items]
+
+
+# ---- the book's two-chip example -------------------------------------------------------------
+
+def test_two_chip_matmul_as_the_book_says():
+    a = analyze("mesh X=2\nbf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", chip="tpu-v5e")
+    assert a.flops == B * D * F and a.flops_total == 2 * B * D * F and a.replication == 1
+    assert a.t_math == B * D * F / 197_000_000_000_000
+    assert a.t_network == 2 * B * F / ONE_WAY
+    assert a.network_intensity == D / 2
+    assert a.critical_network_intensity == sympy.Rational(197_000_000_000_000, 45_000_000_000)
+    t = a.threshold("D")
+    assert t.network.op == ">" and t.network.rule == t.network.exact == sympy.Rational(394000, 45)
+    assert float(t.network.rule) == pytest.approx(8755.556, rel=1e-6)
+    assert t.op == ">" and t.rule is not None  # the HBM threshold stands beside it
+    assert a.t_network_latency == 2 * HOP   # an AllReduce over 2 chips: 2 hops
+
+
+# ---- the four cases --------------------------------------------------------------------------
+
+def test_case_1_nothing_sharded_along_the_contraction():
+    steps = plan("mesh X=2; bf16[B_X, D] @ bf16[D, F] -> bf16[B_X, F]")
+    assert steps == ["bf16[B/X, D] * bf16[D, F] -> bf16[B/X, F]"]
+
+
+def test_case_2_one_side_sharded_along_the_contraction_is_gathered():
+    steps = plan("mesh X=2; bf16[B, D_X] @ bf16[D, F] -> bf16[B, F]")
+    assert steps[0].startswith("AllGather_X bf16[B, D_X]") and "inserted" in steps[0]
+    assert steps[1] == "bf16[B, D] * bf16[D, F] -> bf16[B, F]"
+
+
+@pytest.mark.parametrize("result, after", [
+    ("bf16[B, F]", "AllReduce_X bf16[B, F] {U_X}"),
+    ("bf16[B, F_X]", "ReduceScatter_{X,F} bf16[B, F] {U_X}"),
+    ("bf16[B, F] {U_X}", None),
+])
+def test_case_3_both_sharded_alike_reduce_as_the_result_asks(result, after):
+    steps = plan(f"mesh X=2; bf16[B, D_X] @ bf16[D_X, F] -> {result}")
+    assert steps[0] == "bf16[B, D/X] * bf16[D/X, F] -> bf16[B, F] {U_X}"
+    assert (steps[1].split(" (")[0] if len(steps) > 1 else None) == after
+
+
+def test_case_4_same_axis_on_two_result_dims_is_refused_with_both_fixes():
+    with pytest.raises(ShardingError, match="X would split both B and F of the result") as info:
+        parse("mesh X=2; bf16[B_X, D] @ bf16[D, F_X] -> bf16[B, F]")
+    err = info.value
+    assert [what for what, _, _ in err.fixes] == ["AllGather_X the left operand's B first",
+                                                  "AllGather_X the right operand's F first"]
+    assert [V for _, _, V in err.fixes] == [2 * B * D, 2 * D * F]
+    assert "fix it with" in str(err) and err.column == 11
+
+
+def test_two_axes_and_batch_slices():
+    a = analyze("mesh X=4, Y=2; bf16[B_X, D_Y] *_D bf16[D_Y, F] -> bf16[B_X, F]", chip="v5e")
+    assert a.flops == B * D * F / 4 and a.flops_total == 2 * B * D * F and a.replication == 1
+    (move, t), = a.collectives
+    assert move.move.kind == "AllReduce" and move.bytes == B * F / 2  # the B/4 x F block, bf16
+    # replicated batch side is sliced locally: no communication
+    assert plan("mesh X=2; bf16[B_X, D] * bf16[B, D] -> bf16[B_X]") == ["bf16[B/X, D] * bf16[B/X, D] -> bf16[B/X]"]
+
+
+def test_multi_axis_subscripts_mean_the_same():
+    one = parse("mesh X=2, Y=2; bf16[B, D_{XY}] -> bf16[B]")
+    assert parse("mesh X=2, Y=2; bf16[B, D_XY] -> bf16[B]") == one
+    assert parse("mesh X=2, Y=2; bf16[B, D_{X,Y}] -> bf16[B]") == one
+    assert parse(str(one)) == one
+
+
+def test_mesh_from_outside_and_multi_line_results():
+    a = analyze("AllGather_X bf16[B_X, D] -> bf16[B, D]; bf16[B, D] @ bf16[D, F] -> bf16[B, F]",
+                chip="v5e", mesh="X=4")
+    first, second = a.lines
+    assert first.flops == 0 and second.flops == 2 * B * D * F
+    assert a.t_network == first.t_network and a.flops == first.flops + second.flops
+    with pytest.raises(SpecError, match="disagree"):
+        parse("mesh X=2; bf16[B_X] -> bf16[B_X]", mesh="X=4")
+
+
+# ---- written collectives ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec", [
+    "AllGather_X bf16[I_X, J] -> bf16[I, J]",
+    "AllGather_{XY} bf16[I, J_{XY}] -> bf16[I, J]",
+    "ReduceScatter_{X,K} bf16[I, K] {U_X} -> bf16[I, K_X]",
+    "AllReduce_Y bf16[I_X, J] {U_Y} -> bf16[I_X, J]",
+    "AllToAll_{X,J} bf16[I_X, J] -> bf16[I, J_X]",
+])
+def test_written_collectives_parse_and_round_trip(spec):
+    program = parse("mesh X=2, Y=2\n" + spec)
+    assert parse(str(program)) == program
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("AllGather_X bf16[I, J] -> bf16[I_X, J]", "X splits no dim of the input"),
+    ("AllGather_X bf16[I_X, J] -> bf16[I, J_X]", "the result adds X to J"),
+    ("AllReduce_X bf16[I, J] -> bf16[I, J]", r"the input needs \{U_X\}"),
+    ("ReduceScatter_{X,K} bf16[I, K] {U_X} -> bf16[I, K]", "K is split over X, not nothing"),
+    ("AllToAll_{X,J} bf16[I, J] -> bf16[I, J_X]", "no other dim of the input is split over X"),
+    ("AllGather_Z bf16[I_X, J] -> bf16[I, J]", "Z is not an axis of the mesh"),
+    ("AllGater_X bf16[I_X, J] -> bf16[I, J]", "unknown collective 'AllGater'; did you mean 'AllGather'"),
+    ("AllGather_X bf16[I_X, J] -> fp32[I, J]", "keeps its dtype"),
+    ("bf16[B, D_Z] -> bf16[B]", "Z is not an axis of the mesh"),
+    ("bf16[B, D_{XX}] -> bf16[B]", "D is split over X twice"),
+    ("bf16[B_X, D_X] -> bf16[B]", "X already splits B of this tensor"),
+    ("bf16[B, 4095_X] -> bf16[B]", "4095 does not split evenly over X"),
+    ("bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F] {U_Y}", "unreduced over Y, but it holds no partial sums"),
+    ("bf16[B, D] {U_X} @ bf16[D, F] -> bf16[B, F]", "annotations go after the result"),
+])
+def test_bad_layouts_are_clear_errors(spec, message):
+    with pytest.raises(SpecError, match=message) as info:
+        parse("mesh X=2, Y=2\n" + spec)
+    assert info.value.column is not None
+
+
+def test_no_mesh_and_bad_meshes():
+    with pytest.raises(SpecError, match="there is no mesh"):
+        parse("bf16[B, D_X] -> bf16[B]")
+    with pytest.raises(SpecError, match="unknown link 'dnc'; did you mean 'dcn'"):
+        parse("mesh X=2@dnc; bf16[B] -> bf16[B]")
+    with pytest.raises(SpecError, match="one mesh; this is a second"):
+        parse("mesh X=2\nmesh Y=2\nbf16[B] -> bf16[B]")
+    with pytest.raises(SpecError, match="'mash X=...' is not a statement; did you mean 'mesh'"):
+        parse("mash X=2\nbf16[B] -> bf16[B]")
+
+
+# ---- the link model ------------------------------------------------------------------------------
+
+def axes(*sizes, link="ici"):
+    return [MeshAxis("XYZ"[i], n, link) for i, n in enumerate(sizes)]
+
+
+@pytest.mark.parametrize("kind, factor", [("AllGather", 1), ("ReduceScatter", 1), ("AllReduce", 2),
+                                          ("AllToAll", sympy.Rational(1, 4))])
+def test_one_axis_with_and_without_wraparound(kind, factor):
+    ring = time(kind, axes(16), V, V5E)          # 16 closes the v5e ring
+    assert ring.bandwidth == factor * V / BIDI
+    line = time(kind, axes(4), V, V5E)           # 4 does not
+    assert line.bandwidth == factor * sympy.Rational(3, 4) * V / ONE_WAY
+    hops = {"AllReduce": 2}.get(kind, 1)
+    assert ring.latency == hops * 8 * HOP and line.latency == hops * 3 * HOP
+
+
+def test_two_and_three_axes():
+    assert time("AllGather", axes(16, 16), V, V5E).bandwidth == V / (2 * BIDI)
+    # without wraparound one axis after the other: X moves V/2, then Y moves all of V
+    assert time("AllGather", axes(4, 2), V, V5E).bandwidth == \
+        sympy.Rational(3, 4) * (V / 2) / ONE_WAY + sympy.Rational(1, 2) * V / ONE_WAY
+    v5p_bidi = 2 * 90 * 10**9
+    assert time("AllGather", axes(4, 4, 4), V, V5P).bandwidth == V / (3 * v5p_bidi)
+    assert time("AllReduce", axes(4, 4, 4), V, V5P).bandwidth == 2 * V / (3 * v5p_bidi)
+    assert time("AllGather", axes(4, 4, 4), V, V5P).hops == 6
+
+
+def test_bandwidth_bound_and_latency_bound():
+    small = time("AllGather", axes(4), sympy.Integer(1024), V5E)
+    assert small.latency > small.bandwidth and small.total == small.latency   # 3 us beats 17 ns
+    big = time("AllGather", axes(4), sympy.Integer(10**9), V5E)
+    assert big.bandwidth > big.latency and big.total == big.bandwidth
+
+
+def test_dcn_and_switch_links():
+    dcn = time("AllGather", axes(4, link="dcn"), V, V5E)
+    assert dcn.bandwidth == sympy.Rational(3, 4) * V / V5E.figure("dcn.bandwidth_one_way_bytes_per_s_per_chip")
+    assert not dcn.latency_known
+    nvlink = time("AllGather", axes(8), V, H100)
+    assert nvlink.bandwidth == sympy.Rational(7, 8) * V / 450_000_000_000 and nvlink.hops == 1
+
+
+def test_ici_override_is_one_way_per_link():
+    a = analyze("mesh X=2; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", chip="v5e", ici_bw=5e10)
+    assert a.t_network == 2 * B * F / 50_000_000_000
+
+
+# ---- properties ----------------------------------------------------------------------------------
+
+@st.composite
+def sharded_matmuls(draw):
+    sizes = draw(st.lists(st.sampled_from([1, 2, 4]), min_size=1, max_size=3))
+    names = "XYZ"[:len(sizes)]
+    pool = list(names) + [None] * 3
+    split = {d: draw(st.sampled_from(pool)) for d in "BDF"}
+    left_d = split["D"] if draw(st.booleans()) else None
+    right_d = split["D"] if draw(st.booleans()) else draw(st.sampled_from(pool))
+    out_f = split["F"] if draw(st.booleans()) else None
+    sub = lambda a: f"_{a}" if a else ""
+    mesh = ", ".join(f"{n}={s}" for n, s in zip(names, sizes))
+    spec = (f"mesh {mesh}; bf16[B{sub(split['B'])}, D{sub(left_d)}] @ "
+            f"bf16[D{sub(right_d)}, F{sub(split['F'])}] -> bf16[B{sub(split['B'])}, F{sub(out_f)}]")
+    return spec, dict(zip(names, sizes))
+
+
+@settings(max_examples=150, deadline=None)
+@given(sharded_matmuls(), st.integers(1, 3), st.integers(1, 3), st.integers(1, 3))
+def test_properties_of_random_layouts(case, b, d, f):
+    spec, mesh = case
+    try:
+        a = analyze(spec, chip="v5e")
+    except SpecError as err:  # an invalid layout is said plainly, with a place
+        assert err.column is not None
+        event("refused")
+        return
+    event("analysed")
+    unsharded = analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]")
+    # the total over the mesh is the unsharded count, whatever the layout
+    assert sympy.expand(a.flops_total - unsharded.flops) == 0
+    # replication found independently: chips over the chips that split the local work
+    local = next(i for p in a.cost.plans for i in p.items if isinstance(i, Local))
+    used = {x for lay in (*local.inputs, local.output) for axes in lay.axes for x in axes} | \
+        set(local.output.unreduced)
+    splitting = 1
+    for axis in used:
+        splitting *= mesh[axis]
+    assert a.replication == sympy.Rational(a.mesh.chips, splitting)
+    assert sympy.expand(a.flops * a.mesh.chips / a.replication - a.flops_total) == 0
+    # sharding never increases the HBM bytes each chip moves
+    sizes = {B: 4 * 3 * b, D: 4 * 3 * d, F: 4 * 3 * f}
+    assert a.bytes.xreplace(sizes) <= unsharded.bytes.xreplace(sizes)
+    # everything renders
+    assert "T_math" in repr(a)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([2, 4, 8, 16]), st.sampled_from(["ici", "dcn"])),
+                min_size=1, max_size=3), st.sampled_from(["tpu-v5e", "tpu-v5p", "h100"]))
+def test_allreduce_costs_a_reducescatter_plus_an_allgather(spec, chip_name):
+    chip = get_chip(chip_name)
+    mesh = [MeshAxis("XYZ"[i], n, link) for i, (n, link) in enumerate(spec)]
+    assume(chip.figure("dcn.bandwidth_one_way_bytes_per_s_per_chip") is not None
+           or all(link == "ici" for _, link in spec))
+    ar = time("AllReduce", mesh, V, chip)
+    rs, ag = time("ReduceScatter", mesh, V, chip), time("AllGather", mesh, V, chip)
+    assert sympy.expand(ar.bandwidth - rs.bandwidth - ag.bandwidth) == 0
+    assert ar.hops == rs.hops + ag.hops
