@@ -4,7 +4,9 @@ Prints, each the median of several runs:
   * CLI cold start: a whole `symroof analyze ... --chip tpu-v5e` process (Python start included);
   * warm `analyze` of a matmul on a chip, reading every field of the result;
   * the same plus `limit("D", "F")` and `threshold("B")`;
-  * T_lower over 1e6 values of B, vectorised with numpy.
+  * T_lower over 1e6 values of B, vectorised with numpy;
+  * a 3-axis sharded matmul with inserted collectives, and a 20-line sharded program;
+  * the largest specs symroof accepts.
 Warm figures use fresh dim names each run, so sympy's cache cannot answer from memory.
 Targets on a 2-core machine: cold < 1 s, warm < 20 ms, limit + solve < 100 ms, sweep < 50 ms;
 and the largest specs symroof accepts (its limits) take seconds, not minutes.
@@ -69,6 +71,28 @@ LARGEST = [
 ]
 
 
+def sharded_3axis(i: int) -> None:
+    """Contracting dim split over Y on one side only (an AllGather), Z-unreduced partial
+    sums (an AllReduce), on a 4x4x4 v5p slice; every field and the network threshold."""
+    a = symroof.analyze(f"mesh X=4, Y=4, Z=4; bf16[B{i}_X, D{i}_{{YZ}}] *_D{i} bf16[D{i}_Z, F{i}] "
+                        f"-> bf16[B{i}_X, F{i}]", chip="tpu-v5p")
+    for field in ("flops", "t_math", "t_comms", "t_network", "t_lower", "bound", "network_intensity"):
+        getattr(a, field)
+    a.threshold(f"D{i}")
+
+
+def sharded_program(i: int) -> None:
+    from symroof.json_report import to_json_dict
+    from symroof.render import table
+    lines = ["mesh X=16, Y=16"]
+    for k in range(10):
+        lines.append(f"bf16[B{i}_X, D{i}_Y] @ bf16[D{i}_Y, F{i}] -> bf16[B{i}_X, F{i}]")
+        lines.append(f"AllGather_X bf16[B{i}_X, F{i}] -> bf16[B{i}, F{i}]")
+    a = symroof.analyze("\n".join(lines), chip="tpu-v5e")
+    table(a, solve=f"B{i}")
+    to_json_dict(a, solve=f"B{i}")
+
+
 def largest(spec: str) -> None:
     from symroof.json_report import to_json_dict
     from symroof.render import table
@@ -96,6 +120,8 @@ def main() -> None:
     ]
     compile_time, sweep_time = sweep()
     rows.append(("T_lower over 1e6 values of B (numpy)", sweep_time, 0.050))
+    rows.append(("3-axis sharded matmul, inserted collectives", median_time(sharded_3axis, 20), 0.100))
+    rows.append(("20-line sharded program, table + JSON", median_time(sharded_program, 5), 2.0))
     for name, spec in LARGEST:
         rows.append((name, median_time(lambda i: largest(spec), 3), 10.0))
     for name, seconds, target in rows:

@@ -151,10 +151,12 @@ def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list) -> 
         if len(holders) < 2 or len(set(splits)) == 1:
             continue
         if label in summed:
-            target = _common_prefix(splits)
-            why = "a contracting dim split on one side only is gathered first"
+            target = _common(splits)
+            why = ("a contracting dim split on one side only is gathered first" if () in splits else
+                   f"the contracting dim {label_text(label)} is split differently on each side: "
+                   "gathered to the split they share")
         else:
-            target = max(splits, key=len) if _nested(splits) else _common_prefix(splits)
+            target = max(splits, key=len) if _nested(splits) else _common(splits)
         for i in holders:
             have = layouts[i].of(label)
             if have == target:
@@ -269,12 +271,16 @@ def _check_distinct(natural: Layout, step: Step, layouts: list[Layout]) -> None:
             owner[axis] = label
 
 
-def _common_prefix(splits) -> Axes:
-    first = splits[0]
+def _common(splits) -> Axes:
+    """The split every side can reach by gathering: the axes all sides share (D_{YZ} and
+    D_Z share Z: gathering Y from the first leaves D_Z), where they come in one order."""
+    shared = tuple(a for a in splits[0] if all(a in s for s in splits))
+    if all(tuple(a for a in s if a in shared) == shared for s in splits):
+        return shared
     n = 0
-    while all(len(s) > n and s[n] == first[n] for s in splits):
+    while all(len(s) > n and s[n] == splits[0][n] for s in splits):
         n += 1
-    return first[:n]
+    return splits[0][:n]
 
 
 def _nested(splits) -> bool:
