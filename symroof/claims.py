@@ -11,7 +11,8 @@ A claim is a mapping in the format of the textbook cases file:
     tolerance: 0.001                              # relative, for numbers
 
 Other keys: `given: {flops, bytes}` (bare counts, no spec), `set: {D: 4096}` (dim sizes),
-`book` (the figure the source prints, shown beside the result), `quote`, `issue`.
+`mesh: {X: 2}` (for sharded specs), `chip: {ici_bw: 4.5e10, variant: ...}`, `book` (the
+figure the source prints, shown beside the result), `quote`, `issue`.
 Expected expressions are read by `expr.read_expression`, never evaluated.
 
 Examples:
@@ -167,15 +168,22 @@ def _threshold_outcome(a: Analysis, expected, tolerance: float) -> Outcome:
                 got = t.network.exact if t.network.exact is not None else t.network.rule
                 ok = ok and got is not None and _matches(got, expected[part], tolerance, a.dims) and \
                     (t.network.rule is None or _matches(t.network.rule, expected[part], tolerance, a.dims))
-            notes.append(f"network: {t.var} {t.network.op if t.network else None} {got}")
+            notes.append(f"network: {t.var} {t.network.op if t.network else None} {_shown(got)}")
             continue
         got = getattr(t, part)
         good = got is not None and _matches(got, expected[part], tolerance, a.dims)
         ok = ok and good
-        notes.append(f"{part}: {t.var} {t.op} {got}")
+        notes.append(f"{part}: {t.var} {t.op} {_shown(got)}")
     for part in set(expected) - {"var", "op", "rule", "exact", "none", "network"}:
         raise SymroofError(f"unknown threshold part '{part}' (known: var, op, rule, exact, network, none)")
-    return Outcome("threshold", dict(expected), t, ok, "; ".join(notes))
+    wanted = "; ".join(f"{part}: {expected['var']} {expected.get('op', '>')} {expected[part]}"
+                       for part in ("rule", "exact", "network") if part in expected)
+    return Outcome("threshold", wanted or dict(expected), t, ok, "; ".join(notes))
+
+
+def _shown(value) -> str:
+    from .show import pretty
+    return "none" if value is None else pretty(value)
 
 
 def _matches(got, expected, tolerance: float, names) -> bool:
@@ -193,3 +201,45 @@ def _matches(got, expected, tolerance: float, names) -> bool:
         return abs(float(got) - float(want)) <= tolerance * abs(float(want))
     difference = sympy.expand(got - want)
     return difference == 0 or sympy.simplify(difference) == 0
+
+
+def load_claims(path) -> list[dict]:
+    """The claims of a YAML file: a list of claims, or a mapping with a `claims` list."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except OSError as error:
+        raise SymroofError(f"cannot read {path}: {error.strerror or error}") from None
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
+        raise SymroofError(f"{path}: not valid YAML{at}: {getattr(error, 'problem', error)}") from None
+    if isinstance(data, Mapping) and isinstance(data.get("claims"), list):
+        data = data["claims"]
+    if not isinstance(data, list) or not all(isinstance(c, Mapping) for c in data):
+        raise SymroofError(f"{path}: expected a list of claims (mappings with spec, chip, expect)")
+    return data
+
+
+def report(results: list[CaseResult]) -> str:
+    """A pass/fail table: each claim, each expected value against what symroof got."""
+    from .show import number, pretty
+    rows = []
+    for result in results:
+        book = f" (book: {result.book})" if result.book is not None else ""
+        if result.error is not None:
+            rows.append(("ERROR", result.id, result.error))
+            continue
+        for i, o in enumerate(result.outcomes):
+            got = o.note if o.key == "threshold" and o.note else (
+                o.got if isinstance(o.got, str) else pretty(o.got))
+            expected = o.expected if not isinstance(o.expected, float) else number(o.expected)
+            rows.append(("pass" if o.ok else "FAIL", result.id if i == 0 else "",
+                         f"{o.key}: got {got}; expected {expected}" + (book if i == 0 else "")))
+    width = max((len(r[1]) for r in rows), default=2) + 2
+    lines = [f"{mark:<6}{name:<{width}}{text}" for mark, name, text in rows]
+    passed = sum(r.ok for r in results)
+    lines.append(f"\n{len(results)} claims: {passed} passed, {len(results) - passed} failed")
+    return "\n".join(lines)

@@ -23,6 +23,7 @@ import sympy
 from .errors import SymroofError
 from .hardware import get_chip, list_chips
 from .json_report import to_json_dict
+from .claims import check_case, load_claims, report as claims_report
 from .collectives import time as collective_time
 from .render import table
 from .show import number, over
@@ -63,6 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     roof_cmd.add_argument("--dtype", default="bf16", help="the dtype whose peak applies (bf16)")
     _machine_options(roof_cmd)
     roof_cmd.add_argument("--json", action="store_true", help="print one JSON object")
+
+    check_cmd = commands.add_parser("check", help="check claims in a YAML file against what symroof derives",
+                                    description="Check claims (spec, chip figures, expected values) "
+                                                "in the format of tests/data/rooflines_chapter.yaml; "
+                                                "exits 1 if any fails.")
+    check_cmd.add_argument("file", metavar="CLAIMS.yaml")
+    check_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
+    check_cmd.add_argument("--json", action="store_true", help="print JSON")
 
     chips_cmd = commands.add_parser("chips", help="list chips with their headline figures")
     chips_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
@@ -110,8 +119,9 @@ def main(argv=None, out=None, err=None) -> int:
         for warning in caught:
             if issubclass(warning.category, SymroofWarning):
                 print(f"symroof: warning: {warning.message}", file=err)
-        out.write(text + "\n")
-        return 0
+        failed = text.endswith(_FAILED)
+        out.write(text.removesuffix(_FAILED) + "\n")
+        return 1 if failed else 0
     except SymroofError as error:
         print(f"symroof: error: {error}", file=err)
         return 2
@@ -131,6 +141,8 @@ def _run(args) -> str:
         return json.dumps(to_json_dict(result), indent=2) if args.json else table(result)
     if args.command == "chips":
         return _chips(args)
+    if args.command == "check":
+        return _check(args)
     return _chip(args)
 
 
@@ -159,6 +171,22 @@ def _analyze(args) -> str:
     if args.json:
         return json.dumps(to_json_dict(result, limit=limit, solve=args.solve), indent=2)
     return table(result, limit=limit, solve=args.solve)
+
+
+_FAILED = "\x00failed"  # marks a failed check in the text _run returns; stripped before printing
+
+
+def _check(args) -> str:
+    results = [check_case(case, args.hardware) for case in load_claims(args.file)]
+    failed = not all(r.ok for r in results)
+    if args.json:
+        text = json.dumps([{"id": r.id, "ok": r.ok, "error": r.error,
+                            "outcomes": [{"key": o.key, "ok": o.ok, "expected": str(o.expected),
+                                          "got": str(o.got), "note": o.note} for o in r.outcomes]}
+                           for r in results], indent=2)
+    else:
+        text = claims_report(results)
+    return text + (_FAILED if failed else "")
 
 
 def _with_fix_times(error: ShardingError, args) -> SymroofError:

@@ -51,3 +51,29 @@ def test_a_wrong_claim_fails():
     result = check_case(case)
     assert [o.ok for o in result.outcomes] == [False, False]
     assert not result.ok
+
+
+def test_symroof_check_runs_the_chapter_file():
+    import io
+
+    from symroof.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["check", str(HERE / "data" / "rooflines_chapter.yaml")], out=out, err=err) == 0
+    assert f"{len(OURS)} claims: {len(OURS)} passed, 0 failed" in out.getvalue()
+
+
+def test_symroof_check_fails_on_a_wrong_claim_and_refuses_bad_files(tmp_path):
+    import io
+
+    from symroof.cli import main
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(yaml.safe_dump([{"id": "w", "spec": "bf16[N] *_N bf16[N] -> bf16[1]",
+                                      "expect": {"flops": "3*N"}}]))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["check", str(wrong)], out=out, err=err) == 1
+    assert "FAIL" in out.getvalue() and "1 claims: 0 passed, 1 failed" in out.getvalue()
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("- id: [unclosed\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["check", str(broken)], out=out, err=err) == 2
+    assert "not valid YAML (line" in err.getvalue()
