@@ -48,15 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "--chip v5e --solve B")
     analyze_cmd.add_argument("spec", help="the spec; '-' reads it from stdin")
     _machine_options(analyze_cmd)
-    analyze_cmd.add_argument("--dtype", default="bf16", help="dtype of tensors written without one (bf16)")
-    analyze_cmd.add_argument("--set", action="append", default=[], metavar="DIM=VALUE",
-                             help="give a named dim a size (repeat, or D=4096,F=4096)")
-    analyze_cmd.add_argument("--limit", metavar="DIM[,DIM...]",
-                             help="the intensity's limit as these dims grow together")
-    analyze_cmd.add_argument("--solve", metavar="DIM", help="the threshold on DIM for compute-bound")
-    analyze_cmd.add_argument("--mesh", metavar="AXIS=N[,AXIS=N@dcn...]",
-                             help="the device mesh for sharded dims, e.g. X=16,Y=16 or X=8,D=4@dcn")
+    _spec_options(analyze_cmd)
     analyze_cmd.add_argument("--json", action="store_true", help="print one JSON object")
+
+    latex_cmd = commands.add_parser("latex", help="the derivation as LaTeX, in the chapter's style",
+                                    description="Print the analysis as aligned equations (align*), or "
+                                                "as $$...$$ for docs sites with --format markdown.")
+    latex_cmd.add_argument("spec", help="the spec; '-' reads it from stdin")
+    _machine_options(latex_cmd)
+    _spec_options(latex_cmd)
+    latex_cmd.add_argument("--format", choices=("latex", "markdown"), default="latex")
 
     roof_cmd = commands.add_parser("roofline", help="the roofline of bare FLOP and byte counts")
     roof_cmd.add_argument("--flops", required=True, help="FLOPs (e.g. 1e12)")
@@ -91,6 +92,17 @@ def _version() -> str:
         return version("symroof")
     except PackageNotFoundError:
         return "(not installed)"
+
+
+def _spec_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dtype", default="bf16", help="dtype of tensors written without one (bf16)")
+    parser.add_argument("--set", action="append", default=[], metavar="DIM=VALUE",
+                        help="give a named dim a size (repeat, or D=4096,F=4096)")
+    parser.add_argument("--limit", metavar="DIM[,DIM...]",
+                        help="the intensity's limit as these dims grow together")
+    parser.add_argument("--solve", metavar="DIM", help="the threshold on DIM for compute-bound")
+    parser.add_argument("--mesh", metavar="AXIS=N[,AXIS=N@dcn...]",
+                        help="the device mesh for sharded dims, e.g. X=16,Y=16 or X=8,D=4@dcn")
 
 
 def _machine_options(parser: argparse.ArgumentParser) -> None:
@@ -134,7 +146,7 @@ def main(argv=None, out=None, err=None) -> int:
 
 
 def _run(args) -> str:
-    if args.command == "analyze":
+    if args.command in ("analyze", "latex"):
         return _analyze(args)
     if args.command == "roofline":
         result = roofline(args.flops, args.bytes, dtype=args.dtype, **_machine_kwargs(args))
@@ -168,6 +180,9 @@ def _analyze(args) -> str:
         result = analyze(spec, dtype=args.dtype, values=values, mesh=args.mesh, **_machine_kwargs(args))
     except ShardingError as error:
         raise _with_fix_times(error, args) from None
+    if args.command == "latex":
+        from . import latex
+        return latex.derivation(result, solve=args.solve, limit=limit, markdown=args.format == "markdown")
     if args.json:
         return json.dumps(to_json_dict(result, limit=limit, solve=args.solve), indent=2)
     return table(result, limit=limit, solve=args.solve)
