@@ -59,6 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
     _spec_options(latex_cmd)
     latex_cmd.add_argument("--format", choices=("latex", "markdown"), default="latex")
 
+    plot_cmd = commands.add_parser("plot", help="a roofline plot, or a sweep of one dim (png, svg, pdf)",
+                                   description="symroof plot roofline SPEC... --chip v5e --set B=256 -o r.png; "
+                                               "symroof plot sweep SPEC... --chip v5e --sweep B=1:512 -o s.png")
+    plot_cmd.add_argument("kind", choices=("roofline", "sweep"))
+    plot_cmd.add_argument("specs", nargs="+", metavar="SPEC", help="one or more specs")
+    _machine_options(plot_cmd)
+    plot_cmd.add_argument("--dtype", default="bf16", help="dtype of tensors written without one (bf16)")
+    plot_cmd.add_argument("--set", action="append", default=[], metavar="DIM=VALUE",
+                          help="sizes for named dims, for every spec")
+    plot_cmd.add_argument("--mesh", metavar="AXIS=N[,...]", help="the device mesh for sharded dims")
+    plot_cmd.add_argument("--sweep", metavar="DIM=LO:HI", help="for a sweep: the dim and its range")
+    plot_cmd.add_argument("--time", action="store_true", help="for a sweep: plot T_lower, not FLOPs/s")
+    plot_cmd.add_argument("--label", action="append", default=[], help="a label per spec, in order")
+    plot_cmd.add_argument("-o", "--output", required=True, metavar="FILE", help="FILE.png, .svg or .pdf")
+
     roof_cmd = commands.add_parser("roofline", help="the roofline of bare FLOP and byte counts")
     roof_cmd.add_argument("--flops", required=True, help="FLOPs (e.g. 1e12)")
     roof_cmd.add_argument("--bytes", default="0", help="HBM bytes (e.g. 4e9)")
@@ -155,6 +170,8 @@ def _run(args) -> str:
         return _chips(args)
     if args.command == "check":
         return _check(args)
+    if args.command == "plot":
+        return _plot(args)
     return _chip(args)
 
 
@@ -164,10 +181,9 @@ def _machine_kwargs(args) -> dict:
                 overrides=overrides or None, variant=args.variant, hardware=args.hardware)
 
 
-def _analyze(args) -> str:
-    spec = sys.stdin.read() if args.spec == "-" else args.spec
+def _sizes(items) -> dict[str, int]:
     values = {}
-    for item in args.set:
+    for item in items:
         for part in item.split(","):
             if part.strip():
                 name, value = _pair(part, "--set")
@@ -175,6 +191,40 @@ def _analyze(args) -> str:
                     raise SymroofError(f"--set {part.strip()}: a dim's size must be a positive integer "
                                        "below 1e18")
                 values[name] = int(value)
+    return values
+
+
+def _plot(args) -> str:
+    from . import plot
+    if args.label and len(args.label) != len(args.specs):
+        raise SymroofError(f"{len(args.label)} labels for {len(args.specs)} specs: give one per spec")
+    values = _sizes(args.set)
+    analyses = []
+    for spec in args.specs:
+        a = analyze(spec, dtype=args.dtype, mesh=args.mesh, **_machine_kwargs(args))
+        analyses.append(a.at(**{k: v for k, v in values.items() if k in a.dims}))
+    labels = args.label or None
+    if args.kind == "roofline":
+        ax = plot.plot_roofline(analyses, labels=labels)
+    else:
+        if not args.sweep:
+            raise SymroofError("a sweep needs --sweep DIM=LO:HI, e.g. --sweep B=1:512")
+        dim, _, span = args.sweep.partition("=")
+        match = re.fullmatch(r"\s*([0-9]+)\s*:\s*([0-9]+)\s*", span)
+        if not dim.strip() or not match or not 0 < int(match[1]) < int(match[2]) <= 10**9:
+            raise SymroofError(f"--sweep {args.sweep!r}: expected DIM=LO:HI with 0 < LO < HI, e.g. B=1:512")
+        lo, hi = int(match[1]), int(match[2])
+        import numpy
+        values = numpy.unique(numpy.geomspace(lo, hi, 2000).round()) if hi - lo > 5000 else numpy.arange(lo, hi + 1)
+        ax = plot.plot_sweep(analyses, dim.strip(), values, labels=labels,
+                             quantity="time" if args.time else "flops")
+    plot.save(ax, args.output)
+    return f"wrote {args.output}"
+
+
+def _analyze(args) -> str:
+    spec = sys.stdin.read() if args.spec == "-" else args.spec
+    values = _sizes(args.set)
     limit = [d.strip() for d in args.limit.split(",") if d.strip()] if args.limit else None
     try:
         result = analyze(spec, dtype=args.dtype, values=values, mesh=args.mesh, **_machine_kwargs(args))

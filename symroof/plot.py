@@ -1,0 +1,141 @@
+"""Roofline plots with matplotlib's object API: no global state, headless, each function
+taking an optional `ax` and returning it.
+
+* `plot_roofline`: achievable FLOPs/s against arithmetic intensity on log-log axes, the
+  HBM roof (and the network roof for analyses on a mesh), with analyses placed on it as
+  labelled points coloured by what bounds them.
+* `plot_sweep`: achieved FLOPs/s (or time) against one dim, one curve per analysis, with
+  the exact critical value marked, e.g. the chapter's problem 3.
+"""
+
+from __future__ import annotations
+
+import numpy
+
+from .errors import SymroofError
+from .show import number
+
+COLOURS = {"compute": "tab:green", "memory": "tab:blue", "network": "tab:orange", "balanced": "tab:purple"}
+
+
+def _axes(ax):
+    if ax is not None:
+        return ax
+    from matplotlib.figure import Figure  # a Figure of its own: pyplot's global state stays untouched
+    return Figure(figsize=(7, 4.5), layout="constrained").add_subplot()
+
+
+def _numbers(a, what: str) -> None:
+    free = [d for d in a.dims if d not in a.values]
+    if free:
+        raise SymroofError(f"give sizes for {', '.join(free)} to place {what} on the plot (--set)")
+
+
+def plot_roofline(analyses, ax=None, labels=None, intensities=None):
+    """The classic roofline of the analyses' chip, with each analysis as a point.
+
+    Args:
+        analyses: one `Analysis` or several, on one chip, every dim with a size.
+        ax: matplotlib Axes to draw on (a new Figure's when None).
+        labels: a label per analysis (default: its spec).
+        intensities: (low, high) of the x axis; by default it spans the points and the
+            critical intensities.
+    """
+    analyses = list(analyses) if isinstance(analyses, (list, tuple)) else [analyses]
+    if not analyses:
+        raise SymroofError("nothing to plot")
+    first = analyses[0]
+    if first.machine is None or not first.has_peak or first.machine.hbm_bw is None:
+        raise SymroofError("a roofline needs a chip (or a peak and an HBM bandwidth)")
+    for a in analyses:
+        _numbers(a, "it")
+    ax = _axes(ax)
+    peak, bw = float(first.peak_flops), float(first.machine.hbm_bw)
+    critical = peak / bw
+    points = [float(a.intensity) for a in analyses if a.bytes != 0]
+    networks = [a for a in analyses if a.collectives]
+    net_critical = [float(a.critical_network_intensity) for a in networks]
+    lo, hi = intensities or (min([critical, *points, *net_critical]) / 10, max([critical, *points, *net_critical]) * 10)
+    x = numpy.logspace(numpy.log10(lo), numpy.log10(hi), 400)
+    ax.plot(x, numpy.minimum(peak, x * bw), color="black", lw=2, label=f"HBM roof ({number(bw)} bytes/s)")
+    ax.axvline(critical, color="black", ls=":", lw=1)
+    ax.annotate(f"critical {critical:.1f}", (critical, peak), textcoords="offset points", xytext=(4, -14),
+                fontsize=8)
+    if networks:
+        link = peak / net_critical[0]
+        ax.plot(x, numpy.minimum(peak, x * link), color="tab:orange", lw=1.5, ls="--",
+                label=f"network roof ({number(link)} bytes/s effective; x = network intensity)")
+    for i, a in enumerate(analyses):
+        bound = a.bound if isinstance(a.bound, str) else "balanced"
+        name = (labels[i] if labels else a.spec.split("\n")[-1])
+        y = float(a.achieved_flops_per_s)
+        if a.bytes != 0:
+            ax.scatter([float(a.intensity)], [y], color=COLOURS[bound], zorder=3, s=40,
+                       label=f"{name}: {bound}-bound")
+        if a.collectives:
+            ax.scatter([float(a.network_intensity)], [y], color=COLOURS[bound], marker="s", zorder=3, s=30,
+                       label=f"{name}: at its network intensity")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOPs/byte)")
+    ax.set_ylabel("achievable FLOPs/s")
+    ax.set_title(f"Roofline: {first.machine.name} ({first.compute_dtypes[0].name if first.compute_dtypes else ''} "
+                 f"peak {number(peak)} FLOPs/s, dense)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    return ax
+
+
+def plot_sweep(analyses, dim: str, values, ax=None, labels=None, quantity: str = "flops"):
+    """Achieved FLOPs/s (`quantity="flops"`) or T_lower (`"time"`) against one dim.
+
+    Each analysis must leave `dim` free and give every other dim a size. The exact critical
+    value of `dim` is marked on each curve where one exists.
+    """
+    analyses = list(analyses) if isinstance(analyses, (list, tuple)) else [analyses]
+    if quantity not in ("flops", "time"):
+        raise SymroofError("quantity is 'flops' (achieved FLOPs/s) or 'time' (T_lower)")
+    xs = numpy.asarray(values, dtype=float)
+    ax = _axes(ax)
+    peak = None
+    for i, a in enumerate(analyses):
+        if dim not in a.dims:
+            raise SymroofError(f"{dim} is not a named dim of {a.spec!r}")
+        free = [d for d in a.dims if d not in a.values and d != dim]
+        if free:
+            raise SymroofError(f"give sizes for {', '.join(free)} to sweep {dim} (--set)")
+        name = labels[i] if labels else a.spec.split("\n")[-1]
+        field = "achieved_flops_per_s" if quantity == "flops" else "t_lower"
+        ys = a.evaluate(field, **{dim: xs})
+        line, = ax.plot(xs, ys, lw=2, label=name)
+        peak = float(a.peak_flops)
+        t = a.threshold(dim)
+        if t.exact is not None and t.op == ">" and t.exact.is_number:
+            knee = float(t.exact)
+            y = peak if quantity == "flops" else float(a.at(**{dim: max(1, round(knee))}).t_lower)
+            ax.axvline(knee, color=line.get_color(), ls="--", lw=1)
+            ax.annotate(f"{dim} = {knee:.1f}", (knee, y), textcoords="offset points", xytext=(5, -22),
+                        color=line.get_color(), fontsize=8)
+    if quantity == "flops" and peak is not None:
+        ax.axhline(peak, color="black", ls=":", lw=1, label=f"peak {number(peak)} FLOPs/s")
+        ax.set_ylabel("achieved FLOPs/s (FLOPs / T_lower)")
+        ax.set_ylim(0, peak * 1.1)
+    else:
+        ax.set_ylabel("T_lower (s)")
+    ax.set_xlabel(f"{dim} (size)")
+    machine = analyses[0].machine
+    ax.set_title(f"{'Achieved FLOPs/s' if quantity == 'flops' else 'Time'} against {dim} on {machine.name}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right" if quantity == "flops" else "upper left")
+    return ax
+
+
+def save(ax, path) -> None:
+    """Save the Axes' figure; the format comes from the file's extension (png, svg, pdf)."""
+    suffix = str(path).rsplit(".", 1)[-1].lower()
+    if suffix not in ("png", "svg", "pdf"):
+        raise SymroofError(f"plots are saved as .png, .svg or .pdf, not .{suffix}")
+    ax.figure.savefig(path, dpi=150)
+
+
+__all__ = ["plot_roofline", "plot_sweep", "save"]
