@@ -83,7 +83,7 @@ def _one(a: Analysis, limit, solve) -> dict:
     elif a.cost.moves:
         out["collectives"] = [{"op": move.move.kind, "axes": list(move.move.axes),
                                "array": move.move.before.text(move.move.dtype),
-                               "bytes": json_value(a._at(move.bytes)), "inserted": move.move.why is not None,
+                               "bytes": json_value(move.bytes), "inserted": move.move.why is not None,
                                "why": move.move.why} for move in a.cost.moves]
     if limit:
         out["intensity_limit"] = json_value(a.limit(*limit))
@@ -100,8 +100,8 @@ def _network(a: Analysis) -> dict:
     for move, t in a.collectives:
         entries.append({"op": move.move.kind, "axes": list(move.move.axes),
                         "array": move.move.before.text(move.move.dtype),
-                        "bytes": json_value(a._at(move.bytes)), "link": t.links,
-                        "t": json_value(a._at(t.total)), "t_bandwidth": json_value(a._at(t.bandwidth)),
+                        "bytes": json_value(move.bytes), "link": t.links,
+                        "t": json_value(t.total), "t_bandwidth": json_value(t.bandwidth),
                         "t_latency": json_value(t.latency), "hops": t.hops,
                         "inserted": move.move.why is not None, "why": move.move.why})
     return {"collectives": entries, "t_network": json_value(a.t_network),

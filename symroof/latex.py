@@ -104,7 +104,7 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
         rows.append((r"T_\text{math}", _time(a.flops, peak, tex)))
         rows.append((r"T_\text{comms}", _time(a.bytes, bw, tex)))
         if a.collectives:
-            parts = [_time(a._at(move.bytes), a._at(move.bytes) / a._at(t.bandwidth), tex)[:-len(r"\ \text{s}")]
+            parts = [_time(move.bytes, move.bytes / t.bandwidth, tex)[:-len(r"\ \text{s}")]
                      for move, t in a.collectives]
             rows.append((r"T_\text{network}", " + ".join(parts) + r"\ \text{s}"))
         if solve:

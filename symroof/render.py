@@ -154,13 +154,12 @@ def _steps(a: Analysis) -> list[tuple[str, str]]:
 
 
 def _collective_text(a: Analysis, move) -> str:
-    cost = next(m for m in a.cost.moves if m.move is move)
-    text = f"V = {pretty(a._at(cost.bytes))} bytes per chip"
+    V = a._at(next(m.bytes for m in a.cost.moves if m.move is move))
+    text = f"V = {pretty(V)} bytes per chip"
     if a.machine is None or a.chip is None:
         return text
-    t = next(t for m, t in a.collectives if m is cost)
-    bandwidth = a._at(t.bandwidth)
-    shown = seconds(bandwidth) if bandwidth.is_number else over(a._at(cost.bytes), a._at(cost.bytes) / bandwidth) + " s"
+    t = next(t for m, t in a.collectives if m.move is move)
+    shown = seconds(t.bandwidth) if t.bandwidth.is_number else over(V, V / t.bandwidth) + " s"
     floor = f", at least {seconds(t.latency)} ({t.hops} hops)" if t.latency_known else ""
     return f"{text}; {t.links}: {shown}{floor}"
 
@@ -224,7 +223,7 @@ def _network_time(a: Analysis) -> str:
         return seconds(a.t_network)
     parts = []
     for move, t in a.collectives:
-        V, bandwidth = a._at(move.bytes), a._at(t.bandwidth)
+        V, bandwidth = move.bytes, t.bandwidth
         parts.append(over(V, V / bandwidth))
     return " + ".join(parts) + " s"
 

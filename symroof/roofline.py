@@ -356,21 +356,24 @@ class Analysis:
         return _ratio(self.mesh.chips * self.flops, self.flops_total)
 
     @functools.cached_property
-    def collectives(self) -> tuple:
-        """Each collective with its time on the chip's links: (MoveCost, collectives.Time)."""
+    def _collectives_base(self) -> tuple:
         if not self.cost.moves:
             return ()
-        chip = self.chip
         ici = self.machine.ici_bw if self.machine is not None else None
-        found = []
-        for move in self.cost.moves:
-            axes = [self.mesh.axis(a) for a in move.move.axes]
-            found.append((move, collective_time(move.move.kind, axes, move.bytes, chip, ici)))
-        return tuple(found)
+        return tuple((move, collective_time(move.move.kind, [self.mesh.axis(a) for a in move.move.axes],
+                                            move.bytes, self.chip, ici)) for move in self.cost.moves)
+
+    @functools.cached_property
+    def collectives(self) -> tuple:
+        """Each collective, at the analysis's sizes, with its time on the chip's links:
+        (MoveCost, collectives.Time) pairs."""
+        return tuple((dataclasses.replace(move, bytes=self._at(move.bytes)),
+                      dataclasses.replace(t, bandwidth=self._at(t.bandwidth)))
+                     for move, t in self._collectives_base)
 
     @functools.cached_property
     def _t_network_base(self) -> sympy.Expr:
-        return sympy.Add(*(t.bandwidth for _, t in self.collectives))
+        return sympy.Add(*(t.bandwidth for _, t in self._collectives_base))
 
     @functools.cached_property
     def t_network(self) -> sympy.Expr:
@@ -385,11 +388,11 @@ class Analysis:
     @functools.cached_property
     def t_network_floored(self) -> sympy.Expr:
         """Each collective's time as the larger of bandwidth and latency, summed."""
-        return sympy.Add(*(self._at(_floored(t)) for _, t in self.collectives))
+        return sympy.Add(*(_floored(t) for _, t in self.collectives))
 
     @functools.cached_property
     def _network_bytes_base(self) -> sympy.Expr:
-        return sympy.Add(*(m.bytes for m, _ in self.collectives))
+        return sympy.Add(*(m.bytes for m, _ in self._collectives_base))
 
     @functools.cached_property
     def network_bytes(self) -> sympy.Expr:
