@@ -233,7 +233,26 @@ def execute(book: nbformat.NotebookNode, timeout: int = 600) -> float:
 NOTEBOOKS = {"01_rooflines.ipynb": ROOFLINES, "02_sharding.ipynb": SHARDING}
 
 
+def pictures() -> None:
+    """The README's pictures: the chapter's problem 3, and a roofline."""
+    import numpy
+
+    import symroof
+    from symroof.plot import plot_roofline, plot_sweep, save
+    spec = "bf16[B, D] * int8[D, F] -> bf16[B, F]"
+    sweeps = [symroof.analyze(spec, chip="tpu-v5e").at(D=n, F=n) for n in (4096, 1024)]
+    save(plot_sweep(sweeps, "B", numpy.arange(1, 513), labels=["D = F = 4096", "D = F = 1024"]),
+         HERE / "problem3.png")
+    matmul = "bf16[B, D] @ bf16[D, F] -> bf16[B, F]"
+    points = [symroof.analyze(matmul, chip="tpu-v5e").at(B=b, D=8192, F=8192) for b in (16, 128, 1024)]
+    points.append(symroof.analyze("mesh X=2; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]",
+                                  chip="tpu-v5e").at(B=4096, D=4096, F=4096))
+    save(plot_roofline(points, labels=["matmul B=16", "matmul B=128", "matmul B=1024", "2-chip matmul"]),
+         HERE / "roofline.png")
+
+
 def main() -> int:
+    pictures()
     for name, cells in NOTEBOOKS.items():
         book = build(name, cells)
         seconds = execute(book)

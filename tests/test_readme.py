@@ -21,3 +21,17 @@ def test_ci_runs_the_readme_test_command():
     command = next(line for line in ci.splitlines() if line.startswith("python3 -m venv"))
     assert f"```\n{command}\n```" in README
     assert "pytest" in command
+
+
+def test_readme_latex_example_is_what_symroof_prints():
+    import io
+
+    from symroof.cli import main
+    start = README.index("$ symroof latex ")
+    command, block = README[start:].split("\n", 1)
+    block = block[:block.index("```")].rstrip("\n")
+    out = io.StringIO()
+    argv = ["latex", "bf16[B, D] @ bf16[D, F] -> bf16[B, F]", "--chip", "tpu-v5e", "--limit", "D,F", "--solve", "B"]
+    assert command == '$ symroof latex "bf16[B, D] @ bf16[D, F] -> bf16[B, F]" --chip tpu-v5e --limit D,F --solve B'
+    assert main(argv, out=out) == 0
+    assert out.getvalue().rstrip("\n") == block
