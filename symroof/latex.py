@@ -11,7 +11,7 @@
     T_\\text{math} &= \\frac{2 B D F}{1.97\\times10^{14}}\\ \\text{s} \\\\
     T_\\text{comms} &= \\frac{2 B D + 2 B F + 2 D F}{8.2\\times10^{11}}\\ \\text{s} \\\\
     B &> \\frac{1.97\\times10^{14}}{8.2\\times10^{11}} \\approx 240.2 \\quad (D, F \\to \\infty) \\\\
-    B &> \\frac{9850 D F}{41 D F - 9850 D - 9850 F} \\quad \\text{when } \\frac{D F}{D + F} > 240.2
+    B &> \\frac{240.2 D F}{D F - 240.2 D - 240.2 F} \\quad \\text{when } \\frac{D F}{D + F} > 240.2
     \\end{align*}
 
 Dim names print as written: a multi-letter name is one italic word (`\\mathit{seq}`), never
@@ -124,7 +124,19 @@ def _exact(a, tex) -> str:
 
 def _frac(expr, tex) -> str:
     num, den = sympy.fraction(expr)
-    return rf"\frac{{{tex(num)}}}{{{tex(den)}}}" if den != 1 else tex(expr)
+    if den == 1:
+        return tex(expr)
+    if not den.is_number and _large(num, den):
+        # 9850 D F / (41 D F - ...) reads better as 240.2 D F / (D F - 240.2 D - ...)
+        lead = sympy.Poly(den, *sorted(den.free_symbols, key=str)).LC()
+        decimals = lambda e: e.xreplace({r: sympy.Float(r, 6) for r in e.atoms(sympy.Rational)
+                                         if not r.is_Integer})
+        num, den = decimals(sympy.expand(num / lead)), decimals(sympy.expand(den / lead))
+    return rf"\frac{{{tex(num)}}}{{{tex(den)}}}"
+
+
+def _large(*polys) -> bool:
+    return any(abs(c) > 100 for p in polys for c in sympy.expand(p).as_coefficients_dict().values())
 
 
 def _time(amount, rate, tex) -> str:
@@ -156,7 +168,7 @@ def _threshold_rows(a, solve, tex) -> list[tuple[str, str]]:
     rows = []
     peak, bw = a.peak_flops, a.machine.hbm_bw
     if t.op is None:
-        return [("", rf"\text{{{_text(_first(t.reason))}}}")]
+        return [("", _never(a, t, tex))]
     if t.rule is not None and t.rule_as:
         k = sympy.nsimplify(t.rule / (peak / bw))
         ratio = rf"\frac{{{tex_number(peak)}}}{{{tex_number(bw)}}}"
@@ -186,8 +198,23 @@ def _threshold_rows(a, solve, tex) -> list[tuple[str, str]]:
 
 
 def _text(words: str) -> str:
-    """Plain words made safe inside \\text{...}."""
-    return re.sub(r"([#$%&_{}])", r"\\\1", words).replace("^", r"\^{}").replace("~", r"\~{}")
+    """Plain words made safe inside \\text{...}, with -> oo and >= as math."""
+    words = re.sub(r"([#$%&_{}])", r"\\\1", words).replace("^", r"\^{}").replace("~", r"\~{}")
+    return words.replace("-> oo", r"$\to\infty$").replace(">=", r"$\ge$")
+
+
+def _never(a, t, tex) -> str:
+    """No threshold: in symbols where the intensity has a bound, else the reason in words."""
+    from .solve import ratio_limit
+    x = sympy.Symbol(t.var, positive=True, integer=True)
+    reason = _first(t.reason)
+    if not reason.startswith("never") or a.bytes == 0 or a.intensity.free_symbols - {x}:
+        return rf"\text{{{_text(reason)}}}"
+    num, den = sympy.fraction(a.intensity)
+    ends = [ratio_limit(num, den, [x]), a.intensity.xreplace({x: 1})]
+    top = max((e for e in ends if e.is_number), key=float)
+    return (rf"\text{{never compute-bound: }} \text{{Intensity}} \le {tex(top)} < "
+            rf"{tex_number(a.critical_intensity)} \quad ({_dim(t.var)} \ge 1)")
 
 
 def _first(reason: str | None) -> str:
