@@ -8,7 +8,7 @@ intensity, times on a chip and critical thresholds, as sympy expressions:
     >>> a.flops, a.limit("D", "F")
     (2*B*D*F, B)
     >>> print(a.threshold("B"))
-    B > 240.244 (B >= 241)  [rule: D, F -> oo]
+    B > 240.24 (B >= 241)  [rule: D, F -> oo]
     exact: B > 240.244*D*F/(D*F - 240.244*D - 240.244*F), when D*F/(D + F) > 240.244 (never otherwise)
 """
 

@@ -26,7 +26,8 @@ from .json_report import to_json_dict
 from .claims import check_case, load_claims, report as claims_report
 from .collectives import time as collective_time
 from .render import table
-from .show import number, over
+from .ir import dim_symbol
+from .show import number, over, seconds
 from .errors import SymroofWarning
 from .roofline import analyze, machine, roofline
 from .sharding import ShardingError
@@ -117,7 +118,7 @@ def _spec_options(parser: argparse.ArgumentParser) -> None:
                         help="the intensity's limit as these dims grow together")
     parser.add_argument("--solve", metavar="DIM", help="the threshold on DIM for compute-bound")
     parser.add_argument("--mesh", metavar="AXIS=N[,AXIS=N@dcn...]",
-                        help="the device mesh for sharded dims, e.g. X=16,Y=16 or X=8,D=4@dcn")
+                        help="the device mesh for sharded dims, e.g. X=16,Y=16 or X=8,Z=4@dcn")
 
 
 def _machine_options(parser: argparse.ArgumentParser) -> None:
@@ -229,7 +230,7 @@ def _analyze(args) -> str:
     try:
         result = analyze(spec, dtype=args.dtype, values=values, mesh=args.mesh, **_machine_kwargs(args))
     except ShardingError as error:
-        raise _with_fix_times(error, args) from None
+        raise _with_fix_times(error, args, values) from None
     if args.command == "latex":
         from . import latex
         return latex.derivation(result, solve=args.solve, limit=limit, markdown=args.format == "markdown")
@@ -254,14 +255,24 @@ def _check(args) -> str:
     return text + (_FAILED if failed else "")
 
 
-def _with_fix_times(error: ShardingError, args) -> SymroofError:
-    """A layout that cannot run, with what each fix would take on the chip, if one is named."""
-    if not error.fixes or not args.chip or error.mesh is None:
+def _with_fix_times(error: ShardingError, args, values: dict) -> SymroofError:
+    """A layout that cannot run, with what each fix would take on the chip, if one is named
+    (or the links given): the message stands on its own where they cannot be costed."""
+    if not error.fixes or error.mesh is None or not (args.chip or args.ici_bw):
         return error
-    chip = machine(**_machine_kwargs(args)).chip
-    times = [f"{what}: {over(V, V / collective_time('AllGather', [error.mesh.axis(a) for a in fix.axes], V, chip).bandwidth)} s"
-             for what, fix, V in error.fixes]
-    return ShardingError(f"{error.message}; on {chip.name}: " + "; ".join(times), error.fixes,
+    try:
+        target = machine(**_machine_kwargs(args))
+        sizes = {dim_symbol(k): v for k, v in values.items()}
+        times = []
+        for what, fix, V in error.fixes:
+            V = V.xreplace(sizes)
+            t = collective_time("AllGather", [error.mesh.axis(a) for a in fix.axes], V, target.chip,
+                                target.ici_bw)
+            times.append(f"{what}: {seconds(t.bandwidth) if V.is_number else over(V, V / t.bandwidth) + ' s'}")
+    except SymroofError:
+        return error
+    where = target.chip.name if target.chip is not None else "the given links"
+    return ShardingError(f"{error.message}; on {where}: " + "; ".join(times), error.fixes,
                          error.text, error.start, error.end, error.mesh)
 
 

@@ -9,8 +9,13 @@ along an axis:
   axis at once: V / (W_bidirectional x number of axes).
 * Otherwise each axis is a line (or, for DCN and PCIe, a unidirectional ring): the
   shards take N - 1 hops at the one-way bandwidth, (N - 1)/N x V / W_one_way, one axis
-  after another (gathering over X then Y, the array grows by N_X before crossing Y).
-  On a switch (NVLink), the one-way bandwidth is the GPU's egress.
+  after another, the slowest first while the array is smallest (gathering over X then
+  Y, the array grows by N_X before crossing Y). On a switch (NVLink), the one-way
+  bandwidth is the GPU's egress; fully connected GPUs (MI300X) receive from every peer
+  at once over a link each, V / (N x W_link).
+* A torus axis closes into a ring at the chip's `wraparound_min_axis_size` and its
+  multiples (4 on v4 and v5p, 16 on v5e and v6e); the ICI axes together may span at
+  most the chip's domain (`domain_size`: a v5e pod of 256, an 8-GPU NVLink node).
 * AllReduce costs a ReduceScatter plus an AllGather: twice either. AllToAll costs a
   quarter of an AllGather of the same V.
 * Each collective takes at least hops x the per-hop latency (a ring of N with
@@ -47,9 +52,11 @@ class Link:
     ring: bool                       # closes into a ring with wraparound (both directions used)
     switch: bool                     # every chip reaches every other in one hop
     latency: sympy.Rational | None   # seconds per hop
+    direct: bool = False             # a link of its own to every peer (fully connected)
 
     def describe(self) -> str:
-        shape = "switch" if self.switch else ("ring with wraparound" if self.ring else "no wraparound")
+        shape = ("fully connected" if self.direct else "switch") if self.switch else \
+            ("ring with wraparound" if self.ring else "no wraparound")
         return f"{self.name} ({shape})"
 
 
@@ -66,52 +73,87 @@ class Time:
     @property
     def total(self) -> sympy.Expr:
         """The larger of the two (unevaluated where it depends on free dims)."""
-        if self.bandwidth.is_number and self.latency.is_number:
+        if not self.latency:
+            return self.bandwidth
+        if self.bandwidth.is_number:
             return sympy.Max(self.bandwidth, self.latency)
-        return sympy.Max(self.bandwidth, self.latency, evaluate=False) if self.latency else self.bandwidth
+        return sympy.Max(self.bandwidth, self.latency, evaluate=False)
 
 
-def link(axis: MeshAxis, chip: Chip, ici_one_way=None) -> Link:
-    """The link along a mesh axis, from the chip's figures (`ici_one_way` replaces the
-    chip's per-link ICI figure, and makes the bidirectional one twice it)."""
-    if axis.link == "dcn":
-        return Link("DCN", chip.require("dcn.bandwidth_one_way_bytes_per_s_per_chip", f"mesh axis {axis.name}"),
-                    None, False, False, None)
-    if axis.link == "pcie":
-        return Link("PCIe", chip.require("pcie_bandwidth_one_way_bytes_per_s", f"mesh axis {axis.name}"),
-                    None, False, False, None)
+def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None) -> Link:
+    """The link along a mesh axis, from the chip's figures. `ici_one_way` replaces the
+    chip's per-link ICI (or NVLink) figure; with no chip it describes a plain line of
+    links of that bandwidth, without wraparound and with no known hop latency."""
+    if axis.link in ("dcn", "pcie"):
+        if chip is None:
+            raise HardwareError(f"axis {axis.name} is on {axis.link.upper()}: name a chip for its figures")
+        if axis.link == "pcie":
+            return Link("PCIe", chip.require("pcie_bandwidth_one_way_bytes_per_s", f"mesh axis {axis.name}"),
+                        None, False, False, None)
+        dcn = chip.figure("dcn.bandwidth_one_way_bytes_per_s_per_chip") or \
+            chip.figure("scaleout.bandwidth_one_way_bytes_per_s_per_chip")  # GPUs: the scale-out NIC
+        if dcn is None:
+            chip.require("dcn.bandwidth_one_way_bytes_per_s_per_chip", f"mesh axis {axis.name}")
+        return Link("DCN", dcn, None, False, False, None)
+    if chip is None:
+        if ici_one_way is None:
+            raise HardwareError("collectives need link figures: name a chip (--chip) or give --ici-bw")
+        return Link("ICI", ici_one_way, 2 * ici_one_way, False, False, None)
     name = chip.texts.get("interconnect.name", "ICI")
     latency = chip.figure("interconnect.hop_latency_s")
-    if chip.texts.get("interconnect.topology") == "switch":
-        egress = ici_one_way or chip.require("interconnect.chip_bandwidth_one_way_bytes_per_s",
-                                             f"mesh axis {axis.name}")
+    topology = chip.texts.get("interconnect.topology", "")
+    links = chip.figure("interconnect.links_per_chip")
+    if topology == "switch":
+        egress = ici_one_way * links if ici_one_way and links else (
+            ici_one_way or chip.require("interconnect.chip_bandwidth_one_way_bytes_per_s", f"mesh axis {axis.name}"))
         return Link(name, egress, None, False, True, latency)
+    if topology == "mesh":  # fully connected: a link of its own to every peer
+        domain = chip.figure("interconnect.domain_size")
+        peer = ici_one_way or chip.figure("interconnect.link_bandwidth_one_way_bytes_per_s") or (
+            chip.require("interconnect.chip_bandwidth_one_way_bytes_per_s", f"mesh axis {axis.name}")
+            / max(1, (domain or 2) - 1))
+        return Link(name, peer, None, False, True, latency, direct=True)
     one_way = ici_one_way or chip.require("interconnect.link_bandwidth_one_way_bytes_per_s",
                                           f"mesh axis {axis.name}")
     bidi = 2 * ici_one_way if ici_one_way else (chip.figure("interconnect.link_bandwidth_bidi_bytes_per_s")
                                                 or 2 * one_way)
     wrap = chip.figure("interconnect.wraparound_min_axis_size")
-    ring = chip.texts.get("interconnect.topology", "").startswith("torus") and wrap is not None \
-        and axis.size >= wrap
+    # a torus axis closes into a ring at the chip's wraparound size and its multiples
+    # (whole 4x4x4 cubes on v4 and v5p; the full 16 on v5e and v6e)
+    ring = topology.startswith("torus") and wrap is not None and axis.size >= wrap and axis.size % wrap == 0
     return Link(name, one_way, bidi, ring, False, latency)
+
+
+def check_domain(axes: list[MeshAxis], chip: Chip | None) -> None:
+    """The ICI (or NVLink) axes together may span at most the chip's domain."""
+    if chip is None:
+        return
+    domain = chip.figure("interconnect.domain_size")
+    chips = 1
+    for axis in axes:
+        if axis.link == "ici":
+            chips *= axis.size
+    if domain is not None and chips > domain:
+        name = chip.texts.get("interconnect.name", "ICI")
+        raise HardwareError(f"the mesh's {name} axes span {chips} chips, but {chip.name}'s {name} reaches "
+                            f"{int(domain)}: put the outer axes on DCN (e.g. Y=4@dcn)")
 
 
 def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_one_way=None) -> Time:
     """The time of one collective over `axes` moving V bytes per chip."""
-    if chip is None:
-        raise HardwareError("collectives need a chip's link figures: name a chip (--chip)")
     links = [link(a, chip, ici_one_way) for a in axes]
     if kind == "AllReduce":
         once = time("AllGather", axes, V, chip, ici_one_way)
         return Time(2 * once.bandwidth, 2 * once.latency, 2 * once.hops, once.links, once.latency_known)
     if all(l.ring for l in links):
-        bandwidth = V / (links[0].bidi * len(axes)) if len({l.bidi for l in links}) == 1 else \
-            V / sympy.Add(*(l.bidi for l in links))
+        bandwidth = V / sympy.Add(*(l.bidi for l in links))
     else:
+        # one axis after another; the array grows as it goes, so the slowest link goes first,
+        # while the array is smallest, and the fastest moves the whole V
+        pairs = sorted(zip(axes, links), key=lambda p: float(_per_byte(*p)))
         bandwidth, grown = sympy.Integer(0), V
-        for axis, l in reversed(list(zip(axes, links))):  # the last axis moves the whole V
-            part = grown if l.ring else sympy.Rational(axis.size - 1, axis.size) * grown
-            bandwidth += part / (l.bidi if l.ring else l.one_way)
+        for axis, l in pairs:
+            bandwidth += _per_byte(axis, l) * grown
             grown = grown / axis.size
     if kind == "AllToAll":
         bandwidth = bandwidth / 4
@@ -120,6 +162,15 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
     latency = sympy.Add(*(_hops(a, l) * (l.latency or 0) for a, l in zip(axes, links)))
     described = ", ".join(f"{a.name}: {l.describe()}" for a, l in zip(axes, links))
     return Time(bandwidth, latency, hops, described, known)
+
+
+def _per_byte(axis: MeshAxis, l: Link) -> sympy.Expr:
+    """Seconds per byte of the array gathered over one axis."""
+    if l.ring:
+        return 1 / l.bidi
+    if l.direct:  # (N - 1)/N of it arrives over N - 1 links at once
+        return sympy.Rational(1, axis.size) / l.one_way
+    return sympy.Rational(axis.size - 1, axis.size) / l.one_way
 
 
 def _hops(axis: MeshAxis, l: Link) -> int:

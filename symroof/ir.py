@@ -88,7 +88,7 @@ class Tensor:
             part = str(dim)
             if values and dim.name in values and shown is not None and dim.name not in shown:
                 shown.add(dim.name)
-                part = f"{dim.name}={values[dim.name]}" + part[len(dim.name):]
+                part = f"{part}={values[dim.name]}"
             parts.append(part)
         prefix = f"{self.name}: " if self.name else ""
         notes = ((f"U{subscript(self.unreduced)}",) if self.unreduced else ()) + tuple(notes)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sympy
 
 from .roofline import CONVENTIONS, Analysis, Threshold, dim_names
+from .sharding import Local
 
 
 def json_value(value):
@@ -44,13 +45,15 @@ def _one(a: Analysis, limit, solve) -> dict:
     if a.program is not None:
         out["spec"] = a.spec
         out["symbols"] = {name: "positive integer" for name in a.dims}
+        local = [str(i) for plan in a.cost.plans for i in plan.items if isinstance(i, Local)]
         out["steps"] = [{
-            "step": str(s.step), "compute_dtype": s.step.compute.name,
+            "step": str(s.step), **({"per_chip": local[k]} if a.mesh is not None else {}),
+            "compute_dtype": s.step.compute.name,
             "flops": json_value(a._at(s.flops)),
             "flops_exact": json_value(a._at(s.flops_exact)),
             "bytes_read": json_value(a._at(s.bytes_read)),
             "bytes_written": json_value(a._at(s.bytes_written)),
-        } for s in a.steps]
+        } for k, s in enumerate(a.steps)]
     out["values"] = {k: int(v) for k, v in a.values.items()}
     for key in ("flops", "flops_exact", "bytes", "bytes_read", "bytes_written", "intensity",
                 "intensity_exact"):
@@ -62,7 +65,7 @@ def _one(a: Analysis, limit, solve) -> dict:
         out["flops_total"] = json_value(a.flops_total)
         out["replication"] = json_value(a.replication)
         out["local_steps"] = [str(item) for plan in a.cost.plans for item in plan.items
-                              if not hasattr(item, "kind")]
+                              if isinstance(item, Local)]
     m = a.machine
     if m is not None:
         out["chip"] = {"name": m.name, "id": m.chip.id if m.chip is not None else None,
@@ -73,26 +76,33 @@ def _one(a: Analysis, limit, solve) -> dict:
             out["t_math"] = json_value(a.t_math)
         if m.hbm_bw is not None:
             out["t_comms"] = json_value(a.t_comms)
-        if a.cost.moves:
+        if a.cost.moves and a.has_links:
             out.update(_network(a))
-        if m.hbm_bw is not None and a.has_peak:
+        elif a.cost.moves:
+            out["collectives"] = _bare_collectives(a)
+        if m.hbm_bw is not None and a.has_peak and (a.has_links or not a.cost.moves):
             out["critical_intensity"] = json_value(a.critical_intensity)
             for key in ("t_lower", "t_upper", "achieved_flops_per_s"):
                 out[key] = json_value(getattr(a, key))
             out["bound"] = json_value(a.bound)
     elif a.cost.moves:
-        out["collectives"] = [{"op": move.move.kind, "axes": list(move.move.axes),
-                               "array": move.move.before.text(move.move.dtype),
-                               "bytes": json_value(move.bytes), "inserted": move.move.why is not None,
-                               "why": move.move.why} for move in a.cost.moves]
+        out["collectives"] = _bare_collectives(a)
     if limit:
         out["intensity_limit"] = json_value(a.limit(*limit))
         out["limit_as"] = list(limit)
     if solve:
         out["threshold"] = threshold_dict(a.threshold(solve))
-        if a.collectives and out["threshold"].get("network") is not None:
-            out["threshold"]["network"]["latency_floor"] = json_value(a.t_network_latency)
+        if a.cost.moves and a.has_links and out["threshold"].get("network") is not None:
+            out["threshold"]["network"]["latency_floor"] = json_value(a.t_network_latency) \
+                if a.t_network_latency_known else None
     return out
+
+
+def _bare_collectives(a: Analysis) -> list:
+    """The collectives without times, where no link figures are given."""
+    return [{"op": move.move.kind, "axes": list(move.move.axes), "array": move.move.before.text(move.move.dtype),
+             "bytes": json_value(a._at(move.bytes)), "inserted": move.move.why is not None,
+             "why": move.move.why} for move in a.cost.moves]
 
 
 def _network(a: Analysis) -> dict:
@@ -102,10 +112,11 @@ def _network(a: Analysis) -> dict:
                         "array": move.move.before.text(move.move.dtype),
                         "bytes": json_value(move.bytes), "link": t.links,
                         "t": json_value(t.total), "t_bandwidth": json_value(t.bandwidth),
-                        "t_latency": json_value(t.latency), "hops": t.hops,
+                        "t_latency": json_value(t.latency) if t.latency_known else None, "hops": t.hops,
                         "inserted": move.move.why is not None, "why": move.move.why})
     return {"collectives": entries, "t_network": json_value(a.t_network),
             "t_network_latency": json_value(a.t_network_latency),
+            "t_network_latency_known": a.t_network_latency_known,
             "network_bytes": json_value(a.network_bytes),
             "network_intensity": json_value(a.network_intensity),
             "critical_network_intensity": json_value(a.critical_network_intensity)}

@@ -86,6 +86,11 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
                                       rf"\underbrace{{{tex(a.bytes_written)}}}_{{\text{{written}}}}"))
     else:
         rows.append((r"\text{bytes}", tex(a.bytes)))
+    if a.mesh is not None:
+        for plan in a.cost.plans:
+            for item in plan.items:
+                rows.append((r"\text{per chip}" if hasattr(item, "inputs") else r"\text{collective}",
+                             rf": \texttt{{{_text(str(item))}}}"))
     label = name or _kind(a)
     intensity = rf"\frac{{{tex(a.flops)}}}{{{tex(a.bytes)}}}" if a.bytes != 0 else r"\infty"
     if a.bytes != 0 and sympy.simplify(a.intensity - a.flops / a.bytes) == 0 and \
@@ -109,7 +114,7 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
             rows.append((r"T_\text{network}", " + ".join(parts) + r"\ \text{s}"))
         if solve:
             rows += _threshold_rows(a, solve, tex)
-    relation = lambda right: "" if right.startswith((">", "<", "\\text")) else "= "
+    relation = lambda right: "" if right.startswith((">", "<", ":", "\\text")) else "= "
     body = " \\\\\n".join(f"{left} &{relation(right)}{right}" for left, right in rows)
     if markdown:
         return f"$$\n\\begin{{aligned}}\n{body}\n\\end{{aligned}}\n$$"
@@ -154,6 +159,8 @@ def _kind(a) -> str:
     steps = a.steps
     if a.program is None or len(steps) != 1:
         return "spec"
+    if a.mesh is not None:
+        return "per chip"
     step = steps[0].step
     if len(step.inputs) == 2 and step.summed:
         if not step.output.labels or all(l.startswith("1") for l in step.output.labels):

@@ -14,16 +14,16 @@ from .sharding import Local
 from .show import number, over, pretty, seconds
 
 
-def threshold_text(t: Threshold, values: dict | None = None, latency=None) -> str:
+def threshold_text(t: Threshold, values: dict | None = None, latency=None, step: int = 1) -> str:
     """A threshold in lines: the rule, the exact answer with its condition, the reason; on
     a mesh, then the same against the network."""
     parts = []
     if t.rule is not None:
         how = f"[rule: {', '.join(t.rule_as)} -> oo]" if t.rule_as else \
             "[exact: no other named dim to take to infinity]"
-        parts.append(f"{_bound_on(t.var, t.op, t.rule)}  {how}")
+        parts.append(f"{_bound_on(t.var, t.op, t.rule, step)}  {how}")
     if t.exact is not None and t.rule_as and t.exact != t.rule:
-        exact = f"exact: {_bound_on(t.var, t.op, t.exact)}"
+        exact = f"exact: {_bound_on(t.var, t.op, t.exact, step)}"
         if t.condition is not None:
             exact += f", when {pretty(t.condition)}"
             exact += {"never": " (never otherwise)", "always": f" (at every {t.var} otherwise)"}.get(
@@ -36,19 +36,33 @@ def threshold_text(t: Threshold, values: dict | None = None, latency=None) -> st
     if not parts:
         parts.append(f"no threshold on {t.var}")
     if t.network is not None:
-        head = "against the network (bandwidth-bound regime"
-        head += f"; latency floor {seconds(latency)}):" if latency is not None and latency.is_number else "):"
+        head = "against the network (bandwidth-bound regime" + (f"; {latency}):" if latency else "):")
         parts = [f"against HBM: {parts[0]}", *parts[1:], head,
-                 *("  " + line for line in threshold_text(t.network, values).split("\n"))]
+                 *("  " + line for line in threshold_text(t.network, values, step=step).split("\n"))]
     return "\n".join(parts)
 
 
-def _bound_on(var: str, op: str, value) -> str:
-    text = f"{var} {op} {pretty(value)}"
-    if value.is_number and op == ">":
+def latency_text(a: Analysis) -> str:
+    """The network's latency floor in words, saying where hop latencies are unknown."""
+    floor = a.t_network_latency
+    if a.t_network_latency_known:
+        return f"latency floor {seconds(floor)}"
+    if floor:
+        return f"latency floor at least {seconds(floor)} (some links' hop latency is unknown)"
+    return "latency floor unknown (the chip has no hop latency figure)"
+
+
+def _bound_on(var: str, op: str, value, step: int = 1) -> str:
+    """`B > 240.24 (B >= 241)`; a dim split over chips moves in steps of that many."""
+    if not value.is_number:
+        return f"{var} {op} {pretty(value)}"
+    shown = f"{float(value):.2f}".rstrip("0").rstrip(".") if 1e-2 <= abs(float(value)) < 1e12 else pretty(value)
+    text = f"{var} {op} {shown}"
+    if op == ">":
         if value < 1:
             return f"{text}: every {var} >= 1"
-        return f"{text} ({var} >= {int(sympy.floor(value)) + 1})"
+        first = (int(sympy.floor(value)) // step + 1) * step
+        return f"{text} ({var} >= {first}" + (f", a multiple of {step}" if step > 1 else "") + ")"
     return text
 
 
@@ -60,7 +74,7 @@ def table(a: Analysis, limit=None, solve=None) -> str:
         rows.append(("spec", a.spec.replace("\n", "; ")))
     if a.mesh is not None:
         rows.append(("mesh", ", ".join(f"{x.name}={x.size} ({x.link.upper()})" for x in a.mesh.axes)
-                     + f": {a.mesh.chips} chips; the counts below are per chip"))
+                     + f": {a.mesh.chips} chip{'s' if a.mesh.chips != 1 else ''}; the counts below are per chip"))
     lines = a.lines
     if len(lines) > 1:
         for i, line in enumerate(lines, 1):
@@ -83,7 +97,7 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     rows.append(("bytes", pretty(a.bytes) + (" (HBM)" if a.mesh is not None else "")))
     rows.append(("intensity", f"{pretty(a.intensity)} FLOPs/byte"
                  + ("" if a.intensity_exact == a.intensity else f"   (exact: {pretty(a.intensity_exact)})")))
-    network = bool(a.cost.moves) and m is not None and m.chip is not None
+    network = bool(a.cost.moves) and a.has_links
     if m is not None and a.has_peak:
         if m.hbm_bw is not None:
             rows.append(("critical", _critical_text(a)))
@@ -94,12 +108,10 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     if m is not None and m.hbm_bw is not None:
         rows.append(("T_comms", _time(a, "comms") + (" (HBM)" if a.mesh is not None else "")))
     if network:
-        floor = a.t_network_latency
-        known = all(t.latency_known for _, t in a.collectives)
-        rows.append(("T_network", _network_time(a) + " (bandwidth-bound); latency floor "
-                     + (seconds(floor) if known else "unknown (the chip has no hop latency)")))
+        rows.append(("T_network", _network_time(a) + " (bandwidth-bound); " + latency_text(a)))
     elif a.cost.moves and m is not None:
-        rows.append(("note", "collectives need a chip's link figures: name the chip (--chip)"))
+        rows.append(("note", "costing the collectives needs link figures: name a chip (--chip) or "
+                             "give --ici-bw"))
     if m is not None and m.hbm_bw is not None and a.has_peak and (network or not a.cost.moves):
         three = ", T_network" if network else ""
         rows.append(("T_lower", seconds(a.t_lower) if a.t_lower.is_number else f"max(T_math, T_comms{three})"))
@@ -116,8 +128,8 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     if limit:
         rows.append(("limit", f"intensity -> {pretty(a.limit(*limit))} as {', '.join(limit)} -> oo"))
     if solve:
-        latency = a.t_network_latency if network else None
-        rows.append(("threshold", threshold_text(a.threshold(solve), a.values, latency)))
+        rows.append(("threshold", threshold_text(a.threshold(solve), a.values,
+                                                 latency_text(a) if network else None, a.granularity(solve))))
     width = max(len(k) for k, _ in rows) + 2
     out = []
     for key, value in rows:
@@ -160,14 +172,15 @@ def _collective_text(a: Analysis, move) -> str:
         return text
     t = next(t for m, t in a.collectives if m.move is move)
     shown = seconds(t.bandwidth) if t.bandwidth.is_number else over(V, V / t.bandwidth) + " s"
-    floor = f", at least {seconds(t.latency)} ({t.hops} hops)" if t.latency_known else ""
+    hops = f"{t.hops} hop{'s' if t.hops != 1 else ''}"
+    floor = f", at least {seconds(t.latency)} ({hops})" if t.latency_known else f" ({hops}; latency unknown)"
     return f"{text}; {t.links}: {shown}{floor}"
 
 
 def _line_summary(line: Analysis) -> str:
     parts = [f"FLOPs {pretty(line.flops)}", f"bytes {pretty(line.bytes)}"]
     m = line.machine
-    if m is not None and m.hbm_bw is not None and line.has_peak and (m.chip is not None or not line.cost.moves):
+    if m is not None and m.hbm_bw is not None and line.has_peak and (line.has_links or not line.cost.moves):
         parts += [f"T_math {_time(line, 'math')}", f"T_comms {_time(line, 'comms')}"]
         if line.cost.moves:
             parts.append(f"T_network {_network_time(line)}")
@@ -228,11 +241,17 @@ def _network_time(a: Analysis) -> str:
     return " + ".join(parts) + " s"
 
 
+def _network_bound(a: Analysis) -> str:
+    if a.t_network.is_number and a.t_network_latency.is_number and a.t_network_latency > a.t_network:
+        return "network-bound (latency: the collectives are too small to fill the links)"
+    return "network-bound (T_network)"
+
+
 def _bound_text(a: Analysis) -> str:
     bound = a.bound
     if isinstance(bound, str):
         return {"compute": "compute-bound (T_math is the largest)", "memory": "memory-bound (T_comms, HBM)",
-                "network": "network-bound (T_network)", "balanced": "balanced (T_math = T_comms)"}[bound]
+                "network": _network_bound(a), "balanced": "balanced (T_math = T_comms)"}[bound]
     if a.cost.moves:
         return "compute-bound when T_math > max(T_comms, T_network); which bound depends on the sizes"
     if a.critical_intensity.is_number:

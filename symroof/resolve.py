@@ -71,6 +71,13 @@ def resolve(statements: list, text: str, default_dtype: str = "bf16", mesh: Mesh
             resolved.append(_Statement(ctx, written).resolve())
     if not resolved:
         raise SpecError("the spec declares a mesh but nothing to run on it", text, 0)
+    for name, (value, span) in ctx.values.items():
+        chips = 1
+        for axis in ctx.splits.get(name, ()):
+            chips *= ctx.mesh.axis(axis).size
+        if value % chips:
+            raise ctx.error(f"{name} = {value} does not split evenly over "
+                            f"{', '.join(sorted(ctx.splits[name]))} ({chips} chips)", span)
     return Program(tuple(resolved), tuple((name, value) for name, (value, _) in ctx.values.items()),
                    ctx.mesh)
 
@@ -269,7 +276,12 @@ class _Statement:
                         f"{d.name} appears twice in one tensor; give the second its own name "
                         f"(e.g. {d.name}2) or write the sizes as numbers", d.span)
                 seen[d.name] = d
-        return Tensor(dtype, tuple(dims), name, self._unreduced(w, allow_compute))
+        unreduced = self._unreduced(w, allow_compute)
+        for axis in unreduced:
+            if axis in split_by:
+                raise self.ctx.error(f"{axis} splits {split_by[axis].text} and holds partial sums too: an "
+                                     "axis either splits a dim or is unreduced", w.annotations[0].span)
+        return Tensor(dtype, tuple(dims), name, unreduced)
 
     def _check_einsum_term(self, w: WTensor) -> None:
         letters = [d.name for d in w.dims]

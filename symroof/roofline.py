@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import numbers
 import warnings
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from typing import Mapping
 import sympy
 
 from . import dtypes
-from .collectives import time as collective_time
+from .collectives import check_domain, time as collective_time
 from .cost import Cost, cost, statement_cost
 from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from .hardware import Chip, exact_value, get_chip
@@ -123,9 +124,7 @@ def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ici
     peak = None if peak_flops is None else exact_number(peak_flops, "peak FLOPs/s", "1.97e14")
     bw = None if hbm_bw is None else exact_number(hbm_bw, "HBM bandwidth", "8.2e11")
     ici = None if ici_bw is None else exact_number(ici_bw, "ICI bandwidth (one way, per link)", "4.5e10")
-    if chip is None and peak is None and bw is None:
-        if ici is not None:
-            raise HardwareError("--ici-bw replaces a chip's link figure: name the chip (--chip)")
+    if chip is None and peak is None and bw is None and ici is None:
         return None
     if bw is None and chip is not None:
         bw = chip.figure("hbm_bandwidth_bytes_per_s")
@@ -153,6 +152,8 @@ def analyze(spec: str | Program, chip: str | Chip | None = None, *, dtype: str =
     """
     if not isinstance(dtype, str):
         raise SpecError(f"dtype must be a dtype's name such as 'bf16', got {dtype!r}")
+    if isinstance(spec, Program) and mesh is not None:
+        raise SpecError("a parsed Program carries its mesh: give the mesh to parse(), not analyze()")
     program = spec if isinstance(spec, Program) else parse(spec, dtype, mesh)
     target = machine(chip, peak_flops=peak_flops, hbm_bw=hbm_bw, ici_bw=ici_bw, overrides=overrides,
                      variant=variant, hardware=hardware)
@@ -355,11 +356,41 @@ class Analysis:
             return sympy.Integer(1)
         return _ratio(self.mesh.chips * self.flops, self.flops_total)
 
+    def granularity(self, dim) -> int:
+        """The step a dim's size moves in: the chips that split it (its sizes must divide
+        evenly), 1 for a dim no axis splits."""
+        step = 1
+        if self.program is not None and self.mesh is not None:
+            for statement in self.program.statements:
+                for tensor in (*statement.operands, statement.output):
+                    for d in tensor.dims:
+                        if d.name == str(dim):
+                            chips = 1
+                            for axis in d.axes:
+                                chips *= self.mesh.axis(axis).size
+                            step = step * chips // math.gcd(step, chips)
+        return step
+
+    @property
+    def has_links(self) -> bool:
+        """Whether the collectives can be costed: a chip's figures, or --ici-bw for ICI axes."""
+        if self.machine is None:
+            return False
+        if self.machine.chip is not None:
+            return True
+        return self.machine.ici_bw is not None and all(a.link == "ici" for a in self.mesh.axes)
+
+    @functools.cached_property
+    def t_network_latency_known(self) -> bool:
+        """Whether every link's hop latency is known (else the floor is a lower bound)."""
+        return all(t.latency_known for _, t in self.collectives)
+
     @functools.cached_property
     def _collectives_base(self) -> tuple:
         if not self.cost.moves:
             return ()
         ici = self.machine.ici_bw if self.machine is not None else None
+        check_domain(list(self.mesh.axes), self.chip)
         return tuple((move, collective_time(move.move.kind, [self.mesh.axis(a) for a in move.move.axes],
                                             move.bytes, self.chip, ici)) for move in self.cost.moves)
 
@@ -388,7 +419,7 @@ class Analysis:
     @functools.cached_property
     def t_network_floored(self) -> sympy.Expr:
         """Each collective's time as the larger of bandwidth and latency, summed."""
-        return sympy.Add(*(_floored(t) for _, t in self.collectives))
+        return sympy.Add(*(t.total for _, t in self.collectives))
 
     @functools.cached_property
     def _network_bytes_base(self) -> sympy.Expr:
@@ -503,7 +534,7 @@ class Analysis:
             return Threshold(str(x), None, None, None, reason="no FLOPs to run: it is never compute-bound")
         found = solve(self, x, Roof("HBM", self._t_comms_base, self.t_comms, self.cost.bytes,
                                     self.bytes, self.critical_intensity))
-        if self.collectives:
+        if self.cost.moves and self.has_links:
             network = solve(self, x, Roof("network", self._t_network_base, self.t_network,
                                           self._network_bytes_base, self.network_bytes,
                                           self.critical_network_intensity))
@@ -569,7 +600,8 @@ class Analysis:
 # ---- helpers ------------------------------------------------------------------------------
 
 _QUANTITIES = ("flops", "flops_exact", "bytes", "bytes_read", "bytes_written", "intensity",
-               "intensity_exact", "t_math", "t_comms", "t_lower", "t_upper", "achieved_flops_per_s")
+               "intensity_exact", "t_math", "t_comms", "t_lower", "t_upper", "achieved_flops_per_s",
+               "flops_total", "t_network", "t_network_latency", "network_bytes", "network_intensity")
 
 
 def _ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
@@ -603,15 +635,6 @@ def _check_splits(program: Program, values: dict) -> None:
                     if values[dim.name] % chips:
                         raise SpecError(f"{dim.name} = {values[dim.name]} does not split evenly over "
                                         f"{', '.join(dim.axes)} ({chips} chips)")
-
-
-def _floored(t) -> sympy.Expr:
-    """A collective's time: the larger of its bandwidth and latency terms."""
-    if not t.latency:
-        return t.bandwidth
-    if t.bandwidth.is_number:
-        return sympy.Max(t.bandwidth, t.latency)
-    return sympy.Max(t.bandwidth, t.latency, evaluate=False)
 
 
 def _size(name: str, value) -> int:

@@ -137,13 +137,28 @@ def lower(statement: Contraction | Collective, mesh: Mesh) -> Plan:
                 layouts.append(Layout(term.labels, term.axes, term.unreduced))
         final = k == len(statement.steps) - 1
         carried = _lower_step(step, layouts, final, items)
+    for item in items:
+        for layout in ((item.before, item.after) if isinstance(item, Move) else (*item.inputs, item.output)):
+            if not _valid(layout):
+                raise ShardingError(f"symroof found no valid way to run this layout ({layout.text(DType('?', 0, '?', False))} "
+                                    "would split two dims over one axis); write the collectives out")
+    # a collective over axes of one chip each moves nothing
+    items = [i for i in items if not (isinstance(i, Move) and all(mesh.axis(a).size == 1 for a in i.axes))]
     return Plan(tuple(items), dict(statement.sizes))
+
+
+def _valid(layout: Layout) -> bool:
+    """No axis splits two dims, or splits a dim and holds partial sums too."""
+    used = [a for axes in layout.axes for a in axes] + list(layout.unreduced)
+    return len(used) == len(set(used))
 
 
 def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list) -> Layout:
     summed = set(step.summed)
     dtypes = [t.dtype for t in step.inputs]
-    order = list(dict.fromkeys(l for t in step.inputs for l in t.labels))
+    every = list(dict.fromkeys(l for t in step.inputs for l in t.labels))
+    # contracting dims first: gathering them frees axes that a batch dim may then take
+    order = [l for l in every if l in summed] + [l for l in every if l not in summed]
     # 1. shared dims split alike
     for label in order:
         holders = [i for i, lay in enumerate(layouts) if label in lay.labels]
@@ -157,6 +172,9 @@ def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list) -> 
                    "gathered to the split they share")
         else:
             target = max(splits, key=len) if _nested(splits) else _common(splits)
+            # a side can take the longer split only where those axes are free in it
+            if any(not _free(layouts[i], label, target) for i in holders):
+                target = _common(splits)
         for i in holders:
             have = layouts[i].of(label)
             if have == target:
@@ -174,8 +192,17 @@ def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list) -> 
             if gathered.of(label) != target:  # what is left is now a prefix: slice to match
                 layouts[i] = layouts[i].with_axes(label, target)
     # 2. partial sums over the axes of split summed dims
-    split = {l: next(lay.of(l) for lay in layouts if l in lay.labels) for l in order}
-    partial = tuple(dict.fromkeys(a for l in order if l in summed for a in split[l]))
+    split = {l: next(lay.of(l) for lay in layouts if l in lay.labels) for l in every}
+    partial = tuple(dict.fromkeys(a for l in every if l in summed for a in split[l]))
+    if final:
+        # a result split where its inputs are not: each chip computes only its part (its
+        # inputs are replicated there, so it slices them locally, for free)
+        for label, want in zip(step.output.labels, step.output.axes):
+            if label in split and not split[label] and want and not set(want) & set(partial) and \
+                    all(_free(lay, label, want) for lay in layouts if label in lay.labels) and \
+                    not any(set(want) & set(split[l]) for l in every if l != label):
+                layouts = [lay.with_axes(label, want) if label in lay.labels else lay for lay in layouts]
+                split[label] = want
     # 3. the natural result, and case 4
     out_labels = step.output.labels
     natural = Layout(out_labels, tuple(split.get(l, ()) for l in out_labels), partial)
@@ -269,6 +296,12 @@ def _check_distinct(natural: Layout, step: Step, layouts: list[Layout]) -> None:
                 raise ShardingError(f"{axis} would split {what} of the result: one axis splits at most "
                                     "one dim of a tensor, so this is not valid as written", fixes)
             owner[axis] = label
+
+
+def _free(layout: Layout, label: str, axes: Axes) -> bool:
+    """Whether `label` of this layout may be split over `axes`: no other dim uses them."""
+    return not any(set(axes) & set(other) for l, other in zip(layout.labels, layout.axes) if l != label) \
+        and not set(axes) & set(layout.unreduced)
 
 
 def _common(splits) -> Axes:

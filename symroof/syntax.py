@@ -339,14 +339,15 @@ def _size_of(token: Token, text: str) -> int:
 
 
 def _dim(tree: Tree, text: str) -> WDim:
-    size, subscript = tree.children
+    size, subscript, equals, bound = tree.children
     parts = size.children
     if size.data == "named_size":
-        name, value = str(parts[0]), None
-    elif size.data == "literal_size":
-        name, value = None, _size_of(parts[0], text)
+        name, value = str(parts[0]), None if bound is None else _size_of(bound, text)
     else:
-        name, value = str(parts[0]), _size_of(parts[2], text)
+        if bound is not None:
+            raise SpecError("a literal size has no '=': write D=4096 to name a dim and give it a size",
+                            text, *_span(equals))
+        name, value = None, _size_of(parts[0], text)
     axes: tuple[str, ...] = ()
     axes_span = None
     if subscript is not None:
@@ -430,6 +431,9 @@ def _hint(text: str, pos: int, end: int, got: str, expected: set[str]) -> SpecEr
         return SpecError("write '->' (or '→') before the result, not '=>'", text, start, start + 2)
     if here.startswith("..."):
         return SpecError("'...' (an ellipsis) is not supported: write the dims out", text, pos, pos + 3)
+    line_start = text.rfind("\n", 0, pos) + 1
+    if re.match(r"\s*mesh\b", text[line_start:pos]) and "COMMA" in expected and got.startswith("'"):
+        return SpecError("separate mesh axes with ',', as in 'mesh X=2, Y=4'", text, pos, end)
     if got in ("'x'", "'X'", "'×'") and "OPERATOR" in expected:
         return SpecError(f"use '@' or '*' between operands ({got} reads as a name)", text, pos, end)
     if here[:1] == "-" and here[1:2].isdigit() and "INT" in expected:

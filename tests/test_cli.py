@@ -79,7 +79,7 @@ def test_overrides_apply_for_one_analysis():
 def test_text_output_reads_well():
     code, out, err = run("analyze", MATMUL, "--chip", "tpu-v5e", "--solve", "B", "--set", "D=4096,F=4096")
     assert code == 0 and err == ""
-    assert "T_math" in out and "240.244" in out and "272.171" in out
+    assert "T_math" in out and "240.24" in out and "272.17" in out
     assert "1 FLOP = one multiply or one add" in out
 
 
