@@ -7,29 +7,34 @@
     \\text{FLOPs} &= 2 B D F \\quad \\text{(exactly } B F \\left(2 D - 1\\right)\\text{)} \\\\
     \\text{bytes} &= \\underbrace{2 B D + 2 D F}_{\\text{read}} + \\underbrace{2 B F}_{\\text{written}} \\\\
     \\text{Intensity}(\\text{matmul}) &= \\frac{2 B D F}{2 B D + 2 B F + 2 D F} = \\frac{B D F}{B D + B F + D F} \\to B \\quad (D, F \\to \\infty) \\\\
-    \\text{Intensity}(\\text{TPU v5e}) &= \\frac{1.97\\times10^{14}}{8.2\\times10^{11}} \\approx 240.2 \\\\
+    \\text{Intensity}(\\text{TPU v5e, bf16}) &= \\frac{1.97\\times10^{14}}{8.2\\times10^{11}} \\approx 240.2 \\\\
     T_\\text{math} &= \\frac{2 B D F}{1.97\\times10^{14}}\\ \\text{s} \\\\
     T_\\text{comms} &= \\frac{2 B D + 2 B F + 2 D F}{8.2\\times10^{11}}\\ \\text{s} \\\\
     B &> \\frac{1.97\\times10^{14}}{8.2\\times10^{11}} \\approx 240.2 \\quad (D, F \\to \\infty) \\\\
-    B &> \\frac{240.2 D F}{D F - 240.2 D - 240.2 F} \\quad \\text{when } \\frac{D F}{D + F} > 240.2
+    B &> \\frac{240.2 D F}{D F - 240.2 D - 240.2 F} \\quad \\text{when } \\frac{D F}{D + F} > 240.2\\text{, never otherwise}
     \\end{align*}
 
-Dim names print as written: a multi-letter name is one italic word (`\\mathit{seq}`), never
-a product of letters.
+Dim names print as written: a multi-letter name is one italic word (`\\mathit{seq}`), set
+apart from its neighbours by a thin space, never a product of letters; Greek letters
+print as their commands (`\\Delta`), other non-ASCII names as text.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import sympy
 from sympy.printing.latex import LatexPrinter
 
+from .ir import dim_symbol
 from .show import number
+
+_SECONDS = r"\ \text{s}"
 
 
 def tex_number(value, digits: int = 4) -> str:
-    """1.97e14 as 1.97\\times10^{14}; 240.2439 as 240.2.
+    """1.97e14 as 1.97\\times10^{14}; 240.2439 as 240.2; 8755.556 as 8755.6.
 
     Examples:
         >>> tex_number(sympy.Integer(197000000000000)), tex_number(sympy.Rational(9850, 41))
@@ -46,79 +51,112 @@ def tex_number(value, digits: int = 4) -> str:
 
 
 class _Printer(LatexPrinter):
-    """sympy's LaTeX with multi-letter dims as one word and numbers in the book's style."""
+    """sympy's LaTeX with the spec's names and numbers in the book's style."""
 
-    def __init__(self, names):
-        super().__init__({"symbol_names": names})
+    def __init__(self, names, words: bool):
+        # a thin space between factors keeps "seq dmodel" from reading as one word
+        super().__init__({"symbol_names": names, "mul_symbol": r"\," if words else None})
 
     def _print_Float(self, expr):
         return tex_number(expr)
 
     def _print_Rational(self, expr):
-        if expr.is_Integer or (abs(expr.p) < 10**4 and expr.q < 10**4):
+        if expr.is_Integer:
+            return tex_number(expr) if abs(expr) >= 10**7 else super()._print_Rational(expr)
+        if abs(expr.p) < 10**4 and expr.q < 10**4:
             return super()._print_Rational(expr)
         return tex_number(expr)
 
 
-def _names(a) -> dict:
-    names = {}
-    for name in a.dims:
-        symbol = sympy.Symbol(name, positive=True, integer=True)
-        names[symbol] = name if len(name) == 1 else rf"\mathit{{{_escape(name)}}}"
-    return names
+def tex_name(name: str) -> str:
+    """A dim's name in math: B, \\mathit{seq}, \\Delta, \\text{批次}.
+
+    Examples:
+        >>> tex_name("B"), tex_name("seq"), tex_name("Δ")
+        ('B', '\\\\mathit{seq}', '\\\\Delta')
+    """
+    if name.isascii():
+        return name if len(name) == 1 else rf"\mathit{{{name}}}"
+    if len(name) == 1 and unicodedata.name(name, "").startswith("GREEK"):
+        letter = unicodedata.name(name).split()[-1].lower()
+        capital = "CAPITAL" in unicodedata.name(name)
+        return "\\" + (letter.capitalize() if capital else letter)
+    return rf"\text{{{_text(name)}}}"
 
 
-def _escape(name: str) -> str:
-    return re.sub(r"([#$%&_{}])", r"\\\1", name)
+def _printer(a) -> _Printer:
+    names = {dim_symbol(n): tex_name(n) for n in a.dims}
+    return _Printer(names, words=any(len(n) > 1 for n in a.dims))
 
 
 def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | None = None) -> str:
     """The analysis as aligned equations: FLOPs, bytes, the intensity as a fraction and
     simplified, its limit, the chip's critical intensity with its numbers, the times, and
-    the threshold by rule and exactly. `markdown` gives `$$ ... $$` (an `aligned` block)
-    for docs sites; otherwise an `align*` block."""
+    the threshold by rule and exactly, with what the text report says in words where no
+    number says it. `markdown` gives `$$ ... $$` (an `aligned` block) for docs sites;
+    otherwise an `align*` block."""
     from .roofline import dim_names
 
-    tex = _Printer(_names(a)).doprint
-    rows = [(r"\text{FLOPs}", tex(a.flops) + _exact(a, tex))]
+    tex = _printer(a).doprint
+    on_mesh = a.mesh is not None
+    rows: list[tuple[str, str, str]] = []  # (left, relation, right)
+    rows.append((r"\text{FLOPs per chip}" if on_mesh else r"\text{FLOPs}", "=", tex(a.flops) + _exact(a, tex)))
+    if on_mesh:
+        rows.append((r"\text{FLOPs in all}", "=", f"{tex(a.flops_total)} \\quad "
+                     rf"\text{{(over {a.mesh.chips} chips, replication {number(a.replication)})}}"))
+    bytes_label = r"\text{bytes per chip}" if on_mesh else r"\text{bytes}"
     if a.program is not None and a.bytes_written != 0:
-        rows.append((r"\text{bytes}", rf"\underbrace{{{tex(a.bytes_read)}}}_{{\text{{read}}}} + "
-                                      rf"\underbrace{{{tex(a.bytes_written)}}}_{{\text{{written}}}}"))
+        rows.append((bytes_label, "=", rf"\underbrace{{{tex(a.bytes_read)}}}_{{\text{{read}}}} + "
+                                       rf"\underbrace{{{tex(a.bytes_written)}}}_{{\text{{written}}}}"))
     else:
-        rows.append((r"\text{bytes}", tex(a.bytes)))
-    if a.mesh is not None:
-        for plan in a.cost.plans:
-            for item in plan.items:
-                rows.append((r"\text{per chip}" if hasattr(item, "inputs") else r"\text{collective}",
-                             rf": \texttt{{{_text(str(item))}}}"))
-    label = name or _kind(a)
-    intensity = rf"\frac{{{tex(a.flops)}}}{{{tex(a.bytes)}}}" if a.bytes != 0 else r"\infty"
-    if a.bytes != 0 and sympy.simplify(a.intensity - a.flops / a.bytes) == 0 and \
-            tex(a.intensity) != intensity:
-        intensity += f" = {_frac(a.intensity, tex)}"
-    dims = dim_names(limit or ())
-    if dims:
-        intensity += rf" \to {tex(a.limit(*dims))} \quad ({', '.join(_dim(d) for d in dims)} \to \infty)"
-    rows.append((rf"\text{{Intensity}}(\text{{{label}}})", intensity))
+        rows.append((bytes_label, "=", tex(a.bytes)))
+    for plan in a.cost.plans:
+        for item in plan.items:
+            kind = r"\text{on each chip}" if hasattr(item, "inputs") else r"\text{collective}"
+            rows.append((kind, ":", rf"\text{{{_text(str(item))}}}"))
+    rows.append((rf"\text{{Intensity}}(\text{{{_text(name or _kind(a))}}})", "=", _intensity(a, tex, limit)))
     m = a.machine
-    if m is not None and m.hbm_bw is not None and a.has_peak and a.critical_intensity.is_number \
-            and a.critical_intensity is not sympy.nan:
-        peak, bw = a.peak_flops, m.hbm_bw
-        rows.append((rf"\text{{Intensity}}(\text{{{m.name}}})",
-                     rf"\frac{{{tex_number(peak)}}}{{{tex_number(bw)}}} \approx {tex_number(peak / bw)}"))
-        rows.append((r"T_\text{math}", _time(a.flops, peak, tex)))
-        rows.append((r"T_\text{comms}", _time(a.bytes, bw, tex)))
-        if a.collectives:
-            parts = [_time(move.bytes, move.bytes / t.bandwidth, tex)[:-len(r"\ \text{s}")]
-                     for move, t in a.collectives]
-            rows.append((r"T_\text{network}", " + ".join(parts) + r"\ \text{s}"))
-        if solve:
-            rows += _threshold_rows(a, solve, tex)
-    relation = lambda right: "" if right.startswith((">", "<", ":", "\\text")) else "= "
-    body = " \\\\\n".join(f"{left} &{relation(right)}{right}" for left, right in rows)
+    if m is not None and m.hbm_bw is not None and a.has_peak:
+        bw = m.hbm_bw
+        if a.critical_intensity.is_number and a.critical_intensity is not sympy.nan:
+            peak = a.peak_flops
+            rate = ", ".join(d.name for d in a.compute_dtypes)
+            rows.append((rf"\text{{Intensity}}(\text{{{_text(m.name)}, {rate}}})", "=",
+                         rf"{_ratio(peak, bw)} \approx {tex_number(peak / bw)}"))
+            rows.append((r"T_\text{math}", "=", _over(a.flops, peak, tex) + _SECONDS))
+        elif a.flops == 0:
+            rows.append((r"T_\text{math}", "=", "0" + _SECONDS))
+        rows.append((r"T_\text{comms}", "=", _over(a.bytes, bw, tex) + _SECONDS))
+        if a.cost.moves and a.has_links:
+            rows.append((r"T_\text{network}", "=", _network(a, tex)))
+        elif a.cost.moves:
+            rows.append((r"T_\text{network}", ":", r"\text{needs link figures (a chip, or --ici-bw)}"))
+        if (a.has_links or not a.cost.moves) and isinstance(a.bound, str):
+            rows.append((r"\text{bound}", ":", rf"\text{{{a.bound}}}"))
+    if solve:
+        rows += _threshold_rows(a, solve, tex)  # without a chip, a.threshold says what it needs
+    body = " \\\\\n".join(f"{left} &{'' if rel == '>' or rel == '<' else rel + ' '}{right}"
+                          if rel in ("=", ":") else f"{left} &{rel} {right}" for left, rel, right in rows)
     if markdown:
         return f"$$\n\\begin{{aligned}}\n{body}\n\\end{{aligned}}\n$$"
     return f"\\begin{{align*}}\n{body}\n\\end{{align*}}"
+
+
+def _intensity(a, tex, limit) -> str:
+    from .roofline import dim_names
+
+    if a.bytes == 0:
+        return r"\text{undefined (no bytes)}" if a.flops == 0 else r"\infty"
+    shown = rf"\frac{{{tex(a.flops)}}}{{{tex(a.bytes)}}}"
+    simplified = _frac(a.intensity, tex)
+    if simplified != shown:
+        shown += f" = {simplified}"
+    if a.intensity.is_number and not a.intensity.is_Integer:
+        shown += rf" \approx {tex_number(a.intensity)}"
+    dims = dim_names(limit or ())
+    if dims:
+        shown += rf" \to {tex(a.limit(*dims))} \quad ({', '.join(tex_name(d) for d in dims)} \to \infty)"
+    return shown
 
 
 def _exact(a, tex) -> str:
@@ -144,14 +182,26 @@ def _large(*polys) -> bool:
     return any(abs(c) > 100 for p in polys for c in sympy.expand(p).as_coefficients_dict().values())
 
 
-def _time(amount, rate, tex) -> str:
+def _ratio(top, bottom) -> str:
+    return rf"\frac{{{tex_number(top)}}}{{{tex_number(bottom)}}}"
+
+
+def _over(amount, rate, tex) -> str:
+    """amount / rate, as the book writes a time: 2BDF / 1.97e14."""
     if amount.is_number:
-        return rf"{tex_number(amount / rate)}\ \text{{s}}"
-    return rf"\frac{{{tex(amount)}}}{{{tex_number(rate)}}}\ \text{{s}}"
+        return tex_number(amount / rate)
+    return rf"\frac{{{tex(amount)}}}{{{tex_number(rate)}}}"
 
 
-def _dim(name: str) -> str:
-    return name if len(name) == 1 else rf"\mathit{{{_escape(name)}}}"
+def _network(a, tex) -> str:
+    parts = []
+    for move, t in a.collectives:
+        link = move.bytes / t.bandwidth  # bytes over seconds: the link's effective bandwidth
+        parts.append(_over(move.bytes, link, tex) if not move.bytes.is_number else tex_number(t.bandwidth))
+    floor = a.t_network_latency
+    tail = (rf" \quad \text{{(at least {number(floor * 10**6)} us of latency)}}" if floor and a.t_network_latency_known
+            else "")
+    return " + ".join(parts) + _SECONDS + tail
 
 
 def _kind(a) -> str:
@@ -169,63 +219,53 @@ def _kind(a) -> str:
     return "spec"
 
 
-def _threshold_rows(a, solve, tex) -> list[tuple[str, str]]:
+def _scaled(value, ratio: str, unit, tex) -> str:
+    """`value` as a multiple of a figure ratio, where it is one: 2 \\cdot \\frac{1.97e14}{4.5e10}."""
+    k = sympy.nsimplify(value / unit) if unit.is_number and unit != 0 else None
+    if k == 1:
+        return f"{ratio} \\approx {tex_number(value)}"
+    if k is not None and k.is_Rational and k.q < 100 and k.p < 100:
+        return rf"{tex(k)} \cdot {ratio} \approx {tex_number(value)}"
+    return tex_number(value)
+
+
+def _threshold_rows(a, solve, tex) -> list[tuple[str, str, str]]:
     t = a.threshold(solve)
-    var = _dim(t.var)
+    var = tex_name(t.var)
+    rows = _bounds(a, t, var, tex, a.peak_flops, a.machine.hbm_bw, "")
+    if t.network is not None:
+        link = a.peak_flops / a.critical_network_intensity
+        rows += _bounds(a, t.network, var, tex, a.peak_flops, link, r" \quad \text{(against the network)}")
+    return rows
+
+
+def _bounds(a, t, var, tex, peak, bandwidth, note) -> list[tuple[str, str, str]]:
     rows = []
-    peak, bw = a.peak_flops, a.machine.hbm_bw
-    if t.op is None:
-        return [("", _never(a, t, tex))]
     if t.rule is not None and t.rule_as:
-        k = sympy.nsimplify(t.rule / (peak / bw))
-        ratio = rf"\frac{{{tex_number(peak)}}}{{{tex_number(bw)}}}"
-        scaled = ratio if k == 1 else (rf"{tex(k)} \cdot {ratio}" if k.is_Rational and k.q < 100 else None)
-        shown = f"{scaled} \\approx {tex_number(t.rule)}" if scaled else tex_number(t.rule)
-        grow = ", ".join(_dim(d) for d in t.rule_as)
-        rows.append((var, rf"{t.op} {shown} \quad ({grow} \to \infty)"))
+        grow = ", ".join(tex_name(d) for d in t.rule_as)
+        shown = _scaled(t.rule, _ratio(peak, bandwidth), peak / bandwidth, tex)
+        rows.append((var, t.op, rf"{shown} \quad ({grow} \to \infty){note}"))
     if t.exact is not None and (t.exact != t.rule or not t.rule_as):
         exact = tex_number(t.exact) if t.exact.is_number else _frac(t.exact, tex)
         sized = [(k, v) for k, v in a.values.items() if k != t.var]
-        if sized and t.exact.is_number:
-            exact += r" \quad (" + ", ".join(f"{_dim(k)} = {v}" for k, v in sized) + ")"
+        if sized:
+            exact += r" \quad (" + ", ".join(f"{tex_name(k)} = {v}" for k, v in sized) + ")"
         if t.condition is not None:
             exact += rf" \quad \text{{when }} {tex(t.condition.lhs)} > {tex_number(t.condition.rhs)}"
-        rows.append((var, f"{t.op} {exact}"))
-    if t.network is not None and t.network.rule is not None:
-        n = t.network
-        critical = a.critical_network_intensity
-        k = sympy.nsimplify(n.rule / critical) if critical.is_number else None
-        link = peak / critical if critical.is_number else None
-        ratio = rf"\frac{{{tex_number(peak)}}}{{{tex_number(link)}}}" if link is not None else None
-        scaled = None if ratio is None else (ratio if k == 1 else
-                                             (rf"{tex(k)} \cdot {ratio}" if k.is_Rational and k.q < 100 else None))
-        shown = f"{scaled} \\approx {tex_number(n.rule)}" if scaled else tex_number(n.rule)
-        rows.append((var, rf"{n.op} {shown} \quad \text{{(against the network)}}"))
+            if t.otherwise:
+                exact += rf"\text{{, {t.otherwise} otherwise}}"
+        rows.append((var, t.op, exact + note))
+    for reason in (t.reason or "").split("; "):
+        if reason:
+            rows.append(("", ":", rf"\text{{{_text(reason)}{_text(note and ' (against the network)')}}}"))
     return rows
 
 
 def _text(words: str) -> str:
-    """Plain words made safe inside \\text{...}, with -> oo and >= as math."""
+    """Plain words made safe inside \\text{...}: LaTeX's special characters escaped, -> oo
+    and >= as math."""
     words = re.sub(r"([#$%&_{}])", r"\\\1", words).replace("^", r"\^{}").replace("~", r"\~{}")
-    return words.replace("-> oo", r"$\to\infty$").replace(">=", r"$\ge$")
-
-
-def _never(a, t, tex) -> str:
-    """No threshold: in symbols where the intensity has a bound, else the reason in words."""
-    from .solve import ratio_limit
-    x = sympy.Symbol(t.var, positive=True, integer=True)
-    reason = _first(t.reason)
-    if not reason.startswith("never") or a.bytes == 0 or a.intensity.free_symbols - {x}:
-        return rf"\text{{{_text(reason)}}}"
-    num, den = sympy.fraction(a.intensity)
-    ends = [ratio_limit(num, den, [x]), a.intensity.xreplace({x: 1})]
-    top = max((e for e in ends if e.is_number), key=float)
-    return (rf"\text{{never compute-bound: }} \text{{Intensity}} \le {tex(top)} < "
-            rf"{tex_number(a.critical_intensity)} \quad ({_dim(t.var)} \ge 1)")
-
-
-def _first(reason: str | None) -> str:
-    return (reason or "no threshold").split(";")[0]
+    return words.replace("-> oo", r"$\to\infty$").replace(">=", r"$\ge$").replace("->", r"$\to$")
 
 
 def latex_summary(a) -> str:

@@ -65,21 +65,32 @@ def katex():
     return _katex()
 
 
+# Wrap symroof's LaTeX functions when this file is imported, before any test module is,
+# so that `from symroof.latex import derivation` in a test gets the checked one too.
+_MADE: list[str] = []
+
+
+def _recording(original):
+    def checked(*args, **kwargs):
+        tex = original(*args, **kwargs)
+        _MADE.append(tex)
+        return tex
+    checked.__wrapped__ = original
+    return checked
+
+
+import symroof.latex as _latex  # noqa: E402
+
+for _name in ("derivation", "latex_summary"):
+    setattr(_latex, _name, _recording(getattr(_latex, _name)))
+
+
 @pytest.fixture(autouse=True)
-def render_all_latex(monkeypatch):
-    """Wrap symroof's LaTeX outputs so that each one is rendered as it is produced."""
-    import symroof.latex as latex
-
-    made = []
-    for name in ("derivation", "latex_summary"):
-        original = getattr(latex, name)
-
-        def checked(*args, _original=original, **kwargs):
-            tex = _original(*args, **kwargs)
-            made.append(tex)
-            return tex
-
-        monkeypatch.setattr(latex, name, checked)
+def render_all_latex():
+    """Render, through KaTeX, every LaTeX output the test produced."""
+    _MADE.clear()
     yield
+    made = list(_MADE)
+    _MADE.clear()
     for tex in made:
         _katex().check(tex)

@@ -37,10 +37,25 @@ def test_the_books_lines_are_there():
     assert r"B &> \frac{1.97\times10^{14}}{8.2\times10^{11}} \approx 240.2" in tex
 
 
+def test_what_the_text_says_in_words_the_latex_says_too():
+    tex = derivation(analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="v5e").at(D=100, F=100), solve="B")
+    assert "never compute-bound" in tex
+    sharded = derivation(analyze("mesh X=2; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", chip="v5e"), solve="B")
+    assert "against the network" in sharded and "FLOPs per chip" in sharded and "AllReduce" in sharded
+    bare = derivation(analyze("mesh X=2; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", peak_flops=1e15, hbm_bw=3e12))
+    assert "needs link figures" in bare
+    cast = derivation(analyze("fp8[K, V] -> bf16[K, V]", chip="v5e"), solve="K")
+    assert r"T_\text{comms}" in cast and "no FLOPs" in cast
+    named = derivation(analyze("bf16[N] -> bf16[]"), name="layer_1 & co")
+    assert r"layer\_1 \& co" in named
+
+
 def test_multi_letter_dims_are_words_not_products():
     tex = derivation(analyze("bf16[batch, dm] @ bf16[dm, Fx] -> bf16[batch, Fx]"))
-    assert r"\mathit{batch}" in tex and r"\mathit{dm}" in tex and r"\mathit{Fx}" in tex
-    assert "b a t c h" not in tex
+    assert r"2\,\mathit{Fx}\,\mathit{batch}\,\mathit{dm}" in tex  # words, set apart by thin spaces
+    assert "b a t c h" not in tex and r"\mathit{batch}\mathit" not in tex
+    greek = derivation(analyze("bf16[Δ, N] -> bf16[Δ]"))
+    assert r"\Delta" in greek
 
 
 @pytest.mark.parametrize("case", [c for c in CHAPTER if c.get("spec")], ids=lambda c: c["id"])
