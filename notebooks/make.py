@@ -97,6 +97,11 @@ finds the threshold on D, not B, against the network."""),
 print("per chip FLOPs:", two.flops, "  T_math:", two.t_math, "  T_network:", two.t_network)
 print("network intensity:", two.network_intensity, f"  critical: {float(two.critical_network_intensity):.1f}")
 print(f"compute-bound against the network once D > {float(two.threshold('D').network.rule):.1f}")'''),
+    ("md", """On the roofline, each point sits twice: at its HBM intensity (circle) and at its network
+intensity (square), under the network roof of the link. D = 4096 is under the network's
+slope; D = 16384 is past the network's critical intensity."""),
+    ("code", '''show(plot_roofline([two.at(B=4096, D=d, F=4096) for d in (4096, 16384)],
+                  labels=["2 chips, D = 4096", "2 chips, D = 16384"]))'''),
     ("md", """## Problem 1: an int8 matmul
 
 In int8 each element is one byte and the v5e does 3.94e14 int8 OPs/s; the chapter takes
@@ -186,47 +191,62 @@ for size in (64, 16384):
     print(f"I = J = K = {size}:")
     for move, t in a.collectives:
         kind = "latency" if t.latency > t.bandwidth else "bandwidth"
-        print(f"  {str(move.move).split(' (')[0]:40} V = {int(a._at(move.bytes)):>12} bytes  "
+        print(f"  {str(move.move).split(' (')[0]:40} V = {int(move.bytes):>12} bytes  "
               f"{float(t.total) * 1e6:10.2f} us  ({kind}-bound; {t.links})")'''),
     ("md", """## Two strategies on one mesh
 
-Weights `W[D, F]` split along D over X (16 chips), activations `A[B, D]` replicated on
-every chip. Either AllGather the weights and multiply, or take each chip's slice of the
-activations (free: they are replicated, so we write them as `D_X`), multiply the shards
-and AllReduce the partial sums. The first moves the weights (2DF bytes), the second the
-result (2BF bytes, twice for an AllReduce): which is cheaper depends on B against D."""),
-    ("code", '''gather_first = """mesh X=16
+A layer `A[B, D] @ W[D, F]` on 16 TPU v5e chips (axis X), each chip to do a 16th of the
+work. Either split the batch and gather the weights: `W` is stored split along D, each
+chip AllGathers it and multiplies its own rows of `A` (the weights move: 2DF bytes). Or
+split the contraction: each chip multiplies its D-slice of `A` by its D-slice of `W` and
+the partial sums are AllReduced (the result moves: 2BF bytes, twice for an AllReduce).
+The compute is the same; the traffic is not, and which is cheaper depends on B against D:
+the crossover is at B = D/2."""),
+    ("code", '''gather_weights = """mesh X=16
 AllGather_X bf16[D_X, F] -> bf16[D, F]
-bf16[B, D] @ bf16[D, F] -> bf16[B, F]"""
-reduce_after = """mesh X=16
+bf16[B_X, D] @ bf16[D, F] -> bf16[B_X, F]"""
+reduce_result = """mesh X=16
 bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]"""
-for batch in (256, 65536):
-    print(f"B = {batch}:")
-    for name, spec in [("AllGather W, then multiply", gather_first),
-                       ("multiply shards, then AllReduce", reduce_after)]:
+for batch in (256, 4096, 65536):
+    print(f"B = {batch}, D = F = 8192:")
+    for name, spec in [("AllGather W, multiply B_X", gather_weights),
+                       ("multiply D_X, AllReduce", reduce_result)]:
         a = symroof.analyze(spec, chip="tpu-v5e").at(B=batch, D=8192, F=8192)
-        print(f"  {name:34} T_lower {float(a.t_lower) * 1e6:9.1f} us   network {float(a.t_network) * 1e6:8.1f} us"
-              f"   bound: {a.bound}")'''),
-    ("md", """At the small batch, moving the small result beats moving the weights by far. At the
-large one, gathering the weights leaves each chip doing the whole matmul (the spec says
-A is replicated: replication 16), so it turns compute-bound at a higher time; splitting B
-as well would share that work out. The second strategy, as symroof lays it out per chip:"""),
-    ("code", '''print(symroof.analyze(reduce_after, chip="tpu-v5e"))'''),
+        print(f"  {name:26} T_math {float(a.t_math) * 1e6:8.1f} us   T_network {float(a.t_network) * 1e6:8.1f} us"
+              f"   T_lower {float(a.t_lower) * 1e6:8.1f} us   bound: {a.bound}")'''),
+    ("md", """At B = 256 moving the small result is 16 times cheaper than moving the weights; at
+B = 4096 = D/2 the two move the same bytes; at B = 65536 gathering the weights is the
+only one of the two that is compute-bound. Where each stops being network-bound, as
+symroof solves it:"""),
+    ("code", '''for name, spec in [("AllGather W, multiply B_X", gather_weights), ("multiply D_X, AllReduce", reduce_result)]:
+    print(name)
+    print(symroof.analyze(spec, chip="tpu-v5e").threshold("B"))
+    print()'''),
+    ("md", """Gathering the weights turns compute-bound once the batch is large enough. Splitting
+the contraction does not depend on B at all: its traffic grows with B as fast as its
+FLOPs do, so only D decides (each chip's slice of D must be long enough). The second
+strategy, as symroof lays it out per chip:"""),
+    ("code", '''a = symroof.analyze(reduce_result, chip="tpu-v5e")
+print(a)
+print(a.threshold("D"))'''),
 ]
 
 
 def build(name: str, cells) -> nbformat.NotebookNode:
     book = nbformat.v4.new_notebook()
     book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    for kind, source in cells:
-        book.cells.append(nbformat.v4.new_markdown_cell(source) if kind == "md"
-                          else nbformat.v4.new_code_cell(source))
+    for number, (kind, source) in enumerate(cells):
+        cell = nbformat.v4.new_markdown_cell(source) if kind == "md" else nbformat.v4.new_code_cell(source)
+        cell.id = f"{Path(name).stem}-{number}"    # stable ids: a rebuild changes only what changed
+        book.cells.append(cell)
     return book
 
 
 def execute(book: nbformat.NotebookNode, timeout: int = 600) -> float:
     start = time.perf_counter()
     NotebookClient(book, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
+    for cell in book.cells:
+        cell.metadata.pop("execution", None)    # timestamps: noise in every diff
     return time.perf_counter() - start
 
 

@@ -25,6 +25,13 @@ def _axes(ax):
     return Figure(figsize=(7, 4.5), layout="constrained").add_subplot()
 
 
+def _listed(analyses) -> list:
+    analyses = list(analyses) if isinstance(analyses, (list, tuple)) else [analyses]
+    if not analyses:
+        raise SymroofError("nothing to plot: give at least one analysis")
+    return analyses
+
+
 def _numbers(a, what: str) -> None:
     free = [d for d in a.dims if d not in a.values]
     if free:
@@ -41,37 +48,42 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
         intensities: (low, high) of the x axis; by default it spans the points and the
             critical intensities.
     """
-    analyses = list(analyses) if isinstance(analyses, (list, tuple)) else [analyses]
-    if not analyses:
-        raise SymroofError("nothing to plot")
+    analyses = _listed(analyses)
     first = analyses[0]
     if first.machine is None or not first.has_peak or first.machine.hbm_bw is None:
         raise SymroofError("a roofline needs a chip (or a peak and an HBM bandwidth)")
     for a in analyses:
         _numbers(a, "it")
+        if a.machine is None or a.machine.name != first.machine.name:
+            raise SymroofError("a roofline is of one chip: plot analyses of different chips on separate plots")
+        if a.flops == 0:
+            raise SymroofError(f"{a.spec!r} does no FLOPs: there is no point for it on a roofline")
     ax = _axes(ax)
-    peak, bw = float(first.peak_flops), float(first.machine.hbm_bw)
-    critical = peak / bw
-    points = [float(a.intensity) for a in analyses if a.bytes != 0]
-    networks = [a for a in analyses if a.collectives]
-    net_critical = [float(a.critical_network_intensity) for a in networks]
-    lo, hi = intensities or (min([critical, *points, *net_critical]) / 10, max([critical, *points, *net_critical]) * 10)
+    # One roof per (peak, bandwidth): an int8 and a bf16 spec on one chip have different peaks.
+    roofs = sorted({(float(a.peak_flops), float(a.machine.hbm_bw)) for a in analyses})
+    networks = sorted({(float(a.peak_flops), float(a.critical_network_intensity))
+                       for a in analyses if a.collectives})
+    corners = [p / b for p, b in roofs] + [c for _, c in networks]
+    points = [float(a.intensity) for a in analyses] + [float(a.network_intensity) for a in analyses if a.collectives]
+    lo, hi = intensities or (min(corners + points) / 10, max(corners + points) * 10)
     x = numpy.logspace(numpy.log10(lo), numpy.log10(hi), 400)
-    ax.plot(x, numpy.minimum(peak, x * bw), color="black", lw=2, label=f"HBM roof ({number(bw)} bytes/s)")
-    ax.axvline(critical, color="black", ls=":", lw=1)
-    ax.annotate(f"critical {critical:.1f}", (critical, peak), textcoords="offset points", xytext=(4, -14),
-                fontsize=8)
-    if networks:
-        link = peak / net_critical[0]
+    for peak, bw in roofs:
+        critical = peak / bw
+        ax.plot(x, numpy.minimum(peak, x * bw), color="black", lw=2,
+                label=f"HBM roof ({number(bw)} bytes/s, peak {number(peak)} FLOPs/s)")
+        ax.axvline(critical, color="black", ls=":", lw=1)
+        ax.annotate(f"critical {critical:.1f}", (critical, peak), textcoords="offset points", xytext=(4, -14),
+                    fontsize=8)
+    for peak, critical in networks:
+        link = peak / critical
         ax.plot(x, numpy.minimum(peak, x * link), color="tab:orange", lw=1.5, ls="--",
                 label=f"network roof ({number(link)} bytes/s effective; x = network intensity)")
     for i, a in enumerate(analyses):
         bound = a.bound if isinstance(a.bound, str) else "balanced"
         name = (labels[i] if labels else a.spec.split("\n")[-1])
         y = float(a.achieved_flops_per_s)
-        if a.bytes != 0:
-            ax.scatter([float(a.intensity)], [y], color=COLOURS[bound], zorder=3, s=40,
-                       label=f"{name}: {bound}-bound")
+        ax.scatter([float(a.intensity)], [y], color=COLOURS[bound], zorder=3, s=40,
+                   label=f"{name}: {bound}-bound")
         if a.collectives:
             ax.scatter([float(a.network_intensity)], [y], color=COLOURS[bound], marker="s", zorder=3, s=30,
                        label=f"{name}: at its network intensity")
@@ -79,8 +91,8 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOPs/byte)")
     ax.set_ylabel("achievable FLOPs/s")
-    ax.set_title(f"Roofline: {first.machine.name} ({first.compute_dtypes[0].name if first.compute_dtypes else ''} "
-                 f"peak {number(peak)} FLOPs/s, dense)")
+    dtypes = sorted({a.compute_dtypes[0].name for a in analyses if a.compute_dtypes})
+    ax.set_title(f"Roofline: {first.machine.name} ({', '.join(dtypes)}; dense peaks)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     return ax
@@ -92,13 +104,15 @@ def plot_sweep(analyses, dim: str, values, ax=None, labels=None, quantity: str =
     Each analysis must leave `dim` free and give every other dim a size. The exact critical
     value of `dim` is marked on each curve where one exists.
     """
-    analyses = list(analyses) if isinstance(analyses, (list, tuple)) else [analyses]
+    analyses = _listed(analyses)
     if quantity not in ("flops", "time"):
         raise SymroofError("quantity is 'flops' (achieved FLOPs/s) or 'time' (T_lower)")
     xs = numpy.asarray(values, dtype=float)
     ax = _axes(ax)
-    peak = None
+    peaks = []
     for i, a in enumerate(analyses):
+        if a.machine is None or not a.has_peak:
+            raise SymroofError("a sweep needs a chip (or a peak and an HBM bandwidth)")
         if dim not in a.dims:
             raise SymroofError(f"{dim} is not a named dim of {a.spec!r}")
         free = [d for d in a.dims if d not in a.values and d != dim]
@@ -109,6 +123,7 @@ def plot_sweep(analyses, dim: str, values, ax=None, labels=None, quantity: str =
         ys = a.evaluate(field, **{dim: xs})
         line, = ax.plot(xs, ys, lw=2, label=name)
         peak = float(a.peak_flops)
+        peaks.append(peak)
         t = a.threshold(dim)
         if t.exact is not None and t.op == ">" and t.exact.is_number:
             knee = float(t.exact)
@@ -116,15 +131,16 @@ def plot_sweep(analyses, dim: str, values, ax=None, labels=None, quantity: str =
             ax.axvline(knee, color=line.get_color(), ls="--", lw=1)
             ax.annotate(f"{dim} = {knee:.1f}", (knee, y), textcoords="offset points", xytext=(5, -22),
                         color=line.get_color(), fontsize=8)
-    if quantity == "flops" and peak is not None:
-        ax.axhline(peak, color="black", ls=":", lw=1, label=f"peak {number(peak)} FLOPs/s")
+    if quantity == "flops":
+        for peak in sorted(set(peaks)):
+            ax.axhline(peak, color="black", ls=":", lw=1, label=f"peak {number(peak)} FLOPs/s")
         ax.set_ylabel("achieved FLOPs/s (FLOPs / T_lower)")
-        ax.set_ylim(0, peak * 1.1)
+        ax.set_ylim(0, max(peaks) * 1.1)
     else:
         ax.set_ylabel("T_lower (s)")
     ax.set_xlabel(f"{dim} (size)")
-    machine = analyses[0].machine
-    ax.set_title(f"{'Achieved FLOPs/s' if quantity == 'flops' else 'Time'} against {dim} on {machine.name}")
+    chips = ", ".join(dict.fromkeys(a.machine.name for a in analyses))
+    ax.set_title(f"{'Achieved FLOPs/s' if quantity == 'flops' else 'Time'} against {dim} on {chips}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="lower right" if quantity == "flops" else "upper left")
     return ax
@@ -135,7 +151,10 @@ def save(ax, path) -> None:
     suffix = str(path).rsplit(".", 1)[-1].lower()
     if suffix not in ("png", "svg", "pdf"):
         raise SymroofError(f"plots are saved as .png, .svg or .pdf, not .{suffix}")
-    ax.figure.savefig(path, dpi=150)
+    try:
+        ax.figure.savefig(path, dpi=150)
+    except OSError as error:
+        raise SymroofError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 __all__ = ["plot_roofline", "plot_sweep", "save"]

@@ -7,7 +7,7 @@ import pytest
 
 from symroof import SymroofError, analyze
 from symroof.cli import main
-from symroof.plot import plot_roofline, plot_sweep
+from symroof.plot import plot_roofline, plot_sweep, save
 
 PROBLEM_3 = "bf16[B, D] * int8[D, F] -> bf16[B, F]"
 
@@ -85,3 +85,28 @@ def test_plot_command_errors(tmp_path):
     code = main(["plot", "roofline", PROBLEM_3, "--chip", "v5e", "--set", "B=1,D=2,F=2", "-o",
                  str(tmp_path / "x.jpg")], out=out, err=err)
     assert code == 2 and ".png, .svg or .pdf" in err.getvalue()
+
+
+def test_one_roof_per_peak_on_one_chip():
+    sizes = dict(B=128, D=4096, F=4096)
+    bf16 = analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="v5e").at(**sizes)
+    int8 = analyze("int8[B, D] @ int8[D, F] -> int8[B, F]", chip="v5e").at(**sizes)
+    ax = plot_roofline([bf16, int8])
+    roofs = [l for l in ax.get_lines() if l.get_label().startswith("HBM roof")]
+    assert sorted(l.get_ydata().max() for l in roofs) == pytest.approx([1.97e14, 3.94e14])
+    free = [analyze(spec, chip="v5e").at(D=4096, F=4096) for spec in (bf16.spec, int8.spec)]
+    sweep = plot_sweep(free, "B", numpy.arange(1, 600))
+    assert sweep.get_ylim()[1] == pytest.approx(3.94e14 * 1.1)     # the higher peak is on the plot
+
+
+def test_plots_refuse_what_they_cannot_show(tmp_path):
+    sizes = dict(B=128, D=4096, F=4096)
+    matmul = "bf16[B, D] @ bf16[D, F] -> bf16[B, F]"
+    with pytest.raises(SymroofError, match="one chip"):
+        plot_roofline([analyze(matmul, chip="v5e").at(**sizes), analyze(matmul, chip="h100").at(**sizes)])
+    with pytest.raises(SymroofError, match="does no FLOPs"):
+        plot_roofline(analyze("mesh X=2; AllGather_X bf16[I_X, J] -> bf16[I, J]", chip="v5e").at(I=8, J=8))
+    with pytest.raises(SymroofError, match="nothing to plot"):
+        plot_sweep([], "B", [1, 2])
+    with pytest.raises(SymroofError, match="cannot write"):
+        save(plot_roofline(analyze(matmul, chip="v5e").at(**sizes)), tmp_path / "missing" / "x.png")
