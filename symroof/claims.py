@@ -70,19 +70,35 @@ def check_case(case: Mapping, hardware=None) -> CaseResult:
     """Derive everything a claim expects and compare."""
     case_id = str(case.get("id", "?"))
     try:
-        analysis = _analysis(case, hardware)
-        tolerance = float(case.get("tolerance", DEFAULT_TOLERANCE))
-        expect = case.get("expect") or {}
-        if not isinstance(expect, Mapping):
-            raise SymroofError("'expect' must be a mapping of keys to expected values")
-        outcomes = tuple(_outcome(analysis, key, value, tolerance, hardware)
+        expect = case.get("expect")
+        if not isinstance(expect, Mapping) or not expect:
+            raise SymroofError("'expect' must be a non-empty mapping of keys to expected values")
+        tolerance = _tolerance(case.get("tolerance", DEFAULT_TOLERANCE))
+        analysis = _analysis(case, expect, hardware)
+        outcomes = tuple(_outcome(analysis, str(key), value, tolerance, hardware)
                          for key, value in expect.items())
     except SymroofError as err:
         return CaseResult(case_id, error=str(err).split("\n")[0], book=case.get("book"))
+    except (ValueError, TypeError, AttributeError) as err:
+        # a claim of the wrong shape (a list where a number goes, ...): its own row, not a crash
+        return CaseResult(case_id, error=f"malformed claim: {err}", book=case.get("book"))
     return CaseResult(case_id, outcomes, book=case.get("book"))
 
 
-def _analysis(case: Mapping, hardware) -> Analysis:
+def _tolerance(value) -> float:
+    try:
+        tolerance = float(value)
+    except (TypeError, ValueError):
+        raise SymroofError(f"tolerance must be a number, not {value!r}") from None
+    if not tolerance >= 0:
+        raise SymroofError(f"tolerance must be zero or positive, not {value!r}")
+    return tolerance
+
+
+_MACHINE_ONLY = {"critical_intensity", "critical_network_intensity"}
+
+
+def _analysis(case: Mapping, expect: Mapping, hardware) -> Analysis:
     chip = case.get("chip") or {}
     if not isinstance(chip, Mapping):
         raise SymroofError("'chip' must be a mapping such as {name: tpu-v5e, hbm_bw: 8.2e11}")
@@ -98,7 +114,14 @@ def _analysis(case: Mapping, hardware) -> Analysis:
         return analyze(str(case["spec"]), values=case.get("set"), dtype=chip.get("dtype", "bf16"),
                        mesh=dict(mesh) if isinstance(mesh, Mapping) else mesh, ici_bw=chip.get("ici_bw"),
                        **figures)
-    given = case.get("given") or {}
+    given = case.get("given")
+    if given is None:
+        if not set(expect) <= _MACHINE_ONLY:
+            raise SymroofError("a claim needs a 'spec' or 'given: {flops, bytes}' "
+                               f"(only {', '.join(sorted(_MACHINE_ONLY))} can be checked without)")
+        given = {}
+    if not isinstance(given, Mapping):
+        raise SymroofError("'given' must be a mapping such as {flops: 2e12, bytes: 1e9}")
     return roofline(given.get("flops", 0), given.get("bytes", 0), dtype=chip.get("dtype", "bf16"), **figures)
 
 
@@ -111,9 +134,12 @@ def _outcome(a: Analysis, key: str, expected, tolerance: float, hardware) -> Out
     if key == "intensity_limit":
         if not isinstance(expected, Mapping) or "as" not in expected or "expr" not in expected:
             raise SymroofError("intensity_limit expects {as: [dims], expr: ...}")
-        got = a.limit(*expected["as"])
+        dims = expected["as"]
+        # `as: D` or `as: "D, F"` is as good as `as: [D, F]`: never letters of one name
+        dims = [d.strip() for d in dims.split(",")] if isinstance(dims, str) else [str(d) for d in dims]
+        got = a.limit(*dims)
         return Outcome(key, expected["expr"], got, _matches(got, expected["expr"], tolerance, names),
-                       f"as {', '.join(map(str, expected['as']))} -> oo")
+                       f"as {', '.join(dims)} -> oo")
     if key == "bound":
         got = a.bound
         if isinstance(got, str) or str(expected) in ("compute", "memory", "balanced"):
@@ -129,26 +155,36 @@ def _outcome(a: Analysis, key: str, expected, tolerance: float, hardware) -> Out
 def _never_on_any_chip(a: Analysis, hardware) -> Outcome:
     """`threshold: none` with no chip named: it must hold on every chip that has a peak for
     the compute dtype ("far below any chip's")."""
+    free = _free(a)
+    if len(free) != 1:
+        raise SymroofError("'threshold: none' without a chip needs a spec with one dim left free "
+                           f"(this one has {', '.join(free) or 'none'}); name a chip, or give the "
+                           "others sizes with 'set'")
     rates = {d.rate for d in a.compute_dtypes}
     failures, checked = [], 0
     for chip in list_chips(hardware):
         if any(chip.figure(f"peak_flops_per_s.{rate}") is None for rate in rates):
             continue
         checked += 1
-        t = analyze(a.program, chip=chip, values=a.values).threshold(a.dims[0]) if len(a.dims) == 1 else None
-        if t is None or t.op is not None:
+        t = analyze(a.program, chip=chip, values=a.values).threshold(free[0])
+        if t.op is not None:
             failures.append(chip.id)
     ok = checked > 0 and not failures
     note = f"never compute-bound on any of {checked} chips" if ok else f"compute-bound on {failures}"
     return Outcome("threshold", "none", "none" if ok else failures, ok, note)
 
 
+def _free(a: Analysis) -> list[str]:
+    return [d for d in a.dims if d not in a.values]
+
+
 def _threshold_outcome(a: Analysis, expected, tolerance: float) -> Outcome:
     if expected in ("none", None):
-        variables = [d for d in a.dims]
-        if len(variables) != 1:
-            raise SymroofError("'threshold: none' needs a spec with one named dim, or {var: ..., none: true}")
-        t = a.threshold(variables[0])
+        free = _free(a)
+        if len(free) != 1:
+            raise SymroofError("'threshold: none' needs a spec with one dim left free (give the others "
+                               "sizes with 'set'), or {var: DIM, none: true}")
+        t = a.threshold(free[0])
         return Outcome("threshold", "none", t, t.op is None, t.reason or "")
     if not isinstance(expected, Mapping) or "var" not in expected:
         raise SymroofError("threshold expects 'none' or {var: B, op: '>', rule: ..., exact: ...}")
@@ -220,6 +256,8 @@ def load_claims(path) -> list[dict]:
         data = data["claims"]
     if not isinstance(data, list) or not all(isinstance(c, Mapping) for c in data):
         raise SymroofError(f"{path}: expected a list of claims (mappings with spec, chip, expect)")
+    if not data:
+        raise SymroofError(f"{path}: no claims to check")
     return data
 
 
@@ -228,16 +266,18 @@ def report(results: list[CaseResult]) -> str:
     from .show import number, pretty
     rows = []
     for result in results:
-        book = f" (book: {result.book})" if result.book is not None else ""
         if result.error is not None:
             rows.append(("ERROR", result.id, result.error))
-            continue
         for i, o in enumerate(result.outcomes):
-            got = o.note if o.key == "threshold" and o.note else (
-                o.got if isinstance(o.got, str) else pretty(o.got))
+            if o.key == "threshold":
+                got = o.note or str(o.got)     # a Threshold says itself in words
+            else:
+                got = o.got if isinstance(o.got, str) else pretty(o.got)
             expected = o.expected if not isinstance(o.expected, float) else number(o.expected)
             rows.append(("pass" if o.ok else "FAIL", result.id if i == 0 else "",
-                         f"{o.key}: got {got}; expected {expected}" + (book if i == 0 else "")))
+                         f"{o.key}: got {got}; expected {expected}"))
+        if result.book is not None:
+            rows.append(("", "", f"the book says: {result.book}"))
     width = max((len(r[1]) for r in rows), default=2) + 2
     lines = [f"{mark:<6}{name:<{width}}{text}" for mark, name, text in rows]
     passed = sum(r.ok for r in results)

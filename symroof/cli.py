@@ -135,7 +135,8 @@ def _machine_options(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv=None, out=None, err=None) -> int:
-    """Run the command line; returns the exit code (0, or 2 for bad input)."""
+    """Run the command line; returns the exit code: 0, 1 when a claim fails (`check`), 2 for
+    bad input, 3 for an internal error (a bug in symroof)."""
     out = out or sys.stdout
     err = err or sys.stderr
     parser = build_parser()
@@ -143,13 +144,12 @@ def main(argv=None, out=None, err=None) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", SymroofWarning)
-            text = _run(args)
+            text, code = _run(args)
         for warning in caught:
             if issubclass(warning.category, SymroofWarning):
                 print(f"symroof: warning: {warning.message}", file=err)
-        failed = text.endswith(_FAILED)
-        out.write(text.removesuffix(_FAILED) + "\n")
-        return 1 if failed else 0
+        out.write(text + "\n")
+        return code
     except SymroofError as error:
         print(f"symroof: error: {error}", file=err)
         return 2
@@ -158,22 +158,23 @@ def main(argv=None, out=None, err=None) -> int:
             raise
         print(f"symroof: internal error: {type(error).__name__}: {error} "
               "(set SYMROOF_DEBUG=1 for the traceback, and please report it)", file=err)
-        return 1
+        return 3
 
 
-def _run(args) -> str:
-    if args.command in ("analyze", "latex"):
-        return _analyze(args)
-    if args.command == "roofline":
-        result = roofline(args.flops, args.bytes, dtype=args.dtype, **_machine_kwargs(args))
-        return json.dumps(to_json_dict(result), indent=2) if args.json else table(result)
-    if args.command == "chips":
-        return _chips(args)
+def _run(args) -> tuple[str, int]:
+    """The text to print and the exit code."""
     if args.command == "check":
         return _check(args)
+    if args.command in ("analyze", "latex"):
+        return _analyze(args), 0
+    if args.command == "roofline":
+        result = roofline(args.flops, args.bytes, dtype=args.dtype, **_machine_kwargs(args))
+        return (json.dumps(to_json_dict(result), indent=2) if args.json else table(result)), 0
+    if args.command == "chips":
+        return _chips(args), 0
     if args.command == "plot":
-        return _plot(args)
-    return _chip(args)
+        return _plot(args), 0
+    return _chip(args), 0
 
 
 def _machine_kwargs(args) -> dict:
@@ -239,10 +240,7 @@ def _analyze(args) -> str:
     return table(result, limit=limit, solve=args.solve)
 
 
-_FAILED = "\x00failed"  # marks a failed check in the text _run returns; stripped before printing
-
-
-def _check(args) -> str:
+def _check(args) -> tuple[str, int]:
     results = [check_case(case, args.hardware) for case in load_claims(args.file)]
     failed = not all(r.ok for r in results)
     if args.json:
@@ -252,7 +250,7 @@ def _check(args) -> str:
                            for r in results], indent=2)
     else:
         text = claims_report(results)
-    return text + (_FAILED if failed else "")
+    return text, 1 if failed else 0
 
 
 def _with_fix_times(error: ShardingError, args, values: dict) -> SymroofError:

@@ -201,8 +201,9 @@ class _Statement:
         """Mesh axes named in a subscript: `X`, `{X,Y}`, or `XY` for the axes X and Y."""
         mesh = self.ctx.mesh
         if mesh is None:
-            raise self.ctx.error("this names mesh axes, but there is no mesh: add a line such as "
-                                 "'mesh X=2' (or --mesh X=2)", span)
+            raise self.ctx.error("'_' names mesh axes, but there is no mesh: add a line such as "
+                                 "'mesh X=2' (or --mesh X=2), or, if the '_' is part of a name, "
+                                 "drop it (dmodel, not d_model)", span)
         axes: list[str] = []
         for item, where in items:
             if item in mesh.names:

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from symroof import check_case
+from symroof.claims import report as claims_report
 
 HERE = Path(__file__).parent
 OURS = yaml.safe_load((HERE / "data" / "rooflines_chapter.yaml").read_text(encoding="utf-8"))
@@ -77,3 +78,47 @@ def test_symroof_check_fails_on_a_wrong_claim_and_refuses_bad_files(tmp_path):
     out, err = io.StringIO(), io.StringIO()
     assert main(["check", str(broken)], out=out, err=err) == 2
     assert "not valid YAML (line" in err.getvalue()
+
+
+MATMUL = "bf16[B, D] @ bf16[D, F] -> bf16[B, F]"
+
+
+@pytest.mark.parametrize("case, message", [
+    ({"spec": MATMUL}, "'expect' must be a non-empty mapping"),
+    ({"spec": MATMUL, "expect": {}}, "'expect' must be a non-empty mapping"),
+    ({"spec": MATMUL, "expect": {"flops": "2*B*D*F"}, "tolerance": "tight"}, "tolerance must be a number"),
+    ({"spec": MATMUL, "expect": {"flops": "2*B*D*F"}, "tolerance": -1}, "zero or positive"),
+    ({"chip": {"name": "v5e"}, "expect": {"t_math": 1}}, "needs a 'spec' or 'given"),
+    ({"given": [1, 2], "chip": {"name": "v5e"}, "expect": {"t_math": 1}}, "'given' must be a mapping"),
+    ({"spec": MATMUL, "expect": {"threshold": "none"}}, "without a chip needs a spec with one dim left free"),
+    ({"spec": MATMUL, "set": {"D": [1, 2]}, "expect": {"flops": 1}}, ""),
+    ({"spec": MATMUL, "expect": {"nonsense": 1}}, "unknown expected key 'nonsense'"),
+])
+def test_malformed_claims_are_error_rows_not_crashes(case, message):
+    result = check_case({"id": "bad", **case})
+    assert not result.ok and result.error and message in result.error
+    assert "ERROR" in claims_report([result]) and "1 claims: 0 passed, 1 failed" in claims_report([result])
+
+
+def test_claim_forms_people_write():
+    # `as` as one string, a machine-only claim, and a threshold of 'none' shown in words
+    result = check_case({"id": "limit", "spec": MATMUL, "expect": {
+        "intensity_limit": {"as": "D, F", "expr": "B"}}})
+    assert result.ok, result
+    assert check_case({"id": "ridge", "chip": {"name": "v5e"}, "expect": {"critical_intensity": 240.24},
+                       "tolerance": 1e-3}).ok
+    never = check_case({"id": "p4", "spec": "int8[B, D] *_D int8[B, D, F] -> int8[B, F]",
+                        "chip": {"name": "v5e"}, "set": {"D": 4096, "F": 4096}, "book": "never",
+                        "expect": {"threshold": "none"}})
+    text = claims_report([never])
+    assert never.ok and "pass" in text and "the book says: never" in text.splitlines()[-3]
+
+
+def test_symroof_check_refuses_an_empty_file(tmp_path):
+    import io
+
+    from symroof.cli import main
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("[]\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["check", str(empty)], out=out, err=err) == 2 and "no claims to check" in err.getvalue()

@@ -187,3 +187,15 @@ def test_mesh_bound_with_numbers_can_be_network():
 def test_case_4_at_the_command_line_costs_both_fixes():
     code, out, err = run("analyze", "bf16[B_X, D] @ bf16[D, F_X] -> bf16[B, F]", "--mesh", "X=2", "--chip", "v5e")
     assert code == 2 and "fix it with" in err and "on TPU v5e" in err and "/ 9e10 s" in err
+
+
+def test_a_bug_is_an_internal_error_with_exit_3(monkeypatch):
+    import symroof.cli
+
+    def broken(args):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(symroof.cli, "_analyze", broken)
+    monkeypatch.delenv("SYMROOF_DEBUG", raising=False)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["analyze", "bf16[N] *_N bf16[N] -> bf16[1]"], out=out, err=err) == 3
+    assert err.getvalue().startswith("symroof: internal error: RuntimeError: boom") and "Traceback" not in err.getvalue()
