@@ -95,8 +95,6 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
     the threshold by rule and exactly, with what the text report says in words where no
     number says it. `markdown` gives `$$ ... $$` (an `aligned` block) for docs sites;
     otherwise an `align*` block."""
-    from .roofline import dim_names
-
     tex = _printer(a).doprint
     on_mesh = a.mesh is not None
     rows: list[tuple[str, str, str]] = []  # (left, relation, right)

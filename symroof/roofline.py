@@ -40,7 +40,6 @@ from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from .hardware import Chip, exact_value, get_chip
 from .ir import Program, dim_symbol
 from .parse import parse
-from .show import pretty
 from .solve import fraction_expr, path_independent, polys, ratio_limit, sign_of
 from .thresholds import Roof, Threshold, solve
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from .errors import SpecError, column_of
+from .errors import SpecError
 from .resources import resource_path
 
 # Longer specs are refused before parsing: nothing a person writes by hand is this long,

@@ -3,13 +3,13 @@ model of each collective, the network roofline, and properties over random layou
 
 import pytest
 import sympy
-from hypothesis import assume, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from symroof import SpecError, analyze, get_chip, parse
 from symroof.collectives import time
 from symroof.ir import MeshAxis, dim_symbol
-from symroof.sharding import Local, ShardingError, lower
+from symroof.sharding import ShardingError, lower
 
 B, D, F, I, J, K, V = (dim_symbol(n) for n in ("B", "D", "F", "I", "J", "K", "V"))
 V5E = get_chip("tpu-v5e")    # 2D torus: wraparound on axes of 16, 4.5e10 one way, 9e10 bidi, 1 us hops
