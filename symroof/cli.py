@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "thresholds of einsum-style contractions on real chips.",
         epilog="Conventions: 1 FLOP = one multiply or one add (a multiply-add is 2); peaks are dense; "
                "GB = 1e9 bytes; bandwidths are bytes/s.")
-    parser.add_argument("--version", action="version", version=f"symroof {_version()}")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     analyze_cmd = commands.add_parser("analyze", help="analyse a spec (on a chip)",
@@ -100,6 +100,18 @@ def build_parser() -> argparse.ArgumentParser:
     chip_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
     chip_cmd.add_argument("--json", action="store_true", help="print JSON")
     return parser
+
+
+class _Version(argparse.Action):
+    """--version, looked up only when asked for: reading the package metadata costs a
+    noticeable part of a cold start."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"symroof {_version()}")
+        parser.exit()
 
 
 def _version() -> str:

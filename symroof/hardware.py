@@ -491,12 +491,12 @@ def exact_value(value: object, kind: str = NUMBER) -> sympy.Rational:
     197000000000000; a float is read as its shortest decimal, `repr`); ValueError otherwise."""
     if isinstance(value, bool):
         raise ValueError(f"must be a number, got {value}")
+    # Checked as a Fraction: asking sympy whether a number is positive runs its assumptions
+    # system, a noticeable part of a cold start when a whole hardware file is read.
     if isinstance(value, sympy.Rational):
-        number = value
-    elif isinstance(value, numbers.Integral):
-        number = sympy.Integer(int(value))
+        exact = fractions.Fraction(int(value.p), int(value.q))
     elif isinstance(value, numbers.Rational):
-        number = sympy.Rational(value.numerator, value.denominator)
+        exact = fractions.Fraction(int(value.numerator), int(value.denominator))
     elif isinstance(value, (str, numbers.Real)):
         # A float's repr is the shortest decimal that reads back as it: what was written.
         text = value.strip() if isinstance(value, str) else repr(float(value))
@@ -507,14 +507,13 @@ def exact_value(value: object, kind: str = NUMBER) -> sympy.Rational:
         if not match or abs(int(match.group(1) or 0)) > 400 or not math.isfinite(float(text)):
             raise ValueError(f"must be a finite decimal number, got {text!r}")
         exact = fractions.Fraction(text)
-        number = sympy.Rational(exact.numerator, exact.denominator)
     else:
         raise ValueError(f"must be a number, got {type(value).__name__}")
-    if not number.is_positive:
+    if exact <= 0:
         raise ValueError(f"must be positive, got {value}")
-    if kind == COUNT and not number.is_integer:
+    if kind == COUNT and exact.denominator != 1:
         raise ValueError(f"must be a whole number (it is a count), got {value}")
-    return number
+    return sympy.Rational(exact.numerator, exact.denominator)
 
 
 def _describe(value: object) -> str:
