@@ -247,7 +247,23 @@ def execute(book: nbformat.NotebookNode, timeout: int = 600) -> float:
     NotebookClient(book, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
     for cell in book.cells:
         cell.metadata.pop("execution", None)    # timestamps: noise in every diff
+        if cell.cell_type == "code":
+            cell.outputs = _joined_streams(cell.outputs)
     return time.perf_counter() - start
+
+
+def _joined_streams(outputs: list) -> list:
+    """One stream output where the kernel happened to flush a cell's printing in pieces,
+    so that rebuilding a notebook gives the same file."""
+    joined: list = []
+    for out in outputs:
+        last = joined[-1] if joined else None
+        if (out.output_type == "stream" and last is not None and last.output_type == "stream"
+                and last.name == out.name):
+            last.text += out.text
+        else:
+            joined.append(out)
+    return joined
 
 
 NOTEBOOKS = {"01_rooflines.ipynb": ROOFLINES, "02_sharding.ipynb": SHARDING}

@@ -40,8 +40,8 @@ def tex_number(value, digits: int = 4) -> str:
         >>> tex_number(sympy.Integer(197000000000000)), tex_number(sympy.Rational(9850, 41))
         ('1.97\\\\times10^{14}', '240.2')
     """
-    if 1000 <= abs(float(value)) < 10**7 and not sympy.Rational(value).is_Integer:
-        return f"{float(value):.1f}"  # 8755.6, as the book writes thresholds
+    if 100 <= abs(float(value)) < 10**7 and not sympy.Rational(value).is_Integer:
+        return f"{float(value):.1f}"  # 240.2, 961.0, 8755.6: as the book writes thresholds
     text = number(value, digits)
     if "e" in text:
         mantissa, exponent = text.split("e")
@@ -145,7 +145,9 @@ def _intensity(a, tex, limit) -> str:
 
     if a.bytes == 0:
         return r"\text{undefined (no bytes)}" if a.flops == 0 else r"\infty"
-    shown = rf"\frac{{{tex(a.flops)}}}{{{tex(a.bytes)}}}"
+    # per-chip counts such as BDF/4 over BD/4 + ...: both sides times 4, no fraction in a fraction
+    scale = sympy.ilcm(_denominator(a.flops), _denominator(a.bytes))
+    shown = rf"\frac{{{tex(sympy.expand(a.flops * scale))}}}{{{tex(sympy.expand(a.bytes * scale))}}}"
     simplified = _frac(a.intensity, tex)
     if simplified != shown:
         shown += f" = {simplified}"
@@ -184,11 +186,19 @@ def _ratio(top, bottom) -> str:
     return rf"\frac{{{tex_number(top)}}}{{{tex_number(bottom)}}}"
 
 
+def _denominator(expr) -> int:
+    """The common denominator of an expression's coefficients: 4 for BD/4 + BF/2."""
+    return int(expr.as_content_primitive()[0].q)
+
+
 def _over(amount, rate, tex) -> str:
-    """amount / rate, as the book writes a time: 2BDF / 1.97e14."""
+    """amount / rate, as the book writes a time: 2BDF / 1.97e14, and BDF/4 over a rate
+    as BDF / (4 * rate)."""
     if amount.is_number:
         return tex_number(amount / rate)
-    return rf"\frac{{{tex(amount)}}}{{{tex_number(rate)}}}"
+    q = _denominator(amount)
+    below = tex_number(rate) if q == 1 else rf"{q} \cdot {tex_number(rate)}"
+    return rf"\frac{{{tex(sympy.expand(amount * q))}}}{{{below}}}"
 
 
 def _network(a, tex) -> str:

@@ -20,6 +20,9 @@ CASES = {
     "int8_weights_markdown": ("bf16[B, D] * int8[D, F] -> bf16[B, F]", dict(chip="tpu-v5e", values={"D": 4096, "F": 4096}),
                               dict(solve="B", markdown=True)),
     "two_chip": ("mesh X=2; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", dict(chip="tpu-v5e"), dict(solve="D")),
+    # per-chip counts with fractions: no fraction inside a fraction
+    "two_axes": ("mesh X=4, Y=2; bf16[B_X, D_Y] *_D bf16[D_Y, F] -> bf16[B_X, F]", dict(chip="tpu-v5e"),
+                 dict(solve="B")),
 }
 
 
