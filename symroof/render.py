@@ -95,13 +95,18 @@ def table(a: Analysis, limit=None, solve=None) -> str:
         rows.append(("bytes read", pretty(a.bytes_read)))
         rows.append(("bytes written", pretty(a.bytes_written)))
     rows.append(("bytes", pretty(a.bytes) + (" (HBM)" if a.mesh is not None else "")))
-    rows.append(("intensity", f"{pretty(a.intensity)} FLOPs/byte"
-                 + ("" if a.intensity_exact == a.intensity else f"   (exact: {pretty(a.intensity_exact)})")))
+    if a.intensity is sympy.nan:
+        rows.append(("intensity", "undefined: no FLOPs and no HBM bytes"))
+    else:
+        rows.append(("intensity", f"{pretty(a.intensity)} FLOPs/byte"
+                     + ("" if a.intensity_exact == a.intensity else f"   (exact: {pretty(a.intensity_exact)})")))
     network = bool(a.cost.moves) and a.has_links
     if m is not None and a.has_peak:
         if m.hbm_bw is not None:
             rows.append(("critical", _critical_text(a)))
-        if network:
+        if network and a.critical_network_intensity is sympy.nan:
+            rows.append(("network intensity", "0 FLOPs/byte of collectives' V (no FLOPs: all network)"))
+        elif network:
             rows.append(("network intensity", f"{pretty(a.network_intensity)} FLOPs/byte of collectives' V "
                                               f"(critical {pretty(a.critical_network_intensity)})"))
         rows.append(("T_math", _time(a, "math")))

@@ -199,3 +199,11 @@ def test_a_bug_is_an_internal_error_with_exit_3(monkeypatch):
     out, err = io.StringIO(), io.StringIO()
     assert main(["analyze", "bf16[N] *_N bf16[N] -> bf16[1]"], out=out, err=err) == 3
     assert err.getvalue().startswith("symroof: internal error: RuntimeError: boom") and "Traceback" not in err.getvalue()
+
+
+def test_a_collective_alone_says_its_intensity_is_undefined_not_nan():
+    out, err = io.StringIO(), io.StringIO()
+    spec = "mesh X=8; AllReduce_X bf16[B, F] {U_X} -> bf16[B, F]"
+    assert main(["analyze", spec, "--chip", "h100", "--set", "B=1024,F=8192"], out=out, err=err) == 0
+    assert "nan" not in out.getvalue() and "undefined: no FLOPs and no HBM bytes" in out.getvalue()
+    assert "network-bound" in out.getvalue()
