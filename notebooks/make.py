@@ -177,8 +177,9 @@ except symroof.SpecError as error:
     ("md", """## Collectives and their costs
 
 Written out, each collective is costed on its axes' links: AllGather and ReduceScatter
-move V bytes per chip (V: the larger side's block), AllReduce twice that, AllToAll a
-quarter. An axis of 16 closes the v5e's ring (both directions of each link); shorter
+move V bytes per chip (V: the larger side's block), AllReduce twice that; an AllToAll
+moves each chip's block V, a quarter of an AllGather of the whole array (16 V on X).
+An axis of 16 closes the v5e's ring (both directions of each link); shorter
 axes do not. Small arrays are latency-bound (about 1 us per hop)."""),
     ("code", '''program = """mesh X=16, Y=4
 AllGather_X bf16[I_X, J] -> bf16[I, J]

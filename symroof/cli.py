@@ -180,7 +180,10 @@ def _run(args) -> tuple[str, int]:
     if args.command in ("analyze", "latex"):
         return _analyze(args), 0
     if args.command == "roofline":
-        result = roofline(args.flops, args.bytes, dtype=args.dtype, **_machine_kwargs(args))
+        figures = _machine_kwargs(args)
+        if figures.pop("ici_bw") is not None:
+            raise SymroofError("--ici-bw costs collectives on a mesh; bare counts have none")
+        result = roofline(args.flops, args.bytes, dtype=args.dtype, **figures)
         return (json.dumps(to_json_dict(result), indent=2) if args.json else table(result)), 0
     if args.command == "chips":
         return _chips(args), 0

@@ -7,17 +7,23 @@ along an axis:
 * AllGather and ReduceScatter over ICI axes that all close into rings (a torus axis at
   least as long as the chip's `wraparound_min_axis_size`) use both directions of every
   axis at once: V / (W_bidirectional x number of axes).
-* Otherwise each axis is a line (or, for DCN and PCIe, a unidirectional ring): the
-  shards take N - 1 hops at the one-way bandwidth, (N - 1)/N x V / W_one_way, one axis
-  after another, the slowest first while the array is smallest (gathering over X then
-  Y, the array grows by N_X before crossing Y). On a switch (NVLink), the one-way
-  bandwidth is the GPU's egress; fully connected GPUs (MI300X) receive from every peer
-  at once over a link each, V / (N x W_link).
+* Otherwise each axis is a line, or a switch (NVLink; DCN and PCIe, through each chip's
+  NIC or host link): each chip takes in (N - 1)/N of V at the one-way bandwidth,
+  (N - 1)/N x V / W_one_way, one axis after another, the slowest first while the array
+  is smallest (gathering over X then Y, the array grows by N_X before crossing Y). On
+  NVLink the one-way bandwidth is the GPU's egress; fully connected GPUs (MI300X)
+  receive from every peer at once over a link each, V / (N x W_link).
 * A torus axis closes into a ring at the chip's `wraparound_min_axis_size` and its
   multiples (4 on v4 and v5p, 16 on v5e and v6e); the ICI axes together may span at
   most the chip's domain (`domain_size`: a v5e pod of 256, an 8-GPU NVLink node).
-* AllReduce costs a ReduceScatter plus an AllGather: twice either. AllToAll costs a
-  quarter of an AllGather of the same V.
+* AllReduce costs a ReduceScatter plus an AllGather: twice either.
+* AllToAll (V: each chip's block, the same size before and after; the whole array is
+  N x V) costs a quarter of an AllGather of the whole array on a ring with wraparound,
+  N x V / (4 x W_bidirectional): a quarter of the array crosses the ring's middle each
+  way. On a line the middle link carries that quarter one way, N x V / (4 x W_one_way)
+  (a little less for odd N). Through a switch (NVLink, a DCN NIC, PCIe) each chip sends
+  (N - 1)/N of its block out of its own egress; fully connected, a 1/N piece to each
+  peer over a link each. Over several axes, one axis after another.
 * Each collective takes at least hops x the per-hop latency (a ring of N with
   wraparound: N/2 hops; without: N - 1; a switch: 1), so small arrays come out
   latency-bound. Where the chip has no hop latency, there is no floor, and the
@@ -87,14 +93,15 @@ def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None) -> Link:
     if axis.link in ("dcn", "pcie"):
         if chip is None:
             raise HardwareError(f"axis {axis.name} is on {axis.link.upper()}: name a chip for its figures")
+        # switched networks: each chip's traffic goes through its own NIC (or host link)
         if axis.link == "pcie":
             return Link("PCIe", chip.require("pcie_bandwidth_one_way_bytes_per_s", f"mesh axis {axis.name}"),
-                        None, False, False, None)
+                        None, False, True, None)
         dcn = chip.figure("dcn.bandwidth_one_way_bytes_per_s_per_chip") or \
             chip.figure("scaleout.bandwidth_one_way_bytes_per_s_per_chip")  # GPUs: the scale-out NIC
         if dcn is None:
             chip.require("dcn.bandwidth_one_way_bytes_per_s_per_chip", f"mesh axis {axis.name}")
-        return Link("DCN", dcn, None, False, False, None)
+        return Link("DCN", dcn, None, False, True, None)
     if chip is None:
         if ici_one_way is None:
             raise HardwareError("collectives need link figures: name a chip (--chip) or give --ici-bw")
@@ -145,7 +152,9 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
     if kind == "AllReduce":
         once = time("AllGather", axes, V, chip, ici_one_way)
         return Time(2 * once.bandwidth, 2 * once.latency, 2 * once.hops, once.links, once.latency_known)
-    if all(l.ring for l in links):
+    if kind == "AllToAll":
+        bandwidth = sympy.Add(*(V * _all_to_all_per_byte(a, l) for a, l in zip(axes, links)))
+    elif all(l.ring for l in links):
         bandwidth = V / sympy.Add(*(l.bidi for l in links))
     else:
         # one axis after another; the array grows as it goes, so the slowest link goes first,
@@ -155,8 +164,6 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
         for axis, l in pairs:
             bandwidth += _per_byte(axis, l) * grown
             grown = grown / axis.size
-    if kind == "AllToAll":
-        bandwidth = bandwidth / 4
     hops = sum(_hops(a, l) for a, l in zip(axes, links))
     known = all(l.latency is not None for l in links)
     latency = sympy.Add(*(_hops(a, l) * (l.latency or 0) for a, l in zip(axes, links)))
@@ -171,6 +178,19 @@ def _per_byte(axis: MeshAxis, l: Link) -> sympy.Expr:
     if l.direct:  # (N - 1)/N of it arrives over N - 1 links at once
         return sympy.Rational(1, axis.size) / l.one_way
     return sympy.Rational(axis.size - 1, axis.size) / l.one_way
+
+
+def _all_to_all_per_byte(axis: MeshAxis, l: Link) -> sympy.Expr:
+    """Seconds per byte of each chip's block for an AllToAll over one axis."""
+    n = axis.size
+    if l.ring:  # a quarter of the whole array (n blocks) crosses the middle, over 2 links each way
+        return sympy.Rational(n, 4) / l.bidi
+    if l.direct:
+        return sympy.Rational(1, n) / l.one_way
+    if l.switch:
+        return sympy.Rational(n - 1, n) / l.one_way
+    # a line: the middle link carries what the left half sends the right half, one way
+    return sympy.Rational((n // 2) * ((n + 1) // 2), n) / l.one_way
 
 
 def _hops(axis: MeshAxis, l: Link) -> int:

@@ -173,7 +173,10 @@ def roofline(flops, bytes=0, chip: str | Chip | None = None, *, dtype: str = "bf
     if compute is None:
         raise SpecError(f"unknown dtype {dtype!r}")
     flops = exact_number(flops, "flops", "1e12", allow_zero=True)
-    counts = Cost(flops, flops, exact_number(bytes, "bytes", "4e9", allow_zero=True), sympy.Integer(0))
+    moved = exact_number(bytes, "bytes", "4e9", allow_zero=True)
+    if flops == 0 and moved == 0:
+        raise SpecError("nothing to cost: give FLOPs, bytes or both (both are 0)")
+    counts = Cost(flops, flops, moved, sympy.Integer(0))
     return Analysis(counts, target, compute=compute)
 
 

@@ -207,3 +207,18 @@ def test_a_collective_alone_says_its_intensity_is_undefined_not_nan():
     assert main(["analyze", spec, "--chip", "h100", "--set", "B=1024,F=8192"], out=out, err=err) == 0
     assert "nan" not in out.getvalue() and "undefined: no FLOPs and no HBM bytes" in out.getvalue()
     assert "network-bound" in out.getvalue()
+
+
+def test_roofline_of_bare_counts():
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["roofline", "--flops", "1e12", "--chip", "h100", "--json"], out=out, err=err) == 0, err.getvalue()
+    data = json.loads(out.getvalue())
+    assert sympy.Rational(data["t_math"]).limit_denominator(10**6) == sympy.Rational(1, 989)
+    assert data["bound"] == "compute"
+    out = io.StringIO()
+    assert main(["roofline", "--flops", "1e12", "--bytes", "1e10", "--chip", "v5e"], out=out, err=err) == 0
+    assert "memory-bound" in out.getvalue()
+    for argv, message in [(["--flops", "0"], "nothing to cost"), (["--flops", "1e12", "--ici-bw", "1e10"], "--ici-bw")]:
+        err = io.StringIO()
+        assert main(["roofline", *argv, "--chip", "v5e"], out=io.StringIO(), err=err) == 2
+        assert message in err.getvalue()

@@ -240,11 +240,13 @@ def test_python_api_inputs_are_checked():
         analyze(MATMUL, hbm_bw=1e-300)
 
 
-def test_bare_zero_counts_give_valid_json():
+def test_bare_zero_counts_give_valid_json_or_an_error():
     import json
-    data = roofline(flops=0, chip="h100").to_dict()
+    data = roofline(flops=0, bytes=4e9, chip="h100").to_dict()
     json.dumps(data, allow_nan=False)
-    assert data["intensity"] is None
+    assert data["intensity"] == 0 and data["bound"] == "memory"
+    with pytest.raises(SpecError, match="nothing to cost"):
+        roofline(flops=0, chip="h100")
 
 
 def test_bandwidth_alone_gives_memory_time():

@@ -152,8 +152,7 @@ def axes(*sizes, link="ici"):
     return [MeshAxis("XYZ"[i], n, link) for i, n in enumerate(sizes)]
 
 
-@pytest.mark.parametrize("kind, factor", [("AllGather", 1), ("ReduceScatter", 1), ("AllReduce", 2),
-                                          ("AllToAll", sympy.Rational(1, 4))])
+@pytest.mark.parametrize("kind, factor", [("AllGather", 1), ("ReduceScatter", 1), ("AllReduce", 2)])
 def test_one_axis_with_and_without_wraparound(kind, factor):
     ring = time(kind, axes(16), V, V5E)          # 16 closes the v5e ring
     assert ring.bandwidth == factor * V / BIDI
@@ -161,6 +160,28 @@ def test_one_axis_with_and_without_wraparound(kind, factor):
     assert line.bandwidth == factor * sympy.Rational(3, 4) * V / ONE_WAY
     hops = {"AllReduce": 2}.get(kind, 1)
     assert ring.latency == hops * 8 * HOP and line.latency == hops * 3 * HOP
+
+
+def test_all_to_all_is_a_quarter_of_gathering_the_whole_array():
+    # V is each chip's block; the array is N x V. On the ring a quarter of it crosses the
+    # middle each way over two links: a quarter of an AllGather of the whole array.
+    ring = time("AllToAll", axes(16), V, V5E)
+    assert ring.bandwidth == time("AllGather", axes(16), 16 * V, V5E).bandwidth / 4 == 4 * V / BIDI
+    assert ring.hops == 8
+    # a line: the middle link carries a quarter of the array one way (2 x 2 of 4 x 4 blocks)
+    assert time("AllToAll", axes(4), V, V5E).bandwidth == 4 * V / 4 / ONE_WAY
+    assert time("AllToAll", axes(2), V, V5E).bandwidth == V / 2 / ONE_WAY      # half of each block crosses
+    assert time("AllToAll", axes(3), V, V5E).bandwidth == sympy.Rational(2, 3) * V / ONE_WAY
+    # a switch: (N - 1)/N of each block leaves through the GPU's egress
+    assert time("AllToAll", axes(8), V, H100).bandwidth == sympy.Rational(7, 8) * V / 450_000_000_000
+    # brute force on a line: each block in N pieces, the busiest link (half its load each way)
+    for n in range(2, 9):
+        load = [0] * n
+        for src in range(n):
+            for dst in range(n):
+                for hop in range(min(src, dst), max(src, dst)):
+                    load[hop] += sympy.Rational(1, n)
+        assert time("AllToAll", axes(n), V, V5E).bandwidth == max(load) / 2 * V / ONE_WAY
 
 
 def test_two_and_three_axes():
