@@ -67,10 +67,14 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
     points = [float(a.intensity) for a in analyses] + [float(a.network_intensity) for a in analyses if a.collectives]
     lo, hi = intensities or (min(corners + points) / 10, max(corners + points) * 10)
     x = numpy.logspace(numpy.log10(lo), numpy.log10(hi), 400)
-    for peak, bw in roofs:
+    dtype_of = {float(a.peak_flops): a.compute_dtypes[0].name for a in analyses if a.compute_dtypes}
+    for k, (peak, bw) in enumerate(roofs):
         critical = peak / bw
-        ax.plot(x, numpy.minimum(peak, x * bw), color="black", lw=2,
-                label=f"HBM roof ({number(bw)} bytes/s, peak {number(peak)} FLOPs/s)")
+        # several roofs (an int8 and a bf16 spec): told apart by style and named by dtype
+        style = ["-", "-.", ":"][k % 3]
+        named = f"{dtype_of[peak]} " if len(roofs) > 1 and peak in dtype_of else ""
+        ax.plot(x, numpy.minimum(peak, x * bw), color="black", lw=2 if k == 0 else 1.5, ls=style,
+                label=f"{named}HBM roof ({number(bw)} bytes/s, peak {number(peak)} FLOPs/s)")
         ax.axvline(critical, color="black", ls=":", lw=1)
         ax.annotate(f"critical {critical:.1f}", (critical, peak), textcoords="offset points", xytext=(4, -14),
                     fontsize=8)
@@ -82,7 +86,8 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
         bound = a.bound if isinstance(a.bound, str) else "balanced"
         name = (labels[i] if labels else a.spec.split("\n")[-1])
         y = float(a.achieved_flops_per_s)
-        ax.scatter([float(a.intensity)], [y], color=COLOURS[bound], zorder=3, s=40,
+        roof = roofs.index((float(a.peak_flops), float(a.machine.hbm_bw)))
+        ax.scatter([float(a.intensity)], [y], color=COLOURS[bound], zorder=3, s=40, marker="o^D"[roof % 3],
                    label=f"{name}: {bound}-bound")
         if a.collectives:
             ax.scatter([float(a.network_intensity)], [y], color=COLOURS[bound], marker="s", zorder=3, s=30,
@@ -124,13 +129,14 @@ def plot_sweep(analyses, dim: str, values, ax=None, labels=None, quantity: str =
         line, = ax.plot(xs, ys, lw=2, label=name)
         peak = float(a.peak_flops)
         peaks.append(peak)
-        t = a.threshold(dim)
-        if t.exact is not None and t.op == ">" and t.exact.is_number:
-            knee = float(t.exact)
-            y = peak if quantity == "flops" else float(a.at(**{dim: max(1, round(knee))}).t_lower)
-            ax.axvline(knee, color=line.get_color(), ls="--", lw=1)
-            ax.annotate(f"{dim} = {knee:.1f}", (knee, y), textcoords="offset points", xytext=(5, -22),
-                        color=line.get_color(), fontsize=8)
+        knee = _knee(a.threshold(dim))
+        if knee is not None:
+            value, roof = knee
+            y = peak if quantity == "flops" else float(a.at(**{dim: max(1, round(value))}).t_lower)
+            ax.axvline(value, color=line.get_color(), ls="--", lw=1)
+            # one label under the other, so that knees close together stay readable
+            ax.annotate(f"{dim} = {value:.1f}{roof}", (value, y), textcoords="offset points",
+                        xytext=(5, -22 - 12 * i), color=line.get_color(), fontsize=8)
     if quantity == "flops":
         for peak in sorted(set(peaks)):
             ax.axhline(peak, color="black", ls=":", lw=1, label=f"peak {number(peak)} FLOPs/s")
@@ -144,6 +150,16 @@ def plot_sweep(analyses, dim: str, values, ax=None, labels=None, quantity: str =
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="lower right" if quantity == "flops" else "upper left")
     return ax
+
+
+def _knee(t):
+    """Where a curve reaches the peak: the larger of the HBM and network thresholds, with
+    which roof it is (the network's taken in its bandwidth-bound regime)."""
+    knees = []
+    for part, roof in ((t, ""), (t.network, " (network)")):
+        if part is not None and part.op == ">" and part.exact is not None and part.exact.is_number:
+            knees.append((float(part.exact), roof))
+    return max(knees, default=None)
 
 
 def save(ax, path) -> None:

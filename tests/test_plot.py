@@ -92,11 +92,24 @@ def test_one_roof_per_peak_on_one_chip():
     bf16 = analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="v5e").at(**sizes)
     int8 = analyze("int8[B, D] @ int8[D, F] -> int8[B, F]", chip="v5e").at(**sizes)
     ax = plot_roofline([bf16, int8])
-    roofs = [l for l in ax.get_lines() if l.get_label().startswith("HBM roof")]
-    assert sorted(l.get_ydata().max() for l in roofs) == pytest.approx([1.97e14, 3.94e14])
+    roofs = {l.get_label().split()[0]: l for l in ax.get_lines() if "HBM roof" in l.get_label()}
+    assert roofs["bf16"].get_ydata().max() == pytest.approx(1.97e14)
+    assert roofs["int8"].get_ydata().max() == pytest.approx(3.94e14)
+    assert roofs["bf16"].get_linestyle() != roofs["int8"].get_linestyle()
+    circle, triangle = (len(c.get_paths()[0].vertices) for c in ax.collections)   # each roof its marker
+    assert circle != triangle
     free = [analyze(spec, chip="v5e").at(D=4096, F=4096) for spec in (bf16.spec, int8.spec)]
     sweep = plot_sweep(free, "B", numpy.arange(1, 600))
     assert sweep.get_ylim()[1] == pytest.approx(3.94e14 * 1.1)     # the higher peak is on the plot
+
+
+def test_a_sharded_sweep_marks_the_roof_it_reaches_last():
+    two_chips = analyze("mesh X=2; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", chip="v5e").at(B=1024, F=1024)
+    ax = plot_sweep(two_chips, "D", numpy.arange(128, 65536, 64))
+    marks = [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
+    network = two_chips.threshold("D").network.exact
+    assert marks == pytest.approx([float(network)])          # D > 8755.6, not the HBM's 905.2
+    assert any("(network)" in t.get_text() for t in ax.texts)
 
 
 def test_plots_refuse_what_they_cannot_show(tmp_path):
