@@ -54,7 +54,7 @@ _SMALLEST, _LARGEST = sympy.Rational(1, 10**30), sympy.Integer(10**40)
 
 
 def exact_number(value, what: str = "value", example: str = "8.2e11",
-                 allow_zero: bool = False) -> sympy.Rational:
+                 allow_zero: bool = False, error=HardwareError) -> sympy.Rational:
     """A positive figure as an exact rational: 1.97e14 is 197000000000000, never a binary
     float. Strings must be plain decimal numbers; nothing is evaluated.
 
@@ -67,10 +67,10 @@ def exact_number(value, what: str = "value", example: str = "8.2e11",
         return sympy.Integer(0)
     try:
         number = exact_value(value)
-    except ValueError as error:
-        raise SymroofError(f"{what} {error}; e.g. {example}") from None
+    except ValueError as problem:
+        raise error(f"{what} {problem}; e.g. {example}") from None
     if not _SMALLEST <= number <= _LARGEST:
-        raise SymroofError(f"{what} {value} is out of range (1e-30 to 1e40); e.g. {example}")
+        raise error(f"{what} {value} is out of range (1e-30 to 1e40); e.g. {example}")
     return number
 
 
@@ -172,8 +172,8 @@ def roofline(flops, bytes=0, chip: str | Chip | None = None, *, dtype: str = "bf
     compute = dtypes.lookup(dtype) if isinstance(dtype, str) else None
     if compute is None:
         raise SpecError(f"unknown dtype {dtype!r}")
-    flops = exact_number(flops, "flops", "1e12", allow_zero=True)
-    moved = exact_number(bytes, "bytes", "4e9", allow_zero=True)
+    flops = exact_number(flops, "flops", "1e12", allow_zero=True, error=SpecError)
+    moved = exact_number(bytes, "bytes", "4e9", allow_zero=True, error=SpecError)
     if flops == 0 and moved == 0:
         raise SpecError("nothing to cost: give FLOPs, bytes or both (both are 0)")
     counts = Cost(flops, flops, moved, sympy.Integer(0))
@@ -578,6 +578,10 @@ class Analysis:
         if key not in self._compiled:
             self._compiled[key] = sympy.lambdify([dim_symbol(n) for n in names], expr, modules="numpy")
         values = [numpy.asarray(arrays[n], dtype=float) for n in names]
+        for name, v in zip(names, values):
+            # sizes need not be whole here (a smooth curve), but they are sizes: positive
+            if not numpy.all(numpy.isfinite(v) & (v > 0)):
+                raise SpecError(f"the sizes given for {name} must be positive and finite")
         try:
             shape = numpy.broadcast_shapes(*(v.shape for v in values))
         except ValueError:

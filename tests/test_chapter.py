@@ -122,3 +122,16 @@ def test_symroof_check_refuses_an_empty_file(tmp_path):
     empty.write_text("[]\n")
     out, err = io.StringIO(), io.StringIO()
     assert main(["check", str(empty)], out=out, err=err) == 2 and "no claims to check" in err.getvalue()
+
+
+def test_a_claim_that_is_not_a_mapping_is_its_own_error_row(tmp_path):
+    import io
+
+    from symroof.cli import main
+    assert "a claim is a mapping" in check_case("nonsense").error
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text(yaml.safe_dump(["just a string", {"id": "ok", "spec": "bf16[N] *_N bf16[N] -> bf16[1]",
+                                                        "expect": {"flops": "2*N"}}]))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["check", str(mixed)], out=out, err=err) == 1
+    assert "ERROR" in out.getvalue() and "2 claims: 1 passed, 1 failed" in out.getvalue()

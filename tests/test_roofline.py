@@ -253,3 +253,12 @@ def test_bandwidth_alone_gives_memory_time():
     a = analyze(MATMUL, hbm_bw=8.2e11)
     assert a.t_comms == (2 * B * D + 2 * D * F + 2 * B * F) / 820_000_000_000
     assert "T_comms" in repr(a) and "T_math" not in repr(a)
+
+
+def test_evaluate_refuses_sizes_that_are_not_sizes():
+    import numpy
+    a = analyze(MATMUL, chip="v5e").at(D=4, F=4)
+    for bad in ([0, 1], [1, -2], [1, float("nan")]):
+        with pytest.raises(SpecError, match="positive and finite"):
+            a.evaluate("t_lower", B=numpy.array(bad))
+    assert a.evaluate("t_lower", B=numpy.array([1.5]))[0] > 0
