@@ -20,7 +20,7 @@ import warnings
 
 import sympy
 
-from .errors import SymroofError
+from .errors import SpecError, SymroofError
 from .hardware import get_chip, list_chips
 from .json_report import to_json_dict
 from .claims import check_case, load_claims, report as claims_report
@@ -240,7 +240,7 @@ def _plot(args) -> str:
 
 
 def _analyze(args) -> str:
-    spec = sys.stdin.read() if args.spec == "-" else args.spec
+    spec = _stdin() if args.spec == "-" else args.spec
     values = _sizes(args.set)
     limit = [d.strip() for d in args.limit.split(",") if d.strip()] if args.limit else None
     try:
@@ -266,6 +266,17 @@ def _check(args) -> tuple[str, int]:
     else:
         text = claims_report(results)
     return text, 1 if failed else 0
+
+
+def _stdin() -> str:
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SpecError(f"the spec on stdin is not UTF-8 text (byte {error.start + 1} is "
+                        f"{data[error.start]:#04x})") from None
 
 
 def _with_fix_times(error: ShardingError, args, values: dict) -> SymroofError:

@@ -61,8 +61,8 @@ class _Printer(LatexPrinter):
         return tex_number(expr)
 
     def _print_Rational(self, expr):
-        if expr.is_Integer:
-            return tex_number(expr) if abs(expr) >= 10**7 else super()._print_Rational(expr)
+        if expr.is_Integer:  # counts are exact: 33554432 B, not 3.355e7 B
+            return tex_number(expr) if abs(expr) >= 10**16 else super()._print_Rational(expr)
         if abs(expr.p) < 10**4 and expr.q < 10**4:
             return super()._print_Rational(expr)
         return tex_number(expr)
@@ -207,7 +207,7 @@ def _network(a, tex) -> str:
         link = move.bytes / t.bandwidth  # bytes over seconds: the link's effective bandwidth
         parts.append(_over(move.bytes, link, tex) if not move.bytes.is_number else tex_number(t.bandwidth))
     floor = a.t_network_latency
-    tail = (rf" \quad \text{{(at least {number(floor * 10**6)} us of latency)}}" if floor and a.t_network_latency_known
+    tail = (rf" \quad \text{{(at least {number(floor * 10**6)} $\mu$s of latency)}}" if floor and a.t_network_latency_known
             else "")
     return " + ".join(parts) + _SECONDS + tail
 
@@ -273,6 +273,7 @@ def _text(words: str) -> str:
     """Plain words made safe inside \\text{...}: LaTeX's special characters escaped, -> oo
     and >= as math."""
     words = re.sub(r"([#$%&_{}])", r"\\\1", words).replace("^", r"\^{}").replace("~", r"\~{}")
+    words = re.sub(r"(\d) us\b", r"\1 $\\mu$s", words)
     return words.replace("-> oo", r"$\to\infty$").replace(">=", r"$\ge$").replace("->", r"$\to$")
 
 

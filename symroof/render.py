@@ -73,7 +73,7 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     if a.program is not None:
         rows.append(("spec", a.spec.replace("\n", "; ")))
     if a.mesh is not None:
-        rows.append(("mesh", ", ".join(f"{x.name}={x.size} ({x.link.upper()})" for x in a.mesh.axes)
+        rows.append(("mesh", ", ".join(f"{x.name}={x.size} ({_link_name(a, x)})" for x in a.mesh.axes)
                      + f": {a.mesh.chips} chip{'s' if a.mesh.chips != 1 else ''}; the counts below are per chip"))
     lines = a.lines
     if len(lines) > 1:
@@ -162,7 +162,7 @@ def _steps(a: Analysis) -> list[tuple[str, str]]:
         return rows
     if a.program is None:
         return rows
-    if len(a.steps) > 1 or str(a.steps[0].step) != a.spec:
+    if a.steps:  # even a spec that reads as its one step: the line says what is summed, and how
         for i, s in enumerate(a.steps, 1):
             summed = ", ".join(label_text(l) for l in s.step.summed) or "nothing"
             rows.append((f"step {i}", f"{s.step}   [sums {summed}; {s.step.compute} compute; "
@@ -173,13 +173,20 @@ def _steps(a: Analysis) -> list[tuple[str, str]]:
 def _collective_text(a: Analysis, move) -> str:
     V = a._at(next(m.bytes for m in a.cost.moves if m.move is move))
     text = f"V = {pretty(V)} bytes per chip"
-    if a.machine is None or a.chip is None:
+    if not a.has_links:
         return text
     t = next(t for m, t in a.collectives if m.move is move)
     shown = seconds(t.bandwidth) if t.bandwidth.is_number else over(V, V / t.bandwidth) + " s"
     hops = f"{t.hops} hop{'s' if t.hops != 1 else ''}"
     floor = f", at least {seconds(t.latency)} ({hops})" if t.latency_known else f" ({hops}; latency unknown)"
     return f"{text}; {t.links}: {shown}{floor}"
+
+
+def _link_name(a: Analysis, axis) -> str:
+    """An axis's link as the chip calls it: ICI on a TPU, NVLink on an H100."""
+    if axis.link == "ici" and a.chip is not None:
+        return a.chip.texts.get("interconnect.name", "ICI")
+    return axis.link.upper() if axis.link != "pcie" else "PCIe"
 
 
 def _line_summary(line: Analysis) -> str:

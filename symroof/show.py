@@ -8,7 +8,7 @@ import sympy
 from sympy.printing.str import StrPrinter
 
 _FACTOR_TERMS = 40
-_TIME_UNITS = [(1, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns"), (1e-12, "ps")]
+_TIME_UNITS = [(1, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns"), (1e-12, "ps"), (1e-15, "fs")]
 
 
 def number(value, digits: int = 6) -> str:
