@@ -36,7 +36,7 @@ import sympy
 from . import dtypes
 from .collectives import check_domain, time as collective_time
 from .cost import Cost, cost, statement_cost
-from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
+from .errors import HardwareError, SpecError, SymroofWarning
 from .hardware import Chip, exact_value, get_chip
 from .ir import Program, dim_symbol
 from .parse import parse
