@@ -263,10 +263,19 @@ def _bounds(a, t, var, tex, peak, bandwidth, note) -> list[tuple[str, str, str]]
             if t.otherwise:
                 exact += rf"\text{{, {t.otherwise} otherwise}}"
         rows.append((var, t.op, exact + note))
-    for reason in (t.reason or "").split("; "):
-        if reason:
-            rows.append(("", ":", rf"\text{{{_text(reason)}{_text(note and ' (against the network)')}}}"))
+    sentences = t.reason_parts or tuple((r,) for r in (t.reason or "").split("; ") if r)
+    for parts in sentences:
+        # words as text, expressions as math: N/(2N + 1) as a fraction, not as Python
+        said = "".join(_text(p) if isinstance(p, str) else f"${_part(p, tex)}$" for p in parts)
+        rows.append(("", ":", rf"\text{{{said}{_text(note and ' (against the network)')}}}"))
     return rows
+
+
+def _part(expr, tex) -> str:
+    """An expression inside words: 1/2 as a fraction, 9850/41 as 240.2."""
+    if expr.is_Rational and not expr.is_Integer and expr.q > 10:
+        return tex_number(expr)
+    return tex(expr)
 
 
 def _text(words: str) -> str:

@@ -46,6 +46,8 @@ class Threshold:
             it holds; `otherwise` says what holds where it fails ("never" or "always").
         reason: in words, whatever a number alone would not say: that no threshold
             exists and why, that every size is compute-bound, what to mind.
+        reason_parts: the same, one tuple per sentence of words and expressions, for
+            printers other than plain text (LaTeX).
         rule_as: the dims taken to infinity for the rule.
         roof: which time T_math is compared with ("HBM" or "network").
         network: on a mesh with collectives, the threshold against the network roof.
@@ -61,6 +63,7 @@ class Threshold:
     rule_as: tuple[str, ...] = ()
     roof: str = "HBM"
     network: "Threshold | None" = None
+    reason_parts: tuple[tuple, ...] = ()
 
     def __str__(self) -> str:
         from .render import threshold_text
@@ -74,7 +77,7 @@ def solve(analysis, x: sympy.Symbol, roof: Roof) -> Threshold:
     notes = []
     if grow:
         if not path_independent(base_math, roof.time_base, grow):
-            notes.append(f"the rule depends on how {', '.join(map(str, grow))} grow; it takes them equal")
+            notes.append((f"the rule depends on how {', '.join(map(str, grow))} grow; it takes them equal",))
         rule = _compute_bound_region(*polys(base_math, roof.time_base, extra=(x,)), grow, x)
     else:
         rule = exact
@@ -101,51 +104,52 @@ def _threshold(x, rule: Region, exact: Region, rule_as, analysis, roof: Roof, no
         if region.kind in ("above", "below"):
             op = ">" if region.kind == "above" else "<"
             break
-    reasons = []
+    reasons = []  # each a tuple of words and expressions
     if rule_as and rule.kind not in ("above", "below"):
-        reasons.append(f"as {', '.join(rule_as)} -> oo: " + _region_words(rule, x, analysis, roof, rule_as))
+        reasons.append((f"as {', '.join(rule_as)} -> oo: ",) + _region_words(rule, x, analysis, roof, rule_as))
     if exact.kind not in ("above", "below"):
         sized = analysis.values
         where = ("at " + ", ".join(f"{k} = {v}" for k, v in sized.items())) if sized else \
             ("with the other dims free" if rule_as else "")
         words = _region_words(exact, x, analysis, roof, ())
-        reasons.append(f"{where}: {words}" if where else words)
+        reasons.append(((f"{where}: ",) if where else ()) + words)
     reasons += notes
     value = lambda region: region.root if region.kind in ("above", "below") else None
     otherwise = {"none": "never", "all": "always"}.get(exact.otherwise)
+    text = "; ".join("".join(p if isinstance(p, str) else pretty(p) for p in r) for r in reasons)
     return Threshold(str(x), op, value(rule), value(exact), exact.condition, otherwise,
-                     "; ".join(reasons) or None, rule_as, roof.name)
+                     text or None, rule_as, roof.name, reason_parts=tuple(reasons))
 
 
-def _region_words(region: Region, x, analysis, roof: Roof, grow) -> str:
-    when = f" when {pretty(region.condition)}" if region.condition is not None else ""
-    otherwise = {"none": ", never otherwise", "all": f", at every {x} otherwise"}.get(region.otherwise, "")
+def _region_words(region: Region, x, analysis, roof: Roof, grow) -> tuple:
+    when = (" when ", region.condition) if region.condition is not None else ()
+    otherwise = {"none": (", never otherwise",), "all": (", at every ", x, " otherwise")}.get(region.otherwise, ())
     if region.kind == "all":
-        return f"compute-bound at every {x}{when}{otherwise}"
+        return ("compute-bound at every ", x) + when + otherwise
     if region.kind == "none":
         return _never(x, analysis, roof, grow)
     if region.kind in ("above", "below"):
         op = ">" if region.kind == "above" else "<"
-        return f"compute-bound for {x} {op} {pretty(region.root)}{when}{otherwise}"
-    return region.reason
+        return ("compute-bound for ", sympy.Rel(x, region.root, op)) + when + otherwise
+    return (region.reason,)
 
 
-def _never(x, analysis, roof: Roof, grow) -> str:
+def _never(x, analysis, roof: Roof, grow) -> tuple:
     """Why x never makes it compute-bound: how high the intensity gets, against the critical."""
-    critical = f"the critical {'network ' if roof.name == 'network' else ''}intensity {pretty(roof.critical)}"
+    critical = (f"the critical {'network ' if roof.name == 'network' else ''}intensity ", roof.critical)
     what = "network intensity" if roof.name == "network" else "intensity"
     if grow:
         tends = ratio_limit(analysis.cost.flops, roof.traffic_base, [dim_symbol(d) for d in grow])
-        head = f"never compute-bound: the {what} tends to {pretty(tends)}"
+        head = (f"never compute-bound: the {what} tends to ", tends)
     else:
         num, den = polys(analysis.flops, roof.traffic) if not (analysis.flops.is_number and roof.traffic.is_number) \
             else (None, None)
         tends = fraction_expr(num, den) if num is not None else analysis.flops / roof.traffic
-        head = f"never compute-bound: the {what} is " + pretty(tends)
+        head = (f"never compute-bound: the {what} is ", tends)
     if x not in tends.free_symbols:
-        return f"{head} whatever {x} is, below {critical}"
+        return head + (" whatever ", x, " is, below ") + critical
     num, den = sympy.fraction(tends)
     ends = (ratio_limit(num, den, [x]), tends.xreplace({x: 1}))  # monotone in x: its range ends
     top = max((e for e in ends if e.is_number), key=float, default=None)
-    most = f", at most {pretty(top)} for {x} >= 1" if top is not None else ""
-    return f"{head}{most}, below {critical}"
+    most = (", at most ", top, " for ", sympy.Ge(x, 1, evaluate=False)) if top is not None else ()
+    return head + most + (", below ",) + critical
