@@ -128,6 +128,6 @@ def threshold_dict(t: Threshold) -> dict:
            "rule_as": list(t.rule_as), "reason": t.reason}
     if t.network is not None:
         out["network"] = {**{k: v for k, v in threshold_dict(t.network).items() if k != "var"},
-                          "regime": "bandwidth-bound"}
+                          "regime": "bandwidth-bound", "past_latency": json_value(t.network.past_latency)}
     return out
 

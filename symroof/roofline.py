@@ -40,7 +40,8 @@ from .errors import HardwareError, SpecError, SymroofWarning
 from .hardware import Chip, exact_value, get_chip
 from .ir import Program, dim_symbol
 from .parse import parse
-from .solve import fraction_expr, path_independent, polys, ratio_limit, sign_of
+from .show import pretty, seconds
+from .solve import fraction_expr, path_independent, polys, positive_region, ratio_limit, sign_of
 from .thresholds import Roof, Threshold, solve
 
 CONVENTIONS = ("1 FLOP = one multiply or one add (a multiply-add is 2); int dtypes count OPs alike; "
@@ -540,8 +541,23 @@ class Analysis:
             network = solve(self, x, Roof("network", self._t_network_base, self.t_network,
                                           self._network_bytes_base, self.network_bytes,
                                           self.critical_network_intensity))
-            found = dataclasses.replace(found, network=network)
+            found = dataclasses.replace(found, network=self._with_latency(network, x))
         return found
+
+    def _with_latency(self, network: Threshold, x) -> Threshold:
+        """The network threshold is taken in the bandwidth-bound regime; where the sizes are
+        known and the latency floor lies beyond it, say where T_math clears the floor too."""
+        floor = self.t_network_latency
+        if not (self.t_network_latency_known and floor and network.op == ">" and network.exact is not None
+                and network.exact.is_number):
+            return network
+        region = positive_region(self.t_math - floor, x)
+        if region.kind != "above" or not region.root.is_number or region.root <= network.exact:
+            return network
+        words = (f"with the latency floor ({seconds(floor)}) it takes ", sympy.Gt(x, region.root))
+        text = "".join(p if isinstance(p, str) else pretty(p) for p in words)
+        return dataclasses.replace(network, reason="; ".join(filter(None, [network.reason, text])),
+                                   reason_parts=network.reason_parts + (words,), past_latency=region.root)
 
     # -- other views -----------------------------------------------------------------------
 

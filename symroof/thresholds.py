@@ -51,6 +51,8 @@ class Threshold:
         rule_as: the dims taken to infinity for the rule.
         roof: which time T_math is compared with ("HBM" or "network").
         network: on a mesh with collectives, the threshold against the network roof.
+        past_latency: for the network's threshold at known sizes, where T_math also
+            clears the collectives' latency floor, when that comes later.
     """
 
     var: str
@@ -64,6 +66,7 @@ class Threshold:
     roof: str = "HBM"
     network: "Threshold | None" = None
     reason_parts: tuple[tuple, ...] = ()
+    past_latency: sympy.Expr | None = None  # network only: where T_math also clears the latency floor
 
     def __str__(self) -> str:
         from .render import threshold_text

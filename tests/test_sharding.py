@@ -420,3 +420,15 @@ def test_sizes_on_split_dims_and_thresholds_in_steps_of_the_split():
     assert "D > 480.49 (D >= 482, a multiple of 2)" in shown and "(D >= 8756, a multiple of 2)" in shown
     with pytest.raises(SpecError, match="separate mesh axes with ','"):
         parse("mesh X=2 Y=2\nbf16[B] -> bf16[B]")
+
+
+def test_network_threshold_says_where_the_latency_floor_is_cleared():
+    # tiny B and F: the AllReduce is latency-bound, so D must be far past 8755.6
+    a = analyze("mesh X=2; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", chip="v5e").at(B=8, F=8)
+    network = a.threshold("D").network
+    assert float(network.exact) == pytest.approx(8755.56, rel=1e-6)
+    # T_math = B*D*F / 1.97e14 must reach the floor of 2 hops x 1 us
+    assert network.past_latency == sympy.Rational(2, 10**6) * 197 * 10**12 / 64
+    assert "latency floor" in network.reason
+    assert analyze("mesh X=2; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", chip="v5e").threshold("D") \
+        .network.past_latency is None                  # with free dims: the bandwidth-bound answer alone
