@@ -158,7 +158,7 @@ def _outcome(a: Analysis, key: str, expected, tolerance: float, hardware) -> Out
 def _never_on_any_chip(a: Analysis, hardware) -> Outcome:
     """`threshold: none` with no chip named: it must hold on every chip that has a peak for
     the compute dtype ("far below any chip's")."""
-    free = _free(a)
+    free = a.free_dims
     if len(free) != 1:
         raise SymroofError("'threshold: none' without a chip needs a spec with one dim left free "
                            f"(this one has {', '.join(free) or 'none'}); name a chip, or give the "
@@ -177,13 +177,9 @@ def _never_on_any_chip(a: Analysis, hardware) -> Outcome:
     return Outcome("threshold", "none", "none" if ok else failures, ok, note)
 
 
-def _free(a: Analysis) -> list[str]:
-    return [d for d in a.dims if d not in a.values]
-
-
 def _threshold_outcome(a: Analysis, expected, tolerance: float) -> Outcome:
     if expected in ("none", None):
-        free = _free(a)
+        free = a.free_dims
         if len(free) != 1:
             raise SymroofError("'threshold: none' needs a spec with one dim left free (give the others "
                                "sizes with 'set'), or {var: DIM, none: true}")

@@ -86,6 +86,15 @@ class Time:
         return sympy.Max(self.bandwidth, self.latency, evaluate=False)
 
 
+def link_name(axis: MeshAxis, chip: Chip | None) -> str:
+    """An axis's link as the chip calls it: ICI on a TPU, NVLink on an H100; DCN, PCIe."""
+    if axis.link == "pcie":
+        return "PCIe"
+    if axis.link == "dcn":
+        return "DCN"
+    return chip.texts.get("interconnect.name", "ICI") if chip is not None else "ICI"
+
+
 def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None) -> Link:
     """The link along a mesh axis, from the chip's figures. `ici_one_way` replaces the
     chip's per-link ICI (or NVLink) figure; with no chip it describes a plain line of
@@ -95,18 +104,18 @@ def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None) -> Link:
             raise HardwareError(f"axis {axis.name} is on {axis.link.upper()}: name a chip for its figures")
         # switched networks: each chip's traffic goes through its own NIC (or host link)
         if axis.link == "pcie":
-            return Link("PCIe", chip.require("pcie_bandwidth_one_way_bytes_per_s", f"mesh axis {axis.name}"),
+            return Link(link_name(axis, chip), chip.require("pcie_bandwidth_one_way_bytes_per_s", f"mesh axis {axis.name}"),
                         None, False, True, None)
         dcn = chip.figure("dcn.bandwidth_one_way_bytes_per_s_per_chip") or \
             chip.figure("scaleout.bandwidth_one_way_bytes_per_s_per_chip")  # GPUs: the scale-out NIC
         if dcn is None:
             chip.require("dcn.bandwidth_one_way_bytes_per_s_per_chip", f"mesh axis {axis.name}")
-        return Link("DCN", dcn, None, False, True, None)
+        return Link(link_name(axis, chip), dcn, None, False, True, None)
     if chip is None:
         if ici_one_way is None:
             raise HardwareError("collectives need link figures: name a chip (--chip) or give --ici-bw")
-        return Link("ICI", ici_one_way, 2 * ici_one_way, False, False, None)
-    name = chip.texts.get("interconnect.name", "ICI")
+        return Link(link_name(axis, chip), ici_one_way, 2 * ici_one_way, False, False, None)
+    name = link_name(axis, chip)
     latency = chip.figure("interconnect.hop_latency_s")
     topology = chip.texts.get("interconnect.topology", "")
     links = chip.figure("interconnect.links_per_chip")

@@ -263,8 +263,7 @@ def _bounds(a, t, var, tex, peak, bandwidth, note) -> list[tuple[str, str, str]]
             if t.otherwise:
                 exact += rf"\text{{, {t.otherwise} otherwise}}"
         rows.append((var, t.op, exact + note))
-    sentences = t.reason_parts or tuple((r,) for r in (t.reason or "").split("; ") if r)
-    for parts in sentences:
+    for parts in t.reason_parts:
         # words as text, expressions as math: N/(2N + 1) as a fraction, not as Python
         said = "".join(_text(p) if isinstance(p, str) else f"${_part(p, tex)}$" for p in parts)
         rows.append(("", ":", rf"\text{{{said}{_text(note and ' (against the network)')}}}"))

@@ -33,7 +33,7 @@ def _listed(analyses) -> list:
 
 
 def _numbers(a, what: str) -> None:
-    free = [d for d in a.dims if d not in a.values]
+    free = a.free_dims
     if free:
         raise SymroofError(f"give sizes for {', '.join(free)} to place {what} on the plot (--set)")
 
@@ -120,7 +120,7 @@ def plot_sweep(analyses, dim: str, values, ax=None, labels=None, quantity: str =
             raise SymroofError("a sweep needs a chip (or a peak and an HBM bandwidth)")
         if dim not in a.dims:
             raise SymroofError(f"{dim} is not a named dim of {a.spec!r}")
-        free = [d for d in a.dims if d not in a.values and d != dim]
+        free = [d for d in a.free_dims if d != dim]
         if free:
             raise SymroofError(f"give sizes for {', '.join(free)} to sweep {dim} (--set)")
         name = labels[i] if labels else a.spec.split("\n")[-1]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sympy
 
+from .collectives import link_name
 from .ir import label_text
 from .roofline import CONVENTIONS, Analysis, Threshold, dim_names
 from .sharding import Local
@@ -73,7 +74,7 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     if a.program is not None:
         rows.append(("spec", a.spec.replace("\n", "; ")))
     if a.mesh is not None:
-        rows.append(("mesh", ", ".join(f"{x.name}={x.size} ({_link_name(a, x)})" for x in a.mesh.axes)
+        rows.append(("mesh", ", ".join(f"{x.name}={x.size} ({link_name(x, a.chip)})" for x in a.mesh.axes)
                      + f": {a.mesh.chips} chip{'s' if a.mesh.chips != 1 else ''}; the counts below are per chip"))
     lines = a.lines
     if len(lines) > 1:
@@ -180,13 +181,6 @@ def _collective_text(a: Analysis, move) -> str:
     hops = f"{t.hops} hop{'s' if t.hops != 1 else ''}"
     floor = f", at least {seconds(t.latency)} ({hops})" if t.latency_known else f" ({hops}; latency unknown)"
     return f"{text}; {t.links}: {shown}{floor}"
-
-
-def _link_name(a: Analysis, axis) -> str:
-    """An axis's link as the chip calls it: ICI on a TPU, NVLink on an H100."""
-    if axis.link == "ici" and a.chip is not None:
-        return a.chip.texts.get("interconnect.name", "ICI")
-    return axis.link.upper() if axis.link != "pcie" else "PCIe"
 
 
 def _line_summary(line: Analysis) -> str:

@@ -40,7 +40,7 @@ from .errors import HardwareError, SpecError, SymroofWarning
 from .hardware import Chip, exact_value, get_chip
 from .ir import Program, dim_symbol
 from .parse import parse
-from .show import pretty, seconds
+from .show import seconds
 from .solve import fraction_expr, path_independent, polys, positive_region, ratio_limit, sign_of
 from .thresholds import Roof, Threshold, solve
 
@@ -227,6 +227,11 @@ class Analysis:
     def dims(self) -> tuple[str, ...]:
         """The spec's named dims."""
         return self.program.dims if self.program is not None else ()
+
+    @property
+    def free_dims(self) -> tuple[str, ...]:
+        """The named dims without a size."""
+        return tuple(d for d in self.dims if d not in self.values)
 
     @property
     def spec(self) -> str:
@@ -534,7 +539,8 @@ class Analysis:
             raise SpecError(f"{x} has a value ({self._subs[x]}): leave it free to solve for it")
         self._need_machine()
         if self.flops == 0:
-            return Threshold(str(x), None, None, None, reason="no FLOPs to run: it is never compute-bound")
+            return Threshold(str(x), None, None, None,
+                             reason_parts=(("no FLOPs to run: it is never compute-bound",),))
         found = solve(self, x, Roof("HBM", self._t_comms_base, self.t_comms, self.cost.bytes,
                                     self.bytes, self.critical_intensity))
         if self.cost.moves and self.has_links:
@@ -555,9 +561,8 @@ class Analysis:
         if region.kind != "above" or not region.root.is_number or region.root <= network.exact:
             return network
         words = (f"with the latency floor ({seconds(floor)}) it takes ", sympy.Gt(x, region.root))
-        text = "".join(p if isinstance(p, str) else pretty(p) for p in words)
-        return dataclasses.replace(network, reason="; ".join(filter(None, [network.reason, text])),
-                                   reason_parts=network.reason_parts + (words,), past_latency=region.root)
+        return dataclasses.replace(network, reason_parts=network.reason_parts + (words,),
+                                   past_latency=region.root)
 
     # -- other views -----------------------------------------------------------------------
 

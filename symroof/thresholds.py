@@ -44,10 +44,10 @@ class Threshold:
         exact: the value at the other dims' sizes (or an expression in them).
         condition: when the exact answer depends on other dims, the condition under which
             it holds; `otherwise` says what holds where it fails ("never" or "always").
-        reason: in words, whatever a number alone would not say: that no threshold
-            exists and why, that every size is compute-bound, what to mind.
-        reason_parts: the same, one tuple per sentence of words and expressions, for
-            printers other than plain text (LaTeX).
+        reason_parts: whatever a number alone would not say (that no threshold exists
+            and why, that every size is compute-bound, what to mind), one tuple per
+            sentence of words and expressions, so that each printer (text, LaTeX) writes
+            the expressions its own way; `reason` is the plain text of it.
         rule_as: the dims taken to infinity for the rule.
         roof: which time T_math is compared with ("HBM" or "network").
         network: on a mesh with collectives, the threshold against the network roof.
@@ -61,12 +61,18 @@ class Threshold:
     exact: sympy.Expr | None
     condition: sympy.Basic | None = None
     otherwise: str | None = None
-    reason: str | None = None
+    reason_parts: tuple[tuple, ...] = ()
     rule_as: tuple[str, ...] = ()
     roof: str = "HBM"
     network: "Threshold | None" = None
-    reason_parts: tuple[tuple, ...] = ()
     past_latency: sympy.Expr | None = None  # network only: where T_math also clears the latency floor
+
+    @property
+    def reason(self) -> str | None:
+        """The reason in plain text, its sentences joined by '; '."""
+        said = "; ".join("".join(p if isinstance(p, str) else pretty(p) for p in parts)
+                         for parts in self.reason_parts)
+        return said or None
 
     def __str__(self) -> str:
         from .render import threshold_text
@@ -119,9 +125,8 @@ def _threshold(x, rule: Region, exact: Region, rule_as, analysis, roof: Roof, no
     reasons += notes
     value = lambda region: region.root if region.kind in ("above", "below") else None
     otherwise = {"none": "never", "all": "always"}.get(exact.otherwise)
-    text = "; ".join("".join(p if isinstance(p, str) else pretty(p) for p in r) for r in reasons)
     return Threshold(str(x), op, value(rule), value(exact), exact.condition, otherwise,
-                     text or None, rule_as, roof.name, reason_parts=tuple(reasons))
+                     tuple(reasons), rule_as, roof.name)
 
 
 def _region_words(region: Region, x, analysis, roof: Roof, grow) -> tuple:
