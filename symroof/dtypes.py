@@ -5,8 +5,8 @@ Examples:
     ('bf16', 2)
     >>> lookup("int4").bytes
     1/2
-    >>> suggest("bf61")
-    'bf16'
+    >>> suggest("bf61"), suggest("bfloat"), suggest("int")
+    ('bf16', 'bfloat16', 'int8')
 """
 
 from __future__ import annotations
@@ -86,9 +86,14 @@ def lookup(name: str) -> DType | None:
 
 
 def suggest(name: str) -> str | None:
-    """The known dtype name closest to a misspelt one, or None."""
-    close = difflib.get_close_matches(name.lower(), list(_ALIASES), n=1, cutoff=0.6)
-    return _ALIASES[close[0]].name if close else None
+    """The known dtype spelling closest to a misspelt one (the alias itself, as the user
+    was writing it: 'bfloat' -> 'bfloat16'), or None."""
+    low = name.lower()
+    prefixed = [a for a in _ALIASES if a.startswith(low) and any(ch.isdigit() for ch in a)] if len(low) >= 2 else []
+    if prefixed:
+        return min(prefixed, key=lambda a: (len(a), _PREFERENCE.index(_ALIASES[a].name)))
+    close = difflib.get_close_matches(low, list(_ALIASES), n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def looks_like_dtype(name: str) -> bool:
@@ -100,6 +105,28 @@ def looks_like_dtype(name: str) -> bool:
         return False
     return bool(_DTYPE_LIKE.match(name)) or bool(
         difflib.get_close_matches(name, list(_ALIASES), n=1, cutoff=0.75))
+
+
+def near_dtype(name: str) -> bool:
+    """Whether a word before '[' was probably meant as a dtype, so that reading it as a
+    tensor's name would cost the wrong thing: a dtype, a misspelt one (`looks_like_dtype`),
+    the start of one (`bf`, `fp`, `int`, `bfloat`: letters only, since a name with digits is judged by
+    `looks_like_dtype`), or a near miss of three letters or
+    more (`flot`, `doubel`). A capitalised word (`Float`, `Half`, `Wq`, `F1`) stays a name, as
+    `lookup` keeps it.
+
+    Examples:
+        >>> [near_dtype(w) for w in ("bfloat", "int", "fp", "BF", "flot", "X", "Wq", "Float", "F1", "act")]
+        [True, True, True, True, True, False, False, False, False, False]
+    """
+    if lookup(name) is not None or looks_like_dtype(name):
+        return True
+    if name[:1].isupper() and not any(ch.isupper() for ch in name[1:]):
+        return False
+    low = name.lower()
+    if len(low) >= 2 and low.isalpha() and any(a.startswith(low) for a in _ALIASES if any(ch.isdigit() for ch in a)):
+        return True
+    return len(low) >= 3 and bool(difflib.get_close_matches(low, list(_ALIASES), n=1, cutoff=0.8))
 
 
 def compute_dtype(dtypes) -> DType:

@@ -2,10 +2,13 @@
 
 Expressions are strings in the spec's dim names that `sympy.parse_expr` reads back (pass
 `local_dict` built from `symbols`, since names such as N, E, I, S mean other things to
-sympy); numbers are JSON numbers; nothing is NaN.
+sympy); numbers are JSON numbers (strings holding the exact value where a float cannot: past
+1.8e308); nothing is NaN or Infinity.
 """
 
 from __future__ import annotations
+
+import math
 
 import sympy
 
@@ -24,7 +27,11 @@ def json_value(value):
             return int(value)
         if value in (sympy.oo, -sympy.oo):
             return str(value)
-        return float(value)
+        shown = float(value)
+        if not math.isfinite(shown) or (shown == 0 and value != 0):
+            # beyond a float's range (2e600 FLOPs): the exact value, as a string parse_expr reads
+            return sympy.sstr(value)
+        return shown
     return sympy.sstr(value)
 
 

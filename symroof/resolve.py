@@ -78,8 +78,24 @@ def resolve(statements: list, text: str, default_dtype: str = "bf16", mesh: Mesh
         if value % chips:
             raise ctx.error(f"{name} = {value} does not split evenly over "
                             f"{', '.join(sorted(ctx.splits[name]))} ({chips} chips)", span)
-    return Program(tuple(resolved), tuple((name, value) for name, (value, _) in ctx.values.items()),
-                   ctx.mesh)
+    # Values in the order their dims first appear, as str() prints them, so that
+    # parse(str(program)) == program.
+    order = Program(tuple(resolved)).dims
+    values = sorted(ctx.values.items(), key=lambda item: order.index(item[0]))
+    return Program(tuple(resolved), tuple((name, value) for name, (value, _) in values), ctx.mesh)
+
+
+def fix_message(problem: str, fixes, times=None) -> str:
+    """A layout that cannot run, and the collectives that would fix it as a spec line
+    writes them, with the bytes each moves per chip (and its time, where given)."""
+    if not fixes:
+        return problem
+    said = []
+    for i, (_, fix, V) in enumerate(fixes):
+        cost = f"{V} bytes per chip" + (f", {times[i]}" if times else "")
+        said.append(f"{fix.kind}_{fix.axes[0]} {fix.before.text(fix.dtype)} -> {fix.after.text(fix.dtype)} "
+                    f"({cost})")
+    return f"{problem}; gather one side first: " + ", or ".join(said)
 
 
 def mesh_from(written: WMesh, text: str) -> Mesh:
@@ -134,11 +150,17 @@ def _axes_of(tensor: Tensor) -> tuple[tuple[str, ...], ...]:
 
 
 class _Statement:
-    def __init__(self, ctx: _Context, written: WStatement):
+    def __init__(self, ctx: _Context, written: WStatement | WCollective):
         self.ctx = ctx
         self.w = written
         self.literal_counts: dict[int, int] = {}
         self.spans: dict[str, Span] = {}  # where each named dim first appears
+        tensors = ([written.input, written.output] if isinstance(written, WCollective)
+                   else [*written.operands, written.output])
+        # One tensor with a dtype makes every word before '[' in the statement a dtype: a bare
+        # name there is far likelier a misspelt dtype than a tensor's name.
+        self.typed = next((t for t in tensors if t.head is not None and
+                           (t.name is not None or dtypes.lookup(t.head) is not None)), None)
 
     # -- tensors ------------------------------------------------------------------------
 
@@ -165,11 +187,10 @@ class _Statement:
                 sizes = dict(sizes)
                 fixes = [(what, fix, fix.dtype.bytes * local_elements(fix.after, sizes, self.ctx.mesh))
                          for what, fix, _ in err.fixes]
-                message = err.message
-                if fixes:
-                    message += "; fix it with " + ", or ".join(f"{what} ({V} bytes per chip)"
-                                                               for what, _, V in fixes)
-                raise ShardingError(message, fixes, self.ctx.text, *w.span, mesh=self.ctx.mesh) from None
+                error = ShardingError(fix_message(err.message, fixes), fixes, self.ctx.text, *w.span,
+                                      mesh=self.ctx.mesh)
+                error.problem = err.message
+                raise error from None
         return contraction
 
     def _compute(self, w: WTensor) -> dtypes.DType | None:
@@ -254,9 +275,15 @@ class _Statement:
         if w.head is None:
             dtype = self.ctx.default
             self._check_einsum_term(w)
-        elif dtypes.lookup(w.head) is not None or name is not None or dtypes.looks_like_dtype(w.head):
+        elif dtypes.lookup(w.head) is not None or name is not None or dtypes.near_dtype(w.head):
             dtype = self._dtype(w.head, w.head_span)
-        else:  # X[B, D]: a tensor's name, dtype from the default
+        elif self.typed is not None:
+            dims = self.ctx.text[w.head_span[1]:w.span[1]]
+            dims = dims if dims.startswith("[") else "[...]"
+            raise self.ctx.error(f"unknown dtype '{w.head}': the statement's other tensors have dtypes "
+                                 f"({self.typed.head}), so this one needs one too; to name a tensor, write "
+                                 f"'{w.head}: {self.typed.head}{dims}'", w.head_span)
+        else:  # X[B, D] with no dtype anywhere in the statement: a tensor's name, dtype from the default
             dtype, name = self.ctx.default, w.head
         if len(w.dims) > MAX_DIMS_PER_TENSOR:
             raise self.ctx.error(f"{len(w.dims)} dims in one tensor; symroof handles at most "
@@ -311,8 +338,10 @@ class _Statement:
                                      f"({chips} chips)", d.span)
         if d.name is None:
             return Dim(size=d.value, axes=axes)
-        if d.name in RESERVED:
-            raise self.ctx.error(f"'{d.name}' cannot name a dim (it means something else to "
+        if d.name in RESERVED or not d.name.isidentifier():
+            # isidentifier: letters that are numbers (Ethiopic ten, U+1372) lex as name characters
+            # but would not read back through sympy.parse_expr
+            raise self.ctx.error(f"'{d.name}' cannot name a dim (it does not read back as a name in "
                                  "Python or sympy); choose another name", d.span)
         self.spans.setdefault(d.name, d.span)
         if len(self.ctx.names) >= MAX_DIMS and d.name not in self.ctx.names:
@@ -393,6 +422,7 @@ class _Statement:
                               "elementwise. Name the dims to say which.", SymroofWarning, stacklevel=4)
             right, labels_out, summed = found[0]
             inputs = [(*left, current), (right_tensor.dtype, right_tensor.name, _axes_of(right_tensor), right)]
+            summed = self._sum_alone_first(inputs, summed, output, compute, steps)
             steps.append(self._step(inputs, output, final, labels_out, summed, compute))
             # The intermediate goes to HBM in the result's dtype and has no name.
             current, left = labels_out, (output.dtype, None, None)
@@ -403,6 +433,28 @@ class _Statement:
                     sizes[label] = (sympy.Integer(int(label_text(label))) if is_literal_label(label)
                                     else dim_symbol(label))
         return tuple(steps), tuple(sizes.items())
+
+    def _sum_alone_first(self, inputs: list, summed, output: Tensor, compute, steps: list) -> list:
+        """A dim summed in a step but held by one of its two inputs only is summed away
+        there first, in a step of its own, as every compiler does: `[B, D, K] * [D, F]`
+        costs B*D*K adds and then the matmul, not the 2*B*D*F*K of the full loop nest.
+        Rewrites `inputs` in place, appends the extra steps, and returns what is left to sum."""
+        for side in (0, 1):
+            dtype, name, axes, labels = inputs[side]
+            alone = [l for l in summed if l in labels and l not in inputs[1 - side][3]]
+            if not alone:
+                continue
+            kept = [l for l in labels if l not in alone]
+            steps.append(self._step([inputs[side]], output, False, kept, alone, compute))
+            inputs[side] = (output.dtype, None, None, kept)
+            summed = [l for l in summed if l not in alone]
+            names = ", ".join(label_text(l) for l in alone)
+            which = "left" if side == 0 else "right"
+            warnings.warn(f"{self.ctx.text[self.w.span[0]:self.w.span[1]]!r}: {names} is summed in the "
+                          f"{which} operand only, so it is summed away first, in a step of its own "
+                          "(as a compiler does), then the contraction runs: see the steps",
+                          SymroofWarning, stacklevel=5)
+        return summed
 
     def _step(self, inputs, output: Tensor, final: bool, labels_out, summed, compute) -> Step:
         terms = tuple(Term(dtype, tuple(labels), name, axes) for dtype, name, axes, labels in inputs)
@@ -425,6 +477,15 @@ class _Statement:
                   op_w: WOp) -> list[tuple[list[str | None], set[str]]]:
         """The ways to label the right operand's dims: a list of (labels, contracted)."""
         right: list[str | None] = [d.name for d in right_tensor.dims]
+        if op.contract is not None:  # checked first: a scalar side has nothing to contract either
+            written = self.ctx.text[op_w.span[0]:op_w.span[1]]
+            for name, span in op_w.subscript:
+                if name not in left or name not in right:
+                    where = "the left" if name not in left else "the right"
+                    raise self.ctx.error(f"{name} in '{written}' is not in {where} operand: a contracted "
+                                         "dim must be in both", span)
+            contracted = set(op.contract)
+            return [(self._pair_by_size(left, right, right_tensor, contracted), contracted)]
         if not left or not right:
             if op.symbol == "@":
                 raise self.ctx.error("'@' needs at least one dim on each side", op_w.span)
@@ -437,15 +498,6 @@ class _Statement:
             if right[ri] is None:
                 right[ri] = left[li]
             return [(self._align_batch(left, right, right_tensor, contracted), contracted)]
-        if op.contract is not None:
-            written = self.ctx.text[op_w.span[0]:op_w.span[1]]
-            for name, span in op_w.subscript:
-                if name not in left or name not in right:
-                    where = "the left" if name not in left else "the right"
-                    raise self.ctx.error(f"{name} in '{written}' is not in {where} operand: a contracted "
-                                         "dim must be in both", span)
-            contracted = set(op.contract)
-            return [(self._pair_by_size(left, right, right_tensor, contracted), contracted)]
         readings = []
         rdim = right_tensor.dims[ri]
         if is_literal_label(left[li]) and rdim.name is None and int(label_text(left[li])) == rdim.size:

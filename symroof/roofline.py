@@ -36,11 +36,12 @@ import sympy
 from . import dtypes
 from .collectives import check_domain, time as collective_time
 from .cost import Cost, cost, statement_cost
-from .errors import HardwareError, SpecError, SymroofWarning
+from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from .hardware import Chip, exact_value, get_chip
 from .ir import Program, dim_symbol
 from .parse import parse
 from .show import seconds
+from .sizes import size_value
 from .solve import fraction_expr, path_independent, polys, positive_region, ratio_limit, sign_of
 from .thresholds import Roof, Threshold, solve
 
@@ -133,7 +134,7 @@ def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ici
 
 def analyze(spec: str | Program, chip: str | Chip | None = None, *, dtype: str = "bf16",
             peak_flops=None, hbm_bw=None, ici_bw=None, overrides=None, variant=None, hardware=None,
-            values: Mapping[str, int] | None = None, mesh=None) -> "Analysis":
+            values: Mapping[str, int] | None = None, mesh=None, grow=None) -> "Analysis":
     """Analyse a spec, optionally on a chip.
 
     Args:
@@ -146,7 +147,10 @@ def analyze(spec: str | Program, chip: str | Chip | None = None, *, dtype: str =
         variant: a named variant of the chip's figures (see `symroof chip CHIP`).
         ici_bw: one-way per-link ICI bytes/s to use in place of the chip's.
         hardware: path of a hardware file to use in place of the shipped one.
-        values: sizes for named dims, as `--set` gives them.
+        values: sizes for named dims, as `--set` gives them: integers, or text such as
+            "4096", "1e6", "2**20", "128k" (k, M, G, T are powers of 1024).
+        grow: the dims a threshold's rule takes to infinity ("B,T"), such as batch-like
+            dims; by default every named dim without a size but the one solved for.
         mesh: the mesh for sharded dims ("X=2, Y=4@dcn", {"X": 2} or a `Mesh`), unless the
             spec has a `mesh` line.
     """
@@ -155,9 +159,12 @@ def analyze(spec: str | Program, chip: str | Chip | None = None, *, dtype: str =
     if isinstance(spec, Program) and mesh is not None:
         raise SpecError("a parsed Program carries its mesh: give the mesh to parse(), not analyze()")
     program = spec if isinstance(spec, Program) else parse(spec, dtype, mesh)
+    if ici_bw is not None and program.mesh is None:
+        raise SpecError("an ICI bandwidth (--ici-bw) costs collectives between chips, and this spec has "
+                        "no mesh: add one (--mesh X=2, or a line 'mesh X=2'), or drop --ici-bw")
     target = machine(chip, peak_flops=peak_flops, hbm_bw=hbm_bw, ici_bw=ici_bw, overrides=overrides,
                      variant=variant, hardware=hardware)
-    return Analysis(cost(program), target, program=program, values=values)
+    return Analysis(cost(program), target, program=program, values=values, grow=grow)
 
 
 def roofline(flops, bytes=0, chip: str | Chip | None = None, *, dtype: str = "bf16",
@@ -192,7 +199,8 @@ class Analysis:
     """
 
     def __init__(self, counts: Cost, target: Machine | None, *, program: Program | None = None,
-                 values: Mapping[str, int] | None = None, compute: dtypes.DType | None = None):
+                 values: Mapping[str, int] | None = None, compute: dtypes.DType | None = None,
+                 grow=None):
         self.cost = counts
         self.machine = target
         self.program = program
@@ -210,6 +218,7 @@ class Analysis:
             _check_splits(program, self.values)
         self._subs = {dim_symbol(name): v for name, v in self.values.items()}
         self._compiled: dict = {}
+        self.grow = self._grow(grow)
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -341,8 +350,9 @@ class Analysis:
         for statement in self.program.statements:
             program = Program((statement,), (), self.program.mesh)
             values = {k: v for k, v in self.values.items() if k in program.dims}
+            grow = [d for d in self.grow or () if d in program.dims]
             found.append(Analysis(statement_cost(statement, self.program.mesh), self.machine,
-                                  program=program, values=values))
+                                  program=program, values=values, grow=grow or None))
         return tuple(found)
 
     # -- on the mesh -------------------------------------------------------------------------
@@ -382,7 +392,7 @@ class Analysis:
     @property
     def has_links(self) -> bool:
         """Whether the collectives can be costed: a chip's figures, or --ici-bw for ICI axes."""
-        if self.machine is None:
+        if self.machine is None or self.mesh is None:
             return False
         if self.machine.chip is not None:
             return True
@@ -517,6 +527,10 @@ class Analysis:
         symbols = [self._dim(d) for d in dim_names(dims)]
         if not symbols:
             raise SpecError("name the dims to take the limit over, e.g. limit('D', 'F')")
+        for s in symbols:
+            if s in self._subs:
+                raise SpecError(f"{s} has a size ({self._subs[s]}): a limit takes a dim without one "
+                                "to infinity; drop it from the limit, or leave it free")
         keep = {s: v for s, v in self._subs.items() if s not in symbols}
         num, den = self.cost.flops.xreplace(keep), self.cost.bytes.xreplace(keep)
         value = ratio_limit(num, den, symbols)
@@ -525,28 +539,43 @@ class Analysis:
                           f"how they grow; taking them equal gives {value}", SymroofWarning, stacklevel=2)
         return value
 
-    def threshold(self, dim) -> Threshold:
+    def _grow(self, grow) -> tuple[str, ...] | None:
+        """The dims a threshold's rule takes to infinity, checked: dims of the spec, none
+        with a size."""
+        if grow is None:
+            return None
+        names = dim_names([grow])
+        if not names:
+            raise SpecError("name the dims that grow, e.g. grow='B,T'")
+        for name in names:
+            self._dim(name)
+            if name in self.values:
+                raise SpecError(f"{name} has a size ({self.values[name]}) and cannot also grow: "
+                                "leave it free, or drop it from the dims that grow")
+        return tuple(dict.fromkeys(names))
+
+    def threshold(self, dim, grow=None) -> Threshold:
         """Solve for the sizes of `dim` that make the analysis compute-bound: T_math above
         T_comms (HBM), and on a mesh with collectives, above T_network too (`.network`,
         taken in the bandwidth-bound regime).
 
-        Gives the rule (the other named dims taken to infinity together, as the book does)
-        and the exact value at the other dims' sizes, or an expression in them with the
-        condition under which it exists.
+        Gives the rule (the other named dims without a size taken to infinity together, as
+        the book does; or only the dims in `grow`, given here or to `analyze`, the others
+        kept as symbols) and the exact value at the other dims' sizes, or an expression in
+        them with the condition under which it exists.
         """
         x = self._dim(dim)
+        grow = self._grow(grow) if grow is not None else self.grow
         if x in self._subs:
             raise SpecError(f"{x} has a value ({self._subs[x]}): leave it free to solve for it")
         self._need_machine()
         if self.flops == 0:
             return Threshold(str(x), None, None, None,
                              reason_parts=(("no FLOPs to run: it is never compute-bound",),))
-        found = solve(self, x, Roof("HBM", self._t_comms_base, self.t_comms, self.cost.bytes,
-                                    self.bytes, self.critical_intensity))
+        found = solve(self, x, Roof("HBM", self.t_comms, self.bytes, self.critical_intensity), grow)
         if self.cost.moves and self.has_links:
-            network = solve(self, x, Roof("network", self._t_network_base, self.t_network,
-                                          self._network_bytes_base, self.network_bytes,
-                                          self.critical_network_intensity))
+            network = solve(self, x, Roof("network", self.t_network, self.network_bytes,
+                                          self.critical_network_intensity), grow)
             found = dataclasses.replace(found, network=self._with_latency(network, x))
         return found
 
@@ -574,8 +603,9 @@ class Analysis:
                 raise SpecError(f"{name} already has the size {self.values[name]}")
         merged = {name: int(v) for name, v in self.values.items()}
         merged.update(sizes)
+        grow = [d for d in self.grow or () if d not in sizes] if self.grow else None
         return Analysis(self.cost, self.machine, program=self.program, values=merged,
-                        compute=self.compute_default)
+                        compute=self.compute_default, grow=grow or None)
 
     def evaluate(self, quantity: str, **arrays):
         """A quantity over arrays of sizes, vectorised with numpy: the dims left free take
@@ -610,6 +640,44 @@ class Analysis:
                             f"{[v.shape for v in values]} that do not broadcast together") from None
         return numpy.broadcast_to(self._compiled[key](*values), shape)
 
+    def value(self, quantity: str) -> int | float:
+        """A quantity as a plain Python number, for code that wants one (formatting, numpy,
+        JSON): an int where it is a whole number, else a float. The fields themselves stay
+        exact sympy numbers. Every dim it depends on needs a size.
+
+        Examples:
+            >>> a = analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="tpu-v5e")
+            >>> a.at(B=128, D=4096, F=4096).value("flops"), f"{a.at(B=128, D=4096, F=4096).value('t_lower'):.3e}"
+            (4294967296, '4.348e-05')
+        """
+        if quantity not in _QUANTITIES:
+            raise SpecError(f"no quantity {quantity!r}; quantities: {', '.join(_QUANTITIES)}")
+        expr = getattr(self, quantity)
+        if not expr.is_number:
+            missing = ", ".join(sorted(str(s) for s in expr.free_symbols))
+            raise SpecError(f"{quantity} depends on {missing}: give {'it' if ',' not in missing else 'them'} "
+                            "a size with at(...) first")
+        if expr is sympy.nan:
+            return math.nan
+        if expr in (sympy.oo, -sympy.oo):
+            return math.inf if expr > 0 else -math.inf
+        return int(expr) if expr.is_Integer else float(expr)
+
+    def numbers(self) -> dict[str, int | float]:
+        """Every quantity that is a number at this analysis's sizes, as plain Python numbers
+        (see `value`)."""
+        found = {}
+        for quantity in _QUANTITIES:
+            if self.mesh is None and quantity in _MESH_ONLY:
+                continue
+            try:
+                expr = getattr(self, quantity)
+            except SymroofError:  # a time without a chip, say
+                continue
+            if expr.is_number:
+                found[quantity] = self.value(quantity)
+        return found
+
     def to_dict(self, limit=None, solve=None) -> dict:
         """A JSON-ready dict (see `json_report.to_json_dict`)."""
         from .json_report import to_json_dict
@@ -629,6 +697,8 @@ class Analysis:
 _QUANTITIES = ("flops", "flops_exact", "bytes", "bytes_read", "bytes_written", "intensity",
                "intensity_exact", "t_math", "t_comms", "t_lower", "t_upper", "achieved_flops_per_s",
                "flops_total", "t_network", "t_network_latency", "network_bytes", "network_intensity")
+
+_MESH_ONLY = ("flops_total", "t_network", "t_network_latency", "network_bytes", "network_intensity")
 
 
 def _ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
@@ -667,6 +737,8 @@ def _check_splits(program: Program, values: dict) -> None:
 def _size(name: str, value) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
+    if isinstance(value, str):
+        return size_value(value, f"{name}={value}")
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, sympy.Integer)):
         raise SpecError(f"{name}={value!r}: a dim's size must be a positive integer")
     if not 0 < int(value) < 10**18:

@@ -29,6 +29,8 @@ from .resources import resource_path
 MAX_SPEC_CHARS = 200_000
 # Sizes beyond this are not dims of any real tensor (and Python's int() refuses 4300 digits).
 MAX_SIZE_DIGITS = 18
+# No spec nests braces deeper than a few levels (\text{\text{int8[B]}}); deeper is refused.
+MAX_DEPTH = 16
 
 Span = tuple[int, int]
 
@@ -196,6 +198,7 @@ def read(text: str) -> list[WStatement]:
         raise SpecError(f"spec is {len(text):,} characters long; symroof reads at most {MAX_SPEC_CHARS:,}")
     if not _has_content(text):
         raise SpecError("empty spec: write a contraction, e.g. bf16[B, D] @ bf16[D, F] -> bf16[B, F]")
+    _check_depth(text)
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as err:
@@ -209,6 +212,25 @@ def normalize(text: str) -> str:
     symbols Python itself folds in names), so that a name means one thing everywhere."""
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     return unicodedata.normalize("NFKC", text)
+
+
+def _check_depth(text: str) -> None:
+    """Refuse braces nested deeper than any spec needs (`\\text{\\text{int8[B]}}` is 2),
+    before the parse tree is walked: a thousand `\\text{` would exhaust Python's stack."""
+    depth, comment = 0, False
+    for i, ch in enumerate(text):
+        if comment or ch == "#":
+            comment = ch != "\n"
+            depth = 0 if ch == "\n" else depth
+        elif ch == "{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SpecError(f"'{{' nested more than {MAX_DEPTH} deep; symroof reads at most "
+                                f"{MAX_DEPTH} levels", text, i, i + 1)
+        elif ch == "}":
+            depth = max(depth - 1, 0)
+        elif ch == "\n":
+            depth = 0
 
 
 def _has_content(text: str) -> bool:

@@ -1,9 +1,10 @@
 """Thresholds: the sizes of one dim at which T_math overtakes the time of a roof (HBM, or
 the network on a mesh), by the book's rule and exactly, with conditions and reasons.
 
-`solve(analysis, x, roof)` compares T_math with the roof's time. The rule takes every
-other named dim to infinity together and compares the two times' leading parts; the
-exact answer keeps the other dims at their sizes (or free, as an expression with the
+`solve(analysis, x, roof, grow)` compares T_math with the roof's time. The rule takes
+every other named dim without a size (or only those in `grow`) to infinity together and
+compares the two times' leading parts, dims with sizes kept at them; the exact answer
+keeps the other dims at their sizes (or free, as an expression with the
 condition under which it holds). Costs are linear in each dim, so each answer is one
 root of a linear polynomial, or none, or every size.
 """
@@ -21,13 +22,11 @@ from .solve import Region, fraction_expr, limit_parts, path_independent, polys, 
 
 @dataclass(frozen=True)
 class Roof:
-    """What T_math is compared with: a time, the bytes behind it and the critical intensity
-    (each unsubstituted, `_base`, and at the analysis's sizes)."""
+    """What T_math is compared with: a time, the bytes behind it and the critical intensity,
+    at the analysis's sizes."""
 
     name: str
-    time_base: sympy.Expr
     time: sympy.Expr
-    traffic_base: sympy.Expr
     traffic: sympy.Expr
     critical: sympy.Expr
 
@@ -79,18 +78,24 @@ class Threshold:
         return threshold_text(self)
 
 
-def solve(analysis, x: sympy.Symbol, roof: Roof) -> Threshold:
-    exact = positive_region(analysis.t_math - roof.time, x)
-    base_math = analysis._t_math_base
-    grow = sorted((base_math + roof.time_base).free_symbols - {x}, key=str)
+def solve(analysis, x: sympy.Symbol, roof: Roof, grow=None) -> Threshold:
+    """The threshold on x against one roof. The rule takes `grow` (dim names) to infinity,
+    by default every dim without a size but x; dims with sizes keep them in the rule too."""
+    t_math = analysis.t_math
+    exact = positive_region(t_math - roof.time, x)
+    free = (t_math + roof.time).free_symbols - {x}
+    symbols = sorted(free if grow is None else {dim_symbol(d) for d in grow} & free, key=str)
     notes = []
-    if grow:
-        if not path_independent(base_math, roof.time_base, grow):
-            notes.append((f"the rule depends on how {', '.join(map(str, grow))} grow; it takes them equal",))
-        rule = _compute_bound_region(*polys(base_math, roof.time_base, extra=(x,)), grow, x)
+    if symbols:
+        if not path_independent(t_math, roof.time, symbols):
+            notes.append((f"the rule depends on how {', '.join(map(str, symbols))} grow; it takes them equal",))
+        rule = _compute_bound_region(*polys(t_math, roof.time, extra=(x,)), symbols, x)
+        if rule.condition is not None and rule.kind in ("above", "below"):  # else the reason says it
+            otherwise = {"none": ", never otherwise", "all": f", at every {x} otherwise"}.get(rule.otherwise, "")
+            notes.append(("the rule holds when ", rule.condition, otherwise))
     else:
         rule = exact
-    return _threshold(x, rule, exact, tuple(map(str, grow)), analysis, roof, notes)
+    return _threshold(x, rule, exact, tuple(map(str, symbols)), analysis, roof, notes)
 
 
 def _compute_bound_region(t_math, t_roof, grow, x) -> Region:
@@ -147,7 +152,7 @@ def _never(x, analysis, roof: Roof, grow) -> tuple:
     critical = (f"the critical {'network ' if roof.name == 'network' else ''}intensity ", roof.critical)
     what = "network intensity" if roof.name == "network" else "intensity"
     if grow:
-        tends = ratio_limit(analysis.cost.flops, roof.traffic_base, [dim_symbol(d) for d in grow])
+        tends = ratio_limit(analysis.flops, roof.traffic, [dim_symbol(d) for d in grow])
         head = (f"never compute-bound: the {what} tends to ", tends)
     else:
         num, den = polys(analysis.flops, roof.traffic) if not (analysis.flops.is_number and roof.traffic.is_number) \

@@ -128,7 +128,7 @@ def test_printing_round_trips(spec):
     ("bf16[B, D] @ bf16[D, F] -> bf16[B, F", r"this '\[' is never closed", 32),
     ("bf16[B, D]] @ bf16[D, F] -> bf16[B, F]", r"'\]' has no matching '\['", 11),
     ("bf61[B, D] @ bf16[D, F] -> bf16[B, F]", r"unknown dtype 'bf61'; did you mean 'bf16'\?", 1),
-    ("bf16[B, D] @ bfloat61[D, F] -> bf16[B, F]", r"unknown dtype 'bfloat61'; did you mean 'bf16'\?", 14),
+    ("bf16[B, D] @ bfloat61[D, F] -> bf16[B, F]", r"unknown dtype 'bfloat61'; did you mean 'bfloat16'\?", 14),
     ("bf16[B, D] @ bf16[D, F]", r"missing '->' and the result", 24),
     ("bf16[B, D] @ bf16[D, F] -> ", r"missing the result after the arrow", 27),
     ("bf16[B, D] @ bf16[D, F] => bf16[B, F]", r"write '->' .* not '=>'", 25),
