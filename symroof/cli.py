@@ -30,7 +30,9 @@ from .ir import dim_symbol
 from .show import number, over, seconds
 from .errors import SymroofWarning
 from .roofline import analyze, machine, roofline
+from .resolve import fix_message
 from .sharding import ShardingError
+from .sizes import size_value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,7 +127,11 @@ def _version() -> str:
 def _spec_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="bf16", help="dtype of tensors written without one (bf16)")
     parser.add_argument("--set", action="append", default=[], metavar="DIM=VALUE",
-                        help="give a named dim a size (repeat, or D=4096,F=4096)")
+                        help="give a named dim a size (repeat, or D=4096,F=4096); sizes may be written "
+                             "1e6, 2**20, 128k (k, M, G are powers of 1024) or 4*1024")
+    parser.add_argument("--grow", metavar="DIM[,DIM...]",
+                        help="the dims a threshold's rule takes to infinity together, such as the "
+                             "batch-like B,T (default: every dim without a size but the one solved for)")
     parser.add_argument("--limit", metavar="DIM[,DIM...]",
                         help="the intensity's limit as these dims grow together")
     parser.add_argument("--solve", metavar="DIM", help="the threshold on DIM for compute-bound")
@@ -184,7 +190,7 @@ def _run(args) -> tuple[str, int]:
         if figures.pop("ici_bw") is not None:
             raise SymroofError("--ici-bw costs collectives on a mesh; bare counts have none")
         result = roofline(args.flops, args.bytes, dtype=args.dtype, **figures)
-        return (json.dumps(to_json_dict(result), indent=2) if args.json else table(result)), 0
+        return (_dumps(to_json_dict(result)) if args.json else table(result)), 0
     if args.command == "chips":
         return _chips(args), 0
     if args.command == "plot":
@@ -204,10 +210,7 @@ def _sizes(items) -> dict[str, int]:
         for part in item.split(","):
             if part.strip():
                 name, value = _pair(part, "--set")
-                if not re.fullmatch(r"[0-9]{1,18}", value) or int(value) <= 0:
-                    raise SymroofError(f"--set {part.strip()}: a dim's size must be a positive integer "
-                                       "below 1e18")
-                values[name] = int(value)
+                values[name] = size_value(value, f"--set {part.strip()}")
     return values
 
 
@@ -244,14 +247,15 @@ def _analyze(args) -> str:
     values = _sizes(args.set)
     limit = [d.strip() for d in args.limit.split(",") if d.strip()] if args.limit else None
     try:
-        result = analyze(spec, dtype=args.dtype, values=values, mesh=args.mesh, **_machine_kwargs(args))
+        result = analyze(spec, dtype=args.dtype, values=values, mesh=args.mesh, grow=args.grow,
+                         **_machine_kwargs(args))
     except ShardingError as error:
         raise _with_fix_times(error, args, values) from None
     if args.command == "latex":
         from . import latex
         return latex.derivation(result, solve=args.solve, limit=limit, markdown=args.format == "markdown")
     if args.json:
-        return json.dumps(to_json_dict(result, limit=limit, solve=args.solve), indent=2)
+        return _dumps(to_json_dict(result, limit=limit, solve=args.solve))
     return table(result, limit=limit, solve=args.solve)
 
 
@@ -259,13 +263,18 @@ def _check(args) -> tuple[str, int]:
     results = [check_case(case, args.hardware) for case in load_claims(args.file)]
     failed = not all(r.ok for r in results)
     if args.json:
-        text = json.dumps([{"id": r.id, "ok": r.ok, "error": r.error,
+        text = _dumps([{"id": r.id, "ok": r.ok, "error": r.error,
                             "outcomes": [{"key": o.key, "ok": o.ok, "expected": str(o.expected),
                                           "got": str(o.got), "note": o.note} for o in r.outcomes]}
-                           for r in results], indent=2)
+                           for r in results])
     else:
         text = claims_report(results)
     return text, 1 if failed else 0
+
+
+def _dumps(data) -> str:
+    """Strict JSON: a NaN or an infinity that slipped through is a bug, not output."""
+    return json.dumps(data, indent=2, allow_nan=False)
 
 
 def _stdin() -> str:
@@ -292,11 +301,11 @@ def _with_fix_times(error: ShardingError, args, values: dict) -> SymroofError:
             V = V.xreplace(sizes)
             t = collective_time("AllGather", [error.mesh.axis(a) for a in fix.axes], V, target.chip,
                                 target.ici_bw)
-            times.append(f"{what}: {seconds(t.bandwidth) if V.is_number else over(V, V / t.bandwidth) + ' s'}")
+            shown = seconds(t.bandwidth) if V.is_number else over(V, V / t.bandwidth) + " s"
+            times.append(f"{shown} on {target.chip.name if target.chip is not None else 'the given links'}")
     except SymroofError:
         return error
-    where = target.chip.name if target.chip is not None else "the given links"
-    return ShardingError(f"{error.message}; on {where}: " + "; ".join(times), error.fixes,
+    return ShardingError(fix_message(getattr(error, "problem", error.message), error.fixes, times), error.fixes,
                          error.text, error.start, error.end, error.mesh)
 
 
@@ -320,51 +329,29 @@ def _chips(args) -> str:
                      "critical_intensity_bf16": None if bf16 is None or bw is None else bf16 / bw,
                      "link_one_way_bytes_per_s": link})
     if args.json:
-        return json.dumps([{k: _plain(v) for k, v in row.items()} for row in rows], indent=2)
-    header = ("chip", "name", "bf16 FLOPs/s", "HBM bytes/s", "HBM", "bf16 critical intensity",
-              "link bytes/s one-way")
-    shown = lambda key, value: "-" if value is None else (
-        _size_unit(int(value)) if key == "hbm_capacity_bytes" else number(value))
-    lines = [[row["id"], row["name"], *(shown(k, row[k]) for k in list(row)[2:])] for row in rows]
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    body = [fmt.format(*header)] + [fmt.format(*line) for line in lines]
-    return "\n".join(body) + "\n\npeaks are dense (no 2:4 sparsity); bandwidths in bytes/s; GB = 1e9 bytes"
+        return _dumps([{k: _plain(v) for k, v in row.items()} for row in rows])
+    from .render import chips_table
+    return chips_table(chips)
 
 
 def _chip(args) -> str:
+    from .hardware import cited_keys, source_keys
+    from .render import chip_card
     chip = get_chip(args.name, args.hardware, variant=args.variant)
     rows = chip.rows()
+    references = source_keys(args.hardware)
     if args.json:
-        return json.dumps({"id": chip.id, "name": chip.name,
-                           "figures": {path: _plain(value) for path, value, _ in rows},
-                           "sources": {path: source for path, _, source in rows},
-                           "variants": {name: {k: _plain(v) for k, v in fields.items()}
-                                        for name, fields in chip.variants.items()},
-                           "notes": list(chip.notes)}, indent=2)
-    width = max(len(path) for path, _, _ in rows) + 2
-    lines = [f"{chip.name} ({chip.id})", ""]
-    for path, value, source in rows:
-        shown = "-" if value is None else (value if isinstance(value, str) else number(value))
-        if path.endswith("capacity_bytes") and value is not None:
-            shown = f"{int(value)} ({_size_unit(int(value))})"
-        lines.append(f"{path:<{width}}{shown:<26}{source}")
-    if chip.variants:
-        lines += ["", "variants (apply with --variant NAME):"]
-        for name, fields in chip.variants.items():
-            lines.append(f"  {name}: " + ", ".join(f"{k} = {number(v)}" for k, v in fields.items()))
-    for note in chip.notes:
-        lines.append(f"note: {note}")
-    return "\n".join(lines)
-
-
-def _size_unit(size: int) -> str:
-    """A byte count in the units it was given in: 141 GB, 256 kB, 16 GiB."""
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3),
-                        ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{number(sympy.Rational(size, 10**9))} GB"
+        cited = cited_keys(" ".join([*(source for _, _, source in rows), *chip.notes,
+                                     *(chip.sources.get(f"variants.{name}", "") for name in chip.variants)]),
+                           references)
+        return _dumps({"id": chip.id, "name": chip.name,
+                       "figures": {path: _plain(value) for path, value, _ in rows},
+                       "sources": {path: source for path, _, source in rows},
+                       "variants": {name: {k: _plain(v) for k, v in fields.items()}
+                                    for name, fields in chip.variants.items()},
+                       "notes": list(chip.notes),
+                       "references": {key: references[key] for key in cited}})
+    return chip_card(chip, references, args.variant)
 
 
 def _plain(value):

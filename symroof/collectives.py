@@ -60,6 +60,10 @@ class Link:
     latency: sympy.Rational | None   # seconds per hop
     direct: bool = False             # a link of its own to every peer (fully connected)
 
+    def __repr__(self) -> str:
+        from .render import link_line
+        return link_line(self)
+
     def describe(self) -> str:
         shape = ("fully connected" if self.direct else "switch") if self.switch else \
             ("ring with wraparound" if self.ring else "no wraparound")
@@ -75,6 +79,10 @@ class Time:
     hops: int
     links: str
     latency_known: bool
+
+    def __repr__(self) -> str:
+        from .render import time_line
+        return time_line(self)
 
     @property
     def total(self) -> sympy.Expr:

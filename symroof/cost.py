@@ -46,6 +46,10 @@ class Counts:
     bytes_read: sympy.Expr
     bytes_written: sympy.Expr
 
+    def __repr__(self) -> str:
+        from .render import counts_line
+        return counts_line(self)
+
     @property
     def bytes(self) -> sympy.Expr:
         return self.bytes_read + self.bytes_written
@@ -57,6 +61,10 @@ class StepCost(Counts):
 
     step: Step | None = None
 
+    def __repr__(self) -> str:
+        from .render import counts_line
+        return counts_line(self)
+
 
 @dataclass(frozen=True, slots=True)
 class MoveCost:
@@ -64,6 +72,10 @@ class MoveCost:
 
     move: Move
     bytes: sympy.Expr
+
+    def __repr__(self) -> str:
+        from .render import move_line
+        return move_line(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +89,10 @@ class Cost(Counts):
     flops_total: sympy.Expr | None = None
     mesh: Mesh | None = None
     plans: tuple[Plan, ...] = ()
+
+    def __repr__(self) -> str:
+        from .render import counts_line
+        return counts_line(self)
 
 
 _KEYS = ("flops", "flops_exact", "bytes_read", "bytes_written")

@@ -39,7 +39,7 @@ from .dtypes import RATES
 from .errors import HardwareError
 from .resources import resource_path
 
-__all__ = ["Chip", "exact_value", "get_chip", "list_chips", "load_hardware"]
+__all__ = ["Chip", "cited_keys", "exact_value", "get_chip", "list_chips", "load_hardware", "source_keys"]
 
 NUMBER, COUNT, TEXT = "number", "count", "text"
 
@@ -260,6 +260,33 @@ def load_hardware(path: str | os.PathLike | None = None) -> dict[str, Chip]:
     return dict(_cached(path)[0])
 
 
+def source_keys(path: str | os.PathLike | None = None) -> dict[str, str]:
+    """The file's table of source keys: each short key the chips' sources cite ("SB1-roof",
+    "GC-v5e") with the reference it stands for (a title, a revision, a URL).
+
+    Examples:
+        >>> source_keys()["GC-v5e"]
+        'Google Cloud TPU v5e system architecture, cloud.google.com/tpu/docs/v5e (several revisions)'
+    """
+    return dict(_cached(path)[2])
+
+
+def cited_keys(text: str, keys) -> list[str]:
+    """The source keys a source text cites, in the order it first cites them. A key is
+    cited where it stands as a word of its own ("GC-7x" is not cited by "GC-7x-perf").
+
+    Examples:
+        >>> cited_keys("SB1-tpus (16GiB); GC-v5e (16 GB); JAX-tpuinfo; SB1-tpus Q4", source_keys())
+        ['SB1-tpus', 'GC-v5e', 'JAX-tpuinfo']
+    """
+    found = {}
+    for key in keys:
+        match = re.search(rf"(?<![\w.-]){re.escape(key)}(?![\w-])", text)
+        if match:
+            found[key] = match.start()
+    return sorted(found, key=found.get)
+
+
 def list_chips(path: str | os.PathLike | None = None) -> list[Chip]:
     """The chips of a hardware file, in file order."""
     return list(_cached(path)[0].values())
@@ -279,7 +306,7 @@ def get_chip(name: str, path: str | os.PathLike | None = None, variant: str | No
         ...
         symroof.errors.HardwareError: unknown chip 'tpu-v5f'; did you mean 'tpu-v5e' or 'tpu-v5p'? (known: tpu-v2, tpu-v3, tpu-v4p, tpu-v5e, tpu-v5p, tpu-v6e, tpu7x, a100-sxm-80gb, h100-sxm, h100-pcie, h200, b200, gb200, mi300x)
     """
-    chips, index = _cached(path)
+    chips, index, _ = _cached(path)
     if not isinstance(name, str):
         raise HardwareError(f"a chip name must be a string, got {name!r}")
     key = _normal(name)
@@ -295,7 +322,7 @@ def get_chip(name: str, path: str | os.PathLike | None = None, variant: str | No
     return chip if variant is None else chip.with_variant(variant)
 
 
-def _cached(path) -> tuple[dict[str, Chip], dict[str, str]]:
+def _cached(path) -> tuple[dict[str, Chip], dict[str, str], Mapping[str, str]]:
     file = resource_path("hardware.json") if path is None else Path(path)
     try:
         file = file.resolve()
@@ -323,7 +350,7 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
 
 
 @functools.lru_cache(maxsize=16)
-def _load(file: str, mtime_ns: int, size: int) -> tuple[dict[str, Chip], dict[str, str]]:
+def _load(file: str, mtime_ns: int, size: int) -> tuple[dict[str, Chip], dict[str, str], Mapping[str, str]]:
     try:
         text = Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -346,6 +373,13 @@ def _load(file: str, mtime_ns: int, size: int) -> tuple[dict[str, Chip], dict[st
                             f"got {data['schema_version']!r}")
     if not data["chips"]:
         raise HardwareError(f"{file}: chips: the list is empty")
+    keys = data.get("source_keys", {})
+    if not isinstance(keys, dict):
+        raise HardwareError(f"{file}: source_keys: must be a JSON object, got {_describe(keys)}")
+    for key, title in keys.items():
+        if not key.strip() or type(title) is not str or not title.strip():
+            raise HardwareError(f"{file}: source_keys.{key}: must be a non-empty key naming a non-empty "
+                                f"string, got {_describe(title)}")
     chips: dict[str, Chip] = {}
     index: dict[str, str] = {}
     for number, raw in enumerate(data["chips"]):
@@ -359,7 +393,7 @@ def _load(file: str, mtime_ns: int, size: int) -> tuple[dict[str, Chip], dict[st
                 raise HardwareError(f"{file}: chip {chip.id!r}: {field}: {spelling!r} "
                                     f"also names chip {owner!r}")
         chips[chip.id] = chip
-    return chips, index
+    return chips, index, MappingProxyType(dict(keys))
 
 
 def _parse_chip(file: str, number: int, raw: object) -> Chip:

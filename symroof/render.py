@@ -1,18 +1,31 @@
 """The text report of an analysis, and thresholds in words.
 
 Numbers appear only here and in the JSON: expressions keep exact rationals inside and
-are shown with six significant figures.
+are shown with six significant figures; a count that is a number has its SI-scaled figure
+beside it (`268435456 (268.4 MFLOPs)`), and rates and times are scaled (`197 TFLOPs/s`,
+`820 GB/s`, `1.364 ms`). `table` is the full report; `summary` the short table an
+analysis shows as its repr; `threshold_summary`, `move_line`, `time_line`, `link_line`
+and `counts_line` are the reprs of the other results.
 """
 
 from __future__ import annotations
 
+import textwrap
+
 import sympy
 
 from .collectives import link_name
-from .ir import label_text
+from .dtypes import RATES
+from .hardware import cited_keys
+from .ir import label_text, subscript
 from .roofline import CONVENTIONS, Analysis, Threshold, dim_names
 from .sharding import Local
-from .show import number, over, pretty, seconds
+from .show import beside, capacity, human, number, over, pretty, seconds
+
+# the widest line of a repr; a value past it is cut short with "..."
+REPR_WIDTH = 120
+# text reports wrap their notes (the conventions) at this width
+WRAP = 100
 
 
 def threshold_text(t: Threshold, values: dict | None = None, latency=None, step: int = 1) -> str:
@@ -87,15 +100,15 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     m = a.machine
     if m is not None:
         rows.append(("chip", _machine_text(a)))
-    rows.append(("FLOPs", pretty(a.flops) + ("" if a.flops_exact == a.flops
-                                             else f"   (exact: {pretty(a.flops_exact)})")))
+    rows.append(("FLOPs", beside(a.flops, "FLOPs") + ("" if a.flops_exact == a.flops
+                                                      else f"   (exact: {pretty(a.flops_exact)})")))
     if a.mesh is not None:
-        rows.append(("FLOPs total", f"{pretty(a.flops_total)} over the mesh (replication "
+        rows.append(("FLOPs total", f"{beside(a.flops_total, 'FLOPs')} over the mesh (replication "
                                     f"{pretty(a.replication)})"))
     if a.program is not None:  # bare counts have no reads and writes to tell apart
-        rows.append(("bytes read", pretty(a.bytes_read)))
-        rows.append(("bytes written", pretty(a.bytes_written)))
-    rows.append(("bytes", pretty(a.bytes) + (" (HBM)" if a.mesh is not None else "")))
+        rows.append(("bytes read", beside(a.bytes_read, "bytes")))
+        rows.append(("bytes written", beside(a.bytes_written, "bytes")))
+    rows.append(("bytes", beside(a.bytes, "bytes") + (" (HBM)" if a.mesh is not None else "")))
     if a.intensity is sympy.nan:
         rows.append(("intensity", "undefined: no FLOPs and no HBM bytes"))
     else:
@@ -126,7 +139,7 @@ def table(a: Analysis, limit=None, solve=None) -> str:
         rows.append(("bound", _bound_text(a)))
         if a.achieved_flops_per_s.is_number and a.flops != 0:
             share = a.achieved_flops_per_s / a.peak_flops
-            rows.append(("achieved", f"{number(a.achieved_flops_per_s)} FLOPs/s at T_lower "
+            rows.append(("achieved", f"{human(a.achieved_flops_per_s, 'FLOPs/s')} at T_lower "
                                      f"({float(share):.1%} of peak)"))
     elif m is not None and (m.hbm_bw is None or not a.has_peak):
         rows.append(("note", "give both a peak (a chip or --peak-flops) and --hbm-bw for the "
@@ -136,17 +149,193 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     if solve:
         rows.append(("threshold", threshold_text(a.threshold(solve), a.values,
                                                  latency_text(a) if network else None, a.granularity(solve))))
+    out = _aligned(rows)
+    out += ["", *_wrapped(f"conventions: {CONVENTIONS}")]
+    if a.mesh is not None:
+        out += _wrapped("collectives: V = bytes each chip holds of the larger side; their HBM traffic is "
+                        "not counted, and partial-sum adds are left out of FLOPs, as in the book")
+    return "\n".join(out)
+
+
+def _aligned(rows: list[tuple[str, str]], cut: int | None = None) -> list[str]:
+    """`name  value` rows, the values aligned; with `cut`, each line at most that wide."""
     width = max(len(k) for k, _ in rows) + 2
     out = []
     for key, value in rows:
         first, *rest = str(value).split("\n")
         out.append(f"{key:<{width}}{first}")
         out.extend(" " * width + r for r in rest)
-    out += ["", f"conventions: {CONVENTIONS}"]
+    return out if cut is None else [_cut(line, cut) for line in out]
+
+
+def _cut(line: str, width: int) -> str:
+    return line if len(line) <= width else line[:width - 3] + "..."
+
+
+def _wrapped(text: str, indent: str = "", hang: int = 2) -> list[str]:
+    """A note wrapped at `WRAP` columns, after `indent`; its continuation lines `hang` further in."""
+    return textwrap.wrap(text, WRAP, initial_indent=indent, subsequent_indent=indent + " " * hang,
+                         break_on_hyphens=False, break_long_words=False)
+
+
+def summary(a: Analysis) -> str:
+    """The short table an analysis shows as its repr: a handful of aligned `name  value`
+    rows (spec, chip, FLOPs, bytes, intensity, the times, the bound), numbers scaled, no
+    line past `REPR_WIDTH`; `table` gives the full report.
+
+    Examples:
+        >>> from symroof.roofline import analyze
+        >>> print(summary(analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="v5e").at(B=4096, D=4096, F=4096)))
+        spec       bf16[B, D] @ bf16[D, F] -> bf16[B, F]
+        chip       TPU v5e: 197 TFLOPs/s bf16 peak (dense), HBM 820 GB/s
+        sizes      B = 4096, D = 4096, F = 4096
+        FLOPs      137438953472 (137.4 GFLOPs)
+        bytes      100663296 (100.7 MB)
+        intensity  1365.33 FLOPs/byte (critical 240.244)
+        T_math     697.66 us
+        T_comms    122.76 us
+        T_lower    697.66 us
+        bound      compute-bound (T_math is the largest)
+        (print(a) for the full report, with the steps and the conventions)
+    """
+    rows: list[tuple[str, str]] = []
+    if a.program is not None:
+        rows.append(("spec", a.spec.replace("\n", "; ")))
     if a.mesh is not None:
-        out.append("collectives: V = bytes each chip holds of the larger side; their HBM traffic is "
-                   "not counted, and partial-sum adds are left out of FLOPs, as in the book")
+        rows.append(("mesh", ", ".join(f"{x.name}={x.size} ({link_name(x, a.chip)})" for x in a.mesh.axes)
+                     + f": {a.mesh.chips} chip{'s' if a.mesh.chips != 1 else ''}; counts per chip"))
+    if len(a.lines) > 1:
+        rows.append(("lines", f"{len(a.lines)} statements; the totals below"))
+    m = a.machine
+    if m is not None:
+        rows.append(("chip", _machine_text(a)))
+    if a.values:
+        rows.append(("sizes", ", ".join(f"{k} = {v}" for k, v in a.values.items())))
+    rows.append(("FLOPs", beside(a.flops, "FLOPs")))
+    rows.append(("bytes", beside(a.bytes, "bytes") + (" HBM" if a.mesh is not None else "")))
+    if a.intensity is sympy.nan:
+        rows.append(("intensity", "undefined: no FLOPs and no HBM bytes"))
+    else:
+        critical = (f" (critical {pretty(a.critical_intensity)})"
+                    if m is not None and a.has_peak and m.hbm_bw is not None and a.critical_intensity.is_number
+                    and a.critical_intensity is not sympy.nan else "")
+        rows.append(("intensity", f"{pretty(a.intensity)} FLOPs/byte{critical}"))
+    network = bool(a.cost.moves) and a.has_links
+    if a.cost.moves:
+        times = {id(move.move): t for move, t in a.collectives} if network else {}
+        shown = []
+        for move in a.cost.moves:
+            V = a._at(move.bytes)
+            text = f"{move.move.kind}{subscript(move.move.axes)}: V = " \
+                   f"{human(V, 'bytes') if V.is_number else pretty(V) + ' bytes'}"
+            t = times.get(id(move.move))
+            if t is not None and t.bandwidth.is_number:
+                text += f", {seconds(t.bandwidth)}"
+            shown.append(text)
+        rows.append(("collectives", "; ".join(shown)))
+    if m is not None and a.has_peak:
+        rows.append(("T_math", _time(a, "math")))
+    if m is not None and m.hbm_bw is not None:
+        rows.append(("T_comms", _time(a, "comms")))
+    if network:
+        rows.append(("T_network", _network_time(a) + "; " + latency_text(a)))
+    elif a.cost.moves and m is not None:
+        rows.append(("note", "costing the collectives needs link figures: give --ici-bw or a chip"))
+    if m is not None and m.hbm_bw is not None and a.has_peak and (network or not a.cost.moves):
+        rows.append(("T_lower", seconds(a.t_lower) if a.t_lower.is_number
+                     else "max(T_math, T_comms" + (", T_network)" if network else ")")))
+        rows.append(("bound", _bound_text(a)))
+    elif m is not None and (m.hbm_bw is None or not a.has_peak):
+        rows.append(("note", "the times and the bound need both a peak and an HBM bandwidth"))
+    out = _aligned(rows, REPR_WIDTH)
+    out.append("(print(a) for the full report, with the steps and the conventions)")
     return "\n".join(out)
+
+
+def threshold_summary(t: Threshold) -> str:
+    """A threshold's repr: what it is on, then `threshold_text`, each line at most
+    `REPR_WIDTH` wide."""
+    lines = [f"Threshold: where {t.var} makes the analysis compute-bound",
+             *("  " + line for line in threshold_text(t).split("\n"))]
+    return "\n".join(_cut(line, REPR_WIDTH) for line in lines)
+
+
+def _move_text(move) -> str:
+    """`AllReduce_Y bf16[B_X, F] {U_Y}: V = 16777216 bytes (16.78 MB)`."""
+    m, V = move.move, move.bytes
+    shown = f"{pretty(V)} bytes" + (f" ({human(V, 'bytes')})" if V.is_number and V >= 1000 else "")
+    return (f"{m.kind}{subscript((*m.axes, label_text(m.dim)) if m.dim else m.axes)} "
+            f"{m.before.text(m.dtype)}: V = {shown}")
+
+
+def _time_parts(t) -> tuple[str, str]:
+    """A collective's time, bandwidth-bound (`372.827 us`, `B*F / 9e10 s`), and its latency
+    floor in words."""
+    bandwidth = t.bandwidth
+    if bandwidth.is_number:
+        shown = seconds(bandwidth)
+    else:
+        coeff, rest = bandwidth.as_coeff_Mul()
+        shown = (over(coeff.p * rest, coeff.q) if coeff.is_Rational and coeff.q != 1
+                 else pretty(bandwidth)) + " s"
+    hops = f"{t.hops} hop{'s' if t.hops != 1 else ''}"
+    return shown, (f"at least {seconds(t.latency)} ({hops})" if t.latency_known else f"{hops}, latency unknown")
+
+
+def move_line(move) -> str:
+    """A collective and its V, the bytes per chip, on one line (the repr of `cost.MoveCost`;
+    `str(move.move)` says why an inserted one is there)."""
+    return _cut(f"MoveCost({_move_text(move)})", REPR_WIDTH)
+
+
+def time_line(t) -> str:
+    """A collective's time on one line, bandwidth-bound, then its latency floor and the links
+    (the repr of `collectives.Time`)."""
+    shown, floor = _time_parts(t)
+    return _cut(f"Time({shown}; {floor}; {t.links})", REPR_WIDTH)
+
+
+def collective_line(move, t=None) -> str:
+    """One collective of an analysis (a `MoveCost` and its `Time`, as `Analysis.collectives`
+    pairs them) on one line: what moves, V, the time on which links, the latency floor.
+
+    Examples:
+        >>> from symroof.roofline import analyze
+        >>> a = analyze("bf16[B_X, D_Y] *_D bf16[D_Y, F] -> bf16[B_X, F]", chip="v5e", mesh="X=4,Y=2")
+        >>> print(collective_line(*a.at(B=4096, D=8192, F=8192).collectives[0]))
+        AllReduce_Y bf16[B_X, F] {U_Y}: V = 16777216 bytes (16.78 MB), 372.827 us on Y: ICI (no wraparound), >= 2 us
+    """
+    text = _move_text(move)
+    if t is not None:
+        shown, _ = _time_parts(t)
+        text += f", {shown} on {t.links}" + (f", >= {seconds(t.latency)}" if t.latency_known else "; latency unknown")
+    return _cut(text, REPR_WIDTH)
+
+
+def link_line(link) -> str:
+    """A mesh axis's link on one line (the repr of `collectives.Link`)."""
+    parts = [f"{human(link.one_way, 'bytes/s')} one-way"]
+    if link.bidi is not None:
+        parts.append(f"{human(link.bidi, 'bytes/s')} bidirectional")
+    parts.append(f"{seconds(link.latency)} per hop" if link.latency is not None else "hop latency unknown")
+    return f"Link({link.describe()}: {', '.join(parts)})"
+
+
+def counts_line(counts) -> str:
+    """FLOPs and bytes on one line (the repr of `cost.Counts`, `StepCost` and `Cost`)."""
+    name = type(counts).__name__
+    parts = [f"FLOPs {beside(counts.flops, 'FLOPs')}", f"bytes {beside(counts.bytes, 'bytes')}"]
+    step = getattr(counts, "step", None)
+    if step is not None:
+        parts.insert(0, str(step))
+    steps, moves = getattr(counts, "steps", None), getattr(counts, "moves", None)
+    if steps is not None:
+        parts.append(f"{len(steps)} step{'s' if len(steps) != 1 else ''}")
+    if moves:
+        parts.append(f"{len(moves)} collective{'s' if len(moves) != 1 else ''}")
+    if getattr(counts, "mesh", None) is not None:
+        parts.append(f"per chip of {counts.mesh.chips}")
+    return _cut(f"{name}({'; '.join(parts)})", REPR_WIDTH)
 
 
 def _steps(a: Analysis) -> list[tuple[str, str]]:
@@ -167,13 +356,14 @@ def _steps(a: Analysis) -> list[tuple[str, str]]:
         for i, s in enumerate(a.steps, 1):
             summed = ", ".join(label_text(l) for l in s.step.summed) or "nothing"
             rows.append((f"step {i}", f"{s.step}   [sums {summed}; {s.step.compute} compute; "
-                                      f"FLOPs {pretty(s.flops)}, bytes {pretty(s.bytes)}]"))
+                                      f"FLOPs {beside(s.flops, 'FLOPs')}, bytes {beside(s.bytes, 'bytes')}]"))
     return rows
 
 
 def _collective_text(a: Analysis, move) -> str:
     V = a._at(next(m.bytes for m in a.cost.moves if m.move is move))
-    text = f"V = {pretty(V)} bytes per chip"
+    text = f"V = {pretty(V)} bytes" + (f" ({human(V, 'bytes')})" if V.is_number and V >= 1000 else "") \
+        + " per chip"
     if not a.has_links:
         return text
     t = next(t for m, t in a.collectives if m.move is move)
@@ -184,7 +374,7 @@ def _collective_text(a: Analysis, move) -> str:
 
 
 def _line_summary(line: Analysis) -> str:
-    parts = [f"FLOPs {pretty(line.flops)}", f"bytes {pretty(line.bytes)}"]
+    parts = [f"FLOPs {beside(line.flops, 'FLOPs')}", f"bytes {beside(line.bytes, 'bytes')}"]
     m = line.machine
     if m is not None and m.hbm_bw is not None and line.has_peak and (line.has_links or not line.cost.moves):
         parts += [f"T_math {_time(line, 'math')}", f"T_comms {_time(line, 'comms')}"]
@@ -204,12 +394,12 @@ def _machine_text(a: Analysis) -> str:
     m = a.machine
     parts = []
     if a.has_peak and a.compute_dtypes:
-        peaks = " + ".join(f"{number(peak)} {rate}" for rate, peak in _rates(a).items())
-        parts.append(f"{peaks} FLOPs/s peak (dense)")
+        peaks = " + ".join(f"{human(peak, 'FLOPs/s')} {rate}" for rate, peak in _rates(a).items())
+        parts.append(f"{peaks} peak (dense)")
     if m.hbm_bw is not None:
-        parts.append(f"HBM {number(m.hbm_bw)} bytes/s")
+        parts.append(f"HBM {human(m.hbm_bw, 'bytes/s')}")
     if m.ici_bw is not None:
-        parts.append(f"ICI {number(m.ici_bw)} bytes/s one way per link (given)")
+        parts.append(f"ICI {human(m.ici_bw, 'bytes/s')} one way per link (given)")
     return f"{m.name}: " + ", ".join(parts)
 
 
@@ -264,3 +454,168 @@ def _bound_text(a: Analysis) -> str:
         return f"compute-bound when {pretty(bound)}, else memory-bound"
     return (f"compute-bound when T_math > T_comms: {_time(a, 'math')[:-2]} > {_time(a, 'comms')[:-2]}, "
             "else memory-bound")
+
+
+# ---- chips --------------------------------------------------------------------------------
+
+# Each section of a chip's card: a title, what its figures are, and its fields with the
+# label each is shown under. Fields a file adds later than this list go under "other".
+_CARD: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
+    ("compute", "peak FLOPs/s per dtype (integer dtypes: OPs/s), dense unless marked 2:4 sparse",
+     (*((f"peak_flops_per_s.{r}", r) for r in RATES),
+      *((f"peak_flops_sparse_per_s.{r}", f"{r} 2:4 sparse") for r in RATES),
+      *((f"vector_flops_per_s.{r}", f"{r} vector units") for r in RATES),
+      ("clock_hz", "clock"))),
+    ("memory", "capacities in bytes (SI: 1 GB = 1e9 bytes), bandwidths in bytes/s; on-chip "
+               "VMEM and SMEM per TensorCore on TPUs, SMEM per SM on GPUs, L2 per chip",
+     (("hbm_capacity_bytes", "HBM capacity"), ("hbm_bandwidth_bytes_per_s", "HBM bandwidth"),
+      ("onchip.vmem_capacity_bytes", "VMEM capacity"), ("onchip.smem_capacity_bytes", "SMEM capacity"),
+      ("onchip.l2_capacity_bytes", "L2 capacity"), ("onchip.vmem_bandwidth_bytes_per_s", "VMEM bandwidth"))),
+    ("interconnect", "the chip-to-chip links; bandwidths in bytes/s, one-way (one direction) or "
+                     "bidirectional (both summed), per link or over all the chip's links",
+     (("interconnect.name", "name"), ("interconnect.topology", "topology"),
+      ("interconnect.link_bandwidth_one_way_bytes_per_s", "link one-way"),
+      ("interconnect.link_bandwidth_bidi_bytes_per_s", "link bidirectional"),
+      ("interconnect.links_per_chip", "links per chip"),
+      ("interconnect.chip_bandwidth_one_way_bytes_per_s", "chip one-way"),
+      ("interconnect.wraparound_min_axis_size", "rings from axis of"),
+      ("interconnect.hop_latency_s", "latency per hop"), ("interconnect.domain_size", "domain"))),
+    ("host and network", "PCIe, the data-center network (DCN), GPU scale-out; bandwidths in bytes/s, "
+                         "per chip unless marked per host or node",
+     (("pcie_bandwidth_one_way_bytes_per_s", "PCIe one-way"),
+      ("dcn.bandwidth_one_way_bytes_per_s_per_chip", "DCN one-way"),
+      ("dcn.bandwidth_bytes_per_s_per_host", "DCN per host"), ("dcn.chips_per_host", "chips per host"),
+      ("scaleout.bandwidth_one_way_bytes_per_s_per_chip", "scale-out one-way"),
+      ("scaleout.node_egress_bytes_per_s", "scale-out per node"), ("scaleout.chips_per_node", "chips per node"),
+      ("scaleout.fabric", "fabric"))),
+)
+_LABELS = {path: label for _, _, fields in _CARD for path, label in fields}
+_TOPOLOGIES = {"torus_2d": "2D torus", "torus_3d": "3D torus", "switch": "switch",
+               "mesh": "fully connected (mesh)"}
+
+
+def figure_text(path: str, value) -> str:
+    """A chip's figure for people, in the unit its path names, SI-scaled (capacities with the
+    binary figure beside them where the source quoted one).
+
+    Examples:
+        >>> figure_text("hbm_capacity_bytes", 17179869184), figure_text("peak_flops_per_s.int8", 394 * 10**12)
+        ('17.18 GB (16 GiB)', '394 TOPs/s')
+        >>> figure_text("interconnect.hop_latency_s", sympy.Rational(1, 10**6)), figure_text("interconnect.topology", "torus_2d")
+        ('1 us', '2D torus')
+    """
+    if value is None:
+        return "none"
+    if isinstance(value, str):
+        return _TOPOLOGIES.get(value, value).replace("_", " ") if path != "interconnect.name" else value
+    digits = 6  # every figure in the file has at most six significant figures: shown exactly
+    if path.endswith("capacity_bytes"):
+        return capacity(value, digits)
+    if path.endswith("_s") and not path.endswith("per_s"):
+        return seconds(value)
+    if path.endswith("bytes_per_s") or "_bytes_per_s_" in path:
+        return human(value, "bytes/s", digits)
+    if path.startswith(("peak_flops", "vector_flops")):
+        rate = path.rpartition(".")[2]
+        return human(value, "OPs/s" if rate.startswith("int") else "FLOPs/s", digits)
+    if path == "clock_hz":
+        return human(value, "Hz", digits)
+    if path == "interconnect.domain_size":
+        return f"{value} chips"
+    if path == "interconnect.wraparound_min_axis_size":
+        return f"{value} (and multiples)"
+    return number(value)
+
+
+def chip_card(chip, references: dict | None = None, variant: str | None = None) -> str:
+    """A chip's figures as a card: grouped sections, figures SI-scaled, each with its field
+    path (for `--override` and hardware.json) and a numbered footnote for its source; the
+    sources, the references their keys stand for (`references`, the file's source keys),
+    the variants and the notes at the bottom. No line is wider than `WRAP` columns."""
+    references = references or {}
+    rows = chip.rows()
+    given = {path: (value, source) for path, value, source in rows}
+    notes: dict[str, int] = {}  # source text -> footnote number
+
+    def mark(source: str) -> str:
+        if not source:
+            return ""
+        return f"[{notes.setdefault(source, len(notes) + 1)}]"
+
+    title = f"{chip.name} ({chip.id}): {chip.vendor} {chip.kind}" + (f", variant {variant}" if variant else "")
+    out = [title]
+    if chip.aliases:
+        out += _wrapped("also called: " + ", ".join(chip.aliases))
+    out += _wrapped("SI units (1 GB = 1e9 bytes; GiB = 2^30 bytes, in brackets where a source "
+                    "quotes it); [n]: the source, listed at the end; the last column names the "
+                    "field for --override and in hardware.json")
+    placed = set()
+    sections = []
+    for name, about, fields in _CARD:
+        body, missing = [], []
+        for path, label in fields:
+            if path not in given:
+                continue
+            placed.add(path)
+            value, source = given[path]
+            if value is None and not source:
+                missing.append(label)
+                continue
+            body.append((label, figure_text(path, value), mark(source), path))
+        sections.append((name, about, body, missing, []))
+    other = [(path, *given[path]) for path in given if path not in placed]
+    if other:
+        sections.append(("other", "other figures", [(p, figure_text(p, v), mark(s), p) for p, v, s in other], [], []))
+    width = max((len(label) for _, _, body, _, _ in sections for label, *_ in body), default=0)
+    shown = max((len(text) for _, _, body, _, _ in sections for _, text, *_ in body), default=0)
+    refs = max((len(ref) for _, _, body, _, _ in sections for _, _, ref, _ in body), default=0)
+    for name, about, body, missing, _ in sections:
+        if not body and not missing:
+            continue
+        out += ["", *_wrapped(f"{name}: {about}")]
+        for label, text, ref, path in body:
+            out.append(f"  {label:<{width}}  {text:<{shown}}  {ref:<{refs}}  {path}".rstrip())
+        if missing:
+            out += _wrapped("no figure: " + ", ".join(missing), "  ")
+    if chip.variants:
+        out += ["", "variants: other figures the sources give, applied with --variant NAME"]
+        for name, fields in chip.variants.items():
+            figures = "; ".join(f"{_LABELS.get(p, p)} {figure_text(p, v)}" for p, v in fields.items())
+            source = mark(chip.sources.get(f"variants.{name}", ""))
+            out += _wrapped(f"{name} {source}: {figures}", "  ")
+    if chip.notes:
+        out += ["", "notes"]
+        for note in chip.notes:
+            out += _wrapped(f"- {note}", "  ")
+    if notes:
+        out += ["", "sources"]
+        for text, n in notes.items():
+            out += _wrapped(f"[{n}] {text}", "  ", len(f"[{n}] "))
+    cited = cited_keys(" ".join([*notes, *chip.notes]), references)
+    if cited:
+        out += ["", "references (the keys the sources and notes cite)"]
+        key_width = max(len(k) for k in cited)
+        for key in cited:
+            out += _wrapped(f"{key:<{key_width}}  {references[key]}", "  ", key_width + 2)
+    return "\n".join(out)
+
+
+def chips_table(chips) -> str:
+    """Every chip's headline figures, one row each, SI-scaled."""
+    header = ("chip", "name", "bf16 peak", "HBM BW", "HBM", "critical", "link")
+    lines = []
+    for chip in chips:
+        bf16 = chip.figure("peak_flops_per_s.bf16")
+        bw = chip.figure("hbm_bandwidth_bytes_per_s")
+        cap = chip.figure("hbm_capacity_bytes")
+        link = chip.figure("interconnect.link_bandwidth_one_way_bytes_per_s")
+        lines.append((chip.id, chip.name, "-" if bf16 is None else human(bf16, "FLOPs/s"),
+                      "-" if bw is None else human(bw, "bytes/s"), "-" if cap is None else capacity(cap),
+                      "-" if bf16 is None or bw is None else number(bf16 / bw, 4),
+                      "-" if link is None else human(link, "bytes/s")))
+    widths = [max(len(x) for x in col) for col in zip(header, *lines)]
+    body = ["  ".join(f"{x:<{w}}" for x, w in zip(line, widths)).rstrip() for line in (header, *lines)]
+    return "\n".join([*body, "", *_wrapped(
+        "bf16 peak: dense (no 2:4 sparsity); HBM BW: bandwidth; HBM: capacity; critical: bf16 peak / HBM "
+        "bandwidth, FLOPs/byte; link: one direction of one ICI or NVLink link; four significant figures; SI units: 1 GB = 1e9 bytes (GiB = 2^30 bytes, in brackets "
+        "where the source quotes it); symroof chip NAME shows every figure and its source")])

@@ -29,13 +29,13 @@ import math
 import numbers
 import warnings
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import sympy
 
 from . import dtypes
-from .collectives import check_domain, time as collective_time
-from .cost import Cost, cost, statement_cost
+from .collectives import Time as CollectiveTime, check_domain, time as collective_time
+from .cost import Cost, MoveCost, cost, statement_cost
 from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from .hardware import Chip, exact_value, get_chip
 from .ir import Program, dim_symbol
@@ -186,6 +186,17 @@ def roofline(flops, bytes=0, chip: str | Chip | None = None, *, dtype: str = "bf
         raise SpecError("nothing to cost: give FLOPs, bytes or both (both are 0)")
     counts = Cost(flops, flops, moved, sympy.Integer(0))
     return Analysis(counts, target, compute=compute)
+
+
+class CollectiveCost(NamedTuple):
+    """A collective (its V) and its time on the links: a pair, shown on one line."""
+
+    move: MoveCost
+    time: CollectiveTime
+
+    def __repr__(self) -> str:
+        from .render import collective_line
+        return collective_line(self.move, self.time)
 
 
 class Analysis:
@@ -415,9 +426,9 @@ class Analysis:
     @functools.cached_property
     def collectives(self) -> tuple:
         """Each collective, at the analysis's sizes, with its time on the chip's links:
-        (MoveCost, collectives.Time) pairs."""
-        return tuple((dataclasses.replace(move, bytes=self._at(move.bytes)),
-                      dataclasses.replace(t, bandwidth=self._at(t.bandwidth)))
+        (MoveCost, collectives.Time) pairs, each shown on one line."""
+        return tuple(CollectiveCost(dataclasses.replace(move, bytes=self._at(move.bytes)),
+                                    dataclasses.replace(t, bandwidth=self._at(t.bandwidth)))
                      for move, t in self._collectives_base)
 
     @functools.cached_property
@@ -684,6 +695,11 @@ class Analysis:
         return to_json_dict(self, limit=limit, solve=solve)
 
     def __repr__(self) -> str:
+        """A short table (`render.summary`); `str()` and `print()` give the full report."""
+        from .render import summary
+        return summary(self)
+
+    def __str__(self) -> str:
         from .render import table
         return table(self)
 

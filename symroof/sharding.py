@@ -127,16 +127,21 @@ def lower(statement: Contraction | Collective, mesh: Mesh) -> Plan:
         return Plan((Move(statement.kind, statement.axes, statement.input.dtype, before, after,
                           statement.dim),), {})
     items: list = []
-    carried: Layout | None = None
+    # Intermediates not yet read, oldest first. A step reads them in the order they were
+    # written: a chain's running result, then the operand a step of its own summed a dim
+    # out of (`bf16[H, B] * bf16[N, M] -> bf16[B]` writes two before the step reads both).
+    pending: list[Layout] = []
     for k, step in enumerate(statement.steps):
         layouts = []
         for i, term in enumerate(step.inputs):
-            if term.axes is None:  # the intermediate of a chain: as the step before left it
-                layouts.append(carried)
+            if term.axes is None:  # an intermediate: as the step that wrote it left it
+                layouts.append(pending.pop(0))
             else:
                 layouts.append(Layout(term.labels, term.axes, term.unreduced))
         final = k == len(statement.steps) - 1
         carried = _lower_step(step, layouts, final, items)
+        if not final:
+            pending.append(carried)
     for item in items:
         for layout in ((item.before, item.after) if isinstance(item, Move) else (*item.inputs, item.output)):
             if not _valid(layout):
@@ -293,8 +298,8 @@ def _check_distinct(natural: Layout, step: Step, layouts: list[Layout]) -> None:
                                           None))
                 what = (f"both {label_text(other)} and {label_text(label)}" if other is not None
                         else f"{label_text(label)} and the contracting dim")
-                raise ShardingError(f"{axis} would split {what} of the result: one axis splits at most "
-                                    "one dim of a tensor, so this is not valid as written", fixes)
+                raise ShardingError(f"{axis} would split {what} of the result, and an axis splits at "
+                                    "most one dim of a tensor", fixes)
             owner[axis] = label
 
 

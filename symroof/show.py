@@ -3,6 +3,8 @@ fractions that read the way a person writes them. Used by every rendering."""
 
 from __future__ import annotations
 
+import math
+
 import mpmath
 import sympy
 from sympy.printing.str import StrPrinter
@@ -51,6 +53,119 @@ class _Printer(StrPrinter):
 
     def _print_Float(self, expr):
         return number(expr)
+
+
+# SI prefixes, up (counts, bytes, rates) and down (times)
+_UP = ["", "k", "M", "G", "T", "P", "E", "Z", "Y", "R", "Q"]
+_DOWN = ["", "m", "u", "n", "p", "f"]
+
+
+def human(value, unit: str = "", digits: int = 4) -> str:
+    """A number scaled by an SI prefix, with its unit, to `digits` significant figures
+    (trailing zeros dropped): what a person reads at a glance. SI throughout: 1 GB is
+    1e9 bytes. Units "bytes" and "bytes/s" take the prefix as B ("33.55 MB", "820 GB/s");
+    "s" scales down (ms, us, ns); other units scale up ("268.4 MFLOPs", "197 TFLOPs/s").
+    Past the prefixes, below 1 where the unit does not scale down, and for seconds from
+    1 s up, the number is written as `number` writes it. Symbolic expressions are left as
+    they are.
+
+    Examples:
+        >>> human(268435456, "FLOPs"), human(2 * 4096**3, "FLOPs"), human(33554432, "bytes")
+        ('268.4 MFLOPs', '137.4 GFLOPs', '33.55 MB')
+        >>> human(197 * 10**12, "FLOPs/s"), human(1.97e15, "FLOPs/s"), human(819e9, "bytes/s")
+        ('197 TFLOPs/s', '1.97 PFLOPs/s', '819 GB/s')
+        >>> human(0.0013642, "s"), human(sympy.Rational(1, 10**6), "s"), human(512, "bytes")
+        ('1.364 ms', '1 us', '512 bytes')
+        >>> human(999_960, "bytes"), human(1.5e9, "Hz"), human(0.5, "bytes"), human(3e40, "FLOPs")
+        ('1 MB', '1.5 GHz', '0.5 bytes', '3e40 FLOPs')
+        >>> human(2.5, "s"), human(12345.6, "s"), human(-2048, "FLOPs"), human(float("nan"), "s")
+        ('2.5 s', '12350 s', '-2.048 kFLOPs', 'nan s')
+        >>> human(17179869184, "bytes", digits=6), human(sympy.Symbol("B") * 2, "FLOPs")
+        ('17.1799 GB', '2*B FLOPs')
+    """
+    value = _sympified(value)
+    if not value.is_number:
+        return _with_unit(pretty(value), "", unit)
+    if value is sympy.nan or value.is_infinite or value == 0:
+        return _with_unit(number(value), "", unit)
+    magnitude = abs(value)
+    down = unit == "s" and magnitude < 1
+    if (down or magnitude >= 1 and unit != "s") and sympy.Rational(1, 10**18) <= magnitude < 10**33:
+        prefixes = _DOWN if down else _UP
+        power = math.floor(math.log10(float(magnitude)))
+        index = (-power + 2) // 3 if down else power // 3
+        for _ in range(3):  # 999.96 rounds up to the next prefix
+            if not 0 <= index < len(prefixes):
+                break
+            text = _figures(float(value) * 1000.0 ** (index if down else -index), digits)
+            if abs(float(text)) >= 1000:
+                index += -1 if down else 1
+            elif abs(float(text)) < 1 and (index > 0 if not down else index < len(prefixes) - 1):
+                index += 1 if down else -1
+            else:
+                return _with_unit(text, prefixes[index], unit)
+    return _with_unit(number(value, digits), "", unit)
+
+
+def _sympified(value):
+    if isinstance(value, bool):
+        raise TypeError("a number, not a bool")
+    if isinstance(value, int):
+        return sympy.Integer(value)
+    if isinstance(value, float):
+        return sympy.Float(value) if math.isfinite(value) else sympy.sympify(value)
+    return sympy.sympify(value)
+
+
+def _figures(value: float, digits: int) -> str:
+    """`value` (1 <= |value| < 1000, or a little over after rounding) to `digits`
+    significant figures, trailing zeros dropped."""
+    places = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{places}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _with_unit(text: str, prefix: str, unit: str) -> str:
+    if unit in ("bytes", "bytes/s") and prefix:
+        unit = "B" + unit[5:]
+    return f"{text} {prefix}{unit}".rstrip()
+
+
+def beside(value, unit: str) -> str:
+    """An exact count with its scaled figure beside it, where the scaling says something:
+    a number of 1000 or more. Expressions and small counts are shown as they are.
+
+    Examples:
+        >>> beside(sympy.Integer(268435456), "FLOPs"), beside(sympy.Integer(512), "bytes")
+        ('268435456 (268.4 MFLOPs)', '512')
+        >>> beside(33554432 * sympy.Symbol("B"), "bytes")
+        '33554432*B'
+    """
+    value = _sympified(value)
+    if value.is_number and value.is_finite and abs(value) >= 1000:
+        return f"{pretty(value)} ({human(value, unit)})"
+    return pretty(value)
+
+
+def capacity(size, digits: int = 4) -> str:
+    """A capacity in bytes, SI, with the binary figure beside it where the size is a whole
+    number of TiB, GiB, MiB or KiB and not of TB, GB, MB or kB (a source that quoted binary
+    units; the SI figure beside it then has four significant figures, the binary one being
+    exact), else to `digits` significant figures.
+
+    Examples:
+        >>> capacity(17179869184), capacity(80 * 10**9), capacity(1048576), capacity(50 * 2**20)
+        ('17.18 GB (16 GiB)', '80 GB', '1.049 MB (1 MiB)', '52.43 MB (50 MiB)')
+        >>> capacity(123456789012, digits=6), capacity(96 * 2**30, digits=6)
+        ('123.457 GB', '103.1 GB (96 GiB)')
+    """
+    size = _sympified(size)
+    if size.is_Integer:
+        for scale, si, binary in ((2**40, 10**12, "TiB"), (2**30, 10**9, "GiB"), (2**20, 10**6, "MiB"),
+                                  (2**10, 10**3, "KiB")):
+            if size >= scale and size % scale == 0 and size % si != 0:
+                return f"{human(size, 'bytes')} ({size // scale} {binary})"
+    return human(size, "bytes", digits)
 
 
 def seconds(value) -> str:

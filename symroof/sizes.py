@@ -72,5 +72,5 @@ def _factor(part: str, text: str, what: str) -> Fraction:
 
 
 def _bad(text: str, what: str) -> SpecError:
-    return SpecError(f"{what}: cannot read {text!r} as a size; write e.g. 4096, 1e6, 2**20, 128k "
-                     "(k = 1024) or 4*1024")
+    return SpecError(f"{what}: a dim's size must be a positive integer, and {text!r} cannot be read as "
+                     "one; write e.g. 4096, 1e6, 2**20, 128k (k = 1024) or 4*1024")

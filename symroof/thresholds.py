@@ -77,6 +77,10 @@ class Threshold:
         from .render import threshold_text
         return threshold_text(self)
 
+    def __repr__(self) -> str:
+        from .render import threshold_summary
+        return threshold_summary(self)
+
 
 def solve(analysis, x: sympy.Symbol, roof: Roof, grow=None) -> Threshold:
     """The threshold on x against one roof. The rule takes `grow` (dim names) to infinity,

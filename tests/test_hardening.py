@@ -208,7 +208,7 @@ def test_sizes_as_people_write_them(text, value):
 
 @pytest.mark.parametrize("text, message", [("1.5", "not an integer"), ("0", "positive integer"),
                                            ("1e18", "below 1e18"), ("2**70", "below 1e18"),
-                                           ("128kb", "cannot read"), ("-4", "cannot read"), ("x", "cannot read")])
+                                           ("128kb", "cannot be read"), ("-4", "cannot be read"), ("x", "cannot be read")])
 def test_sizes_that_are_not_sizes(text, message):
     with pytest.raises(SpecError, match=message):
         size_value(text)

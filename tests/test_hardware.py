@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from symroof.dtypes import RATES
 from symroof.errors import HardwareError
-from symroof.hardware import Chip, get_chip, list_chips, load_hardware
+from symroof.hardware import Chip, cited_keys, get_chip, list_chips, load_hardware, source_keys
 from symroof.resources import resource_path
 
 REQUIRED_CHIPS = ("tpu-v2", "tpu-v3", "tpu-v4p", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu7x",
@@ -425,6 +425,10 @@ BROKEN = [
     (_set("tpu-v5e", "variants.book-tpus-table", {"hbm_bandwidth_bytes_per_s": None}),
      r"'tpu-v5e': variants\.book-tpus-table\.hbm_bandwidth_bytes_per_s: must be a number"),
     (_set("tpu-v5e", "variants.book-tpus-table", {}), r"'tpu-v5e': variants\.book-tpus-table: must be a non-empty"),
+    # the table of source keys
+    (lambda data: data.update(source_keys=["SB1-roof"]), r"source_keys: must be a JSON object, got a list"),
+    (lambda data: data["source_keys"].update({"GC-v5e": ""}), r"source_keys\.GC-v5e: must be a non-empty key"),
+    (lambda data: data["source_keys"].update({"GC-v5e": 5}), r"source_keys\.GC-v5e: .*got the number 5"),
 ]
 
 
@@ -439,7 +443,8 @@ def test_broken_files_name_the_chip_and_field(tmp_path, shipped, mutate, message
 
 @pytest.mark.parametrize("text, message", [
     ('{"chips": [}', r"not valid JSON: Expecting value \(line 1, column 12\)"),
-    ('{"chips": [\n  {"id": "x",}\n]}', r"not valid JSON: Expecting property name .* \(line 2, column 14\)"),
+    # the json module's own words differ by version (3.13: "Illegal trailing comma", column 13)
+    ('{"chips": [\n  {"id": "x",}\n]}', r"not valid JSON: .* \(line 2, column 1[34]\)"),
     ('[1, 2]', r"expected a JSON object with a 'chips' list"),
     ('{"chips": [], "chip": []}', r"chip: unknown top-level field; did you mean 'chips'\?"),
     ('{"chips": [], "schema_version": 2}', r"schema_version: this symroof reads version 1"),
@@ -456,3 +461,38 @@ def test_broken_json_names_the_file_and_place(tmp_path, text, message):
 def test_a_missing_file_is_a_hardware_error(tmp_path):
     with pytest.raises(HardwareError, match=r"cannot read hardware file .*nothing\.json"):
         load_hardware(tmp_path / "nothing.json")
+
+
+# -- source keys: what the sources cite, expanded --------------------------------------
+
+
+def test_source_keys_are_the_files_table(tmp_path, shipped):
+    assert source_keys() == shipped["source_keys"]
+    assert source_keys(write(tmp_path, {"chips": shipped["chips"]})) == {}     # a file may have none
+
+
+def test_cited_keys_are_whole_words_in_order_of_first_citation():
+    keys = source_keys()
+    assert cited_keys("GC-7x-perf (x); SB1-tpus Q4; GC-7x; SB1-tpus table", keys) == ["GC-7x-perf", "SB1-tpus", "GC-7x"]
+    assert cited_keys("variants.book-tpus-table; underived", keys) == []
+    for chip in list_chips():   # every source of every chip cites at least one key of the table
+        for path, text in chip.sources.items():
+            assert cited_keys(text, keys), (chip.id, path, text)
+
+
+def test_a_card_for_a_file_without_source_keys(tmp_path):
+    import io
+
+    from symroof.cli import main
+    data = {"chips": [{
+        "id": "my-chip", "name": "My Chip", "vendor": "acme", "kind": "gpu",
+        "peak_flops_per_s": dict.fromkeys(RATES) | {"bf16": 1e15},
+        "hbm_capacity_bytes": 96 * 2**30, "hbm_bandwidth_bytes_per_s": 2.5e12,
+        "sources": {"peak_flops_per_s": "measured", "hbm_capacity_bytes": "spec",
+                    "hbm_bandwidth_bytes_per_s": "STREAM triad"}}]}
+    out = io.StringIO()
+    assert main(["chip", "my-chip", "--hardware", write(tmp_path, data)], out=out) == 0
+    card = out.getvalue()
+    assert "references" not in card and "[3] STREAM triad" in card
+    assert re.search(r"^  bf16 +1 PFLOPs/s +\[1\] +peak_flops_per_s\.bf16$", card, re.M)
+    assert re.search(r"^  HBM capacity +103.1 GB \(96 GiB\) +\[2\] +hbm_capacity_bytes$", card, re.M)
