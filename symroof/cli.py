@@ -225,6 +225,9 @@ def _plot(args) -> str:
         analyses.append(a.at(**{k: v for k, v in values.items() if k in a.dims}))
     labels = args.label or None
     if args.kind == "roofline":
+        if args.sweep or args.time:
+            raise SymroofError(f"{'--sweep' if args.sweep else '--time'} is for 'symroof plot sweep'; "
+                               "a roofline places each spec at the sizes --set gives")
         ax = plot.plot_roofline(analyses, labels=labels)
     else:
         if not args.sweep:
