@@ -27,7 +27,8 @@ import unicodedata
 import sympy
 from sympy.printing.latex import LatexPrinter
 
-from .ir import dim_symbol
+from .errors import SpecError
+from .ir import dim_symbol, label_text
 from .show import number
 
 _SECONDS = r"\ \text{s}"
@@ -94,14 +95,21 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
     simplified, its limit, the chip's critical intensity with its numbers, the times, and
     the threshold by rule and exactly, with what the text report says in words where no
     number says it. `markdown` gives `$$ ... $$` (an `aligned` block) for docs sites;
-    otherwise an `align*` block."""
+    otherwise an `align*` block. `name` names the intensity's row (by default what the
+    spec is: a matmul, a dot product, a chain, ...).
+
+    Every spec that `analyze` takes renders, or the reason it cannot is a `SymroofError`
+    (a dim with a size named in `limit`, a chip without a peak for a dtype, ...)."""
     tex = _printer(a).doprint
     on_mesh = a.mesh is not None
-    rows: list[tuple[str, str, str]] = []  # (left, relation, right)
+    rows: list[tuple[str, str, str]] = []  # (left, relation, right); no left is ever empty
     rows.append((r"\text{FLOPs per chip}" if on_mesh else r"\text{FLOPs}", "=", tex(a.flops) + _exact(a, tex)))
     if on_mesh:
+        chips = a.mesh.chips
         rows.append((r"\text{FLOPs in all}", "=", f"{tex(a.flops_total)} \\quad "
-                     rf"\text{{(over {a.mesh.chips} chips, replication {number(a.replication)})}}"))
+                     rf"\text{{(over {chips} chip{'s' if chips != 1 else ''}, replication "
+                     + (f"{number(a.replication)})}}" if a.replication.is_number
+                        else rf"}} {_frac(a.replication, tex)}\text{{)}}")))
     bytes_label = r"\text{bytes per chip}" if on_mesh else r"\text{bytes}"
     if a.program is not None and a.bytes_written != 0:
         rows.append((bytes_label, "=", rf"\underbrace{{{tex(a.bytes_read)}}}_{{\text{{read}}}} + "
@@ -112,24 +120,28 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
         for item in plan.items:
             kind = r"\text{on each chip}" if hasattr(item, "inputs") else r"\text{collective}"
             rows.append((kind, ":", rf"\text{{{_text(str(item))}}}"))
-    rows.append((rf"\text{{Intensity}}(\text{{{_text(name or _kind(a))}}})", "=", _intensity(a, tex, limit)))
+    rows.append((_intensity_label(a, name), "=", _intensity(a, tex, limit)))
     m = a.machine
     if m is not None and m.hbm_bw is not None and a.has_peak:
         bw = m.hbm_bw
-        if a.critical_intensity.is_number and a.critical_intensity is not sympy.nan:
-            peak = a.peak_flops
-            rate = ", ".join(d.name for d in a.compute_dtypes)
-            rows.append((rf"\text{{Intensity}}(\text{{{_text(m.name)}, {rate}}})", "=",
-                         rf"{_ratio(peak, bw)} \approx {tex_number(peak / bw)}"))
-            rows.append((r"T_\text{math}", "=", _over(a.flops, peak, tex) + _SECONDS))
-        elif a.flops == 0:
+        if a.flops != 0:
+            groups = _peaks(a)  # peak -> the dtypes that run at it
+            for peak, rates in groups.items():
+                rows.append((rf"\text{{Intensity}}(\text{{{_text(m.name)}, {', '.join(rates)}}})", "=",
+                             rf"{_ratio(peak, bw)} \approx {tex_number(peak / bw)}"))
+            if len(groups) == 1:
+                t_math = _over(a.flops, next(iter(groups)), tex)
+            else:  # steps at different rates: each dtype's FLOPs over its own peak
+                t_math = " + ".join(_over(_flops_at(a, rates), peak, tex) for peak, rates in groups.items())
+            rows.append((r"T_\text{math}", "=", t_math + _SECONDS))
+        else:
             rows.append((r"T_\text{math}", "=", "0" + _SECONDS))
         rows.append((r"T_\text{comms}", "=", _over(a.bytes, bw, tex) + _SECONDS))
         if a.cost.moves and a.has_links:
             rows.append((r"T_\text{network}", "=", _network(a, tex)))
         elif a.cost.moves:
             rows.append((r"T_\text{network}", ":", r"\text{needs link figures (a chip, or --ici-bw)}"))
-        if (a.has_links or not a.cost.moves) and isinstance(a.bound, str):
+        if (not a.cost.moves or a.has_links) and isinstance(a.bound, str):
             rows.append((r"\text{bound}", ":", rf"\text{{{a.bound}}}"))
     if solve:
         rows += _threshold_rows(a, solve, tex)  # without a chip, a.threshold says what it needs
@@ -140,9 +152,28 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
     return f"\\begin{{align*}}\n{body}\n\\end{{align*}}"
 
 
+def _peaks(a) -> dict:
+    """Each peak FLOPs/s the steps run at, with the dtypes that run at it, in the steps'
+    order: one entry for a spec in one dtype (or a flat --peak-flops), one per rate for a
+    chain whose steps compute in different dtypes (int8 then fp16)."""
+    groups: dict = {}
+    for d in a.compute_dtypes:
+        rates = groups.setdefault(a.machine.peak(d.rate), [])
+        if d.rate not in rates:
+            rates.append(d.rate)
+    return groups
+
+
+def _flops_at(a, rates) -> sympy.Expr:
+    """The FLOPs of the steps that compute at these rates (at the analysis's sizes)."""
+    return a._at(sympy.Add(*(s.flops for s in a.steps if s.flops != 0 and s.step.compute.rate in rates)))
+
+
 def _intensity(a, tex, limit) -> str:
     from .roofline import dim_names
 
+    dims = dim_names(limit or ())
+    tends = _limit(a, dims) if dims else None  # asked first: a bad dim is an error whatever follows
     if a.bytes == 0:
         return r"\text{undefined (no bytes)}" if a.flops == 0 else r"\infty"
     # per-chip counts such as BDF/4 over BD/4 + ...: both sides times 4, no fraction in a fraction
@@ -153,10 +184,21 @@ def _intensity(a, tex, limit) -> str:
         shown += f" = {simplified}"
     if a.intensity.is_number and not a.intensity.is_Integer:
         shown += rf" \approx {tex_number(a.intensity)}"
-    dims = dim_names(limit or ())
     if dims:
-        shown += rf" \to {tex(a.limit(*dims))} \quad ({', '.join(tex_name(d) for d in dims)} \to \infty)"
+        shown += rf" \to {tex(tends)} \quad ({', '.join(tex_name(d) for d in dims)} \to \infty)"
     return shown
+
+
+def _limit(a, dims) -> sympy.Expr:
+    """The intensity's limit over `dims`, never over a dim that has a size: `Analysis.limit`
+    refuses those (a SpecError that names the dim and its size), and so does this."""
+    value = a.limit(*dims)
+    fixed = [d for d in dims if d in a.values]
+    if fixed:  # in case the analysis took the limit anyway: printing it would be wrong
+        d = fixed[0]
+        raise SpecError(f"{d} has a size ({a.values[d]}): a limit takes a dim without one to infinity; "
+                        "drop it from the limit, or leave it free")
+    return value
 
 
 def _exact(a, tex) -> str:
@@ -204,32 +246,75 @@ def _over(amount, rate, tex) -> str:
 def _network(a, tex) -> str:
     parts = []
     for move, t in a.collectives:
+        if t.bandwidth == 0 or move.bytes.is_number:  # over an axis of 1 chip nothing moves: 0 s
+            parts.append(tex_number(t.bandwidth))
+            continue
         link = move.bytes / t.bandwidth  # bytes over seconds: the link's effective bandwidth
-        parts.append(_over(move.bytes, link, tex) if not move.bytes.is_number else tex_number(t.bandwidth))
+        parts.append(_over(move.bytes, link, tex))
     floor = a.t_network_latency
     tail = (rf" \quad \text{{(at least {number(floor * 10**6)} $\mu$s of latency)}}" if floor and a.t_network_latency_known
             else "")
     return " + ".join(parts) + _SECONDS + tail
 
 
-def _kind(a) -> str:
-    """What to call the contraction in `\\text{Intensity}(...)`."""
-    steps = a.steps
-    if a.program is None or len(steps) != 1:
-        return "spec"
-    if a.mesh is not None:
-        return "per chip"
-    step = steps[0].step
-    if len(step.inputs) == 2 and step.summed:
-        if not step.output.labels or all(l.startswith("1") for l in step.output.labels):
-            return "dot product"
-        return "matmul"
-    return "spec"
+def _intensity_label(a, name: str | None) -> str:
+    """`\\text{Intensity}(\\text{matmul})`, named for what the spec is; plain
+    `\\text{Intensity}` where no one word says it."""
+    kind = name if name is not None else _kind(a)
+    if a.mesh is not None and name is None:
+        kind = f"{kind}, per chip" if kind else "per chip"
+    return rf"\text{{Intensity}}(\text{{{_text(kind)}}})" if kind else r"\text{Intensity}"
 
 
-def _scaled(value, ratio: str, unit, tex) -> str:
-    """`value` as a multiple of a figure ratio, where it is one: 2 \\cdot \\frac{1.97e14}{4.5e10}."""
-    k = sympy.nsimplify(value / unit) if unit.is_number and unit != 0 else None
+def _kind(a) -> str | None:
+    """What the spec is, for the intensity's row: "matmul" (a 2-D matmul and nothing
+    else), "batched matmul", "matrix-vector product", "dot product", "contraction" (any
+    other step that sums), "elementwise", "outer product", "reduction", "cast", "copy",
+    "chain" (several steps); None where there is no one word (several statements, a
+    collective alone, bare counts)."""
+    if a.program is None or len(a.program.statements) != 1:
+        return None
+    steps = getattr(a.program.statements[0], "steps", ())  # a collective has none
+    if len(steps) != 1:
+        return "chain" if steps else None
+    step = steps[0]
+
+    def dims(term):  # a literal 1 is no dim: bf16[1] is a scalar
+        return {label for label in term.labels if label_text(label) != "1"}
+
+    out, summed, ins = dims(step.output), set(step.summed), [dims(t) for t in step.inputs]
+    if len(ins) == 1:
+        if summed:
+            return "reduction"
+        return "cast" if step.inputs[0].dtype != step.output.dtype else "copy"
+    left, right = ins
+    if not summed:
+        if left | right == out and (left <= right or right <= left):
+            return "elementwise"  # the same dims, or one broadcast over the other
+        return "outer product" if not left & right and left | right == out else None
+    if not out:
+        return "dot product" if left == right == summed else "contraction"
+    batch = left & right & out
+    if summed != (left & right) - out:
+        return "contraction"  # a dim summed on one side only: more than a product
+    free_left, free_right = left - summed - batch, right - summed - batch
+    if free_left and free_right:
+        if batch:
+            return "batched matmul"
+        return "matmul" if len(left) == len(right) == len(out) == 2 else "contraction"
+    if not free_left and not free_right:
+        return "batched dot product"  # bf16[B, N] *_N bf16[B, N] -> bf16[B]
+    if len(summed) == 1 and len(free_left | free_right) == 1:  # one side a vector: D F x F
+        return ("batched " if batch else "") + "matrix-vector product"
+    return "contraction"
+
+
+def _scaled(value, ratio: str | None, unit, tex) -> str:
+    """`value` as a multiple of a figure ratio, where it is one: 2 \\cdot \\frac{1.97e14}{4.5e10};
+    else the number (or the expression, for a rule that keeps some dims as symbols)."""
+    if not value.is_number:
+        return _frac(value, tex)
+    k = sympy.nsimplify(value / unit) if ratio is not None and unit.is_number and unit != 0 else None
     if k == 1:
         return f"{ratio} \\approx {tex_number(value)}"
     if k is not None and k.is_Rational and k.q < 100 and k.p < 100:
@@ -240,34 +325,61 @@ def _scaled(value, ratio: str, unit, tex) -> str:
 def _threshold_rows(a, solve, tex) -> list[tuple[str, str, str]]:
     t = a.threshold(solve)
     var = tex_name(t.var)
-    rows = _bounds(a, t, var, tex, a.peak_flops, a.machine.hbm_bw, "")
+    # the rule as a multiple of peak / bandwidth only where one peak is in play: a chain of
+    # int8 and fp16 steps has no one figure to divide
+    groups = _peaks(a) if a.flops != 0 else {}
+    peak = next(iter(groups)) if len(groups) == 1 else None
+    rows = _bounds(a, t, var, tex, peak, a.machine.hbm_bw, "")
     if t.network is not None:
-        link = a.peak_flops / a.critical_network_intensity
-        rows += _bounds(a, t.network, var, tex, a.peak_flops, link, r" \quad \text{(against the network)}")
+        link = None  # the links' effective bandwidth, V / T_network, where it is one number
+        if a.t_network != 0 and a.network_bytes != 0:
+            link = sympy.cancel(a.network_bytes / a.t_network)
+            link = link if link.is_number else None
+        rows += _bounds(a, t.network, var, tex, peak, link, r" \quad \text{(against the network)}")
     return rows
 
 
 def _bounds(a, t, var, tex, peak, bandwidth, note) -> list[tuple[str, str, str]]:
+    """The rule's row, the exact row, and one row per sentence of words: each row's left
+    side is the dim solved for."""
     rows = []
-    if t.rule is not None and t.rule_as:
+    # the rule takes dims to infinity: never one that has a size (its row would contradict it)
+    rule = t.rule is not None and bool(t.rule_as) and not any(d in a.values for d in t.rule_as)
+    if rule:
         grow = ", ".join(tex_name(d) for d in t.rule_as)
-        shown = _scaled(t.rule, _ratio(peak, bandwidth), peak / bandwidth, tex)
+        known = peak is not None and bandwidth is not None
+        shown = _scaled(t.rule, _ratio(peak, bandwidth) if known else None,
+                        peak / bandwidth if known else None, tex)
         rows.append((var, t.op, rf"{shown} \quad ({grow} \to \infty){note}"))
-    if t.exact is not None and (t.exact != t.rule or not t.rule_as):
-        exact = tex_number(t.exact) if t.exact.is_number else _frac(t.exact, tex)
+    if t.exact is not None and (t.exact != t.rule or not rule):
+        exact = _value(t.exact, tex)
         sized = [(k, v) for k, v in a.values.items() if k != t.var]
         if sized:
             exact += r" \quad (" + ", ".join(f"{tex_name(k)} = {v}" for k, v in sized) + ")"
         if t.condition is not None:
-            exact += rf" \quad \text{{when }} {tex(t.condition.lhs)} > {tex_number(t.condition.rhs)}"
+            exact += rf" \quad \text{{when }} {_relation(t.condition, tex)}"
             if t.otherwise:
                 exact += rf"\text{{, {t.otherwise} otherwise}}"
         rows.append((var, t.op, exact + note))
     for parts in t.reason_parts:
         # words as text, expressions as math: N/(2N + 1) as a fraction, not as Python
         said = "".join(_text(p) if isinstance(p, str) else f"${_part(p, tex)}$" for p in parts)
-        rows.append(("", ":", rf"\text{{{said}{_text(note and ' (against the network)')}}}"))
+        rows.append((var, ":", rf"\text{{{said}{_text(note and ' (against the network)')}}}"))
     return rows
+
+
+def _value(expr, tex) -> str:
+    """A threshold's value: 136.1 as a number, an expression in the other dims as a fraction."""
+    return tex_number(expr) if expr.is_number else _frac(expr, tex)
+
+
+def _relation(condition, tex) -> str:
+    """A condition such as D F / (D + F) > 9850/41, its number as the book writes it."""
+    if isinstance(condition, sympy.core.relational.Relational):
+        op = {">": ">", "<": "<", ">=": r"\geq", "<=": r"\leq"}.get(condition.rel_op)
+        if op is not None:
+            return f"{tex(condition.lhs)} {op} {_value(condition.rhs, tex)}"
+    return tex(condition)
 
 
 def _part(expr, tex) -> str:

@@ -478,10 +478,11 @@ class Analysis:
         """The peak FLOPs/s the analysis runs at: the compute dtype's, or FLOPs / T_math for
         a chain whose steps compute in different dtypes."""
         rates = {d.rate for d in self.compute_dtypes}
-        if len(rates) == 1:
-            return self._need_machine().peak(rates.pop())
         if not rates:  # no FLOPs at all: no dtype's peak is in play
             return sympy.nan
+        peaks = {self._need_machine().peak(rate) for rate in rates}
+        if len(peaks) == 1:  # one dtype, or several at one rate (--peak-flops)
+            return peaks.pop()
         return _ratio(self.flops, self.t_math)
 
     @functools.cached_property
@@ -509,6 +510,8 @@ class Analysis:
 
     def _bound_of_three(self):
         floored = {"compute": self.t_math, "memory": self.t_comms, "network": self.t_network_floored}
+        if all(t == 0 for t in floored.values()):  # a collective over an axis of one chip moves nothing
+            return "balanced"
         if all(t.is_number for t in floored.values()):
             return max(floored, key=lambda k: (floored[k], k == "compute"))
         # with free dims, decide on the bandwidth-bound times; the latency floor is a number
