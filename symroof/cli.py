@@ -321,16 +321,7 @@ def _pair(item: str, flag: str) -> tuple[str, str]:
 
 def _chips(args) -> str:
     chips = list_chips(args.hardware)
-    rows = []
-    for chip in chips:
-        bf16 = chip.figure("peak_flops_per_s.bf16")
-        bw = chip.figure("hbm_bandwidth_bytes_per_s")
-        cap = chip.figure("hbm_capacity_bytes")
-        link = chip.figure("interconnect.link_bandwidth_one_way_bytes_per_s")
-        rows.append({"id": chip.id, "name": chip.name,
-                     "bf16_flops_per_s": bf16, "hbm_bandwidth_bytes_per_s": bw, "hbm_capacity_bytes": cap,
-                     "critical_intensity_bf16": None if bf16 is None or bw is None else bf16 / bw,
-                     "link_one_way_bytes_per_s": link})
+    rows = [{"id": chip.id, "name": chip.name, **chip.headline()} for chip in chips]
     if args.json:
         return _dumps([{k: _plain(v) for k, v in row.items()} for row in rows])
     from .render import chips_table

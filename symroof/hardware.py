@@ -228,6 +228,16 @@ class Chip:
         return self._replaced(dict(self.variants[name]),
                               f"variant {name}: {self.sources.get('variants.' + name, '')}")
 
+    def headline(self) -> dict:
+        """The figures `symroof chips` lists: bf16 peak, HBM bandwidth and capacity, the
+        bf16 critical intensity and the one-way link bandwidth (None where unknown)."""
+        bf16 = self.figure("peak_flops_per_s.bf16")
+        bw = self.figure("hbm_bandwidth_bytes_per_s")
+        return {"bf16_flops_per_s": bf16, "hbm_bandwidth_bytes_per_s": bw,
+                "hbm_capacity_bytes": self.figure("hbm_capacity_bytes"),
+                "critical_intensity_bf16": None if bf16 is None or bw is None else bf16 / bw,
+                "link_one_way_bytes_per_s": self.figure("interconnect.link_bandwidth_one_way_bytes_per_s")}
+
     def rows(self) -> list[tuple[str, sympy.Rational | str | None, str]]:
         """(path, value, source) for every figure and text field the chip has, in the
         schema's order (the order the shipped file lists them).

@@ -605,14 +605,12 @@ def chips_table(chips) -> str:
     header = ("chip", "name", "bf16 peak", "HBM BW", "HBM", "critical", "link")
     lines = []
     for chip in chips:
-        bf16 = chip.figure("peak_flops_per_s.bf16")
-        bw = chip.figure("hbm_bandwidth_bytes_per_s")
-        cap = chip.figure("hbm_capacity_bytes")
-        link = chip.figure("interconnect.link_bandwidth_one_way_bytes_per_s")
-        lines.append((chip.id, chip.name, "-" if bf16 is None else human(bf16, "FLOPs/s"),
-                      "-" if bw is None else human(bw, "bytes/s"), "-" if cap is None else capacity(cap),
-                      "-" if bf16 is None or bw is None else number(bf16 / bw, 4),
-                      "-" if link is None else human(link, "bytes/s")))
+        h = chip.headline()
+        shows = {"bf16_flops_per_s": lambda v: human(v, "FLOPs/s"), "hbm_bandwidth_bytes_per_s":
+                 lambda v: human(v, "bytes/s"), "hbm_capacity_bytes": capacity,
+                 "critical_intensity_bf16": lambda v: number(v, 4),
+                 "link_one_way_bytes_per_s": lambda v: human(v, "bytes/s")}
+        lines.append((chip.id, chip.name, *("-" if h[k] is None else show(h[k]) for k, show in shows.items())))
     widths = [max(len(x) for x in col) for col in zip(header, *lines)]
     body = ["  ".join(f"{x:<{w}}" for x, w in zip(line, widths)).rstrip() for line in (header, *lines)]
     return "\n".join([*body, "", *_wrapped(
