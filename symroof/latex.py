@@ -394,6 +394,8 @@ def _text(words: str) -> str:
     and >= as math."""
     words = re.sub(r"([#$%&_{}])", r"\\\1", words).replace("^", r"\^{}").replace("~", r"\~{}")
     words = re.sub(r"(\d) us\b", r"\1 $\\mu$s", words)
+    # KaTeX knows no Greek letters in text mode: they go in as math (a dim named Δ)
+    words = "".join(f"${tex_name(ch)}$" if unicodedata.name(ch, "").startswith("GREEK") else ch for ch in words)
     return words.replace("-> oo", r"$\to\infty$").replace(">=", r"$\ge$").replace("->", r"$\to$")
 
 

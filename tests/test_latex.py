@@ -492,3 +492,11 @@ def test_random_specs_derive_renderable_latex_or_a_symroof_error(katex, program,
     tex = analysis_and_derivation(katex, spec, chip, mesh, values=values, solve=solve, limit=limit)
     if limit and values and set(limit) & set(values):
         assert tex is None  # a limit over a dim with a size is refused, never printed
+
+
+def test_greek_dims_inside_words_render(katex):
+    # found by the command-line fuzzer: a collective's text held Δ, which KaTeX refuses in \text
+    tex = derivation(analyze("mesh X=4@dcn, Y=3\nAllGather_Y bf16[Δ_Y, G] -> bf16[Δ, G]\n"
+                             "f16[K, S_X] @ f16[S_X, Δ] -> f16[K, Δ] {U_X}"))
+    assert r"bf16[$\Delta$\_Y, G]" in tex
+    katex.check(tex)
