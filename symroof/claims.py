@@ -231,11 +231,35 @@ def _matches(got, expected, tolerance: float, names) -> bool:
         return isinstance(got, sympy.Rel) and isinstance(want, sympy.Rel) and type(got) is type(want) \
             and _matches(got.lhs - got.rhs, want.lhs - want.rhs, tolerance, names)
     if got.is_number and want.is_number:
+        if not (got.is_finite and want.is_finite):
+            return got == want      # oo is oo, and no tolerance makes a number infinite
         if want == 0:
             return abs(float(got)) <= tolerance
         return abs(float(got) - float(want)) <= tolerance * abs(float(want))
-    difference = sympy.expand(got - want)
-    return difference == 0 or sympy.simplify(difference) == 0
+    return _identical(got, want)
+
+
+def _identical(got: sympy.Expr, want: sympy.Expr) -> bool:
+    """Whether two expressions in the dims are the same function of them. A few exact
+    evaluations at integer points first, which tell most different pairs apart at once;
+    then, for rational functions, the numerator of the difference over a common
+    denominator expanded (no gcds: sympy.simplify's cancel can run for minutes on a
+    fraction in thirty dims); simplify only for the rest (Max, Min, sqrt)."""
+    difference = got - want
+    if difference == 0:
+        return True
+    free = sorted(difference.free_symbols, key=str)
+    for k in range(3):
+        point = {s: sympy.Integer(2 + (7 * i + 13 * k) % 31) for i, s in enumerate(free)}
+        value = difference.xreplace(point)
+        if value.is_number and value.is_finite and value.is_zero is False:
+            return False
+    if all(isinstance(a, (sympy.Add, sympy.Mul, sympy.Pow, sympy.Symbol, sympy.Number))
+           for a in sympy.preorder_traversal(difference)) and \
+            all(p.exp.is_Integer for p in difference.atoms(sympy.Pow)):
+        numerator, _ = sympy.fraction(sympy.together(difference))
+        return sympy.expand(numerator) == 0
+    return sympy.expand(difference) == 0 or sympy.simplify(difference) == 0
 
 
 def load_claims(path) -> list:
@@ -244,14 +268,26 @@ def load_claims(path) -> list:
     import yaml
 
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
+        with open(path, "rb") as handle:
+            raw = handle.read()
     except OSError as error:
         raise SymroofError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SymroofError(f"{path}: not UTF-8 text (byte {error.start + 1} is "
+                           f"{raw[error.start]:#04x})") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         where = getattr(error, "problem_mark", None)
-        at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
-        raise SymroofError(f"{path}: not valid YAML{at}: {getattr(error, 'problem', error)}") from None
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else \
+            f" (character {error.position + 1})" if isinstance(getattr(error, "position", None), int) else ""
+        # one line: a ReaderError's text goes on with the file's name and position
+        problem = (str(getattr(error, "problem", None) or error).strip().splitlines() or ["?"])[0]
+        raise SymroofError(f"{path}: not valid YAML{at}: {problem}") from None
+    except RecursionError:
+        raise SymroofError(f"{path}: not valid YAML: nested too deeply") from None
     if isinstance(data, Mapping) and isinstance(data.get("claims"), list):
         data = data["claims"]
     if not isinstance(data, list):

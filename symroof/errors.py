@@ -87,8 +87,9 @@ def column_of(text: str, pos: int) -> int:
 def caret(text: str, start: int, end: int | None = None) -> str:
     """Draw the line of `text` holding offset `start`, with carets under start..end.
 
-    Wide characters (CJK) take two columns under the caret, tabs keep their width,
-    and a long line is cut to a window around the spot.
+    Wide characters (CJK) take two columns under the caret, a tab is shown as four
+    spaces in both lines (so the caret line is spaces and carets, lined up wherever the
+    terminal's tab stops are), and a long line is cut to a window around the spot.
 
     Examples:
         >>> print(caret("ab\\ncdef", 4, 6))
@@ -105,7 +106,7 @@ def caret(text: str, start: int, end: int | None = None) -> str:
     if hi - lo > _WINDOW:
         lo = max(line_start, min(start - _WINDOW // 2, line_end - _WINDOW))
         hi = min(line_end, lo + _WINDOW)
-    shown = text[lo:hi]
+    shown = text[lo:hi].replace("\t", _TAB)
     prefix = "..." if lo > line_start else ""
     suffix = "..." if hi < line_end else ""
     pad = " " * len(prefix) + "".join(_blank(ch) for ch in text[lo:start])
@@ -117,5 +118,8 @@ def _width(ch: str) -> int:
     return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
 
 
+_TAB = "    "
+
+
 def _blank(ch: str) -> str:
-    return "\t" if ch == "\t" else " " * _width(ch)
+    return _TAB if ch == "\t" else " " * _width(ch)

@@ -293,3 +293,12 @@ def test_an_invalid_sharded_matmul_says_the_fix_in_one_line():
     fixed = analyze("mesh X=2\nAllGather_X bf16[B_X, D] -> bf16[B, D]\nbf16[B, D] @ bf16[D, F_X] -> bf16[B, F_X]",
                     chip="v5e")
     assert fixed.flops == B * D * F
+
+
+def test_a_tab_before_the_error_keeps_the_caret_line_spaces_and_carets():
+    # found by the command-line fuzzer: the caret line copied the tab
+    code, _, err = run("analyze", "bf16[B,\tD] @ bf16[D F] -> bf16[B, F]")
+    headline, shown, marks = err.rstrip("\n").split("\n")
+    assert code == 2 and headline.startswith("symroof: error: expected ',' or ']', got 'F'")
+    assert set(marks) <= {" ", "^"} and "\t" not in shown
+    assert shown[marks.index("^")] == "F"

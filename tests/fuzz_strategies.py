@@ -1,0 +1,1453 @@
+"""Command-line fuzzing for symroof: random and mutated specs, flags, meshes, chips and
+claims files over every subcommand, and the property every invocation must satisfy.
+
+Shared by `tests/test_fuzz_cli.py` (a small, deterministic run under hypothesis) and
+`benchmarks/fuzz_cli.py` (a large run with multiprocessing). Everything here draws from
+a `random.Random`-like object `r` (`choice`, `randint`, `random`), so hypothesis drives it
+through `st.randoms()` (and shrinks what it finds) and the benchmark through a seeded
+`random.Random` per case (so every case is reproducible from its seed).
+
+The property, per call of `symroof.cli.main(argv, out=StringIO, err=StringIO)`:
+
+* exit 0: the output is valid (strict JSON for --json, with every expression readable by
+  `sympy.parse_expr` in the listed symbols; text non-empty; LaTeX non-empty with balanced
+  braces; a plot file written and non-empty), and stderr holds only `symroof: warning:` lines;
+* exit 1 only from `check` (a failing claim);
+* exit 2: stderr is one `symroof: error:` line, optionally followed by the spec line and a
+  caret line; or argparse's own usage error (SystemExit 2, `usage:` on stderr);
+* never exit 3, never an exception out of `main`, never a hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import re
+import signal
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# ----------------------------------------------------------------------------- vocabulary
+
+CHIPS = ["tpu-v2", "tpu-v3", "tpu-v4p", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu7x", "a100-sxm-80gb",
+         "h100-sxm", "h100-pcie", "h200", "b200", "gb200", "mi300x"]
+CHIP_NAMES = ["TPU v5e", "v5e", "V5E", "h100", "B200", "tpu v5 lite", "v5litepod", "trillium",
+              "ironwood", "tpu v7", "a100", "A100 SXM4 80GB", "H100 SXM", "h100 sxm5", "h200 141gb",
+              "hgx b200", "gb200 nvl72", "instinct mi300x", "MI300X", "v4", "tpu v4", "v5p", "v6e",
+              "TPU7x", "  v5e  ", "Tpu-V5E", "nvidia h100", "amd mi300x", "google tpu v5e"]
+CHIP_JUNK = ["", " ", "v5ee", "h1OO", "tpu-v5", "tpu-v9", "gpu", "cpu", "h100-", "-", "tpu v5e\n",
+             "v5e;rm", "ｖ５ｅ", "h100\x00", "a" * 300, "TPU  v5e", "tpu_v5e", "None", "null", "*", ".."]
+VARIANTS = ["book-tpus-table", "book-sb0-tpus", "book-sb2-tpus", "vendor", "jax-tpuinfo",
+            "book-tpus-q1", "gk-tpuv4", "book-prose", "book-roofline-intro", "book-tpus-footnote",
+            "book-gpus-table", "book-v1-problem5", "book-gpus-q2", "vendor-hgx", "gk-b200"]
+VARIANT_JUNK = ["", "book", "Book-Tpus-Table", "book-tpus-table ", "nope", "vendor,book-prose", "\u200b"]
+
+NUMBERS = ["1e14", "1.97e14", "2e11", "8.2e11", "4.5e10", "9e11", "1", "1e-3", "3.35e12", "1e20",
+           "197000000000000", "2.5E+14", " 5e11 ", "1e308"]
+NUMBER_JUNK = ["0", "-1", "-0", "0.0", "nan", "NaN", "inf", "-inf", "Infinity", "1e400", "1e-400",
+               "abc", "", " ", "1_000", "0x10", "1e", "e5", "1,5", "1.5.5", "١٢٣", "１２３", "10**12",
+               "1/2", "1e14e1", "+", "--1", "True", "5e-324", "1e-320", "18446744073709551617",
+               "9" * 400, "1M", "128k"]
+
+DTYPES = ["bf16", "fp32", "f32", "float32", "tf32", "bfloat16", "fp16", "f16", "float16", "fp8",
+          "fp8_e4m3", "fp8_e5m2", "e4m3", "e5m2", "int32", "int16", "int8", "uint8", "int4", "fp4",
+          "e2m1", "fp64"]
+DTYPE_NEAR = ["bf17", "bf", "fp8_e4m4", "int3", "uint8x", "BF16", "Bf16", "float8", "fp4_e2m1",
+              "fp8e4m3", "bfloat", "f8", "int", "fp", "int64", "uint4", "fp128", "tf16", "e4m3fn",
+              "fp8_e4", "int 8", "bf_16", "fp32_", "ｂｆ16", "int8_e4m3"]
+
+NAMES = ["B", "D", "F", "N", "K", "H", "V", "seq", "dModel", "Hd", "T2", "x", "Δ", "ℌ", "E", "I",
+         "S", "Q", "O", "beta", "L", "M", "G", "P", "Bé", "ǅ"]
+NAME_JUNK = ["Integer", "Max", "oo", "lambda", "if", "None", "True", "zoo", "nan", "pi", "Symbol",
+             "d_model", "sum", "print", "x" * 200, "a1", "Ⅻ", "ﬁ", "ͅ"]
+
+AXES = ["X", "Y", "Z", "W"]
+AXIS_SIZES = [1, 2, 2, 4, 4, 8, 16, 3, 32, 256]
+LINKS = ["", "", "", "@dcn", "@pcie", "@ici", "@foo", "@", "@DCN"]
+
+OPS = ["@", "*", "*", "·", "•", "×", "⋅", "∙", "\\cdot", "\\times", "\\bullet", "\\ast"]
+ARROWS = ["->", "->", "->", "→", "⟶", "\\rightarrow", "\\longrightarrow", "\\to"]
+TEXT_OPEN = ["\\text{", "\\mathrm{", "\\texttt{", "\\mathtt{"]
+
+SET_VALUES = ["1", "2", "16", "128", "4096", "8192", "65536", "999999999999999999", "1e6", "2**20",
+              "128k", "1M", "1G", "4K", "32_768", "2^10", "4*1024", "1.5e3", "1Ki", "2T", "0", "-1", "-4096", "1.5", "abc", "", "1e400", "10**100",
+              "2^10", "0x100", "1_024", "99999999999999999999", "1e18", "1e17", "+5", " 64 ", "٤", "１６",
+              "nan", "inf", "3.0", "1e-3", "1k5", "k", "M", "2**", "**2", "(2)", "2**64", "1e+6"]
+
+OVERRIDE_FIELDS = ["peak_flops_per_s.bf16", "peak_flops_per_s.int8", "peak_flops_per_s.fp8",
+                   "peak_flops_per_s.int32", "peak_flops_per_s.fp32", "hbm_bandwidth_bytes_per_s",
+                   "hbm_capacity_bytes", "interconnect.link_bandwidth_one_way_bytes_per_s",
+                   "interconnect.link_bandwidth_bidi_bytes_per_s", "interconnect.links_per_chip",
+                   "interconnect.wraparound_min_axis_size", "interconnect.hop_latency_s",
+                   "interconnect.domain_size", "interconnect.topology", "interconnect.name",
+                   "pcie_bandwidth_one_way_bytes_per_s", "dcn.bandwidth_one_way_bytes_per_s_per_chip",
+                   "dcn.chips_per_host", "clock_hz", "onchip.vmem_capacity_bytes",
+                   "interconnect.chip_bandwidth_one_way_bytes_per_s", "vector_flops_per_s.fp32"]
+OVERRIDE_JUNK_FIELDS = ["", "peak_flops_per_s", "peak_flops_per_s.bf17", "nope", "interconnect",
+                        "interconnect..name", ".bf16", "id", "name", "variants", "aliases", "sources",
+                        "peak_flops_per_s.bf16.x", "PEAK_FLOPS_PER_S.BF16", "notes"]
+OVERRIDE_VALUES = NUMBERS + NUMBER_JUNK + ["null", "None", "torus_3d", "switch", "ring", "16", "4", "0",
+                                           "2.5", "true", "[1]", "{}", "ICI"]
+
+JUNK_CHARS = list("[]{}(),;:_=@*-><→#$\\^0123456789 \n\t\r'\"`|&!?~%.") + [
+    "\x00", "\u200b", "\ufeff", "\u202e", "é", "ß", "Ω", "𝔅", "🙂", "\u0301", "［", "］", "，", "；",
+    "\udcff", "\x7f", "\x0b", "\u2028", "\u00a0", "ℌ", "ﬀ", "Å", "ǆ", "µ", "·", "•", "×", "⋅", "→"]
+
+TOKENS = ["bf16", "int8", "fp8", "[", "]", ",", "B", "D", "F", "N", "@", "*", "*_D", "*_{D,F}", "->", "→",
+          ";", "\n", "mesh", "X=2", "Y=4@dcn", "_X", "_{XY}", "{U_X}", "{compute=fp8}", "=4096", "4096",
+          "AllGather_X", "ReduceScatter_{X,K}", "AllReduce_Y", "AllToAll_{X,J}", "\\text{", "}", "{",
+          "x:", "y:", "•", "\\cdot", "\\rightarrow", "$", "#", "bd,df->bf", "1", "0", ":", "_", "="]
+
+
+# How much junk goes into a case: 0 for a clean case (every part valid as far as the
+# generator knows), 1 for a noisy one. Set per case by gen_case.
+_NOISE = [1.0]
+
+
+def junk(r, p: float) -> bool:
+    """True with probability p in a noisy case, never in a clean one."""
+    return r.random() < p * _NOISE[0]
+
+
+_VARIANTS_OF: dict = {}
+
+
+def variants_of(name: str) -> list:
+    """The variants a chip has (none for an unknown name)."""
+    if name not in _VARIANTS_OF:
+        try:
+            from symroof.hardware import get_chip
+            _VARIANTS_OF[name] = sorted(get_chip(name).variants)
+        except Exception:  # noqa: BLE001
+            _VARIANTS_OF[name] = []
+    return _VARIANTS_OF[name]
+
+
+# ----------------------------------------------------------------------------- a case
+
+@dataclass
+class Case:
+    """One invocation: argv (with `{tmp}` standing for a fresh temporary folder), stdin bytes
+    for a spec of `-`, and files to write into the folder first."""
+
+    argv: list
+    stdin: bytes | None = None
+    files: dict = field(default_factory=dict)
+    kind: str = ""
+
+    def concrete(self, tmp: str) -> list:
+        return [a.replace("{tmp}", tmp) if isinstance(a, str) else a for a in self.argv]
+
+    def reproducer(self) -> str:
+        lines = [f"argv = {self.argv!r}"]
+        if self.stdin is not None:
+            lines.append(f"stdin = {self.stdin!r}")
+        for name, data in self.files.items():
+            if not any(isinstance(a, str) and f"{{tmp}}/{name}" in a for a in self.argv):
+                continue
+            shown = data if len(data) < 3000 else data[:3000] + b"...(truncated)"
+            lines.append(f"file {{tmp}}/{name} = {shown!r}")
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- specs
+
+class _Spec:
+    """A generated spec with what flags may refer to: its dims and mesh axes."""
+
+    def __init__(self):
+        self.dims: list[str] = []
+        self.axes: dict[str, int] = {}
+        self.mesh_in_spec = False
+
+    def dim(self, name):
+        if name not in self.dims and not name.isdigit():
+            self.dims.append(name)
+        return name
+
+
+def _pick_names(r, k):
+    pool = list(NAMES)
+    if junk(r, 0.04):
+        pool += NAME_JUNK
+    names = []
+    while len(names) < k:
+        n = r.choice(pool)
+        if n not in names:
+            names.append(n)
+    return names
+
+
+CLEAN_DTYPES = ["bf16", "bf16", "bfloat16", "int8", "int8", "fp8", "int4"]
+
+
+def _dtype(r, default="bf16"):
+    x = r.random()
+    if x < 0.45:
+        return default
+    if _NOISE[0] == 0:
+        return r.choice(CLEAN_DTYPES)
+    if x < 0.95:
+        return r.choice(DTYPES)
+    return r.choice(DTYPE_NEAR)
+
+
+def _tensor(r, dtype, dims, style=0):
+    inner = ", ".join(dims)
+    if r.random() < 0.03:
+        inner += ","                  # a trailing comma is allowed
+    if style == 1:                    # \text{int8[B, D]}
+        return f"{r.choice(TEXT_OPEN)}{dtype}[{inner}]}}"
+    if style == 2:                    # \text{int8}[B, D]
+        return f"{r.choice(TEXT_OPEN)}{dtype}}}[{inner}]"
+    return f"{dtype}[{inner}]"
+
+
+def _with_value(r, s: _Spec, name, values: dict):
+    """`D` or `D=4096` (the first time the dim appears, now and then)."""
+    if name.isdigit() or name in values:
+        return name
+    if r.random() < 0.12:
+        values[name] = r.choice(["4096", "2", "1", "128", "1024", "8"] + (["0", "99999999999999999999"]
+                                                                     if junk(r, 0.3) else []))
+        return f"{name}={values[name]}"
+    return name
+
+
+def _literal(r, name):
+    return r.choice(["4096", "1024", "2", "1", "8", "3"]) if r.random() < 0.1 else name
+
+
+def _matmul(r, s: _Spec):
+    B, D, F = _pick_names(r, 3)
+    B, D, F = (_literal(r, B), _literal(r, D), _literal(r, F))
+    for n in (B, D, F):
+        s.dim(n)
+    values = {}
+    dt = [_dtype(r) for _ in range(3)]
+    op = r.choice(OPS + ["*_" + D, "*_{" + D + "}", "\\cdot_" + D]) if not D.isdigit() else r.choice(OPS)
+    style = 0 if r.random() < 0.9 else r.choice([1, 2])
+    batch = [r.choice(["H", "G", "P"])] if r.random() < 0.1 else []
+    for n in batch:
+        s.dim(n)
+    left = _tensor(r, dt[0], batch + [_with_value(r, s, B, values), _with_value(r, s, D, values)], style)
+    right = _tensor(r, dt[1], batch + [_with_value(r, s, D, values), _with_value(r, s, F, values)], style)
+    out = _tensor(r, dt[2], batch + [B, F], style)
+    if r.random() < 0.08:
+        left, right = f"x: {left}", f"w: {right}"
+    text = f"{left} {op} {right} {r.choice(ARROWS)} {out}"
+    if r.random() < 0.08:
+        text += f" {{compute={_dtype(r, 'fp8')}}}"
+    return text
+
+
+def _chain(r, s: _Spec):
+    k = r.randint(2, 4)
+    names = _pick_names(r, k + 1)
+    for n in names:
+        s.dim(n)
+    dt = _dtype(r)
+    values = {}
+    parts = [_tensor(r, _dtype(r, dt), [_with_value(r, s, names[0], values), _with_value(r, s, names[1], values)])]
+    for i in range(1, k):
+        op = r.choice([f"*_{names[i]}", f"*_{{{names[i]}}}", "@", "*"])
+        parts.append(op)
+        parts.append(_tensor(r, _dtype(r, dt), [names[i], _with_value(r, s, names[i + 1], values)]))
+    return " ".join(parts) + f" {r.choice(ARROWS)} " + _tensor(r, dt, [names[0], names[k]])
+
+
+def _dot(r, s: _Spec):
+    (N,) = _pick_names(r, 1)
+    s.dim(N)
+    dt = _dtype(r)
+    out = r.choice(["[1]", "[]"])
+    form = r.randint(0, 3)
+    if form == 0:
+        return f"{dt}[{N}] *_{N} {dt}[{N}] -> {_dtype(r, dt)}{out}"
+    if form == 1:
+        return f"x: {dt}[{N}] * y: {dt}[{N}] -> {dt}{out}"
+    if form == 2:
+        return f"x {r.choice(['•', '·', '*', '@'])} y: {dt}[{N}], {dt}[{N}] {r.choice(ARROWS)} {dt}{out}"
+    return f"${_tensor(r, dt, [N], 1)} \\cdot {_tensor(r, dt, [N], 2)} \\rightarrow {dt}{out}$"
+
+
+def _elementwise(r, s: _Spec):
+    names = _pick_names(r, r.randint(1, 3))
+    for n in names:
+        s.dim(n)
+    if r.random() < 0.3:   # a cast: no FLOPs
+        return f"{_dtype(r, 'fp8')}[{', '.join(names)}] -> {_dtype(r)}[{', '.join(names)}]"
+    dt = _dtype(r)
+    return f"{dt}[{', '.join(names)}] * {dt}[{', '.join(names)}] -> {dt}[{', '.join(names)}]"
+
+
+def _batched(r, s: _Spec):
+    B, D, F = _pick_names(r, 3)
+    for n in (B, D, F):
+        s.dim(n)
+    dt = _dtype(r, "int8")
+    return f"{dt}[{B}, {D}] *_{D} {dt}[{B}, {D}, {F}] -> {dt}[{B}, {F}]"
+
+
+def _latex(r, s: _Spec):
+    B, D, F = _pick_names(r, 3)
+    for n in (B, D, F):
+        s.dim(n)
+    op = r.choice(["\\cdot", "\\times", "\\cdot_" + D, "\\ast", "\\bullet"])
+    text = f"X[{B}, {D}] {op} Y[{D}, {F}] {r.choice(ARROWS)} Z[{B}, {F}]"
+    return f"${text}$" if r.random() < 0.3 else text
+
+
+def _einsum(r, s: _Spec):
+    letters = "bdfhijkmnp"
+    n = r.randint(1, 3)
+    ops = []
+    for _ in range(n):
+        ops.append("".join(r.choice(letters) for _ in range(r.randint(1, 3))))
+    every = sorted(set("".join(ops)))
+    out = "".join(c for c in every if r.random() < 0.5)
+    for c in every:
+        s.dim(c)
+    return ",".join(ops) + "->" + out
+
+
+def _mesh_decl(r, s: _Spec):
+    k = r.randint(1, 3)
+    axes = []
+    for name in AXES:
+        if len(axes) < k and r.random() < 0.8:
+            axes.append(name)
+    axes = axes or ["X"]
+    if _NOISE[0] == 0:
+        axes = axes[:2]
+    for a in axes:
+        s.axes[a] = r.choice(AXIS_SIZES if junk(r, 0.3) else AXIS_SIZES[:6] if _NOISE[0] else [2, 2, 4])
+    links = LINKS if junk(r, 0.5) else LINKS[:5]
+    return ", ".join(f"{a}={s.axes[a]}{r.choice(links) if r.random() < 0.3 else ''}" for a in axes)
+
+
+def _sub(r, axes):
+    """A subscript over some of the axes: _X, _{XY}, _{X,Y}, _XY."""
+    pick = [a for a in axes if r.random() < 0.5] or [r.choice(axes)]
+    if junk(r, 0.05):
+        pick.append(r.choice(AXES + ["Q"]))       # an axis the mesh may lack
+    if len(pick) == 1:
+        return "_" + pick[0] if r.random() < 0.7 else "_{" + pick[0] + "}"
+    return r.choice(["_{" + "".join(pick) + "}", "_{" + ",".join(pick) + "}", "_" + "".join(pick)])
+
+
+_BOOK_CASES = [
+    "{t}[{B}, {D}_{a}] @ {t}[{D}_{a}, {F}] -> {t}[{B}, {F}]",
+    "{t}[{B}, {D}_{a}] @ {t}[{D}_{a}, {F}] -> {t}[{B}, {F}] {{U_{a}}}",
+    "{t}[{B}_{a}, {D}] @ {t}[{D}, {F}] -> {t}[{B}_{a}, {F}]",
+    "{t}[{B}, {D}_{a}] @ {t}[{D}, {F}] -> {t}[{B}, {F}]",
+    "{t}[{B}_{a}, {D}_{b}] *_{D} {t}[{D}_{b}, {F}] -> {t}[{B}_{a}, {F}]",
+    "{t}[{B}, {D}_{a}] @ {t}[{D}_{a}, {F}] -> {t}[{B}, {F}_{a}]",
+    "{t}[{B}, {D}] @ {t}[{D}, {F}] -> {t}[{B}_{a}, {F}]",
+    "{t}[{B}, {D}_{{{a}{b}}}] @ {t}[{D}_{{{a}{b}}}, {F}] -> {t}[{B}, {F}]",
+    "{t}[{B}_{a}, {D}] @ {t}[{D}, {F}_{b}] -> {t}[{B}_{a}, {F}_{b}]",
+]
+
+
+def _sharded(r, s: _Spec):
+    axes = list(s.axes) or ["X"]
+    if _NOISE[0] == 0:
+        B, D, F = _pick_names(r, 3)
+        for n in (B, D, F):
+            s.dim(n)
+        a = r.choice(axes)
+        others = [x for x in axes if x != a]
+        form = r.choice(_BOOK_CASES if others else [c for c in _BOOK_CASES if "{b}" not in c])
+        return form.format(t=_dtype(r), B=B, D=D, F=F, a=a, b=others[0] if others else a)
+    B, D, F = _pick_names(r, 3)
+    for n in (B, D, F):
+        s.dim(n)
+    sub = {n: (_sub(r, axes) if r.random() < 0.4 else "") for n in (B, D, F)}
+    dsub_right = sub[D] if r.random() < 0.8 else (_sub(r, axes) if r.random() < 0.5 else "")
+    out_b = sub[B] if r.random() < 0.8 else (_sub(r, axes) if r.random() < 0.5 else "")
+    out_f = sub[F] if r.random() < 0.7 else ""
+    dt = _dtype(r)
+    op = r.choice(["@", "*", f"*_{D}"])
+    ann = ""
+    if r.random() < 0.25:
+        ann = " {U_" + r.choice(axes) + "}"
+    if r.random() < 0.05:
+        ann = " {U_" + r.choice(axes) + ", compute=" + _dtype(r, "fp8") + "}"
+    lit = f"={r.choice(['4096', '8', '6', '1'])}" if r.random() < 0.1 else ""
+    return (f"{dt}[{B}{sub[B]}, {D}{sub[D]}{lit}] {op} {dt}[{D}{dsub_right}, {F}{sub[F]}] -> "
+            f"{dt}[{B}{out_b}, {F}{out_f}]{ann}")
+
+
+def _collective(r, s: _Spec):
+    axes = list(s.axes) or ["X"]
+    a = r.choice(axes)
+    I, J = _pick_names(r, 2)
+    s.dim(I)
+    s.dim(J)
+    dt = _dtype(r)
+    kind = r.randint(0, 4 if _NOISE[0] else 3)
+    if kind == 0:
+        return f"AllGather_{a} {dt}[{I}_{a}, {J}] -> {dt}[{I}, {J}]"
+    if kind == 1:
+        return f"ReduceScatter_{{{a},{J}}} {dt}[{I}, {J}] {{U_{a}}} -> {dt}[{I}, {J}_{a}]"
+    if kind == 2:
+        other = r.choice([x for x in axes if x != a] or [a]) if _NOISE[0] == 0 else r.choice(axes)
+        if other == a and _NOISE[0] == 0:
+            return f"AllReduce_{a} {dt}[{I}, {J}] {{U_{a}}} -> {dt}[{I}, {J}]"
+        return f"AllReduce_{a} {dt}[{I}_{other}, {J}] {{U_{a}}} -> {dt}[{I}_{other}, {J}]"
+    if kind == 3:
+        return f"AllToAll_{{{a},{J}}} {dt}[{I}_{a}, {J}] -> {dt}[{I}, {J}_{a}]"
+    # a collective whose layouts do not match its kind, or an unknown kind
+    return r.choice([f"AllGather_{a} {dt}[{I}, {J}] -> {dt}[{I}_{a}, {J}]",
+                     f"Broadcast_{a} {dt}[{I}_{a}, {J}] -> {dt}[{I}, {J}]",
+                     f"AllReduce_{a} {dt}[{I}, {J}] -> {dt}[{I}, {J}]",
+                     f"AllGather_{{{a},{a}}} {dt}[{I}_{a}, {J}] -> {dt}[{I}, {J}]"])
+
+
+_PLAIN = [_matmul] * 6 + [_chain] * 2 + [_dot] * 2 + [_elementwise, _batched, _latex, _einsum]
+
+
+def gen_spec(r) -> tuple[str, _Spec, str | None]:
+    """A structured spec: (text, what it names, a --mesh value or None)."""
+    s = _Spec()
+    mesh_flag = None
+    statements = []
+    if r.random() < 0.3:
+        decl = _mesh_decl(r, s)
+        if r.random() < 0.6:
+            statements.append("mesh " + decl)
+            s.mesh_in_spec = True
+            if r.random() < 0.05:
+                mesh_flag = decl               # both: the spec's and the flag's
+        else:
+            mesh_flag = decl.replace(" ", "")
+        for _ in range(r.randint(1, 3)):
+            statements.append(_collective(r, s) if r.random() < 0.25 else
+                              _sharded(r, s) if r.random() < 0.8 else r.choice(_PLAIN)(r, s))
+    else:
+        for _ in range(1 if r.random() < 0.8 else r.randint(2, 3)):
+            statements.append(r.choice(_PLAIN)(r, s))
+    sep = r.choice(["\n", "\n", "; ", ";", "\r\n", "\r", "\n\n"])
+    text = sep.join(statements)
+    x = r.random()
+    if x < 0.05:
+        text = "# a comment\n" + text + "  # trailing comment"
+    elif x < 0.08:
+        text = "\ufeff" + text
+    elif x < 0.10:
+        text = text.replace("[", "［").replace("]", "］")
+    elif x < 0.12:
+        text = "$" + text + "$"
+    elif x < 0.13:
+        text = "\n;\n" + text + ";\n"
+    return text, s, mesh_flag
+
+
+# ----------------------------------------------------------------------------- mutations
+
+def _tokens(text):
+    return re.findall(r"\\[a-zA-Z]+\{?|\w+|\s+|.", text)
+
+
+def mutate(r, text: str) -> str:
+    """One or more random edits of a spec's text."""
+    for _ in range(r.randint(1, 3)):
+        op = r.randint(0, 13)
+        n = len(text)
+        if op == 0 and n:                           # delete a character
+            i = r.randint(0, n - 1)
+            text = text[:i] + text[i + 1:]
+        elif op == 1:                               # insert a character
+            i = r.randint(0, n)
+            text = text[:i] + r.choice(JUNK_CHARS) + text[i:]
+        elif op == 2 and n:                         # duplicate a span
+            i = r.randint(0, n - 1)
+            j = r.randint(i, min(n, i + 12))
+            text = text[:j] + text[i:j] + text[j:]
+        elif op == 3 and n:                         # delete a span
+            i = r.randint(0, n - 1)
+            j = r.randint(i, min(n, i + 8))
+            text = text[:i] + text[j:]
+        elif op == 4:                               # swap two tokens
+            toks = _tokens(text)
+            if len(toks) > 1:
+                i, j = r.randint(0, len(toks) - 1), r.randint(0, len(toks) - 1)
+                toks[i], toks[j] = toks[j], toks[i]
+                text = "".join(toks)
+        elif op == 5:                               # a dtype near-miss
+            for dt in sorted(DTYPES, key=len, reverse=True):
+                if dt in text:
+                    text = text.replace(dt, r.choice(DTYPE_NEAR + DTYPES), 1)
+                    break
+        elif op == 6:                               # insert a token
+            toks = _tokens(text)
+            toks.insert(r.randint(0, len(toks)), r.choice(TOKENS))
+            text = "".join(toks)
+        elif op == 7:                               # delete a token
+            toks = _tokens(text)
+            if toks:
+                del toks[r.randint(0, len(toks) - 1)]
+                text = "".join(toks)
+        elif op == 8:                               # deep nesting
+            depth = r.choice([5, 50, 200, 1000, 3000])
+            opener, closer = r.choice([("\\text{", "}"), ("[", "]"), ("{", "}"), ("_{", "}"),
+                                       ("(", ")"), ("\\mathrm{", "}"), ("$", "$")])
+            if r.random() < 0.5:
+                text = opener * depth + text + closer * depth
+            else:
+                i = r.randint(0, n)
+                text = text[:i] + opener * depth + "bf16[B]" + closer * r.randint(0, depth) + text[i:]
+        elif op == 9:                               # a huge or odd literal
+            big = r.choice(["0", "00", "99999999999999999999", "1" + "0" * 40, "0004096", "1" * 4000, "٣"])
+            text = re.sub(r"\d+", big, text, count=1) if re.search(r"\d", text) else \
+                text.replace("B", big, 1)
+        elif op == 10:                              # a junk name
+            toks = _tokens(text)
+            names = [i for i, t in enumerate(toks) if re.fullmatch(r"[A-Za-z]\w*", t)]
+            if names:
+                toks[r.choice(names)] = r.choice(NAME_JUNK + NAMES)
+                text = "".join(toks)
+        elif op == 11:                              # repeat the statement
+            text = ";".join([text] * r.choice([2, 3, 10, 40]))
+        elif op == 12:                              # many dims in one tensor
+            extra = ", ".join(f"Q{i}" for i in range(r.choice([8, 30, 65, 70])))
+            text = text.replace("]", ", " + extra + "]", 1)
+        else:                                       # unicode junk
+            i = r.randint(0, n)
+            junk = "".join(r.choice(JUNK_CHARS) for _ in range(r.randint(1, 6)))
+            text = text[:i] + junk + text[i:]
+    return text
+
+
+def raw_text(r) -> str:
+    """Token soup or character soup."""
+    if r.random() < 0.6:
+        return "".join(r.choice(TOKENS) + r.choice(["", " "]) for _ in range(r.randint(0, 25)))
+    return "".join(r.choice(JUNK_CHARS + list("bfintBDFN")) for _ in range(r.randint(0, 40)))
+
+
+def gen_spec_text(r) -> tuple[str, _Spec, str | None]:
+    """A spec, mutated now and then, or raw text."""
+    if junk(r, 0.1):
+        s = _Spec()
+        s.dims = ["B", "D", "F"]
+        return raw_text(r), s, None
+    text, s, mesh = gen_spec(r)
+    if junk(r, 0.45):
+        text = mutate(r, text)
+    return text, s, mesh
+
+
+# ----------------------------------------------------------------------------- flags
+
+def _machine_flags(r, s: _Spec | None, *, chip_p=0.75) -> list:
+    argv = []
+    x = r.random()
+    if x < chip_p:
+        y = r.random()
+        name = r.choice(CHIPS) if y < 0.6 else r.choice(CHIP_NAMES) if y < 0.9 or not junk(r, 1) \
+            else r.choice(CHIP_JUNK)
+        argv += ["--chip", name]
+        if r.random() < 0.15:
+            known = variants_of(name)
+            if known and not junk(r, 0.3):
+                argv += ["--variant", r.choice(known)]
+            elif junk(r, 1):
+                argv += ["--variant", r.choice(VARIANTS) if r.random() < 0.6 else r.choice(VARIANT_JUNK)]
+    elif junk(r, 0.05):
+        argv += ["--variant", r.choice(VARIANTS)]            # a variant without a chip
+    elif _NOISE[0] == 0 and r.random() < 0.8:
+        argv += ["--peak-flops", r.choice(NUMBERS), "--hbm-bw", r.choice(NUMBERS)]
+    meshed = s is not None and (s.axes or s.mesh_in_spec)
+    for flag, p in (("--peak-flops", 0.12), ("--hbm-bw", 0.12), ("--ici-bw", 0.08)):
+        if flag == "--ici-bw" and not meshed and _NOISE[0] == 0:
+            continue
+        if r.random() < p:
+            argv += [flag, r.choice(NUMBER_JUNK) if junk(r, 0.4) else r.choice(NUMBERS)]
+    if r.random() < 0.1 and ("--chip" in argv or _NOISE[0]):
+        for _ in range(r.randint(1, 3)):
+            if junk(r, 0.7):
+                f = r.choice(OVERRIDE_FIELDS) if r.random() < 0.8 else r.choice(OVERRIDE_JUNK_FIELDS)
+                v = r.choice(OVERRIDE_VALUES)
+                argv += ["--override", r.choice([f"{f}={v}", f"{f}={v}", f"{f}", f"={v}", f"{f}=={v}"])]
+            else:
+                f = r.choice(OVERRIDE_FIELDS[:13] + OVERRIDE_FIELDS[15:])
+                v = r.choice(["16", "4", "1e-6", "2e-6"]) if "size" in f or "links" in f or "latency" in f \
+                    or "hosts" in f else r.choice(NUMBERS)
+                argv += ["--override", f"{f}={v}"]
+    if junk(r, 0.04):
+        argv += ["--hardware", _hardware_path(r)]
+    return argv
+
+
+def _dim_ref(r, s: _Spec):
+    if s is not None and s.dims and not junk(r, 0.15):
+        return r.choice(s.dims)
+    return r.choice(NAMES + NAME_JUNK + ["", " ", "1", "B_X", "X"])
+
+
+def _spec_flags(r, s: _Spec, mesh_flag) -> list:
+    argv = []
+    if r.random() < 0.1:
+        argv += ["--dtype", r.choice(DTYPE_NEAR + ["", " "]) if junk(r, 0.3) else r.choice(DTYPES)]
+    if r.random() < 0.35:
+        for _ in range(r.randint(1, 2)):
+            parts = []
+            for _ in range(r.randint(1, 3)):
+                d = _dim_ref(r, s)
+                if junk(r, 0.4):
+                    v = r.choice(SET_VALUES)
+                    parts.append(r.choice([f"{d}={v}"] * 8 + [f"{d}", f"={v}", f"{d}=={v}", f"{d} = {v}"]))
+                else:
+                    parts.append(f"{d}={r.choice(SET_VALUES[:20])}")
+            argv += ["--set", ";".join(parts) if junk(r, 0.2) else ",".join(parts)]
+    if r.random() < 0.3:
+        k = r.randint(1, 3)
+        dims = list(dict.fromkeys(_dim_ref(r, s) for _ in range(k)))
+        argv += ["--limit", r.choice([",".join(dims), ", ".join(dims), ",".join(dims) + ",", ",", ""])
+                 if junk(r, 0.3) else ",".join(dims)]
+    if r.random() < 0.45:
+        argv += ["--solve", r.choice(["B,D", "", "B D", "oo"]) if junk(r, 0.05) else _dim_ref(r, s)]
+    if r.random() < 0.15:
+        dims = list(dict.fromkeys(_dim_ref(r, s) for _ in range(r.randint(1, 3))))
+        argv += ["--grow", r.choice([",".join(dims), "", ",", " , ".join(dims), ",".join(dims * 2)])
+                 if junk(r, 0.3) else ",".join(dims)]
+    if mesh_flag is not None:
+        argv += ["--mesh", mesh_flag]
+    elif junk(r, 0.06):
+        argv += ["--mesh", r.choice(["X=2", "X=16,Y=16", "X=8,Z=4@dcn", "X=2,X=4", "X=0", "X=-1", "X",
+                                     "=2", "X=2@foo", "X=1e3", "", "X=2;Y=2", "X=99999999999999999999",
+                                     "mesh X=2", "X=2, Y=2", "X=4@pcie", "X=2,", "ℌ=2", "Integer=2"])]
+    return argv
+
+
+def _hardware_path(r) -> str:
+    return r.choice(["{tmp}/missing.json", "{tmp}", "{tmp}/hw.json", "{tmp}/hw.json", "/dev/null"])
+
+
+def _hardware_file(r) -> bytes:
+    """The shipped hardware.json with one field broken, or junk."""
+    x = r.random()
+    if x < 0.15:
+        return r.choice([b"", b"[]", b"{}", b'{"chips": []}', b"not json", b"\xff\xfe", b'{"chips": [1]}',
+                         b'{"schema_version": 1, "chips": null}', b"NaN"])
+    data = json.loads((ROOT / "hardware.json").read_text(encoding="utf-8"))
+    chips = data["chips"]
+    chip = r.choice(chips)
+    paths = []
+
+    def walk(obj, path):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, path + [k])
+        elif isinstance(obj, list):
+            for i, v in enumerate(obj):
+                walk(v, path + [i])
+        paths.append(path)
+    walk(chip, [])
+    path = r.choice([p for p in paths if p])
+    parent = chip
+    for key in path[:-1]:
+        parent = parent[key]
+    junk = r.choice([None, -1, 0, "x", [], {}, 1e400, True, "1e14", 10**30, float("nan"), 2.5, ""])
+    if r.random() < 0.5 and isinstance(parent.get(path[-1]) if isinstance(parent, dict) else None, (int, float)):
+        # a figure that passes validation but sits at an edge
+        junk = r.choice([1e-30, 1e40, 1, 2, 3, 1e-12, 1e30, 7, 1023])
+    if r.random() < 0.2 and isinstance(parent, dict):
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = junk
+    if r.random() < 0.1:
+        chips.append(dict(chip))           # a duplicate id
+    return json.dumps(data, allow_nan=True).encode()
+
+
+# ----------------------------------------------------------------------------- claims files
+
+_EXPECT_EXPRS = ["2*B*D*F", "B*F*(2*D - 1)", "2*B*D + 2*B*F + 2*D*F", "B", "1/2", "2*N - 1", "N/(2*N + 1)",
+                 "B*D*F/(B*D + B*F + D*F)", "Max(B, D)", "sqrt(B)", "oo", "B > 240", "2*B*D*F/1.97e14",
+                 "__import__('os')", "B +", "B ** 1000", "10**(10**10)", "x.y", "lambda: 0", "Q", "1e999",
+                 "(" * 200 + "B" + ")" * 200, "B" + "*B" * 300, "nan", "zoo", "1/0", "0**-1", "B**0.5",
+                 "Min()", "Max(B)", "2**64**2", "-B", "B >= D", "B < D < F", "B == D"]
+_EXPECT_KEYS = ["flops", "flops_exact", "bytes", "bytes_read", "bytes_written", "intensity",
+                "intensity_exact", "critical_intensity", "t_math", "t_comms", "t_lower", "t_upper",
+                "achieved_flops_per_s", "flops_total", "replication", "t_network", "t_network_latency",
+                "network_bytes", "network_intensity", "critical_network_intensity", "bound",
+                "intensity_limit", "threshold", "nope", "Flops"]
+
+
+def _junk_value(r):
+    return r.choice([None, True, False, 0, -1, 1.5, float("nan"), float("inf"), 10**40, "", "x", [], [1, 2],
+                     {}, {"a": 1}, "1e14", "-1e-3", [[[]]], "Max", {"var": None}])
+
+
+def _expected(r, key, s: _Spec):
+    dims = s.dims or ["B"]
+    if key == "threshold":
+        if r.random() < 0.2:
+            return r.choice(["none", None, "never", 240])
+        t = {"var": r.choice(dims + ["Z", 1, None])}
+        for part in ("op", "rule", "exact", "network", "none", "bogus"):
+            if r.random() < 0.4:
+                t[part] = (r.choice([">", "<", ">=", None, 1]) if part == "op" else
+                           r.choice([240.2439, 272.17, "B", 1, 0, "oo", True, None, "x +"]) if part != "none"
+                           else r.choice([True, False, "yes"]))
+        return t
+    if key == "intensity_limit":
+        if r.random() < 0.2:
+            return _junk_value(r)
+        return {"as": r.choice([dims[:2], ",".join(dims[:2]), dims[0], [], [1, None], "B, , D"]),
+                "expr": r.choice(_EXPECT_EXPRS + [1, 0.5, None])}
+    if key == "bound":
+        return r.choice(["compute", "memory", "balanced", "network", "B > 240", 1, None, "x +"])
+    x = r.random()
+    if x < 0.6:
+        return r.choice(_EXPECT_EXPRS)
+    if x < 0.85:
+        return r.choice([240.2439, 1.97e14, 0, 1, -1, 2.5e-6, 1e300, 10**30])
+    return _junk_value(r)
+
+
+_CHAPTER: list = []
+
+
+def _chapter_claim(r) -> dict:
+    """A claim of the project's chapter file (they pass), now and then with a value nudged."""
+    import copy
+
+    import yaml
+    if not _CHAPTER:
+        _CHAPTER.extend(yaml.safe_load((ROOT / "tests" / "data" / "rooflines_chapter.yaml").read_text("utf-8")))
+    claim = copy.deepcopy(r.choice(_CHAPTER))
+    if junk(r, 0.5) and isinstance(claim.get("expect"), dict) and claim["expect"]:
+        key = r.choice(sorted(claim["expect"]))
+        value = claim["expect"][key]
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            claim["expect"][key] = value * r.choice([1.01, 2, -1, 0, 1e30])
+        else:
+            claim["expect"][key] = _expected(r, key, _Spec())
+    return claim
+
+
+def _claim(r) -> dict:
+    if r.random() < 0.4:
+        return _chapter_claim(r)
+    text, s, mesh = gen_spec(r)
+    claim: dict = {}
+    if r.random() < 0.9:
+        claim["id"] = r.choice(["c1", "matmul-critical-batch", "", 5, None, "ü" * 3])
+    if r.random() < 0.85:
+        claim["spec"] = text if r.random() < 0.85 else mutate(r, text)
+    elif r.random() < 0.6:
+        claim["given"] = {"flops": r.choice([1e12, 2, "1e12", 0, -1, None, "x"]),
+                          "bytes": r.choice([4e9, 0, "4e9", -5, None, [1]])}
+        if r.random() < 0.1:
+            claim["given"] = _junk_value(r)
+        s.dims = []
+    if r.random() < 0.75:
+        chip = {}
+        if r.random() < 0.85:
+            chip["name"] = r.choice(CHIPS + CHIP_NAMES[:6] + CHIP_JUNK[:5])
+        for k, p in (("peak_flops", 0.2), ("hbm_bw", 0.2), ("ici_bw", 0.1), ("variant", 0.1), ("dtype", 0.1),
+                     ("bogus", 0.03)):
+            if r.random() < p:
+                chip[k] = (r.choice(VARIANTS + VARIANT_JUNK) if k == "variant" else
+                           r.choice(DTYPES + DTYPE_NEAR) if k == "dtype" else
+                           r.choice([1.97e14, 8.2e11, 4.5e10, 0, -1, "1e14", None, float("nan"), [1], "abc"]))
+        claim["chip"] = chip if r.random() < 0.95 else _junk_value(r)
+    if mesh and r.random() < 0.9:
+        claim["mesh"] = mesh if r.random() < 0.5 else {a: n for a, n in s.axes.items()}
+    elif r.random() < 0.03:
+        claim["mesh"] = _junk_value(r)
+    if r.random() < 0.3:
+        claim["set"] = {d: r.choice([4096, 128, 1, 0, -1, 1.5, "4096", None, 10**20]) for d in s.dims[:2]} \
+            if r.random() < 0.85 else _junk_value(r)
+    if r.random() < 0.95:
+        expect = {}
+        for _ in range(r.randint(1, 4)):
+            key = r.choice(_EXPECT_KEYS)
+            expect[key] = _expected(r, key, s)
+        claim["expect"] = expect if r.random() < 0.95 else _junk_value(r)
+    if r.random() < 0.2:
+        claim["tolerance"] = r.choice([0.001, 0, 1e-9, -1, "x", None, float("nan"), float("inf"), [1], "0.01"])
+    if r.random() < 0.2:
+        claim["book"] = r.choice([240, "B > 240", None, [1, 2], {"a": 1}])
+    if r.random() < 0.1:
+        claim["quote"] = "B > 1.97e14 / 8.20e11 = 240"
+    return claim
+
+
+def gen_claims_file(r) -> bytes:
+    import yaml
+
+    x = r.random()
+    if x < 0.06:
+        return r.choice([b"", b"[]", b"{}", b"- 1\n- x\n", b"claims: []\n", b"claims: 5\n", b"\xff\xfe\x00",
+                         b"- {id: a, spec: 'bf16[B', expect: {flops: 1}}\n", b"key: [unclosed\n",
+                         b"- !!python/object:os.system {}\n", b"&a [*a]\n", b"- id: x\n\texpect: 1\n",
+                         b"- " * 2000 + b"x\n", b"[" * 5000, b"\x00\x01\x02"])
+    claims = [_claim(r) for _ in range(r.randint(1, 3))]
+    if r.random() < 0.05:
+        claims.append(_junk_value(r))
+    data = {"claims": claims} if r.random() < 0.1 else claims
+    text = yaml.safe_dump(data, allow_unicode=True, sort_keys=False)
+    if r.random() < 0.1:
+        text = mutate(r, text)
+    return text.encode("utf-8", "surrogatepass")
+
+
+# ----------------------------------------------------------------------------- whole cases
+
+SUBCOMMANDS = ("analyze", "analyze-json", "latex", "roofline", "check", "chips", "chip", "plot", "junk")
+
+
+def gen_analyze(r, json_out=None, latex=False) -> Case:
+    text, s, mesh = gen_spec_text(r)
+    stdin = None
+    spec_arg = text
+    if r.random() < 0.03:
+        spec_arg = "-"
+        stdin = text.encode("utf-8", "surrogatepass") if r.random() < 0.9 else \
+            r.choice([b"\xff\xfebf16[B]", b"bf16[B, D] \xe2 @ bf16[D, F] -> bf16[B, F]", b""])
+    argv = ["latex" if latex else "analyze", spec_arg] + _machine_flags(r, s) + _spec_flags(r, s, mesh)
+    if latex:
+        if r.random() < 0.5:
+            argv += ["--format", r.choice(["latex", "markdown", "markdown", "html"] if r.random() < 0.97
+                                          else ["LaTeX", ""])]
+    else:
+        if json_out is None:
+            json_out = r.random() < 0.5
+        if json_out:
+            argv.append("--json")
+    if r.random() < 0.3:
+        head, rest = argv[:2], argv[2:]
+        pairs = []
+        i = 0
+        while i < len(rest):        # shuffle flags, keeping each with its value
+            take = 1 if rest[i] == "--json" or i + 1 >= len(rest) else 2
+            pairs.append(rest[i:i + take])
+            i += take
+        r.shuffle(pairs)
+        argv = head + [x for p in pairs for x in p]
+    kind = "latex" if latex else ("analyze-json" if "--json" in argv else "analyze")
+    return Case(argv, stdin=stdin, files=_hardware_files(r, argv), kind=kind)
+
+
+def _hardware_files(r, argv) -> dict:
+    return {"hw.json": _hardware_file(r)} if "{tmp}/hw.json" in argv else {}
+
+
+def gen_roofline(r) -> Case:
+    argv = ["roofline"]
+    if r.random() < 0.95:
+        argv += ["--flops", r.choice(NUMBERS) if r.random() < 0.7 else r.choice(NUMBER_JUNK + SET_VALUES)]
+    if r.random() < 0.7:
+        argv += ["--bytes", r.choice(NUMBERS + ["0", "4e9"]) if r.random() < 0.7 else
+                 r.choice(NUMBER_JUNK + SET_VALUES)]
+    if r.random() < 0.3:
+        argv += ["--dtype", r.choice(DTYPES + DTYPE_NEAR)]
+    argv += _machine_flags(r, None, chip_p=0.7)
+    if r.random() < 0.5:
+        argv.append("--json")
+    return Case(argv, files=_hardware_files(r, argv), kind="roofline")
+
+
+def gen_chip(r) -> Case:
+    y = r.random()
+    name = r.choice(CHIPS) if y < 0.5 else r.choice(CHIP_NAMES) if y < 0.8 else r.choice(CHIP_JUNK)
+    argv = ["chip", name]
+    if r.random() < 0.4:
+        argv += ["--variant", r.choice(VARIANTS) if r.random() < 0.8 else r.choice(VARIANT_JUNK)]
+    if r.random() < 0.5:
+        argv.append("--json")
+    files = {}
+    if r.random() < 0.1:
+        argv += ["--hardware", "{tmp}/hw.json"]
+        files["hw.json"] = _hardware_file(r)
+    return Case(argv, files=files, kind="chip")
+
+
+def gen_chips(r) -> Case:
+    argv = ["chips"]
+    if r.random() < 0.5:
+        argv.append("--json")
+    files = {}
+    if r.random() < 0.4:
+        argv += ["--hardware", "{tmp}/hw.json"]
+        files["hw.json"] = _hardware_file(r)
+    return Case(argv, files=files, kind="chips")
+
+
+def gen_check(r) -> Case:
+    files = {"claims.yaml": gen_claims_file(r)}
+    path = "{tmp}/claims.yaml" if r.random() < 0.95 else r.choice(["{tmp}/missing.yaml", "{tmp}", "/dev/null"])
+    argv = ["check", path]
+    if r.random() < 0.5:
+        argv.append("--json")
+    if r.random() < 0.05:
+        argv += ["--hardware", "{tmp}/hw.json"]
+        files["hw.json"] = _hardware_file(r)
+    return Case(argv, files=files, kind="check")
+
+
+_PLOT_SPECS = ["{t}[B, {D}] @ {t}[{D}, {F}] -> {t}[B, {F}]", "{t}[B, {D}] * int8[{D}, {F}] -> {t}[B, {F}]",
+               "{t}[B] *_B {t}[B] -> {t}[1]", "{t}[B, {D}] *_{D} {t}[{D}, {F}] *_{F} {t}[{F}, {D}] -> {t}[B, {D}]",
+               "mesh X=2\n{t}[B, {D}_X] @ {t}[{D}_X, {F}] -> {t}[B, {F}]"]
+
+
+def _clean_plot(r) -> Case:
+    kind = r.choice(["roofline", "sweep"])
+    specs, sizes = [], {}
+    for _ in range(r.randint(1, 3)):
+        D, F = r.choice(["D", "4096", "1024", "Hd"]), r.choice(["F", "4096", "dModel"])
+        if D == F:
+            F = "F"
+        form = r.choice(_PLOT_SPECS)
+        if "*_{D}" in form and (D.isdigit() or F.isdigit()):
+            form = _PLOT_SPECS[0]
+        specs.append(form.format(t=r.choice(["bf16", "bf16", "int8", "fp8"]), D=D, F=F))
+        for d in (D, F):
+            if not d.isdigit():
+                sizes[d] = r.choice(["1024", "4096", "8192", "16k"])
+    if kind == "roofline":
+        sizes["B"] = r.choice(["1", "128", "256", "4096"])
+    argv = ["plot", kind, *specs, "--chip", r.choice(["tpu-v5e", "v5e", "tpu-v5p", "h100", "b200", "tpu-v6e"])]
+    if r.random() < 0.2 and any("mesh" in sp for sp in specs):
+        argv += ["--ici-bw", r.choice(NUMBERS[:6])]
+    argv += ["--set", ",".join(f"{k}={v}" for k, v in sizes.items())]
+    if kind == "sweep":
+        argv += ["--sweep", f"B={r.choice([1, 2, 16])}:{r.choice([64, 512, 4096, 100000])}"]
+        if r.random() < 0.4:
+            argv.append("--time")
+    if r.random() < 0.4:
+        for i in range(len(specs)):
+            argv += ["--label", r.choice(["a", "$x$", "μ", "int8 weights", "_"])]
+    argv += ["-o", "{tmp}/" + r.choice(["out", "a b", "ü"]) + r.choice([".png", ".svg", ".pdf"])]
+    return Case(argv, kind="plot")
+
+
+def gen_plot(r) -> Case:
+    if _NOISE[0] == 0:
+        return _clean_plot(r)
+    kind = r.choice(["roofline", "sweep"])
+    specs, dims, mesh = [], [], None
+    for _ in range(r.randint(1, 3)):
+        text, s, m = gen_spec(r) if r.random() < 0.85 else gen_spec_text(r)
+        if s.mesh_in_spec or m:
+            mesh = mesh or m
+        specs.append(text)
+        dims += s.dims
+    ext = r.choice([".png", ".svg", ".pdf", ".png", ".svg"] if r.random() < 0.93 else [".jpg", ".txt", "", ".PNG"])
+    out = "{tmp}/" + r.choice(["out", "a b", "ü"]) + ext
+    if r.random() < 0.03:
+        out = "{tmp}/missing-dir/out.png"
+    argv = ["plot", kind, *specs]
+    argv += _machine_flags(r, None, chip_p=0.85)
+    s = _Spec()
+    s.dims = list(dict.fromkeys(dims))
+    if r.random() < 0.4:
+        argv += ["--set", ",".join(f"{_dim_ref(r, s)}={r.choice(SET_VALUES[:8])}" for _ in range(r.randint(1, 3)))]
+    if mesh is not None and r.random() < 0.8:
+        argv += ["--mesh", mesh.replace(" ", "")]
+    if kind == "sweep" or r.random() < 0.1:
+        if r.random() < 0.92:
+            lo = r.choice([1, 1, 2, 16])
+            hi = r.choice([8, 512, 4096, 100000])
+            argv += ["--sweep", f"{_dim_ref(r, s)}={lo}:{hi}"]
+        else:
+            argv += ["--sweep", r.choice(["B=0:10", "B=10:1", "B", "=1:2", "B=1:1e9", "B=1:10000000000", "B=a:b"])]
+    if r.random() < 0.3:
+        argv.append("--time")
+    if r.random() < 0.3:
+        n = len(specs) if r.random() < 0.8 else len(specs) + 1
+        for i in range(n):
+            argv += ["--label", r.choice(["a", "$x$", "", "μ", "$\\frac{", "_"])]
+    argv += ["-o", out]
+    return Case(argv, files=_hardware_files(r, argv), kind="plot")
+
+
+EDGE_NUMBERS = ["1e-30", "1e40", "1.0001e-30", "9.99e39", "1", "2.5e-30", "3e39", "1e14", "4.5e10"]
+EDGE_OVERRIDES = {
+    "interconnect.wraparound_min_axis_size": ["1", "2", "3", "16", "0", "1e9", "2.5"],
+    "interconnect.links_per_chip": ["1", "2", "1000", "0", "0.5"],
+    "interconnect.hop_latency_s": ["1e-30", "1e-3", "0", "1", "null"],
+    "interconnect.domain_size": ["1", "2", "65536", "0"],
+    "interconnect.topology": ["switch", "torus_3d", "torus_2d", "mesh", "ring", "fully_connected"],
+    "interconnect.link_bandwidth_one_way_bytes_per_s": EDGE_NUMBERS,
+    "interconnect.link_bandwidth_bidi_bytes_per_s": EDGE_NUMBERS,
+    "interconnect.chip_bandwidth_one_way_bytes_per_s": EDGE_NUMBERS,
+    "dcn.bandwidth_one_way_bytes_per_s_per_chip": EDGE_NUMBERS + ["null"],
+    "dcn.chips_per_host": ["1", "8", "0", "1000"],
+    "pcie_bandwidth_one_way_bytes_per_s": EDGE_NUMBERS + ["null"],
+    "peak_flops_per_s.bf16": EDGE_NUMBERS + ["null"],
+    "peak_flops_per_s.int8": EDGE_NUMBERS,
+    "hbm_bandwidth_bytes_per_s": EDGE_NUMBERS,
+}
+HUGE = ["999999999999999999", "1e17", "2**59", "1G", "1T", "3", "1", "4096", "65536"]
+
+
+def gen_extreme(r) -> Case:
+    """Valid specs on a mesh at the edges of what is allowed: figures at the ends of their
+    range, huge sizes, odd link models, and every query at once."""
+    s = _Spec()
+    decl = ", ".join(f"{a}={r.choice([1, 2, 3, 4, 8, 16, 64, 256, 1024])}{r.choice(['', '', '@dcn', '@pcie'])}"
+                     for a in AXES[:r.randint(1, 3)])
+    for a in AXES[:decl.count("=")]:
+        s.axes[a] = 2
+    old = _NOISE[0]
+    _NOISE[0] = 0.0
+    try:
+        statements = [(_sharded(r, s) if r.random() < 0.6 else _collective(r, s) if r.random() < 0.3
+                       else r.choice(_PLAIN)(r, s)) for _ in range(r.randint(1, 3))]
+    finally:
+        _NOISE[0] = old
+    spec = "mesh " + decl + "\n" + "\n".join(statements)
+    cmd = r.choice(["analyze", "analyze", "latex"])
+    argv = [cmd, spec, "--chip", r.choice(CHIPS)]
+    for flag in ("--peak-flops", "--hbm-bw", "--ici-bw"):
+        if r.random() < 0.3:
+            argv += [flag, r.choice(EDGE_NUMBERS)]
+    for _ in range(r.randint(0, 3)):
+        f = r.choice(sorted(EDGE_OVERRIDES))
+        argv += ["--override", f"{f}={r.choice(EDGE_OVERRIDES[f])}"]
+    if s.dims and r.random() < 0.7:
+        dims = [d for d in s.dims if r.random() < 0.7]
+        if dims:
+            argv += ["--set", ",".join(f"{d}={r.choice(HUGE)}" for d in dims)]
+    if s.dims and r.random() < 0.6:
+        argv += ["--solve", r.choice(s.dims)]
+    if s.dims and r.random() < 0.4:
+        argv += ["--limit", ",".join(dict.fromkeys(r.choice(s.dims) for _ in range(2)))]
+    if s.dims and r.random() < 0.3:
+        argv += ["--grow", ",".join(dict.fromkeys(r.choice(s.dims) for _ in range(2)))]
+    if cmd == "analyze" and r.random() < 0.6:
+        argv.append("--json")
+    return Case(argv, kind="extreme")
+
+
+def gen_hardware_edge(r) -> Case:
+    """A hardware file whose named chip has one figure at an edge that validation may let
+    through, then an analysis on a mesh (or the chip's card) with it."""
+    data = json.loads((ROOT / "hardware.json").read_text(encoding="utf-8"))
+    chip = r.choice(data["chips"])
+    for _ in range(r.randint(1, 3)):
+        section = r.choice(["peak_flops_per_s", "interconnect", "dcn", "onchip", None])
+        target = chip.get(section) if section else chip
+        if not isinstance(target, dict):
+            continue
+        keys = [k for k, v in target.items() if isinstance(v, (int, float)) or v is None]
+        if keys:
+            target[r.choice(keys)] = r.choice([1e-30, 1e40, 1, 2, 3, 1e-12, 1e30, 0.5, None, 1023, 0])
+    if r.random() < 0.2:
+        chip["interconnect"]["topology"] = r.choice(["switch", "torus_3d", "torus_2d", "mesh"])
+    files = {"hw.json": json.dumps(data).encode()}
+    if r.random() < 0.2:
+        return Case(["chip", chip["id"], "--hardware", "{tmp}/hw.json"] + (["--json"] if r.random() < 0.5 else []),
+                    files=files, kind="chip")
+    case = gen_extreme(r)
+    argv = [a for a in case.argv]
+    argv[argv.index("--chip") + 1] = chip["id"]
+    argv += ["--hardware", "{tmp}/hw.json"]
+    return Case(argv, files=files, kind="hardware")
+
+
+def gen_junk_argv(r) -> Case:
+    """Argv that argparse (or the command) must refuse cleanly."""
+    pool = ["analyze", "latex", "plot", "check", "chips", "chip", "roofline", "--json", "--chip", "v5e",
+            "--set", "B=1", "--solve", "B", "--limit", "-", "--", "-h", "--version", "--mesh", "X=2",
+            "bf16[B] -> bf16[B]", "--format", "markdown", "--flops", "1e12", "--grow", "B,D", "sweep",
+            "-o", "{tmp}/x.png", "", "--unknown", "--set=B=2", "--chip=", "--no-such"]
+    argv = [r.choice(pool) for _ in range(r.randint(0, 6))]
+    if r.random() < 0.3 and argv and argv[0] == "plot":
+        argv = argv[:1]  # never draw here
+    return Case(argv, kind="junk")
+
+
+def gen_case(r, weights=None) -> Case:
+    """Any case; `weights` maps subcommand kinds to relative weights."""
+    weights = weights or DEFAULT_WEIGHTS
+    _NOISE[0] = 0.0 if r.random() < 0.45 else 1.0
+    kinds, ws = zip(*weights.items())
+    x = r.random() * sum(ws)
+    for kind, w in zip(kinds, ws):
+        x -= w
+        if x < 0:
+            break
+    return GENERATORS[kind](r)
+
+
+GENERATORS = {
+    "analyze": lambda r: gen_analyze(r, json_out=False),
+    "analyze-json": lambda r: gen_analyze(r, json_out=True),
+    "latex": lambda r: gen_analyze(r, latex=True),
+    "roofline": gen_roofline,
+    "check": gen_check,
+    "chips": gen_chips,
+    "chip": gen_chip,
+    "plot": gen_plot,
+    "junk": gen_junk_argv,
+    "extreme": gen_extreme,
+    "hardware": gen_hardware_edge,
+}
+DEFAULT_WEIGHTS = {"analyze": 22, "analyze-json": 27, "latex": 14, "roofline": 8, "check": 11,
+                   "chips": 1.5, "chip": 5, "plot": 1, "junk": 3, "extreme": 8,
+                   "hardware": 3}
+
+
+# ----------------------------------------------------------------------------- running
+
+class Hang(BaseException):
+    """Raised by the alarm: a BaseException, so `main`'s `except Exception` lets it through."""
+
+
+@dataclass
+class Result:
+    code: object                  # int, or None where an exception escaped main
+    out: str
+    err: str
+    sys_out: str                  # what went to sys.stdout / sys.stderr (argparse, stray prints)
+    sys_err: str
+    exception: BaseException | None = None
+    tb: str = ""
+    seconds: float = 0.0
+    files: dict = field(default_factory=dict)   # output file name -> size, for plots
+
+
+def _on_alarm(signum, frame):
+    raise Hang()
+
+
+def run_case(case: Case, tmp: str, deadline: float = 30.0) -> Result:
+    """Run one case in-process under an alarm (main thread only); write its files first."""
+    from symroof.cli import main
+    import sys
+
+    for name, data in case.files.items():
+        Path(tmp, name).write_bytes(data)
+    argv = case.concrete(tmp)
+    out, err, sys_out, sys_err = io.StringIO(), io.StringIO(), io.StringIO(), io.StringIO()
+    stdin = io.TextIOWrapper(io.BytesIO(case.stdin or b""), encoding="utf-8")
+    old_stdin = sys.stdin
+    old_handler = None
+    use_alarm = deadline and hasattr(signal, "SIGALRM")
+    code, exc, tb = None, None, ""
+    start = time.perf_counter()
+    try:
+        sys.stdin = stdin
+        if use_alarm:
+            old_handler = signal.signal(signal.SIGALRM, _on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, deadline)
+        with contextlib.redirect_stdout(sys_out), contextlib.redirect_stderr(sys_err):
+            try:
+                code = main(argv, out=out, err=err)
+            except SystemExit as e:
+                code = ("SystemExit", e.code)
+    except BaseException as e:  # noqa: BLE001 - the point is to see everything
+        exc = e
+        tb = traceback.format_exc()
+    finally:
+        if use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old_handler or signal.SIG_DFL)
+        sys.stdin = old_stdin
+    seconds = time.perf_counter() - start
+    files = {}
+    if case.kind == "plot":
+        for p in Path(tmp).rglob("*"):
+            if p.is_file() and p.name not in case.files:
+                files[str(p.relative_to(tmp))] = p.stat().st_size
+    return Result(code, out.getvalue(), err.getvalue(), sys_out.getvalue(), sys_err.getvalue(),
+                  exc, tb, seconds, files)
+
+
+# ----------------------------------------------------------------------------- the property
+
+_CARET = re.compile(r"^[ ^]*\^[ ^]*$")
+_WORDS = {"compute", "memory", "network", "balanced", "never", "always", "oo", "-oo"}
+# keys whose string values are expressions (sympy.parse_expr must read them back)
+EXPR_KEYS = {"flops", "flops_exact", "bytes", "bytes_read", "bytes_written", "intensity", "intensity_exact",
+             "t_math", "t_comms", "t_lower", "t_upper", "achieved_flops_per_s", "bound", "flops_total",
+             "replication", "t_network", "t_network_latency", "network_bytes", "network_intensity",
+             "critical_network_intensity", "critical_intensity", "intensity_limit", "rule", "exact",
+             "condition", "t", "t_bandwidth", "t_latency", "past_latency", "latency_floor",
+             "peak_flops_per_s", "hbm_bandwidth_bytes_per_s"}
+
+
+def _strict_constant(name):
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _strict_json(text: str):
+    return json.loads(text, parse_constant=_strict_constant)
+
+
+def _check_expressions(obj, symbols: dict, where="") -> str | None:
+    """Every expression string in the object (by key) reads back through parse_expr."""
+    import sympy
+    from sympy.parsing.sympy_parser import parse_expr
+
+    if isinstance(obj, dict):
+        if isinstance(obj.get("symbols"), dict):
+            symbols = {**symbols, **{n: sympy.Symbol(n, positive=True, integer=True) for n in obj["symbols"]}}
+        for k, v in obj.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                return f"{where}.{k} is {v}"
+            if k in EXPR_KEYS and isinstance(v, str) and v not in _WORDS:
+                try:
+                    e = parse_expr(v, local_dict=dict(symbols))
+                except Exception as error:  # noqa: BLE001
+                    return f"{where}.{k} = {v!r} does not read back: {type(error).__name__}: {error}"
+                free = {str(x) for x in getattr(e, "free_symbols", ())}
+                if not free <= set(symbols):
+                    return f"{where}.{k} = {v!r} has names not in symbols: {sorted(free - set(symbols))}"
+            elif isinstance(v, (dict, list)):
+                bad = _check_expressions(v, symbols, f"{where}.{k}")
+                if bad:
+                    return bad
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            bad = _check_expressions(v, symbols, f"{where}[{i}]")
+            if bad:
+                return bad
+    return None
+
+
+def _balanced(tex: str) -> bool:
+    t = tex.replace("\\\\", "").replace("\\{", "").replace("\\}", "")
+    depth = 0
+    for c in t:
+        depth += (c == "{") - (c == "}")
+        if depth < 0:
+            return False
+    return depth == 0 and t.count("\\left") == t.count("\\right") and \
+        t.count("\\begin{") == t.count("\\end{")
+
+
+class KaTeX:
+    """KaTeX in one node process (tests/katex_render.js, the module the test suite installs
+    into ~/.cache/symroof/katex): `problem(tex)` is None or KaTeX's complaint."""
+
+    def __init__(self, module: str | None = None):
+        import shutil
+        import subprocess
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "symroof" / "katex"
+        module = module or str(base / "node_modules" / "katex")
+        node = shutil.which("node")
+        if not node or not Path(module).exists():
+            raise RuntimeError("KaTeX needs node and ~/.cache/symroof/katex (run the test suite once)")
+        self.process = subprocess.Popen([node, str(ROOT / "tests" / "katex_render.js"), module], text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def problem(self, tex: str) -> str | None:
+        body = tex.strip()
+        if body.startswith("$$") and body.endswith("$$"):
+            body = body[2:-2]
+        self.process.stdin.write(json.dumps(body) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline().strip()
+        return None if answer == "ok" else answer
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=10)
+
+
+def judge(case: Case, res: Result, katex: KaTeX | None = None) -> str | None:
+    """None if the invocation satisfies the property, else what is wrong (one line first).
+    With `katex`, LaTeX output must also render through KaTeX (strict), as docs sites do."""
+    argv = case.argv
+    cmd = argv[0] if argv else ""
+    if isinstance(res.exception, Hang):
+        return f"hang: no answer within the deadline ({res.seconds:.1f} s)"
+    if res.exception is not None:
+        return f"exception escaped main: {type(res.exception).__name__}: {str(res.exception)[:200]}"
+    if isinstance(res.code, tuple):                  # SystemExit from argparse (or --help/--version)
+        code = res.code[1]
+        if code in (0, None):
+            return None
+        if code == 2 and "usage:" in res.sys_err and "error:" in res.sys_err:
+            return None
+        return f"SystemExit({code!r}) without an argparse usage error: {res.sys_err[:200]!r}"
+    code = res.code
+    if res.sys_err.strip() or res.sys_out.strip():
+        return f"wrote to sys.stdout/sys.stderr directly: {(res.sys_err or res.sys_out)[:200]!r}"
+    if code == 3:
+        return f"exit 3: {res.err.strip()[:300]}"
+    if code == 2:
+        lines = res.err.rstrip("\n").split("\n")
+        if not lines[0].startswith("symroof: error:"):
+            return f"exit 2 without 'symroof: error:' first: {res.err[:200]!r}"
+        if len(lines) == 1:
+            pass
+        elif len(lines) == 3 and _CARET.match(lines[2]):
+            pass
+        elif len(lines) == 3 and re.fullmatch(r"[\s^]*\^[\s^]*", lines[2]):
+            return f"caret line with whitespace other than spaces: {lines[2]!r} under {lines[1]!r}"
+        else:
+            return f"exit 2 with an error of {len(lines)} lines (want 1, or 3 with a caret line): {res.err[:300]!r}"
+        if res.out.strip():
+            return f"exit 2 but wrote to stdout: {res.out[:200]!r}"
+        if "Traceback" in res.err:
+            return "a traceback on stderr"
+        return None
+    if code == 1:
+        if cmd != "check":
+            return f"exit 1 from {cmd!r} (only check may exit 1)"
+    elif code != 0:
+        return f"exit code {code!r}"
+    for line in res.err.splitlines():
+        if not line.startswith("symroof: warning:"):
+            return f"exit {code} with stderr that is not a warning: {line[:200]!r}"
+    text = res.out
+    if not text.strip():
+        return f"exit {code} with empty output"
+    if "--json" in argv[1:] and cmd in ("analyze", "roofline", "check", "chips", "chip"):
+        try:
+            data = _strict_json(text)
+        except ValueError as error:
+            return f"--json output is not strict JSON: {error}"
+        if cmd in ("analyze", "roofline"):
+            bad = _check_expressions(data, {})
+            if bad:
+                return f"--json expression: {bad}"
+        elif cmd == "check":
+            if not isinstance(data, list):
+                return "check --json is not a list"
+    if cmd == "latex":
+        if not _balanced(text):
+            return "latex output with unbalanced braces (or \\left/\\right, \\begin/\\end)"
+        if re.search(r"\b(nan|zoo)\b", text) and not re.search(r"nan|zoo", " ".join(map(str, argv))):
+            return "latex output with nan/zoo"
+        if katex is not None:
+            complaint = katex.problem(text)
+            if complaint:
+                return f"KaTeX cannot render the output: {complaint}"
+    if cmd == "plot":
+        wrote = {k: v for k, v in res.files.items() if v > 0}
+        if not wrote:
+            return f"plot exit 0 but no non-empty file written: {res.files}"
+    said = " ".join(a for a in argv if isinstance(a, str))
+    if cmd in ("analyze", "roofline") and "--json" not in argv and re.search(r"\b(nan|zoo)\b", text) \
+            and not re.search(r"\b(nan|zoo)\b", said):
+        return "text output shows nan/zoo"
+    return None
+
+
+def failure_key(case: Case, res: Result, problem: str) -> str:
+    """What makes two failures the same bug: the exception type and the innermost symroof
+    frame when there is a traceback, else the kind of problem."""
+    tb = res.tb
+    etype = type(res.exception).__name__ if res.exception is not None else ""
+    if not tb and res.code == 3:
+        m = re.match(r"symroof: internal error: (\w+)", res.err)
+        etype = m[1] if m else "?"
+    if tb and not etype:
+        last = [line for line in tb.strip().splitlines() if line and not line.startswith(" ")]
+        m = re.match(r"([\w.]+)", last[-1]) if last else None
+        etype = m[1].rsplit(".", 1)[-1] if m else "?"
+    if tb:
+        frames = re.findall(r'File "([^"]*symroof[/\\][^"]+)", line (\d+), in (\S+)', tb)
+        if frames:
+            f, line, fn = frames[-1]
+            return f"{etype} at {Path(f).name}:{fn}"
+    head = problem.split(":")[0]
+    if head.startswith("caret line"):
+        return head
+    if head.startswith("KaTeX"):
+        why = problem.split("KaTeX parse error:")[-1].split(" at position")[0]
+        why = why.replace("LaTeX-incompatible input and strict mode is set to 'error': ", "")
+        return "KaTeX: " + re.sub(r'"[^"]*"|\([0-9]+\)|\s+', lambda m: " " if m[0].isspace() else "…",
+                                  why).strip()[:100]
+    if head.startswith("exit 3"):
+        return f"exit 3 {etype}"
+    return f"{case.argv[0] if case.argv else ''}: {re.sub(r'[0-9]+', 'N', head)[:80]}"
+
+
+def debug_traceback(case: Case, tmp: str, deadline: float = 30.0) -> str:
+    """Run a case again with SYMROOF_DEBUG=1 to get the traceback of an internal error."""
+    old = os.environ.get("SYMROOF_DEBUG")
+    os.environ["SYMROOF_DEBUG"] = "1"
+    try:
+        res = run_case(case, tmp, deadline)
+    finally:
+        if old is None:
+            os.environ.pop("SYMROOF_DEBUG", None)
+        else:
+            os.environ["SYMROOF_DEBUG"] = old
+    return res.tb
+
+
+def check_case_property(case: Case, tmp: str, deadline: float = 30.0,
+                        katex: KaTeX | None = None) -> tuple[str | None, Result]:
+    res = run_case(case, tmp, deadline)
+    return judge(case, res, katex), res
+
+
+# ----------------------------------------------------------------------------- shrinking
+
+def shrink(case: Case, tmp_factory, key_of, budget_s: float = 20.0) -> Case:
+    """Greedy: drop flags, then characters of the spec and of claims files, while the
+    failure keeps its key. `tmp_factory()` gives a fresh folder; `key_of(case) -> key|None`."""
+    target = key_of(case)
+    start = time.perf_counter()
+
+    def same(c):
+        if time.perf_counter() - start > budget_s:
+            return False
+        return key_of(c) == target
+
+    best = case
+    # 1. drop flags (with their values)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(1, len(best.argv)):
+            for width in (2, 1):
+                if i + width > len(best.argv):
+                    continue
+                argv = best.argv[:i] + best.argv[i + width:]
+                c = Case(argv, best.stdin, best.files, best.kind)
+                if same(c):
+                    best, changed = c, True
+                    break
+            if changed:
+                break
+    # 2. shrink the longest argument that is not a flag (the spec), by chunks, then by chars
+    for idx in sorted(range(1, len(best.argv)), key=lambda i: -len(best.argv[i])):
+        s = best.argv[idx]
+        if s.startswith("-") or len(s) < 2:
+            continue
+        chunk = max(1, len(s) // 2)
+        while chunk >= 1:
+            i = 0
+            while i < len(s):
+                t = s[:i] + s[i + chunk:]
+                argv = list(best.argv)
+                argv[idx] = t
+                c = Case(argv, best.stdin, best.files, best.kind)
+                if t and same(c):
+                    best, s = c, t
+                else:
+                    i += chunk
+            chunk //= 2
+        break
+    # 3. claims / stdin content, by lines
+    for name, data in best.files.items():
+        lines = data.split(b"\n")
+        i = 0
+        while i < len(lines) and len(lines) > 1:
+            trial = lines[:i] + lines[i + 1:]
+            files = {**best.files, name: b"\n".join(trial)}
+            c = Case(best.argv, best.stdin, files, best.kind)
+            if same(c):
+                best, lines = c, trial
+            else:
+                i += 1
+    return best

@@ -1,0 +1,224 @@
+"""Fuzzing the command line (issue 9): random and mutated specs, flags, meshes, chips and
+claims files over every subcommand, each run in-process through `symroof.cli.main`, and
+the property every invocation must satisfy (see tests/fuzz_strategies.py):
+
+exit 0 with valid output (strict JSON whose expressions read back through parse_expr,
+non-empty text, LaTeX with balanced braces, a plot file written) and only warnings on
+stderr; 1 only from `check`; 2 with a one-line `symroof: error:` (optionally the spec line
+and a caret line), or argparse's usage error; never 3, never an exception, never a hang.
+
+This is the run CI can afford (about 600 examples, derandomized; about 35 s on 2 cores). The large run is
+`python benchmarks/fuzz_cli.py --cases 100000 --workers 2`. Below it, the cases the
+fuzzer found, as plain regression tests.
+"""
+
+import tempfile
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import conftest
+import fuzz_strategies as fs
+
+pytestmark = pytest.mark.filterwarnings("ignore::symroof.errors.SymroofWarning")
+
+# Bugs the fuzzer found in modules other engineers own (reported to the lead, see the
+# xfail regression tests at the bottom): the random runs tolerate exactly these
+# signatures (fs.failure_key), so that anything new still fails. Remove an entry when
+# its xfail test passes.
+KNOWN: set[str] = set()
+
+CI = settings(max_examples=100, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck), print_blob=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_debug(monkeypatch):
+    """Exit 3 is what a user sees; the traceback is fetched separately for the report."""
+    monkeypatch.delenv("SYMROOF_DEBUG", raising=False)
+
+
+_KATEX: list = []
+
+
+def _katex() -> fs.KaTeX:
+    if not _KATEX:
+        conftest._katex()            # installs KaTeX where it is missing
+        _KATEX.append(fs.KaTeX())
+    return _KATEX[0]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_katex():
+    yield
+    while _KATEX:
+        _KATEX.pop().close()
+
+
+def _holds(case: fs.Case) -> None:
+    # LaTeX is rendered here, through KaTeX, so that a failure comes with its reproducer
+    # (and a known one can be told apart); conftest's render of every LaTeX output a test
+    # made is left the rest, not these.
+    made = len(conftest._MADE)
+    with tempfile.TemporaryDirectory() as tmp:
+        problem, res = fs.check_case_property(case, tmp, deadline=60,
+                                              katex=_katex() if case.argv[:1] == ["latex"] else None)
+        del conftest._MADE[made:]
+        if problem is None:
+            return
+        if res.code == 3:
+            res.tb = fs.debug_traceback(case, tmp)
+        key = fs.failure_key(case, res, problem)
+    if key in KNOWN:
+        return
+    detail = f"\n{res.tb}" if res.tb else f"\nstderr: {res.err}"
+    pytest.fail(f"{problem}\n[{key}]\n{case.reproducer()}{detail}", pytrace=False)
+
+
+def _fuzz(weights, n):
+    @settings(CI, max_examples=n)
+    @given(st.randoms(use_true_random=False))
+    def run(r):
+        _holds(fs.gen_case(r, weights))
+    return run
+
+
+test_fuzz_analyze_text = _fuzz({"analyze": 1}, 120)
+test_fuzz_analyze_json = _fuzz({"analyze-json": 1}, 150)
+test_fuzz_latex = _fuzz({"latex": 1}, 80)
+test_fuzz_extremes_on_a_mesh = _fuzz({"extreme": 1}, 60)
+test_fuzz_hardware_files_at_the_edges = _fuzz({"hardware": 1}, 20)
+test_fuzz_check = _fuzz({"check": 1}, 70)
+test_fuzz_roofline_chip_chips = _fuzz({"roofline": 3, "chip": 2, "chips": 1}, 60)
+test_fuzz_argv_junk = _fuzz({"junk": 1}, 30)
+test_fuzz_plot = _fuzz({"plot": 1}, 8)
+
+
+def test_the_generator_makes_valid_cases_too():
+    """A fuzzer that only ever hits errors tests little: a fair share of cases must run."""
+    import random
+
+    codes = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(60):
+            case = fs.gen_case(random.Random(i), {"analyze-json": 1})
+            codes.append(fs.run_case(case, tmp).code)
+    assert codes.count(0) >= 15, codes
+
+
+# ----------------------------------------------------------------------------- regressions
+
+def _run(argv, files=None, stdin=None):
+    case = fs.Case(list(argv), stdin=stdin, files=dict(files or {}), kind=argv[0])
+    with tempfile.TemporaryDirectory() as tmp:
+        problem, res = fs.check_case_property(case, tmp, deadline=60)
+    return problem, res
+
+
+# Fixed here (symroof/sharding.py, symroof/claims.py).
+
+@pytest.mark.parametrize("spec", [
+    "mesh X=2,Y=4\nhbi,nm->b",                                       # the fuzzer's
+    "mesh X=2\nbf16[H, B] * bf16[N, M] -> bf16[B]",                   # both sides summed first
+    "mesh X=2\nbf16[H_X, B] * bf16[N, M] -> bf16[B]",
+    "mesh X=2, Y=2\nbf16[B, D_X] *_D bf16[D_X, F] * bf16[F, G_Y, K] -> bf16[B, G_Y]",  # in a chain
+])
+def test_sharding_reads_every_intermediate_in_order(spec):
+    """Two intermediates pending at once (an operand summed alone first, on each side, or
+    beside a chain's running result) raised StopIteration in sharding.lower: each input
+    read the last one written."""
+    problem, res = _run(["analyze", spec, "--chip", "v5e", "--json"])
+    assert problem is None and res.code == 0, (problem, res.err)
+
+
+def test_sharding_summed_first_keeps_each_operands_layout():
+    import warnings
+
+    from symroof import analyze
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = analyze("mesh X=2, Y=2\nbf16[B, D_X] *_D bf16[D_X, F] * bf16[F, G_Y, K] -> bf16[B, G_Y]",
+                    chip="v5e")
+    # the right operand's G stays split over Y into the last step; the left's partial sums
+    # over X are reduced before it
+    assert [m.move.kind for m in a.cost.moves] == ["AllReduce"]
+    assert str(a.flops_total) == "2*B*D*F + 2*B*F*G + F*G*K"
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"\x00\x01\x02", "not valid YAML (character 1): unacceptable character"),   # ReaderError: was 2 lines
+    (b"[" * 5000, "nested too deeply"),                                         # was RecursionError, exit 3
+    (b"\xff\xfe\x00", "not UTF-8 text (byte 1 is 0xff)"),                       # was UnicodeDecodeError, exit 3
+    (b"- id: a\n  spec: \"\xe9\"\n", "not UTF-8 text (byte 18 is 0xe9)"),
+])
+def test_check_unreadable_claims_file_is_one_error_line(content, says):
+    problem, res = _run(["check", "{tmp}/claims.yaml"], files={"claims.yaml": content})
+    assert problem is None and res.code == 2, (problem, res.err)
+    assert says in res.err and len(res.err.strip().splitlines()) == 1, res.err
+
+
+_WIDE = ("mesh X=4, Y=4, W=8; bf16[P, dModel, " + ", ".join(f"Q{i}" for i in range(30)) +
+         "] * bf16[dModel, K_{XY}] -> bf16[P, K]; f32[N_{Y,W}, beta] @ f32[beta, B] -> f32[N_W, B]")
+
+
+def test_check_compares_wide_expressions_without_hanging():
+    """A claim expecting a number where the spec gives an expression in 36 dims: simplify's
+    cancel ran for minutes (the fuzzer's 30 s deadline). Exact evaluations at a few integer
+    points tell them apart at once; rational functions are compared by cross-multiplying."""
+    import time
+
+    from symroof.claims import _matches, check_case
+    start = time.perf_counter()
+    result = check_case({"id": "wide", "spec": _WIDE, "expect": {"intensity": 1.97e14}})
+    assert time.perf_counter() - start < 10
+    assert result.error is None and not result.ok
+    # and equal expressions, written differently, still match
+    import sympy
+    B, D, F = sympy.symbols("B D F", positive=True, integer=True)
+    assert _matches(B * D * F / (B * D + B * F + D * F), "1/(1/B + 1/D + 1/F)", 1e-9, {"B", "D", "F"})
+    assert _matches(sympy.Max(B, D) * 2, "2*Max(D, B)", 1e-9, {"B", "D"})
+    assert not _matches(B * D / (B + D), "B*D/(B + D + 1)", 1e-9, {"B", "D"})
+
+
+@pytest.mark.parametrize("expected", ["oo", "-oo"])
+def test_check_infinity_matches_only_infinity(expected):
+    """`critical_intensity: oo` passed against 240.2: |240.2 - inf| <= 1e-9 * inf."""
+    from symroof import check_case
+    result = check_case({"id": "inf", "chip": {"name": "tpu-v5e"}, "expect": {"critical_intensity": expected}})
+    assert result.error is None and not result.ok
+
+
+# Found here in modules other engineers own, and fixed there since: kept as regressions.
+
+FIXED_ELSEWHERE = [
+    # latex.py tex_number: TypeError: Cannot convert expression to float (exit 3)
+    ["latex", "f16[]*bf16[E,I]->f16[E,];f->", "--chip", "a100-sxm-80gb", "--dtype", "float16"],
+    ["latex", "int8[B,V]->int8[B,]\nf16[]×f16[Δ,]•int8[V,H]→int8[]", "--peak-flops", "1e-3", "--chip", "Tpu-V5E"],
+    # latex.py tex_number: TypeError: Cannot convert complex to float (exit 3)
+    ["latex", "AllReduce_Y int16[O_X,x]{U_Y}->i16[O_X,x]\nx:bf16[ℌ]*f16[]->bf16[]", "--chip", "tpu v5 lite",
+     "--mesh", "X=2,Y=1"],
+    # show.py number: TypeError: cannot create mpf from an expression (exit 3)
+    ["latex", "mesh Z=4,W=2;x:int8[]*int8[]->int8[];int4[Bé,beta_{Z}]@int4[beta_{Z},O]->int4[Bé,O]"],
+    # latex.py: a Greek dim (Δ) inside \text{} of the per-chip steps and collectives, which
+    # KaTeX (strict) refuses
+    ["latex", "mesh X=2\nbf16[Δ, B_X] @ bf16[B_X, D] -> bf16[Δ, D]", "--chip", "v5e"],
+    ["latex", "mesh X=4@dcn,Y=3\nAllGather_Y bf16[Δ_Y,G]->bf16[Δ,G]\nf16[K,S_X]@f16[S_X,Δ]->f16[K,Δ]{U_X}",
+     "--chip", "v5e"],
+    # errors.py caret(): the caret line copied a tab that precedes the error's column (now
+    # both lines show a tab as four spaces)
+    ["analyze", "\t}"],
+    ["latex", "x\t@"],
+]
+
+
+@pytest.mark.parametrize("argv", FIXED_ELSEWHERE)
+def test_fixed_elsewhere(argv):
+    made = len(conftest._MADE)
+    case = fs.Case(list(argv), kind=argv[0])
+    with tempfile.TemporaryDirectory() as tmp:
+        problem, res = fs.check_case_property(case, tmp, deadline=60,
+                                              katex=_katex() if argv[0] == "latex" else None)
+    del conftest._MADE[made:]
+    assert problem is None, (problem, res.err)
+
