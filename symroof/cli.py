@@ -18,8 +18,6 @@ import re
 import sys
 import warnings
 
-import sympy
-
 from .errors import SpecError, SymroofError
 from .hardware import get_chip, list_chips
 from .json_report import to_json_dict
@@ -27,7 +25,7 @@ from .claims import check_case, load_claims, report as claims_report
 from .collectives import time as collective_time
 from .render import table
 from .ir import dim_symbol
-from .show import number, over, seconds
+from .show import over, seconds
 from .errors import SymroofWarning
 from .roofline import analyze, machine, roofline
 from .resolve import fix_message
@@ -324,13 +322,13 @@ def _chips(args) -> str:
     rows = [{"id": chip.id, "name": chip.name, **chip.headline()} for chip in chips]
     if args.json:
         return _dumps([{k: _plain(v) for k, v in row.items()} for row in rows])
-    from .render import chips_table
+    from .chip_card import chips_table
     return chips_table(chips)
 
 
 def _chip(args) -> str:
     from .hardware import cited_keys, source_keys
-    from .render import chip_card
+    from .chip_card import chip_card
     chip = get_chip(args.name, args.hardware, variant=args.variant)
     rows = chip.rows()
     references = source_keys(args.hardware)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import textwrap
+
 import mpmath
 import sympy
 from sympy.printing.str import StrPrinter
@@ -229,3 +231,12 @@ def over(expr: sympy.Expr, divisor) -> str:
     return f"{shown} / {number(divisor)}"
 
 
+
+
+WRAP = 100  # the width reports and chip cards wrap their notes at
+
+
+def wrapped(text: str, indent: str = "", hang: int = 2) -> list[str]:
+    """A note wrapped at `WRAP` columns, after `indent`; its continuation lines `hang` further in."""
+    return textwrap.wrap(text, WRAP, initial_indent=indent, subsequent_indent=indent + " " * hang,
+                         break_on_hyphens=False, break_long_words=False)

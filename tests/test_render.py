@@ -13,7 +13,8 @@ from symroof import analyze
 from symroof.cli import main
 from symroof.collectives import link
 from symroof.hardware import get_chip, list_chips, source_keys
-from symroof.render import chip_card, chips_table, collective_line, summary, table, threshold_summary
+from symroof.chip_card import chip_card, chips_table
+from symroof.render import collective_line, summary, table, threshold_summary
 from symroof.show import beside, capacity, human
 
 MATMUL = "bf16[B, D] @ bf16[D, F] -> bf16[B, F]"

@@ -1,0 +1,170 @@
+"""A chip for people: `symroof chip NAME` as a card in sections, with units stated once
+and sources as numbered footnotes; `symroof chips` as one table of headline figures."""
+
+from __future__ import annotations
+
+from .dtypes import RATES
+from .hardware import cited_keys
+from .show import capacity, human, number, seconds, wrapped
+
+
+# Each section of a chip's card: a title, what its figures are, and its fields with the
+# label each is shown under. Fields a file adds later than this list go under "other".
+_CARD: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
+    ("compute", "peak FLOPs/s per dtype (integer dtypes: OPs/s), dense unless marked 2:4 sparse",
+     (*((f"peak_flops_per_s.{r}", r) for r in RATES),
+      *((f"peak_flops_sparse_per_s.{r}", f"{r} 2:4 sparse") for r in RATES),
+      *((f"vector_flops_per_s.{r}", f"{r} vector units") for r in RATES),
+      ("clock_hz", "clock"))),
+    ("memory", "capacities in bytes (SI: 1 GB = 1e9 bytes), bandwidths in bytes/s; on-chip "
+               "VMEM and SMEM per TensorCore on TPUs, SMEM per SM on GPUs, L2 per chip",
+     (("hbm_capacity_bytes", "HBM capacity"), ("hbm_bandwidth_bytes_per_s", "HBM bandwidth"),
+      ("onchip.vmem_capacity_bytes", "VMEM capacity"), ("onchip.smem_capacity_bytes", "SMEM capacity"),
+      ("onchip.l2_capacity_bytes", "L2 capacity"), ("onchip.vmem_bandwidth_bytes_per_s", "VMEM bandwidth"))),
+    ("interconnect", "the chip-to-chip links; bandwidths in bytes/s, one-way (one direction) or "
+                     "bidirectional (both summed), per link or over all the chip's links",
+     (("interconnect.name", "name"), ("interconnect.topology", "topology"),
+      ("interconnect.link_bandwidth_one_way_bytes_per_s", "link one-way"),
+      ("interconnect.link_bandwidth_bidi_bytes_per_s", "link bidirectional"),
+      ("interconnect.links_per_chip", "links per chip"),
+      ("interconnect.chip_bandwidth_one_way_bytes_per_s", "chip one-way"),
+      ("interconnect.wraparound_min_axis_size", "rings from axis of"),
+      ("interconnect.hop_latency_s", "latency per hop"), ("interconnect.domain_size", "domain"))),
+    ("host and network", "PCIe, the data-center network (DCN), GPU scale-out; bandwidths in bytes/s, "
+                         "per chip unless marked per host or node",
+     (("pcie_bandwidth_one_way_bytes_per_s", "PCIe one-way"),
+      ("dcn.bandwidth_one_way_bytes_per_s_per_chip", "DCN one-way"),
+      ("dcn.bandwidth_bytes_per_s_per_host", "DCN per host"), ("dcn.chips_per_host", "chips per host"),
+      ("scaleout.bandwidth_one_way_bytes_per_s_per_chip", "scale-out one-way"),
+      ("scaleout.node_egress_bytes_per_s", "scale-out per node"), ("scaleout.chips_per_node", "chips per node"),
+      ("scaleout.fabric", "fabric"))),
+)
+_LABELS = {path: label for _, _, fields in _CARD for path, label in fields}
+_TOPOLOGIES = {"torus_2d": "2D torus", "torus_3d": "3D torus", "switch": "switch",
+               "mesh": "fully connected (mesh)"}
+
+
+def figure_text(path: str, value) -> str:
+    """A chip's figure for people, in the unit its path names, SI-scaled (capacities with the
+    binary figure beside them where the source quoted one).
+
+    Examples:
+        >>> figure_text("hbm_capacity_bytes", 17179869184), figure_text("peak_flops_per_s.int8", 394 * 10**12)
+        ('17.18 GB (16 GiB)', '394 TOPs/s')
+        >>> import sympy
+        >>> figure_text("interconnect.hop_latency_s", sympy.Rational(1, 10**6)), figure_text("interconnect.topology", "torus_2d")
+        ('1 us', '2D torus')
+    """
+    if value is None:
+        return "none"
+    if isinstance(value, str):
+        return _TOPOLOGIES.get(value, value).replace("_", " ") if path != "interconnect.name" else value
+    digits = 6  # every figure in the file has at most six significant figures: shown exactly
+    if path.endswith("capacity_bytes"):
+        return capacity(value, digits)
+    if path.endswith("_s") and not path.endswith("per_s"):
+        return seconds(value)
+    if path.endswith("bytes_per_s") or "_bytes_per_s_" in path:
+        return human(value, "bytes/s", digits)
+    if path.startswith(("peak_flops", "vector_flops")):
+        rate = path.rpartition(".")[2]
+        return human(value, "OPs/s" if rate.startswith("int") else "FLOPs/s", digits)
+    if path == "clock_hz":
+        return human(value, "Hz", digits)
+    if path == "interconnect.domain_size":
+        return f"{value} chips"
+    if path == "interconnect.wraparound_min_axis_size":
+        return f"{value} (and multiples)"
+    return number(value)
+
+
+def chip_card(chip, references: dict | None = None, variant: str | None = None) -> str:
+    """A chip's figures as a card: grouped sections, figures SI-scaled, each with its field
+    path (for `--override` and hardware.json) and a numbered footnote for its source; the
+    sources, the references their keys stand for (`references`, the file's source keys),
+    the variants and the notes at the bottom. No line is wider than `WRAP` columns."""
+    references = references or {}
+    rows = chip.rows()
+    given = {path: (value, source) for path, value, source in rows}
+    notes: dict[str, int] = {}  # source text -> footnote number
+
+    def mark(source: str) -> str:
+        if not source:
+            return ""
+        return f"[{notes.setdefault(source, len(notes) + 1)}]"
+
+    title = f"{chip.name} ({chip.id}): {chip.vendor} {chip.kind}" + (f", variant {variant}" if variant else "")
+    out = [title]
+    if chip.aliases:
+        out += wrapped("also called: " + ", ".join(chip.aliases))
+    out += wrapped("SI units (1 GB = 1e9 bytes; GiB = 2^30 bytes, in brackets where a source "
+                    "quotes it); [n]: the source, listed at the end; the last column names the "
+                    "field for --override and in hardware.json")
+    placed = set()
+    sections = []
+    for name, about, fields in _CARD:
+        body, missing = [], []
+        for path, label in fields:
+            if path not in given:
+                continue
+            placed.add(path)
+            value, source = given[path]
+            if value is None and not source:
+                missing.append(label)
+                continue
+            body.append((label, figure_text(path, value), mark(source), path))
+        sections.append((name, about, body, missing, []))
+    other = [(path, *given[path]) for path in given if path not in placed]
+    if other:
+        sections.append(("other", "other figures", [(p, figure_text(p, v), mark(s), p) for p, v, s in other], [], []))
+    width = max((len(label) for _, _, body, _, _ in sections for label, *_ in body), default=0)
+    shown = max((len(text) for _, _, body, _, _ in sections for _, text, *_ in body), default=0)
+    refs = max((len(ref) for _, _, body, _, _ in sections for _, _, ref, _ in body), default=0)
+    for name, about, body, missing, _ in sections:
+        if not body and not missing:
+            continue
+        out += ["", *wrapped(f"{name}: {about}")]
+        for label, text, ref, path in body:
+            out.append(f"  {label:<{width}}  {text:<{shown}}  {ref:<{refs}}  {path}".rstrip())
+        if missing:
+            out += wrapped("no figure: " + ", ".join(missing), "  ")
+    if chip.variants:
+        out += ["", "variants: other figures the sources give, applied with --variant NAME"]
+        for name, fields in chip.variants.items():
+            figures = "; ".join(f"{_LABELS.get(p, p)} {figure_text(p, v)}" for p, v in fields.items())
+            source = mark(chip.sources.get(f"variants.{name}", ""))
+            out += wrapped(f"{name} {source}: {figures}", "  ")
+    if chip.notes:
+        out += ["", "notes"]
+        for note in chip.notes:
+            out += wrapped(f"- {note}", "  ")
+    if notes:
+        out += ["", "sources"]
+        for text, n in notes.items():
+            out += wrapped(f"[{n}] {text}", "  ", len(f"[{n}] "))
+    cited = cited_keys(" ".join([*notes, *chip.notes]), references)
+    if cited:
+        out += ["", "references (the keys the sources and notes cite)"]
+        key_width = max(len(k) for k in cited)
+        for key in cited:
+            out += wrapped(f"{key:<{key_width}}  {references[key]}", "  ", key_width + 2)
+    return "\n".join(out)
+
+
+def chips_table(chips) -> str:
+    """Every chip's headline figures, one row each, SI-scaled."""
+    header = ("chip", "name", "bf16 peak", "HBM BW", "HBM", "critical", "link")
+    lines = []
+    for chip in chips:
+        h = chip.headline()
+        shows = {"bf16_flops_per_s": lambda v: human(v, "FLOPs/s"), "hbm_bandwidth_bytes_per_s":
+                 lambda v: human(v, "bytes/s"), "hbm_capacity_bytes": capacity,
+                 "critical_intensity_bf16": lambda v: number(v, 4),
+                 "link_one_way_bytes_per_s": lambda v: human(v, "bytes/s")}
+        lines.append((chip.id, chip.name, *("-" if h[k] is None else show(h[k]) for k, show in shows.items())))
+    widths = [max(len(x) for x in col) for col in zip(header, *lines)]
+    body = ["  ".join(f"{x:<{w}}" for x, w in zip(line, widths)).rstrip() for line in (header, *lines)]
+    return "\n".join([*body, "", *wrapped(
+        "bf16 peak: dense (no 2:4 sparsity); HBM BW: bandwidth; HBM: capacity; critical: bf16 peak / HBM "
+        "bandwidth, FLOPs/byte; link: one direction of one ICI or NVLink link; four significant figures; SI units: 1 GB = 1e9 bytes (GiB = 2^30 bytes, in brackets "
+        "where the source quotes it); symroof chip NAME shows every figure and its source")])
