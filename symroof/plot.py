@@ -31,6 +31,7 @@ LOG_SPAN = 100
 # The longest legend name: a spec's (or label's) text is elided in the middle past this.
 NAME_CHARS = 52
 ROOFLINE_NAME_CHARS = 44      # leaves room for ": compute-bound"
+_DPI = 150
 _PREFIXES = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
 _NUMBER = re.compile(r"(?<![\w.])[0-9]+(?![\w.])")     # 4096 in bf16[B, 4096], not the 16 of bf16
 _TIMES = [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"), (1e-12, "ps")]
@@ -40,7 +41,8 @@ def _axes(ax):
     if ax is not None:
         return ax
     from matplotlib.figure import Figure  # a Figure of its own: pyplot's global state stays untouched
-    return Figure(figsize=(7, 4.5), layout="constrained").add_subplot()
+    # made at the dpi `save` writes at, so that labels are placed where they will be drawn
+    return Figure(figsize=(7, 4.5), dpi=_DPI, layout="constrained").add_subplot()
 
 
 def _listed(analyses) -> list:
@@ -255,7 +257,7 @@ def save(ax, path) -> None:
     if suffix not in ("png", "svg", "pdf"):
         raise SymroofError(f"plots are saved as .png, .svg or .pdf, not .{suffix}")
     try:
-        ax.figure.savefig(path, dpi=150)
+        ax.figure.savefig(path, dpi=_DPI)
     except OSError as error:
         raise SymroofError(f"cannot write {path}: {error.strerror or error}") from None
 
@@ -560,7 +562,9 @@ def _arrange(ax, corners, curves, notes, fontsize, extra=(), title=None) -> None
     taken = [ax.get_legend().get_window_extent().padded(2)]
 
     def fits(box, strict: bool) -> bool:
-        if not _within(box, frame) or any(box.overlaps(t) for t in taken):
+        # a few pixels to spare inside the frame: a later draw (another matplotlib version, the
+        # layout settling) may move the frame by a fraction of a pixel
+        if not _within(box.padded(3), frame) or any(box.overlaps(t) for t in taken):
             return False
         return not strict or not covered(box)
 
