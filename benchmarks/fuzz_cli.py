@@ -33,6 +33,7 @@ os.environ.pop("SYMROOF_DEBUG", None)
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import fuzz_strategies as fs  # noqa: E402
+from katex_renderer import KaTeX  # noqa: E402
 
 _STATE: dict = {}
 
@@ -48,7 +49,7 @@ def _init(seed: int, deadline: float, shrink_budget: float, weights, katex: bool
     checker = None
     if katex:
         try:
-            checker = fs.KaTeX()
+            checker = KaTeX(install=False)
         except RuntimeError:
             checker = None
     _STATE.update(seed=seed, deadline=deadline, shrink=shrink_budget, weights=weights,
@@ -78,6 +79,16 @@ def _code_label(res: fs.Result) -> str:
     return str(res.code)
 
 
+def _failure_key(case, problem, res) -> str:
+    """The failure's signature; an internal error (exit 3) is run again with
+    SYMROOF_DEBUG=1 first, for the frame it names."""
+    if res.code == 3 and not res.tb:
+        tmp = _fresh_tmp()
+        res.tb = fs.debug_traceback(case, tmp, _STATE["deadline"])
+        shutil.rmtree(tmp, ignore_errors=True)
+    return fs.failure_key(case, res, problem)
+
+
 def _one(i: int):
     seed = _STATE["seed"]
     case = fs.gen_case(case_random(seed, i), _STATE["weights"])
@@ -85,11 +96,7 @@ def _one(i: int):
     summary = {"i": i, "kind": case.kind, "code": _code_label(res), "seconds": res.seconds}
     if problem is None:
         return summary
-    if res.code == 3 and not res.tb:
-        tmp = _fresh_tmp()
-        res.tb = fs.debug_traceback(case, tmp, _STATE["deadline"])
-        shutil.rmtree(tmp, ignore_errors=True)
-    key = fs.failure_key(case, res, problem)
+    key = _failure_key(case, problem, res)
     summary.update(problem=problem, key=key)
     if key in _STATE["seen"]:
         return summary          # already shrunk in this worker; the parent counts it
@@ -97,13 +104,7 @@ def _one(i: int):
 
     def key_of(c):
         p, r = _check(c)
-        if p is None:
-            return None
-        if r.code == 3 and not r.tb:
-            t = _fresh_tmp()
-            r.tb = fs.debug_traceback(c, t, _STATE["deadline"])
-            shutil.rmtree(t, ignore_errors=True)
-        return fs.failure_key(c, r, p)
+        return None if p is None else _failure_key(c, p, r)
 
     small = case
     if _STATE["shrink"] > 0 and "hang" not in problem:

@@ -4,8 +4,8 @@ fractions that read the way a person writes them. Used by every rendering."""
 from __future__ import annotations
 
 import math
-
 import textwrap
+from fractions import Fraction
 
 import mpmath
 import sympy
@@ -109,14 +109,21 @@ def human(value, unit: str = "", digits: int = 4) -> str:
     return _with_unit(number(value, digits), "", unit)
 
 
-def _sympified(value):
+def _sympified(value) -> sympy.Basic:
+    """A Python or sympy number as sympy, built from its type, never parsed from text."""
     if isinstance(value, bool):
         raise TypeError("a number, not a bool")
     if isinstance(value, int):
         return sympy.Integer(value)
     if isinstance(value, float):
-        return sympy.Float(value) if math.isfinite(value) else sympy.sympify(value)
-    return sympy.sympify(value)
+        if math.isnan(value):
+            return sympy.nan
+        return sympy.Float(value) if math.isfinite(value) else (sympy.oo if value > 0 else -sympy.oo)
+    if isinstance(value, Fraction):
+        return sympy.Rational(value.numerator, value.denominator)
+    if isinstance(value, sympy.Basic):
+        return value
+    raise TypeError(f"a number or a sympy expression, not {type(value).__name__}")
 
 
 def _figures(value: float, digits: int) -> str:

@@ -32,6 +32,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from katex_renderer import KaTeX
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # ----------------------------------------------------------------------------- vocabulary
@@ -844,6 +846,14 @@ def _hardware_files(r, argv) -> dict:
     return {"hw.json": _hardware_file(r)} if "{tmp}/hw.json" in argv else {}
 
 
+def _maybe_hardware(r, argv: list, chance: float) -> dict:
+    """With this chance, point the command at an edited hardware file (appended to argv)."""
+    if r.random() < chance:
+        argv += ["--hardware", "{tmp}/hw.json"]
+        return {"hw.json": _hardware_file(r)}
+    return {}
+
+
 def gen_roofline(r) -> Case:
     argv = ["roofline"]
     if r.random() < 0.95:
@@ -867,22 +877,14 @@ def gen_chip(r) -> Case:
         argv += ["--variant", r.choice(VARIANTS) if r.random() < 0.8 else r.choice(VARIANT_JUNK)]
     if r.random() < 0.5:
         argv.append("--json")
-    files = {}
-    if r.random() < 0.1:
-        argv += ["--hardware", "{tmp}/hw.json"]
-        files["hw.json"] = _hardware_file(r)
-    return Case(argv, files=files, kind="chip")
+    return Case(argv, files=_maybe_hardware(r, argv, 0.1), kind="chip")
 
 
 def gen_chips(r) -> Case:
     argv = ["chips"]
     if r.random() < 0.5:
         argv.append("--json")
-    files = {}
-    if r.random() < 0.4:
-        argv += ["--hardware", "{tmp}/hw.json"]
-        files["hw.json"] = _hardware_file(r)
-    return Case(argv, files=files, kind="chips")
+    return Case(argv, files=_maybe_hardware(r, argv, 0.4), kind="chips")
 
 
 def gen_check(r) -> Case:
@@ -1228,35 +1230,6 @@ def _balanced(tex: str) -> bool:
             return False
     return depth == 0 and t.count("\\left") == t.count("\\right") and \
         t.count("\\begin{") == t.count("\\end{")
-
-
-class KaTeX:
-    """KaTeX in one node process (tests/katex_render.js, the module the test suite installs
-    into ~/.cache/symroof/katex): `problem(tex)` is None or KaTeX's complaint."""
-
-    def __init__(self, module: str | None = None):
-        import shutil
-        import subprocess
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "symroof" / "katex"
-        module = module or str(base / "node_modules" / "katex")
-        node = shutil.which("node")
-        if not node or not Path(module).exists():
-            raise RuntimeError("KaTeX needs node and ~/.cache/symroof/katex (run the test suite once)")
-        self.process = subprocess.Popen([node, str(ROOT / "tests" / "katex_render.js"), module], text=True,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-
-    def problem(self, tex: str) -> str | None:
-        body = tex.strip()
-        if body.startswith("$$") and body.endswith("$$"):
-            body = body[2:-2]
-        self.process.stdin.write(json.dumps(body) + "\n")
-        self.process.stdin.flush()
-        answer = self.process.stdout.readline().strip()
-        return None if answer == "ok" else answer
-
-    def close(self):
-        self.process.stdin.close()
-        self.process.wait(timeout=10)
 
 
 def judge(case: Case, res: Result, katex: KaTeX | None = None) -> str | None:

@@ -39,21 +39,9 @@ def _no_debug(monkeypatch):
     monkeypatch.delenv("SYMROOF_DEBUG", raising=False)
 
 
-_KATEX: list = []
-
-
-def _katex() -> fs.KaTeX:
-    if not _KATEX:
-        conftest._katex()            # installs KaTeX where it is missing
-        _KATEX.append(fs.KaTeX())
-    return _KATEX[0]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_katex():
-    yield
-    while _KATEX:
-        _KATEX.pop().close()
+def _katex():
+    """The suite's one KaTeX process (conftest installs KaTeX where it is missing)."""
+    return conftest._katex()
 
 
 def _holds(case: fs.Case) -> None:
