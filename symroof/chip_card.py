@@ -113,14 +113,14 @@ def chip_card(chip, references: dict | None = None, variant: str | None = None) 
                 missing.append(label)
                 continue
             body.append((label, figure_text(path, value), mark(source), path))
-        sections.append((name, about, body, missing, []))
+        sections.append((name, about, body, missing))
     other = [(path, *given[path]) for path in given if path not in placed]
     if other:
-        sections.append(("other", "other figures", [(p, figure_text(p, v), mark(s), p) for p, v, s in other], [], []))
-    width = max((len(label) for _, _, body, _, _ in sections for label, *_ in body), default=0)
-    shown = max((len(text) for _, _, body, _, _ in sections for _, text, *_ in body), default=0)
-    refs = max((len(ref) for _, _, body, _, _ in sections for _, _, ref, _ in body), default=0)
-    for name, about, body, missing, _ in sections:
+        sections.append(("other", "other figures", [(p, figure_text(p, v), mark(s), p) for p, v, s in other], []))
+    width = max((len(label) for _, _, body, _ in sections for label, *_ in body), default=0)
+    shown = max((len(text) for _, _, body, _ in sections for _, text, *_ in body), default=0)
+    refs = max((len(ref) for _, _, body, _ in sections for _, _, ref, _ in body), default=0)
+    for name, about, body, missing in sections:
         if not body and not missing:
             continue
         out += ["", *wrapped(f"{name}: {about}")]

@@ -18,15 +18,15 @@ import re
 import sys
 import warnings
 
-from .errors import SpecError, SymroofError
-from .hardware import get_chip, list_chips
+from .errors import SpecError, SymroofError, SymroofWarning
+from .chip_card import chip_card, chips_table
+from .hardware import cited_keys, get_chip, list_chips, source_keys
 from .json_report import to_json_dict
 from .claims import check_case, load_claims, report as claims_report
 from .collectives import time as collective_time
 from .render import table
 from .ir import dim_symbol
 from .show import over, seconds
-from .errors import SymroofWarning
 from .roofline import analyze, machine, roofline
 from .resolve import fix_message
 from .sharding import ShardingError
@@ -322,13 +322,10 @@ def _chips(args) -> str:
     rows = [{"id": chip.id, "name": chip.name, **chip.headline()} for chip in chips]
     if args.json:
         return _dumps([{k: _plain(v) for k, v in row.items()} for row in rows])
-    from .chip_card import chips_table
     return chips_table(chips)
 
 
 def _chip(args) -> str:
-    from .hardware import cited_keys, source_keys
-    from .chip_card import chip_card
     chip = get_chip(args.name, args.hardware, variant=args.variant)
     rows = chip.rows()
     references = source_keys(args.hardware)

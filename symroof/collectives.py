@@ -46,6 +46,7 @@ import sympy
 from .errors import HardwareError
 from .hardware import Chip
 from .ir import MeshAxis
+from .oneline import link_line, time_line
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,6 @@ class Link:
     direct: bool = False             # a link of its own to every peer (fully connected)
 
     def __repr__(self) -> str:
-        from .render import link_line
         return link_line(self)
 
     def describe(self) -> str:
@@ -81,7 +81,6 @@ class Time:
     latency_known: bool
 
     def __repr__(self) -> str:
-        from .render import time_line
         return time_line(self)
 
     @property

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import sympy
 
 from .ir import Collective, Contraction, Mesh, Program, Step, Term, dim_symbol
+from .oneline import counts_line, move_line
 from .sharding import Layout, Local, Move, Plan, local_elements, local_size, lower
 
 
@@ -47,7 +48,6 @@ class Counts:
     bytes_written: sympy.Expr
 
     def __repr__(self) -> str:
-        from .render import counts_line
         return counts_line(self)
 
     @property
@@ -55,15 +55,11 @@ class Counts:
         return self.bytes_read + self.bytes_written
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)  # Counts' one-line repr
 class StepCost(Counts):
     """The counts of one step (one binary or unary contraction)."""
 
     step: Step | None = None
-
-    def __repr__(self) -> str:
-        from .render import counts_line
-        return counts_line(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +70,10 @@ class MoveCost:
     bytes: sympy.Expr
 
     def __repr__(self) -> str:
-        from .render import move_line
         return move_line(self)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)  # Counts' one-line repr
 class Cost(Counts):
     """The totals over all steps, and each step's own counts. On a mesh the counts are per
     chip, `moves` are the collectives in order, `flops_total` counts the FLOPs of the whole
@@ -89,10 +84,6 @@ class Cost(Counts):
     flops_total: sympy.Expr | None = None
     mesh: Mesh | None = None
     plans: tuple[Plan, ...] = ()
-
-    def __repr__(self) -> str:
-        from .render import counts_line
-        return counts_line(self)
 
 
 _KEYS = ("flops", "flops_exact", "bytes_read", "bytes_written")

@@ -27,8 +27,8 @@ import unicodedata
 import sympy
 from sympy.printing.latex import LatexPrinter
 
-from .errors import SpecError
 from .ir import dim_symbol, label_text
+from .roofline import dim_names
 from .show import number
 
 _SECONDS = r"\ \text{s}"
@@ -170,10 +170,9 @@ def _flops_at(a, rates) -> sympy.Expr:
 
 
 def _intensity(a, tex, limit) -> str:
-    from .roofline import dim_names
-
     dims = dim_names(limit or ())
-    tends = _limit(a, dims) if dims else None  # asked first: a bad dim is an error whatever follows
+    # asked first: a bad dim, or one with a size, is an error whatever follows
+    tends = a.limit(*dims) if dims else None
     if a.bytes == 0:
         return r"\text{undefined (no bytes)}" if a.flops == 0 else r"\infty"
     # per-chip counts such as BDF/4 over BD/4 + ...: both sides times 4, no fraction in a fraction
@@ -187,18 +186,6 @@ def _intensity(a, tex, limit) -> str:
     if dims:
         shown += rf" \to {tex(tends)} \quad ({', '.join(tex_name(d) for d in dims)} \to \infty)"
     return shown
-
-
-def _limit(a, dims) -> sympy.Expr:
-    """The intensity's limit over `dims`, never over a dim that has a size: `Analysis.limit`
-    refuses those (a SpecError that names the dim and its size), and so does this."""
-    value = a.limit(*dims)
-    fixed = [d for d in dims if d in a.values]
-    if fixed:  # in case the analysis took the limit anyway: printing it would be wrong
-        d = fixed[0]
-        raise SpecError(f"{d} has a size ({a.values[d]}): a limit takes a dim without one to infinity; "
-                        "drop it from the limit, or leave it free")
-    return value
 
 
 def _exact(a, tex) -> str:
@@ -343,8 +330,8 @@ def _bounds(a, t, var, tex, peak, bandwidth, note) -> list[tuple[str, str, str]]
     """The rule's row, the exact row, and one row per sentence of words: each row's left
     side is the dim solved for."""
     rows = []
-    # the rule takes dims to infinity: never one that has a size (its row would contradict it)
-    rule = t.rule is not None and bool(t.rule_as) and not any(d in a.values for d in t.rule_as)
+    # the rule takes dims to infinity (never one that has a size: thresholds leave those out)
+    rule = t.rule is not None and bool(t.rule_as)
     if rule:
         grow = ", ".join(tex_name(d) for d in t.rule_as)
         known = peak is not None and bandwidth is not None

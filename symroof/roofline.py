@@ -39,6 +39,7 @@ from .cost import Cost, MoveCost, cost, statement_cost
 from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from .hardware import Chip, exact_value, get_chip
 from .ir import Program, dim_symbol
+from .oneline import collective_line
 from .parse import parse
 from .show import seconds
 from .sizes import size_value
@@ -195,7 +196,6 @@ class CollectiveCost(NamedTuple):
     time: CollectiveTime
 
     def __repr__(self) -> str:
-        from .render import collective_line
         return collective_line(self.move, self.time)
 
 
@@ -627,9 +627,7 @@ class Analysis:
         B=numpy.arange(1, 10**6))`."""
         import numpy
 
-        if quantity not in _QUANTITIES:
-            raise SpecError(f"cannot evaluate {quantity!r}; quantities: {', '.join(_QUANTITIES)}")
-        expr = getattr(self, quantity)
+        expr = self._quantity(quantity, "cannot evaluate")
         for name in arrays:
             if name in self.values:
                 raise SpecError(f"{name} already has the size {self.values[name]}; "
@@ -654,6 +652,12 @@ class Analysis:
                             f"{[v.shape for v in values]} that do not broadcast together") from None
         return numpy.broadcast_to(self._compiled[key](*values), shape)
 
+    def _quantity(self, quantity: str, refusal: str) -> sympy.Expr:
+        """A quantity by name; a name that is not one is refused in the caller's words."""
+        if quantity not in _QUANTITIES:
+            raise SpecError(f"{refusal} {quantity!r}; quantities: {', '.join(_QUANTITIES)}")
+        return getattr(self, quantity)
+
     def value(self, quantity: str) -> int | float:
         """A quantity as a plain Python number, for code that wants one (formatting, numpy,
         JSON): an int where it is a whole number, else a float. The fields themselves stay
@@ -664,9 +668,7 @@ class Analysis:
             >>> a.at(B=128, D=4096, F=4096).value("flops"), f"{a.at(B=128, D=4096, F=4096).value('t_lower'):.3e}"
             (4294967296, '4.348e-05')
         """
-        if quantity not in _QUANTITIES:
-            raise SpecError(f"no quantity {quantity!r}; quantities: {', '.join(_QUANTITIES)}")
-        expr = getattr(self, quantity)
+        expr = self._quantity(quantity, "no quantity")
         if not expr.is_number:
             missing = ", ".join(sorted(str(s) for s in expr.free_symbols))
             raise SpecError(f"{quantity} depends on {missing}: give {'it' if ',' not in missing else 'them'} "

@@ -95,8 +95,7 @@ def solve(analysis, x: sympy.Symbol, roof: Roof, grow=None) -> Threshold:
             notes.append((f"the rule depends on how {', '.join(map(str, symbols))} grow; it takes them equal",))
         rule = _compute_bound_region(*polys(t_math, roof.time, extra=(x,)), symbols, x)
         if rule.condition is not None and rule.kind in ("above", "below"):  # else the reason says it
-            otherwise = {"none": ", never otherwise", "all": f", at every {x} otherwise"}.get(rule.otherwise, "")
-            notes.append(("the rule holds when ", rule.condition, otherwise))
+            notes.append(("the rule holds when ", rule.condition) + _otherwise(rule, x))
     else:
         rule = exact
     return _threshold(x, rule, exact, tuple(map(str, symbols)), analysis, roof, notes)
@@ -138,9 +137,14 @@ def _threshold(x, rule: Region, exact: Region, rule_as, analysis, roof: Roof, no
                      tuple(reasons), rule_as, roof.name)
 
 
+def _otherwise(region: Region, x) -> tuple:
+    """What holds where a region's condition fails, in words."""
+    return {"none": (", never otherwise",), "all": (", at every ", x, " otherwise")}.get(region.otherwise, ())
+
+
 def _region_words(region: Region, x, analysis, roof: Roof, grow) -> tuple:
     when = (" when ", region.condition) if region.condition is not None else ()
-    otherwise = {"none": (", never otherwise",), "all": (", at every ", x, " otherwise")}.get(region.otherwise, ())
+    otherwise = _otherwise(region, x)
     if region.kind == "all":
         return ("compute-bound at every ", x) + when + otherwise
     if region.kind == "none":

@@ -14,7 +14,8 @@ from symroof.cli import main
 from symroof.collectives import link
 from symroof.hardware import get_chip, list_chips, source_keys
 from symroof.chip_card import chip_card, chips_table
-from symroof.render import collective_line, summary, table, threshold_summary
+from symroof.oneline import collective_line
+from symroof.render import summary, table, threshold_summary
 from symroof.show import beside, capacity, human
 
 MATMUL = "bf16[B, D] @ bf16[D, F] -> bf16[B, F]"
