@@ -93,6 +93,46 @@ def sharded_program(i: int) -> None:
     to_json_dict(a, solve=f"B{i}")
 
 
+def transformer(layers: int = 24, distinct: bool = False, i: int = 0) -> str:
+    """A decoder transformer of `layers` layers as symroof statements (13 a layer, one a
+    fused attention block of three): with `distinct`, every layer's dims get their own
+    names (the worst case for sympy), else they share B, T, D, F, N, H as a model does."""
+    lines = []
+    for layer in range(layers):
+        s = f"{i}_{layer}" if distinct else f"{i}"
+        B, T, S, D, F, N, H = (f"{x}{s}" for x in "BTSDFNH")
+        x, h = f"bf16[{B}, {T}, {D}]", f"bf16[{B}, {T}, {F}]"
+        lines += [
+            f"rmsnorm_{D} {x}, bf16[{D}] -> {x}",
+            f"{x} *_{D} bf16[{D}, {N}, {H}] -> bf16[{B}, {T}, {N}, {H}]",
+            f"bf16[{B}, {S}, {D}] *_{D} bf16[{D}, {N}, {H}] -> bf16[{B}, {N}, {S}, {H}]",  # keys: S = T
+            f"bf16[{B}, {S}, {D}] *_{D} bf16[{D}, {N}, {H}] -> bf16[{B}, {N}, {S}, {H}]",
+            "fused {",
+            f"  bf16[{B}, {T}, {N}, {H}] *_{H} bf16[{B}, {N}, {S}, {H}] -> fp32[{B}, {N}, {T}, {S}]",
+            f"  softmax_{S} fp32[{B}, {N}, {T}, {S}] -> bf16[{B}, {N}, {T}, {S}]",
+            f"  bf16[{B}, {N}, {T}, {S}] *_{S} bf16[{B}, {N}, {S}, {H}] -> bf16[{B}, {T}, {N}, {H}]",
+            "}",
+            f"bf16[{B}, {T}, {N}, {H}] *_{{{N},{H}}} bf16[{N}, {H}, {D}] -> {x}",
+            f"{x} + {x} -> {x}",
+            f"rmsnorm_{D} {x}, bf16[{D}] -> {x}",
+            f"{x} *_{D} bf16[{D}, {F}] -> {h}",
+            f"{x} *_{D} bf16[{D}, {F}] -> {h}",
+            f"silu({h}) -> {h}",
+            f"{h} * {h} -> {h}",
+            f"{h} *_{F} bf16[{F}, {D}] -> {x}",
+            f"{x} + {x} -> {x}",
+        ]
+    return "\n".join(lines)
+
+
+def transformer_analysis(distinct: bool, i: int) -> None:
+    from symroof.json_report import to_json_dict
+    from symroof.render import table
+    a = symroof.analyze(transformer(24, distinct, i), chip="tpu-v5p")
+    table(a)
+    to_json_dict(a)
+
+
 def largest(spec: str) -> None:
     from symroof.json_report import to_json_dict
     from symroof.render import table
@@ -122,6 +162,11 @@ def main() -> None:
     rows.append(("T_lower over 1e6 values of B (numpy)", sweep_time, 0.050))
     rows.append(("3-axis sharded matmul, inserted collectives", median_time(sharded_3axis, 20), 0.100))
     rows.append(("20-line sharded program, table + JSON", median_time(sharded_program, 5), 2.0))
+    statements = sum(1 for line in transformer().splitlines() if line.strip() not in ("fused {", "}"))
+    rows.append((f"transformer, 24 layers ({statements} ops), table + JSON",
+                 median_time(lambda i: transformer_analysis(False, i), 3), 2.0))
+    rows.append(("  the same, every layer's dims distinct", median_time(lambda i: transformer_analysis(True, i), 3),
+                 2.0))
     for name, spec in LARGEST:
         rows.append((name, median_time(lambda i: largest(spec), 3), 10.0))
     for name, seconds, target in rows:

@@ -12,6 +12,7 @@ intensity, times on a chip and critical thresholds, as sympy expressions:
     exact: B > 240.244*D*F/(D*F - 240.244*D - 240.244*F), when D*F/(D + F) > 240.244 (never otherwise)
 """
 
+from .analysis import Analysis, analyze, roofline
 from .claims import check_case
 from .cost import Cost, StepCost, cost
 from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
@@ -19,10 +20,12 @@ from .expr import read_expression
 from .hardware import Chip, get_chip, list_chips, load_hardware
 from .ir import Program, dim_symbol
 from .parse import parse
-from .roofline import CONVENTIONS, Analysis, Threshold, analyze, roofline
+from .quantities import QUANTITIES, Quantity
+from .roofline import CONVENTIONS
+from .thresholds import Threshold
 
 __all__ = [
-    "Analysis", "CONVENTIONS", "Chip", "Cost", "HardwareError", "Program", "SpecError", "StepCost",
-    "SymroofError", "SymroofWarning", "Threshold", "analyze", "check_case", "cost", "dim_symbol",
+    "Analysis", "CONVENTIONS", "Chip", "Cost", "HardwareError", "Program", "QUANTITIES", "Quantity", "SpecError",
+    "StepCost", "SymroofError", "SymroofWarning", "Threshold", "analyze", "check_case", "cost", "dim_symbol",
     "get_chip", "list_chips", "load_hardware", "parse", "read_expression", "roofline",
 ]

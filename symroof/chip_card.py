@@ -7,7 +7,6 @@ from .dtypes import RATES
 from .hardware import cited_keys
 from .show import capacity, human, number, seconds, wrapped
 
-
 # Each section of a chip's card: a title, what its figures are, and its fields with the
 # label each is shown under. Fields a file adds later than this list go under "other".
 _CARD: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
@@ -52,8 +51,10 @@ def figure_text(path: str, value) -> str:
         >>> figure_text("hbm_capacity_bytes", 17179869184), figure_text("peak_flops_per_s.int8", 394 * 10**12)
         ('17.18 GB (16 GiB)', '394 TOPs/s')
         >>> import sympy
-        >>> figure_text("interconnect.hop_latency_s", sympy.Rational(1, 10**6)), figure_text("interconnect.topology", "torus_2d")
-        ('1 us', '2D torus')
+        >>> figure_text("interconnect.hop_latency_s", sympy.Rational(1, 10**6))
+        '1 us'
+        >>> figure_text("interconnect.topology", "torus_2d")
+        '2D torus'
     """
     if value is None:
         return "none"
@@ -166,5 +167,6 @@ def chips_table(chips) -> str:
     body = ["  ".join(f"{x:<{w}}" for x, w in zip(line, widths)).rstrip() for line in (header, *lines)]
     return "\n".join([*body, "", *wrapped(
         "bf16 peak: dense (no 2:4 sparsity); HBM BW: bandwidth; HBM: capacity; critical: bf16 peak / HBM "
-        "bandwidth, FLOPs/byte; link: one direction of one ICI or NVLink link; four significant figures; SI units: 1 GB = 1e9 bytes (GiB = 2^30 bytes, in brackets "
+        "bandwidth, FLOPs/byte; link: one direction of one ICI or NVLink link; four significant figures; "
+        "SI units: 1 GB = 1e9 bytes (GiB = 2^30 bytes, in brackets "
         "where the source quotes it); symroof chip NAME shows every figure and its source")])

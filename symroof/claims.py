@@ -10,9 +10,11 @@ A claim is a mapping in the format of the textbook cases file:
       threshold: {var: B, op: ">", rule: 240.2439}
     tolerance: 0.001                              # relative, for numbers
 
-Other keys: `given: {flops, bytes}` (bare counts, no spec), `set: {D: 4096}` (dim sizes),
-`mesh: {X: 2}` (for sharded specs), `chip: {ici_bw: 4.5e10, variant: ...}`, `book` (the
-figure the source prints, shown beside the result), `quote`, `issue`.
+The keys of `expect` are the quantities of `quantities.py` (those a claim may check),
+`bound`, `threshold` and `intensity_limit`. Other keys of a claim: `given: {flops, bytes}`
+(bare counts, no spec), `set: {D: 4096}` (dim sizes), `mesh: {X: 2}` (for sharded specs),
+`chip: {ici_bw: 4.5e10, variant: ...}`, `book` (the figure the source prints, shown
+beside the result), `quote`, `issue`.
 Expected expressions are read by `expr.read_expression`, never evaluated.
 
 Examples:
@@ -24,21 +26,25 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import sympy
+import yaml
 
 from .errors import SymroofError
 from .expr import read_expression
 from .hardware import list_chips
+from .quantities import QUANTITIES, available
 from .roofline import Analysis, analyze, roofline
+from .show import number, pretty
 
 DEFAULT_TOLERANCE = 1e-9
-_PLAIN_KEYS = ("flops", "flops_exact", "bytes", "bytes_read", "bytes_written", "intensity",
-               "intensity_exact", "critical_intensity", "t_math", "t_comms", "t_lower", "t_upper",
-               "achieved_flops_per_s", "flops_total", "replication", "t_network", "t_network_latency",
-               "network_bytes", "network_intensity", "critical_network_intensity")
+# The quantities a claim may expect (quantities.py), and the keys that are not quantities.
+QUANTITY_KEYS = tuple(q.name for q in QUANTITIES if q.check)
+OTHER_KEYS = ("bound", "threshold", "intensity_limit")
+# What can be checked with neither a spec nor counts: ratios of the chip's figures.
+_MACHINE_ONLY = {q.name for q in QUANTITIES if q.check and not q.expression}
 
 
 @dataclass(frozen=True)
@@ -98,9 +104,6 @@ def _tolerance(value) -> float:
     return tolerance
 
 
-_MACHINE_ONLY = {"critical_intensity", "critical_network_intensity"}
-
-
 def _analysis(case: Mapping, expect: Mapping, hardware) -> Analysis:
     chip = case.get("chip") or {}
     if not isinstance(chip, Mapping):
@@ -148,9 +151,11 @@ def _outcome(a: Analysis, key: str, expected, tolerance: float, hardware) -> Out
         if isinstance(got, str) or str(expected) in ("compute", "memory", "balanced"):
             return Outcome(key, expected, got, str(got) == str(expected))
         return Outcome(key, expected, got, _matches(got, expected, tolerance, names))
-    if key not in _PLAIN_KEYS:
-        raise SymroofError(f"unknown expected key '{key}' (known: {', '.join(_PLAIN_KEYS)}, "
-                           "bound, threshold, intensity_limit)")
+    known = available(a, QUANTITY_KEYS)
+    if key not in known:
+        if key in QUANTITY_KEYS:
+            raise SymroofError(f"symroof does not derive '{key}' yet")
+        raise SymroofError(f"unknown expected key '{key}' (known: {', '.join(known + list(OTHER_KEYS))})")
     got = getattr(a, key)
     return Outcome(key, expected, got, _matches(got, expected, tolerance, names))
 
@@ -159,7 +164,7 @@ def _never_on_any_chip(a: Analysis, hardware) -> Outcome:
     """`threshold: none` with no chip named: it must hold on every chip that has a peak for
     the compute dtype ("far below any chip's")."""
     free = a.free_dims
-    if len(free) != 1:
+    if a.program is None or len(free) != 1:
         raise SymroofError("'threshold: none' without a chip needs a spec with one dim left free "
                            f"(this one has {', '.join(free) or 'none'}); name a chip, or give the "
                            "others sizes with 'set'")
@@ -217,7 +222,6 @@ def _threshold_outcome(a: Analysis, expected, tolerance: float) -> Outcome:
 
 
 def _shown(value) -> str:
-    from .show import pretty
     return "none" if value is None else pretty(value)
 
 
@@ -265,8 +269,6 @@ def _identical(got: sympy.Expr, want: sympy.Expr) -> bool:
 def load_claims(path) -> list:
     """The claims of a YAML file: a list of claims, or a mapping with a `claims` list. An
     entry that is not a mapping is kept: checking it gives its own ERROR row."""
-    import yaml
-
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
@@ -299,7 +301,6 @@ def load_claims(path) -> list:
 
 def report(results: list[CaseResult]) -> str:
     """A pass/fail table: each claim, each expected value against what symroof got."""
-    from .show import number, pretty
     rows = []
     for result in results:
         if result.error is not None:
@@ -307,8 +308,10 @@ def report(results: list[CaseResult]) -> str:
         for i, o in enumerate(result.outcomes):
             if o.key == "threshold":
                 got = o.note or str(o.got)     # a Threshold says itself in words
+            elif isinstance(o.got, str):
+                got = o.got
             else:
-                got = o.got if isinstance(o.got, str) else pretty(o.got)
+                got = pretty(o.got)
             expected = o.expected if not isinstance(o.expected, float) else number(o.expected)
             rows.append(("pass" if o.ok else "FAIL", result.id if i == 0 else "",
                          f"{o.key}: got {got}; expected {expected}"))

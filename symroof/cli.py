@@ -18,18 +18,23 @@ import re
 import sys
 import warnings
 
-from .errors import SpecError, SymroofError, SymroofWarning
+import numpy
+
+from . import latex
 from .chip_card import chip_card, chips_table
-from .hardware import cited_keys, get_chip, list_chips, source_keys
-from .json_report import to_json_dict
-from .claims import check_case, load_claims, report as claims_report
+from .claims import check_case, load_claims
+from .claims import report as claims_report
 from .collectives import time as collective_time
-from .render import table
+from .errors import SpecError, SymroofError, SymroofWarning
+from .hardware import cited_keys, get_chip, list_chips, source_keys
 from .ir import dim_symbol
-from .show import over, seconds
-from .roofline import analyze, machine, roofline
-from .resolve import fix_message
+from .json_report import to_json_dict
+from .layout import fix_message
+from .machine import machine
+from .render import table
+from .roofline import analyze, roofline
 from .sharding import ShardingError
+from .show import over, seconds
 from .sizes import size_value
 
 
@@ -142,6 +147,9 @@ def _machine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", help="a named variant of the chip's figures (see symroof chip CHIP)")
     parser.add_argument("--peak-flops", metavar="X", help="peak FLOPs/s to use (overrides the chip's)")
     parser.add_argument("--hbm-bw", metavar="X", help="HBM bandwidth in bytes/s (overrides the chip's)")
+    parser.add_argument("--vector-flops", metavar="X",
+                        help="vector-unit FLOPs/s for elementwise ops, reductions, softmax and norms "
+                             "(overrides the chip's; needed where the chip has no vector figure)")
     parser.add_argument("--ici-bw", metavar="X",
                         help="ICI bandwidth in bytes/s, one way per link (overrides the chip's)")
     parser.add_argument("--override", action="append", default=[], metavar="FIELD=VALUE",
@@ -199,7 +207,8 @@ def _run(args) -> tuple[str, int]:
 def _machine_kwargs(args) -> dict:
     overrides = dict(_pair(item, "--override") for item in args.override)
     return dict(chip=args.chip, peak_flops=args.peak_flops, hbm_bw=args.hbm_bw, ici_bw=args.ici_bw,
-                overrides=overrides or None, variant=args.variant, hardware=args.hardware)
+                overrides=overrides or None, variant=args.variant, hardware=args.hardware,
+                vector_flops=args.vector_flops)
 
 
 def _sizes(items) -> dict[str, int]:
@@ -213,6 +222,8 @@ def _sizes(items) -> dict[str, int]:
 
 
 def _plot(args) -> str:
+    # Imported here, not at the top: matplotlib takes longer to import than an analysis
+    # takes, and only `symroof plot` needs it.
     from . import plot
     if args.label and len(args.label) != len(args.specs):
         raise SymroofError(f"{len(args.label)} labels for {len(args.specs)} specs: give one per spec")
@@ -235,9 +246,8 @@ def _plot(args) -> str:
         if not dim.strip() or not match or not 0 < int(match[1]) < int(match[2]) <= 10**9:
             raise SymroofError(f"--sweep {args.sweep!r}: expected DIM=LO:HI with 0 < LO < HI, e.g. B=1:512")
         lo, hi = int(match[1]), int(match[2])
-        import numpy
-        values = numpy.unique(numpy.geomspace(lo, hi, 2000).round()) if hi - lo > 5000 else numpy.arange(lo, hi + 1)
-        ax = plot.plot_sweep(analyses, dim.strip(), values, labels=labels,
+        sizes = numpy.unique(numpy.geomspace(lo, hi, 2000).round()) if hi - lo > 5000 else numpy.arange(lo, hi + 1)
+        ax = plot.plot_sweep(analyses, dim.strip(), sizes, labels=labels,
                              quantity="time" if args.time else "flops")
     plot.save(ax, args.output)
     return f"wrote {args.output}"
@@ -253,7 +263,6 @@ def _analyze(args) -> str:
     except ShardingError as error:
         raise _with_fix_times(error, args, values) from None
     if args.command == "latex":
-        from . import latex
         return latex.derivation(result, solve=args.solve, limit=limit, markdown=args.format == "markdown")
     if args.json:
         return _dumps(to_json_dict(result, limit=limit, solve=args.solve))
@@ -296,9 +305,11 @@ def _with_fix_times(error: ShardingError, args, values: dict) -> SymroofError:
         return error
     try:
         target = machine(**_machine_kwargs(args))
+        if target is None:
+            return error
         sizes = {dim_symbol(k): v for k, v in values.items()}
         times = []
-        for what, fix, V in error.fixes:
+        for _what, fix, V in error.fixes:
             V = V.xreplace(sizes)
             t = collective_time("AllGather", [error.mesh.axis(a) for a in fix.axes], V, target.chip,
                                 target.ici_bw)

@@ -111,8 +111,8 @@ def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None) -> Link:
             raise HardwareError(f"axis {axis.name} is on {axis.link.upper()}: name a chip for its figures")
         # switched networks: each chip's traffic goes through its own NIC (or host link)
         if axis.link == "pcie":
-            return Link(link_name(axis, chip), chip.require("pcie_bandwidth_one_way_bytes_per_s", f"mesh axis {axis.name}"),
-                        None, False, True, None)
+            pcie = chip.require("pcie_bandwidth_one_way_bytes_per_s", f"mesh axis {axis.name}")
+            return Link(link_name(axis, chip), pcie, None, False, True, None)
         dcn = chip.figure("dcn.bandwidth_one_way_bytes_per_s_per_chip") or \
             chip.figure("scaleout.bandwidth_one_way_bytes_per_s_per_chip")  # GPUs: the scale-out NIC
         if dcn is None:
@@ -189,7 +189,7 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
 
 def _per_byte(axis: MeshAxis, l: Link) -> sympy.Expr:
     """Seconds per byte of the array gathered over one axis."""
-    if l.ring:
+    if l.ring and l.bidi is not None:  # a ring always has its both-ways figure
         return 1 / l.bidi
     if l.direct:  # (N - 1)/N of it arrives over N - 1 links at once
         return sympy.Rational(1, axis.size) / l.one_way

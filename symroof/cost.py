@@ -4,16 +4,16 @@ Conventions (stated, not implied):
 
 * A FLOP is one multiply or one add; a multiply-add is 2 FLOPs. Integer dtypes
   count OPs the same way.
-* FLOPs follow the einsum's loop nest. A step that sums nothing does one multiply
-  per output element (elementwise or outer product). A step that sums does one
-  multiply per point of its index space and, per output element, one add fewer
-  than the terms it sums: the exact count. The leading count is the book's: two
-  FLOPs per point of the index space (2*B*D*F for a matmul, against the exact
-  B*F*(2*D - 1)). A one-input step that sums adds only; one that sums nothing
-  (a copy or transpose) does no FLOPs.
+* Each step's FLOPs, transcendentals and unit (matrix or vector) are its op kind's
+  (`symroof.ops`, one module per kind, each stating its count). A contraction does one
+  multiply per point of its index space and, per output element, one add fewer than
+  the terms it sums: the exact count; the leading count is the book's two FLOPs per
+  point (2*B*D*F for a matmul, against the exact B*F*(2*D - 1)).
 * Bytes are HBM bytes: every input of a step read once (an operand named twice in
   one step is read once), its output written once. A chain's intermediates are
-  written and read back.
+  written and read back, except inside a `fused { ... }` block: there a tensor one
+  statement writes and a later one reads stays on chip, as do a chain's intermediates,
+  and only what the block reads from outside and leaves for outside touches HBM.
 * On a mesh, counts are per chip: each chip runs the step on its shards. The adds that
   reduce partial sums across chips are left out, as the book leaves them out, and a
   collective's HBM traffic is not counted: its cost is its time on the links. Each
@@ -29,23 +29,31 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sympy
 
-from .ir import Collective, Contraction, Mesh, Program, Step, Term, dim_symbol
+from . import ops
+from .ir import Apply, Collective, Contraction, Fused, Mesh, Program, Statement, Step, Term, dim_symbol, label_text
 from .oneline import counts_line, move_line
 from .sharding import Layout, Local, Move, Plan, local_elements, local_size, lower
+
+_ZERO = sympy.Integer(0)
 
 
 @dataclass(frozen=True, slots=True)
 class Counts:
-    """FLOPs (leading and exact) and HBM bytes."""
+    """FLOPs (leading and exact), HBM bytes, transcendentals (exp, log, tanh, rsqrt, ...,
+    counted apart from FLOPs as XLA counts them), and the FLOPs that run on the vector
+    unit (the rest run on the matrix unit)."""
 
     flops: sympy.Expr
     flops_exact: sympy.Expr
     bytes_read: sympy.Expr
     bytes_written: sympy.Expr
+    transcendentals: sympy.Expr = _ZERO
+    flops_vector: sympy.Expr = _ZERO
 
     def __repr__(self) -> str:
         return counts_line(self)
@@ -57,9 +65,16 @@ class Counts:
 
 @dataclass(frozen=True, slots=True, repr=False)  # Counts' one-line repr
 class StepCost(Counts):
-    """The counts of one step (one binary or unary contraction)."""
+    """The counts of one step, and the bytes of its result when it stays on chip (inside a
+    fused block) rather than going to HBM."""
 
     step: Step | None = None
+    kept: sympy.Expr = _ZERO
+
+    @property
+    def unit(self) -> str:
+        """Where its FLOPs run: "matrix", "vector", or "none"."""
+        return ops.kind_of(self.step.kind).unit if self.step is not None else ops.MATRIX
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,16 +92,18 @@ class MoveCost:
 class Cost(Counts):
     """The totals over all steps, and each step's own counts. On a mesh the counts are per
     chip, `moves` are the collectives in order, `flops_total` counts the FLOPs of the whole
-    computation once (not per chip), and `plans` keep each statement's lowering."""
+    computation once (not per chip), and `plans` keep each statement's lowering.
+    `statements` holds each statement's own Cost, in order."""
 
     steps: tuple[StepCost, ...] = ()
     moves: tuple[MoveCost, ...] = ()
     flops_total: sympy.Expr | None = None
     mesh: Mesh | None = None
     plans: tuple[Plan, ...] = ()
+    statements: tuple[Cost, ...] = ()
 
 
-_KEYS = ("flops", "flops_exact", "bytes_read", "bytes_written")
+_KEYS = ("flops", "flops_exact", "bytes_read", "bytes_written", "transcendentals", "flops_vector")
 
 
 def cost(program: Program) -> Cost:
@@ -99,30 +116,76 @@ def combine(costs: list[Cost], mesh: Mesh | None = None) -> Cost:
     flops_total = None if mesh is None else sympy.Add(*(c.flops_total for c in costs))
     return Cost(**total, steps=tuple(s for c in costs for s in c.steps),
                 moves=tuple(m for c in costs for m in c.moves), flops_total=flops_total, mesh=mesh,
-                plans=tuple(p for c in costs for p in c.plans))
+                plans=tuple(p for c in costs for p in c.plans), statements=tuple(costs))
 
 
-def statement_cost(statement: Contraction | Collective, mesh: Mesh | None) -> Cost:
+# Which of a step's inputs, and whether its result, stay on chip (a fused block's
+# intermediates): None for none of them.
+Kept = tuple[tuple[bool, ...], bool]
+
+
+def statement_cost(statement: Statement, mesh: Mesh | None) -> Cost:
     """One statement's counts: on one chip, or per chip on the mesh after lowering."""
+    if isinstance(statement, Fused):
+        inner = [_cost(s, mesh, kept) for s, kept in zip(statement.statements, fused_kept(statement))]
+        return combine(inner, mesh)
+    return _cost(statement, mesh, None)
+
+
+def _cost(statement: Contraction | Apply | Collective, mesh: Mesh | None, kept: list[Kept] | None) -> Cost:
+    steps_of = statement.steps if not isinstance(statement, Collective) else ()
     if mesh is None:
-        sizes = dict(statement.sizes)
-        steps = [step_cost(step, sizes) for step in statement.steps]
-        return Cost(**{key: sympy.Add(*(getattr(s, key) for s in steps)) for key in _KEYS},
-                    steps=tuple(steps))
+        sizes = dict(statement.sizes) if not isinstance(statement, Collective) else {}
+        steps = [step_cost(step, sizes, kept[k] if kept else None) for k, step in enumerate(steps_of)]
+        return Cost(**_totals(steps), steps=tuple(steps))
     plan = lower(statement, mesh)
     steps, moves = [], []
+    k = 0
     for item in plan.items:
         if isinstance(item, Local):
             local = {label: local_size(layout, label, plan.sizes, mesh)
                      for layout in (*item.inputs, item.output) for label in layout.labels}
-            steps.append(step_cost(item.step, local))
+            steps.append(step_cost(item.step, local, kept[k] if kept else None))
+            k += 1
         else:
-            moves.append(MoveCost(item, item.dtype.bytes * local_elements(_larger(item), _move_sizes(item, plan),
-                                                                         mesh)))
-    whole = statement.steps if isinstance(statement, Contraction) else ()
-    flops_total = sympy.Add(*(step_cost(step, plan.sizes).flops for step in whole))
-    return Cost(**{key: sympy.Add(*(getattr(s, key) for s in steps)) for key in _KEYS},
-                steps=tuple(steps), moves=tuple(moves), flops_total=flops_total, mesh=mesh, plans=(plan,))
+            moves.append(MoveCost(item, item.dtype.bytes * item.copies *
+                                  local_elements(_larger(item), _move_sizes(item, plan), mesh)))
+    flops_total = sympy.Add(*(step_cost(step, plan.sizes).flops for step in steps_of))
+    return Cost(**_totals(steps), steps=tuple(steps), moves=tuple(moves), flops_total=flops_total, mesh=mesh,
+                plans=(plan,))
+
+
+def _totals(steps: Sequence[StepCost]) -> dict:
+    return {key: sympy.Add(*(getattr(s, key) for s in steps)) for key in _KEYS}
+
+
+def fused_kept(block: Fused) -> list[list[Kept]]:
+    """For each statement of a fused block, for each of its steps: which inputs and whether
+    the result stay on chip. A chain's intermediates do; so does a result a later statement
+    of the block reads (the same dtype, dims and layout, and the same name where both
+    have one), and the input that reads it."""
+    outputs = [s.steps[-1].output for s in block.statements]
+    read_later = [any(_same(out, term) for later in block.statements[i + 1:] for step in later.steps
+                      for term in step.inputs)
+                  for i, out in enumerate(outputs)]
+    found = []
+    for i, statement in enumerate(block.statements):
+        flags = []
+        for k, step in enumerate(statement.steps):
+            inputs = tuple(term.axes is None or any(_same(out, term) for out in outputs[:i])
+                           for term in step.inputs)
+            final = k == len(statement.steps) - 1
+            flags.append((inputs, read_later[i] if final else True))
+        found.append(flags)
+    return found
+
+
+def _same(out: Term, term: Term) -> bool:
+    if term.axes is None or out.dtype != term.dtype or out.axes != term.axes:
+        return False
+    if out.name is not None and term.name is not None and out.name != term.name:
+        return False
+    return tuple(map(label_text, out.labels)) == tuple(map(label_text, term.labels))
 
 
 def _larger(move: Move) -> Layout:
@@ -138,35 +201,17 @@ def _move_sizes(move: Move, plan: Plan) -> dict:
             for label in move.before.labels}
 
 
-def step_cost(step: Step, sizes: dict[str, sympy.Expr]) -> StepCost:
-    """FLOPs (leading and exact) and bytes of one step, given each label's size."""
-    def product(labels) -> sympy.Expr:
+def step_cost(step: Step, sizes: dict[str, sympy.Expr], kept: Kept | None = None) -> StepCost:
+    """FLOPs (leading and exact), transcendentals and bytes of one step, given each label's
+    size, as its op kind counts them; `kept` says what stays on chip."""
+    def size(labels) -> sympy.Expr:
         return sympy.Mul(*(sizes[label] for label in labels))
 
-    out = product(step.output.labels)
-    summed = product(step.summed)
-    if not step.summed:
-        # Nothing summed: one multiply per output element, or nothing at all for a copy.
-        flops = flops_exact = out if len(step.inputs) > 1 else sympy.Integer(0)
-    elif len(step.inputs) == 1:
-        flops, flops_exact = out * summed, out * (summed - 1)
-    else:
-        flops, flops_exact = 2 * out * summed, out * (2 * summed - 1)
-    read = sympy.Add(*(_bytes(term, product) for term in _distinct(step.inputs)))
-    written = _bytes(step.output, product)
-    return StepCost(flops, flops_exact, read, written, step=step)
-
-
-def _distinct(terms: tuple[Term, ...]) -> list[Term]:
-    """Inputs read from HBM: a tensor named twice in one step (x * x) is read once."""
-    seen, kept = set(), []
-    for term in terms:
-        key = term.name if term.name is not None else id(term)
-        if key not in seen:
-            seen.add(key)
-            kept.append(term)
-    return kept
-
-
-def _bytes(term: Term, product) -> sympy.Expr:
-    return term.dtype.bytes * product(term.labels)
+    kind = ops.kind_of(step.kind)
+    counted = kind.count(step, size)
+    inputs_kept, output_kept = kept if kept is not None else ((False,) * len(step.inputs), False)
+    read = kind.read(step, size, frozenset(i for i, k in enumerate(inputs_kept) if k))
+    out = step.output.dtype.bytes * size(step.output.labels)
+    vector = counted.flops if kind.unit == ops.VECTOR else _ZERO
+    return StepCost(counted.flops, counted.flops_exact, read, _ZERO if output_kept else out,
+                    counted.transcendentals, vector, step=step, kept=out if output_kept else _ZERO)

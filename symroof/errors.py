@@ -58,14 +58,14 @@ class SpecError(SymroofError):
 
     def headline(self) -> str:
         """The one-line form: message plus where."""
-        if self.line is None:
+        if self.line is None or self.text is None:
             return self.message
         if "\n" in self.text.strip("\n"):
             return f"{self.message} (line {self.line}, column {self.column})"
         return f"{self.message} (column {self.column})"
 
     def __str__(self) -> str:
-        if self.line is None:
+        if self.line is None or self.text is None or self.start is None:
             return self.message
         return self.headline() + "\n" + caret(self.text, self.start, self.end)
 

@@ -133,20 +133,41 @@ class Term:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One contraction costed on its own: one or two inputs read from HBM, one output
-    written to HBM, the labels in `summed` added over, at the `compute` dtype's rate."""
+    """One op costed on its own: its inputs read from HBM, its output written to HBM, the
+    labels in `summed` reduced over, at the `compute` dtype's rate.
+
+    `kind` names its op kind in `symroof.ops` (which declares its FLOPs, unit and
+    lowering), `fn` the function within the kind (`gelu`, `max`, `+`), and `form` how it
+    prints: as an einsum (`*_D`), a prefix (`softmax_T x`), a call (`gelu(x)`) or infix
+    (`a + b`), with `over` the dims its subscript names."""
 
     inputs: tuple[Term, ...]
     output: Term
     summed: tuple[str, ...]
     compute: DType
+    kind: str = "contract"
+    fn: str | None = None
+    form: str = "einsum"
+    over: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        # Named sums go in the subscript; a literal size cannot be named there, and plain
-        # '*' reads a literal contraction back the same way.
-        summed = tuple(l for l in self.summed if not is_literal_label(l))
-        op = "*" + (subscript(summed) if len(summed) == len(self.summed) else "")
-        return f" {op} ".join(str(t) for t in self.inputs) + f" -> {self.output}"
+        if self.form == "einsum":
+            # Named sums go in the subscript; a literal size cannot be named there, and
+            # plain '*' reads a literal contraction back the same way.
+            summed = tuple(l for l in self.summed if not is_literal_label(l))
+            op = "*" + (subscript(summed) if len(summed) == len(self.summed) else "")
+            return f" {op} ".join(str(t) for t in self.inputs) + f" -> {self.output}"
+        return applied(self.fn or self.kind, self.over, self.form, [str(t) for t in self.inputs],
+                       str(self.output))
+
+
+def applied(word: str, over: tuple[str, ...], form: str, inputs: list[str], output: str) -> str:
+    """A named op as the spec writes it: `softmax_T x -> y`, `gelu(x) -> y`, `a + b -> c`."""
+    if form == "infix":
+        return f" {word} ".join(inputs) + f" -> {output}"
+    if form == "call":
+        return f"{word}{subscript(over)}({', '.join(inputs)}) -> {output}"
+    return f"{word}{subscript(over)} {', '.join(inputs)} -> {output}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +197,29 @@ class Contraction:
 
 
 @dataclass(frozen=True, slots=True)
+class Apply:
+    """A statement written with a word or an operator that names its op: `softmax_T x -> y`
+    (form "prefix"), `gelu(x) -> y` ("call"), `a + b -> c` ("infix", `word` the symbol).
+
+    `steps` and `sizes` are derived when the statement is resolved, as for a Contraction."""
+
+    word: str
+    over: tuple[str, ...]
+    form: str
+    operands: tuple[Tensor, ...]
+    output: Tensor
+    steps: tuple[Step, ...]
+    sizes: tuple[tuple[str, sympy.Expr], ...]
+
+    def text(self, values: dict[str, int] | None = None, shown: set[str] | None = None) -> str:
+        inputs = [t.text(values, shown) for t in self.operands]
+        return applied(self.word, self.over, self.form, inputs, self.output.text(values, shown))
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+@dataclass(frozen=True, slots=True)
 class Collective:
     """A collective written out: `AllGather_X bf16[I_X, J] -> bf16[I, J]`.
 
@@ -199,6 +243,41 @@ class Collective:
 
     def __str__(self) -> str:
         return self.text()
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """`fused { ... }`: statements run as one kernel. Only what the block reads from
+    outside and what it leaves for outside touch HBM; its intermediates stay on chip."""
+
+    statements: tuple[Contraction | Apply, ...]
+
+    @property
+    def operands(self) -> tuple[Tensor, ...]:
+        return tuple(t for s in self.statements for t in s.operands)
+
+    @property
+    def output(self) -> Tensor:
+        return self.statements[-1].output
+
+    def tensors(self) -> tuple[Tensor, ...]:
+        return tuple(t for s in self.statements for t in (*s.operands, s.output))
+
+    def text(self, values: dict[str, int] | None = None, shown: set[str] | None = None) -> str:
+        return "fused {\n" + "".join(f"  {s.text(values, shown)}\n" for s in self.statements) + "}"
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+Statement = Contraction | Apply | Collective | Fused
+
+
+def tensors_of(statement: Statement) -> tuple[Tensor, ...]:
+    """Every tensor a statement writes, inputs and results (a fused block's, all of them)."""
+    if isinstance(statement, Fused):
+        return statement.tensors()
+    return (*statement.operands, statement.output)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +322,7 @@ class Program:
     """A whole spec: its statements, the values given to named dims in it (`D=4096`), and
     the mesh it is sharded over (None for one chip)."""
 
-    statements: tuple[Contraction | Collective, ...]
+    statements: tuple[Statement, ...]
     values: tuple[tuple[str, int], ...] = ()
     mesh: Mesh | None = None
 
@@ -252,7 +331,7 @@ class Program:
         """Names of the named dims, in order of first appearance."""
         seen: dict[str, None] = {}
         for statement in self.statements:
-            for tensor in (*statement.operands, statement.output):
+            for tensor in tensors_of(statement):
                 for dim in tensor.dims:
                     if dim.name is not None:
                         seen.setdefault(dim.name)
@@ -264,6 +343,6 @@ class Program:
         return {name: dim_symbol(name) for name in self.dims}
 
     def __str__(self) -> str:
-        values, shown = dict(self.values), set()
+        values, shown = dict(self.values), set[str]()
         lines = [str(self.mesh)] if self.mesh is not None else []
         return "\n".join(lines + [s.text(values, shown) for s in self.statements])

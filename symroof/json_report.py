@@ -12,8 +12,16 @@ import math
 
 import sympy
 
+from .quantities import QUANTITIES, available
 from .roofline import CONVENTIONS, Analysis, Threshold, dim_names
 from .sharding import Local
+
+# The top-level keys that are not quantities: what was analysed, on what, and the answers
+# to questions asked (a limit, a threshold). Every other top-level key is a declared
+# quantity (quantities.py).
+STRUCTURE_KEYS = ("spec", "symbols", "steps", "values", "mesh", "chips", "per_chip", "local_steps", "chip",
+                  "collectives", "t_network_latency_known", "bound", "intensity_limit", "limit_as",
+                  "threshold", "lines", "conventions")
 
 
 def json_value(value):
@@ -47,6 +55,19 @@ def to_json_dict(a: Analysis, limit=None, solve=None) -> dict:
     return out
 
 
+def _group(needs: str, mesh: bool | None = None) -> tuple[str, ...]:
+    """The declared quantities (quantities.py) that need this of the machine (and exist
+    only on a mesh, or not), in their declared order."""
+    return tuple(q.name for q in QUANTITIES if q.needs == needs and (mesh is None or q.mesh == mesh))
+
+
+def _put(out: dict, a: Analysis, names) -> None:
+    """The quantities' values under their names, leaving out those roofline does not
+    derive (yet)."""
+    for name in available(a, names):
+        out[name] = json_value(getattr(a, name))
+
+
 def _one(a: Analysis, limit, solve) -> dict:
     out: dict = {}
     if a.program is not None:
@@ -62,15 +83,12 @@ def _one(a: Analysis, limit, solve) -> dict:
             "bytes_written": json_value(a._at(s.bytes_written)),
         } for k, s in enumerate(a.steps)]
     out["values"] = {k: int(v) for k, v in a.values.items()}
-    for key in ("flops", "flops_exact", "bytes", "bytes_read", "bytes_written", "intensity",
-                "intensity_exact"):
-        out[key] = json_value(getattr(a, key))
+    _put(out, a, _group("", mesh=False))
     if a.mesh is not None:
         out["mesh"] = {axis.name: {"size": axis.size, "link": axis.link} for axis in a.mesh.axes}
         out["chips"] = a.mesh.chips
         out["per_chip"] = True
-        out["flops_total"] = json_value(a.flops_total)
-        out["replication"] = json_value(a.replication)
+        _put(out, a, _group("", mesh=True))
         out["local_steps"] = [str(item) for plan in a.cost.plans for item in plan.items
                               if isinstance(item, Local)]
     m = a.machine
@@ -80,17 +98,15 @@ def _one(a: Analysis, limit, solve) -> dict:
                        "peak_flops_per_s": json_value(a.peak_flops) if a.has_peak else None,
                        "hbm_bandwidth_bytes_per_s": json_value(m.hbm_bw)}
         if a.has_peak:
-            out["t_math"] = json_value(a.t_math)
+            _put(out, a, _group("peak"))
         if m.hbm_bw is not None:
-            out["t_comms"] = json_value(a.t_comms)
+            _put(out, a, _group("bandwidth"))
         if a.cost.moves and a.has_links:
             out.update(_network(a))
         elif a.cost.moves:
             out["collectives"] = _bare_collectives(a)
         if m.hbm_bw is not None and a.has_peak and (a.has_links or not a.cost.moves):
-            out["critical_intensity"] = json_value(a.critical_intensity)
-            for key in ("t_lower", "t_upper", "achieved_flops_per_s"):
-                out[key] = json_value(getattr(a, key))
+            _put(out, a, _group("roof"))
             out["bound"] = json_value(a.bound)
     elif a.cost.moves:
         out["collectives"] = _bare_collectives(a)
@@ -121,12 +137,10 @@ def _network(a: Analysis) -> dict:
                         "t": json_value(t.total), "t_bandwidth": json_value(t.bandwidth),
                         "t_latency": json_value(t.latency) if t.latency_known else None, "hops": t.hops,
                         "inserted": move.move.why is not None, "why": move.move.why})
-    return {"collectives": entries, "t_network": json_value(a.t_network),
-            "t_network_latency": json_value(a.t_network_latency),
-            "t_network_latency_known": a.t_network_latency_known,
-            "network_bytes": json_value(a.network_bytes),
-            "network_intensity": json_value(a.network_intensity),
-            "critical_network_intensity": json_value(a.critical_network_intensity)}
+    out: dict = {"collectives": entries}
+    _put(out, a, _group("links", mesh=True))
+    out["t_network_latency_known"] = a.t_network_latency_known
+    return out
 
 
 def threshold_dict(t: Threshold) -> dict:

@@ -17,77 +17,24 @@
 Dim names print as written: a multi-letter name is one italic word (`\\mathit{seq}`), set
 apart from its neighbours by a thin space, never a product of letters; Greek letters
 print as their commands (`\\Delta`), other non-ASCII names as text.
-"""
+"""  # noqa: E501 (the doctest's LaTeX lines are as long as the derivation writes them)
 
 from __future__ import annotations
 
-import re
-import unicodedata
-
 import sympy
-from sympy.printing.latex import LatexPrinter
 
 from .ir import dim_symbol, label_text
+from .quantities import nonzero, symbol
 from .roofline import dim_names
 from .show import number
+from .tex import TexPrinter, tex_name, tex_number, tex_words
 
 _SECONDS = r"\ \text{s}"
 
 
-def tex_number(value, digits: int = 4) -> str:
-    """1.97e14 as 1.97\\times10^{14}; 240.2439 as 240.2; 8755.556 as 8755.6.
-
-    Examples:
-        >>> tex_number(sympy.Integer(197000000000000)), tex_number(sympy.Rational(9850, 41))
-        ('1.97\\\\times10^{14}', '240.2')
-    """
-    if 100 <= abs(float(value)) < 10**7 and not sympy.Rational(value).is_Integer:
-        return f"{float(value):.1f}"  # 240.2, 961.0, 8755.6: as the book writes thresholds
-    text = number(value, digits)
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        return (f"{mantissa}\\times10^{{{int(exponent)}}}" if mantissa != "1"
-                else f"10^{{{int(exponent)}}}")
-    return text
-
-
-class _Printer(LatexPrinter):
-    """sympy's LaTeX with the spec's names and numbers in the book's style."""
-
-    def __init__(self, names, words: bool):
-        # a thin space between factors keeps "seq dmodel" from reading as one word
-        super().__init__({"symbol_names": names, "mul_symbol": r"\," if words else None})
-
-    def _print_Float(self, expr):
-        return tex_number(expr)
-
-    def _print_Rational(self, expr):
-        if expr.is_Integer:  # counts are exact: 33554432 B, not 3.355e7 B
-            return tex_number(expr) if abs(expr) >= 10**16 else super()._print_Rational(expr)
-        if abs(expr.p) < 10**4 and expr.q < 10**4:
-            return super()._print_Rational(expr)
-        return tex_number(expr)
-
-
-def tex_name(name: str) -> str:
-    """A dim's name in math: B, \\mathit{seq}, \\Delta, \\text{批次}.
-
-    Examples:
-        >>> tex_name("B"), tex_name("seq"), tex_name("Δ")
-        ('B', '\\\\mathit{seq}', '\\\\Delta')
-    """
-    if name.isascii():
-        return name if len(name) == 1 else rf"\mathit{{{name}}}"
-    if len(name) == 1 and unicodedata.name(name, "").startswith("GREEK"):
-        letter = unicodedata.name(name).split()[-1].lower()
-        capital = "CAPITAL" in unicodedata.name(name)
-        return "\\" + (letter.capitalize() if capital else letter)
-    return rf"\text{{{_text(name)}}}"
-
-
-def _printer(a) -> _Printer:
+def _printer(a) -> TexPrinter:
     names = {dim_symbol(n): tex_name(n) for n in a.dims}
-    return _Printer(names, words=any(len(n) > 1 for n in a.dims))
+    return TexPrinter(names, words=any(len(n) > 1 for n in a.dims))
 
 
 def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | None = None) -> str:
@@ -103,14 +50,20 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
     tex = _printer(a).doprint
     on_mesh = a.mesh is not None
     rows: list[tuple[str, str, str]] = []  # (left, relation, right); no left is ever empty
-    rows.append((r"\text{FLOPs per chip}" if on_mesh else r"\text{FLOPs}", "=", tex(a.flops) + _exact(a, tex)))
+    rows.append((_per_chip(symbol("flops"), on_mesh), "=", tex(a.flops) + _exact(a, tex)))
+    vector, transcendentals = nonzero(a, "flops_vector"), nonzero(a, "transcendentals")
+    if vector is not None:
+        rows.append((symbol("flops_vector"), "=", rf"{tex(vector)} \quad \text{{(on the vector unit)}}"))
+    if transcendentals is not None:
+        rows.append((symbol("transcendentals"), "=", rf"{tex(transcendentals)} \quad "
+                                                     r"\text{(exp, log, tanh, rsqrt, ...: apart from FLOPs)}"))
     if on_mesh:
         chips = a.mesh.chips
-        rows.append((r"\text{FLOPs in all}", "=", f"{tex(a.flops_total)} \\quad "
+        rows.append((symbol("flops_total"), "=", f"{tex(a.flops_total)} \\quad "
                      rf"\text{{(over {chips} chip{'s' if chips != 1 else ''}, replication "
                      + (f"{number(a.replication)})}}" if a.replication.is_number
                         else rf"}} {_frac(a.replication, tex)}\text{{)}}")))
-    bytes_label = r"\text{bytes per chip}" if on_mesh else r"\text{bytes}"
+    bytes_label = _per_chip(symbol("bytes"), on_mesh)
     if a.program is not None and a.bytes_written != 0:
         rows.append((bytes_label, "=", rf"\underbrace{{{tex(a.bytes_read)}}}_{{\text{{read}}}} + "
                                        rf"\underbrace{{{tex(a.bytes_written)}}}_{{\text{{written}}}}"))
@@ -119,7 +72,7 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
     for plan in a.cost.plans:
         for item in plan.items:
             kind = r"\text{on each chip}" if hasattr(item, "inputs") else r"\text{collective}"
-            rows.append((kind, ":", rf"\text{{{_text(str(item))}}}"))
+            rows.append((kind, ":", rf"\text{{{tex_words(str(item))}}}"))
     rows.append((_intensity_label(a, name), "=", _intensity(a, tex, limit)))
     m = a.machine
     if m is not None and m.hbm_bw is not None and a.has_peak:
@@ -127,20 +80,25 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
         if a.flops != 0:
             groups = _peaks(a)  # peak -> the dtypes that run at it
             for peak, rates in groups.items():
-                rows.append((rf"\text{{Intensity}}(\text{{{_text(m.name)}, {', '.join(rates)}}})", "=",
+                rows.append((rf"{symbol('intensity')}(\text{{{tex_words(m.name)}, {', '.join(rates)}}})", "=",
                              rf"{_ratio(peak, bw)} \approx {tex_number(peak / bw)}"))
             if len(groups) == 1:
-                t_math = _over(a.flops, next(iter(groups)), tex)
+                peak = next(iter(groups))
+                t_math = _over(_flops_at(a, groups[peak]), peak, tex)
             else:  # steps at different rates: each dtype's FLOPs over its own peak
                 t_math = " + ".join(_over(_flops_at(a, rates), peak, tex) for peak, rates in groups.items())
-            rows.append((r"T_\text{math}", "=", t_math + _SECONDS))
+            rows.append((symbol("t_math"), "=", t_math + _SECONDS))
         else:
-            rows.append((r"T_\text{math}", "=", "0" + _SECONDS))
-        rows.append((r"T_\text{comms}", "=", _over(a.bytes, bw, tex) + _SECONDS))
+            rows.append((symbol("t_math"), "=", "0" + _SECONDS))
+        t_vector = nonzero(a, "t_vector")
+        if t_vector is not None:
+            rows.append((symbol("t_vector"), "=", _value(t_vector, tex) + _SECONDS
+                         + r" \quad \text{(of } T_\text{math} \text{, on the vector unit)}"))
+        rows.append((symbol("t_comms"), "=", _over(a.bytes, bw, tex) + _SECONDS))
         if a.cost.moves and a.has_links:
-            rows.append((r"T_\text{network}", "=", _network(a, tex)))
+            rows.append((symbol("t_network"), "=", _network(a, tex)))
         elif a.cost.moves:
-            rows.append((r"T_\text{network}", ":", r"\text{needs link figures (a chip, or --ici-bw)}"))
+            rows.append((symbol("t_network"), ":", r"\text{needs link figures (a chip, or --ici-bw)}"))
         if (not a.cost.moves or a.has_links) and isinstance(a.bound, str):
             rows.append((r"\text{bound}", ":", rf"\text{{{a.bound}}}"))
     if solve:
@@ -152,21 +110,25 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
     return f"\\begin{{align*}}\n{body}\n\\end{{align*}}"
 
 
+def _per_chip(label: str, on_mesh: bool) -> str:
+    """`\\text{FLOPs}` as `\\text{FLOPs per chip}` on a mesh."""
+    return label[:-1] + " per chip}" if on_mesh and label.startswith(r"\text{") else label
+
+
 def _peaks(a) -> dict:
     """Each peak FLOPs/s the steps run at, with the dtypes that run at it, in the steps'
     order: one entry for a spec in one dtype (or a flat --peak-flops), one per rate for a
     chain whose steps compute in different dtypes (int8 then fp16)."""
     groups: dict = {}
-    for d in a.compute_dtypes:
-        rates = groups.setdefault(a.machine.peak(d.rate), [])
-        if d.rate not in rates:
-            rates.append(d.rate)
+    for name, peak in a.rates.items():
+        groups.setdefault(peak, []).append(name)
     return groups
 
 
 def _flops_at(a, rates) -> sympy.Expr:
-    """The FLOPs of the steps that compute at these rates (at the analysis's sizes)."""
-    return a._at(sympy.Add(*(s.flops for s in a.steps if s.flops != 0 and s.step.compute.rate in rates)))
+    """The work run at these rates (at the analysis's sizes): FLOPs, and transcendentals on
+    the vector unit."""
+    return sympy.Add(*(work for name, work in a.work.items() if name in rates))
 
 
 def _intensity(a, tex, limit) -> str:
@@ -201,8 +163,10 @@ def _frac(expr, tex) -> str:
     if not den.is_number and _large(num, den):
         # 9850 D F / (41 D F - ...) reads better as 240.2 D F / (D F - 240.2 D - ...)
         lead = sympy.Poly(den, *sorted(den.free_symbols, key=str)).LC()
-        decimals = lambda e: e.xreplace({r: sympy.Float(r, 6) for r in e.atoms(sympy.Rational)
-                                         if not r.is_Integer})
+
+        def decimals(e):
+            return e.xreplace({r: sympy.Float(r, 6) for r in e.atoms(sympy.Rational) if not r.is_Integer})
+
         num, den = decimals(sympy.expand(num / lead)), decimals(sympy.expand(den / lead))
     return rf"\frac{{{tex(num)}}}{{{tex(den)}}}"
 
@@ -239,8 +203,8 @@ def _network(a, tex) -> str:
         link = move.bytes / t.bandwidth  # bytes over seconds: the link's effective bandwidth
         parts.append(_over(move.bytes, link, tex))
     floor = a.t_network_latency
-    tail = (rf" \quad \text{{(at least {number(floor * 10**6)} $\mu$s of latency)}}" if floor and a.t_network_latency_known
-            else "")
+    tail = (rf" \quad \text{{(at least {number(floor * 10**6)} $\mu$s of latency)}}"
+            if floor and a.t_network_latency_known else "")
     return " + ".join(parts) + _SECONDS + tail
 
 
@@ -250,7 +214,7 @@ def _intensity_label(a, name: str | None) -> str:
     kind = name if name is not None else _kind(a)
     if a.mesh is not None and name is None:
         kind = f"{kind}, per chip" if kind else "per chip"
-    return rf"\text{{Intensity}}(\text{{{_text(kind)}}})" if kind else r"\text{Intensity}"
+    return rf"{symbol('intensity')}(\text{{{tex_words(kind)}}})" if kind else symbol("intensity")
 
 
 def _kind(a) -> str | None:
@@ -261,10 +225,12 @@ def _kind(a) -> str | None:
     collective alone, bare counts)."""
     if a.program is None or len(a.program.statements) != 1:
         return None
-    steps = getattr(a.program.statements[0], "steps", ())  # a collective has none
+    steps: tuple = getattr(a.program.statements[0], "steps", ())  # a collective has none
     if len(steps) != 1:
         return "chain" if steps else None
     step = steps[0]
+    if step.form != "einsum":  # a named op says what it is
+        return "elementwise" if step.form == "infix" else step.fn
 
     def dims(term):  # a literal 1 is no dim: bf16[1] is a scalar
         return {label for label in term.labels if label_text(label) != "1"}
@@ -350,8 +316,8 @@ def _bounds(a, t, var, tex, peak, bandwidth, note) -> list[tuple[str, str, str]]
         rows.append((var, t.op, exact + note))
     for parts in t.reason_parts:
         # words as text, expressions as math: N/(2N + 1) as a fraction, not as Python
-        said = "".join(_text(p) if isinstance(p, str) else f"${_part(p, tex)}$" for p in parts)
-        rows.append((var, ":", rf"\text{{{said}{_text(note and ' (against the network)')}}}"))
+        said = "".join(tex_words(p) if isinstance(p, str) else f"${_part(p, tex)}$" for p in parts)
+        rows.append((var, ":", rf"\text{{{said}{tex_words(note and ' (against the network)')}}}"))
     return rows
 
 
@@ -374,16 +340,6 @@ def _part(expr, tex) -> str:
     if expr.is_Rational and not expr.is_Integer and expr.q > 10:
         return tex_number(expr)
     return tex(expr)
-
-
-def _text(words: str) -> str:
-    """Plain words made safe inside \\text{...}: LaTeX's special characters escaped, -> oo
-    and >= as math."""
-    words = re.sub(r"([#$%&_{}])", r"\\\1", words).replace("^", r"\^{}").replace("~", r"\~{}")
-    words = re.sub(r"(\d) us\b", r"\1 $\\mu$s", words)
-    # KaTeX knows no Greek letters in text mode: they go in as math (a dim named Δ)
-    words = "".join(f"${tex_name(ch)}$" if unicodedata.name(ch, "").startswith("GREEK") else ch for ch in words)
-    return words.replace("-> oo", r"$\to\infty$").replace(">=", r"$\ge$").replace("->", r"$\to$")
 
 
 def latex_summary(a) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .errors import SpecError
 from .ir import Mesh, Program
 from .resolve import mesh_from, resolve
+from .sharding import check_layout
 from .syntax import WMesh, normalize, read
 
 
@@ -32,7 +33,7 @@ def parse(text: str, dtype: str = "bf16", mesh: Mesh | str | dict | None = None)
     """
     if isinstance(text, str):
         text = normalize(text)  # positions in errors refer to the text as read
-    return resolve(read(text), text, dtype, parse_mesh(mesh))
+    return resolve(read(text), text, dtype, parse_mesh(mesh), check=check_layout)
 
 
 def parse_mesh(mesh: Mesh | str | dict | None) -> Mesh | None:

@@ -15,32 +15,38 @@ overlaps another, the legend or a curve, or leaves the axes.
 
 from __future__ import annotations
 
-import math
-import re
-
 import numpy
 from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import Formatter, FuncFormatter, LogLocator, NullFormatter
 from matplotlib.transforms import Bbox
 
 from .errors import SymroofError
+from .plot_labels import (
+    NAME_CHARS,
+    LinearTicks,
+    legend_names,
+    log_ticks,
+    mesh_note,
+    plain,
+    seconds_tick,
+    si,
+    si_prefix,
+    size_text,
+    spec_text,
+    time_unit,
+    use_log,
+    use_log_x,
+)
 
-# An axis is logarithmic when its data span this factor or more (two decades).
-LOG_SPAN = 100
-# The longest legend name: a spec's (or label's) text is elided in the middle past this.
-NAME_CHARS = 52
 ROOFLINE_NAME_CHARS = 44      # leaves room for ": compute-bound"
 _DPI = 150
-_PREFIXES = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
-_NUMBER = re.compile(r"(?<![\w.])[0-9]+(?![\w.])")     # 4096 in bf16[B, 4096], not the 16 of bf16
-_TIMES = [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"), (1e-12, "ps")]
 
 
 def _axes(ax):
     if ax is not None:
         return ax
-    from matplotlib.figure import Figure  # a Figure of its own: pyplot's global state stays untouched
+    # a Figure of its own: pyplot's global state stays untouched;
     # made at the dpi `save` writes at, so that labels are placed where they will be drawn
     return Figure(figsize=(7, 4.5), dpi=_DPI, layout="constrained").add_subplot()
 
@@ -79,7 +85,7 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
         if a.machine is None or a.machine.name != first.machine.name:
             raise SymroofError("a roofline is of one chip: plot analyses of different chips on separate plots")
         if a.flops == 0:
-            raise SymroofError(f"{_text(a)!r} does no FLOPs: there is no point for it on a roofline")
+            raise SymroofError(f"{spec_text(a)!r} does no FLOPs: there is no point for it on a roofline")
     ax = _axes(ax)
     # One roof per (peak, bandwidth): an int8 and a bf16 spec on one chip have different peaks.
     roofs = sorted({(float(a.peak_flops), float(a.machine.hbm_bw)) for a in analyses})
@@ -97,7 +103,7 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
         style = ["-", "-.", ":"][k % 3]
         named = f"{dtype_of[peak]} " if len(roofs) > 1 and peak in dtype_of else ""
         line, = ax.plot(x, numpy.minimum(peak, x * bw), color="black", lw=2 if k == 0 else 1.5, ls=style,
-                        label=f"{named}HBM roof: {_si(bw, 'B/s')}, peak {_si(peak, 'FLOPs/s')}")
+                        label=f"{named}HBM roof: {si(bw, 'B/s')}, peak {si(peak, 'FLOPs/s')}")
         curves.append(line)
         ax.axvline(critical, color="black", ls=":", lw=1)
         note = ax.annotate(f"critical {critical:.1f}", (critical, peak), textcoords="offset points",
@@ -106,10 +112,10 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
     for peak, critical in networks:
         link = peak / critical
         line, = ax.plot(x, numpy.minimum(peak, x * link), color="0.45", lw=1.5, ls="--",
-                        label=f"network roof: {_si(link, 'B/s')} effective (x: network intensity)")
+                        label=f"network roof: {si(link, 'B/s')} effective (x: network intensity)")
         curves.append(line)
-    names, title = _names(analyses, labels, ROOFLINE_NAME_CHARS)
-    keys = labels if labels else [_text(a) for a in analyses]
+    names, title = legend_names(analyses, labels, ROOFLINE_NAME_CHARS)
+    keys = labels if labels else [spec_text(a) for a in analyses]
     colours: dict = {}
     for a, name, key in zip(analyses, names, keys):
         colour = colours.setdefault(key, f"C{len(colours) % 10}")
@@ -117,21 +123,21 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
         y = float(a.achieved_flops_per_s)
         roof = roofs.index((float(a.peak_flops), float(a.machine.hbm_bw)))
         # translucent faces: points at one place (two specs of equal intensity) both show
-        style = dict(facecolors=to_rgba(colour, 0.4), edgecolors=colour, linewidths=1.5, zorder=3)
+        faces = dict(facecolors=to_rgba(colour, 0.4), edgecolors=colour, linewidths=1.5, zorder=3)
         ax.scatter([float(a.intensity)], [y], s=45, marker="o^D"[roof % 3],
-                   label=f"{name}: {bound}-bound" if bound != "balanced" else f"{name}: balanced", **style)
+                   label=f"{name}: {bound}-bound" if bound != "balanced" else f"{name}: balanced", **faces)
         if a.collectives:
-            ax.scatter([float(a.network_intensity)], [y], marker="s", s=35, label=f"_{name}: network", **style)
+            ax.scatter([float(a.network_intensity)], [y], marker="s", s=35, label=f"_{name}: network", **faces)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _log_ticks(ax.xaxis, _si)
+    log_ticks(ax.xaxis, si)
     top = max(peak for peak, _ in roofs)
-    scale, prefix = _prefix(top)
-    _log_ticks(ax.yaxis, lambda v: _plain(v / scale))
+    scale, prefix = si_prefix(top)
+    log_ticks(ax.yaxis, lambda v: plain(v / scale))
     ax.set_xlabel("arithmetic intensity (FLOPs/byte)")
     ax.set_ylabel(f"achievable {prefix}FLOPs/s")
     dtypes = sorted({a.compute_dtypes[0].name for a in analyses if a.compute_dtypes})
-    ax.set_title(f"Roofline: {first.machine.name} ({', '.join(dtypes)}; dense peaks{_on_mesh(analyses)})")
+    ax.set_title(f"Roofline: {first.machine.name} ({', '.join(dtypes)}; dense peaks{mesh_note(analyses)})")
     ax.grid(True, which="both", alpha=0.3)
     extra = []
     if networks:
@@ -157,9 +163,9 @@ def plot_sweep(analyses, dim: str, values, ax=None, labels=None, quantity: str =
     _check_labels(labels, analyses)
     if quantity not in ("flops", "time"):
         raise SymroofError("quantity is 'flops' (achieved FLOPs/s) or 'time' (T_lower)")
-    for name, scale in (("xscale", xscale), ("yscale", yscale)):
-        if scale not in ("auto", "linear", "log"):
-            raise SymroofError(f"{name} is 'auto', 'linear' or 'log', not {scale!r}")
+    for name, choice in (("xscale", xscale), ("yscale", yscale)):
+        if choice not in ("auto", "linear", "log"):
+            raise SymroofError(f"{name} is 'auto', 'linear' or 'log', not {choice!r}")
     xs = numpy.asarray(values, dtype=float)
     if xs.ndim != 1 or not len(xs) or not numpy.all(numpy.isfinite(xs) & (xs > 0)):
         raise SymroofError(f"the values of {dim} to sweep must be positive sizes, at least one")
@@ -167,15 +173,15 @@ def plot_sweep(analyses, dim: str, values, ax=None, labels=None, quantity: str =
         if a.machine is None or not a.has_peak:
             raise SymroofError("a sweep needs a chip (or a peak and an HBM bandwidth)")
         if dim not in a.dims:
-            raise SymroofError(f"{dim} is not a named dim of {_text(a)!r}")
+            raise SymroofError(f"{dim} is not a named dim of {spec_text(a)!r}")
         if dim in a.values:
-            raise SymroofError(f"{dim} has a size ({a.values[dim]}) in {_text(a)!r}: leave it free to sweep it")
+            raise SymroofError(f"{dim} has a size ({a.values[dim]}) in {spec_text(a)!r}: leave it free to sweep it")
         free = [d for d in a.free_dims if d != dim]
         if free:
             raise SymroofError(f"give sizes for {', '.join(free)} to sweep {dim} (--set)")
     ax = _axes(ax)
     field = "achieved_flops_per_s" if quantity == "flops" else "t_lower"
-    names, title = _names(analyses, labels, NAME_CHARS)
+    names, title = legend_names(analyses, labels, NAME_CHARS)
     peaks, curves, knees, everything = [], [], [], []
     for a, name in zip(analyses, names):
         ys = numpy.broadcast_to(a.evaluate(field, **{dim: xs}), xs.shape)
@@ -196,43 +202,43 @@ def plot_sweep(analyses, dim: str, values, ax=None, labels=None, quantity: str =
     ys = numpy.concatenate(everything)
     if quantity == "flops":
         for peak in sorted(set(peaks)):
-            ax.axhline(peak, color="black", ls=":", lw=1, label=f"peak {_si(peak, 'FLOPs/s')}")
+            ax.axhline(peak, color="black", ls=":", lw=1, label=f"peak {si(peak, 'FLOPs/s')}")
     notes = []
     for value, roof, y, colour in knees:
         ax.axvline(value, color=colour, ls="--", lw=1)
-        note = ax.annotate(f"{dim} = {_size(value)}{roof}", (value, y), textcoords="offset points",
+        note = ax.annotate(f"{dim} = {size_text(value)}{roof}", (value, y), textcoords="offset points",
                            xytext=(5, -14), color=colour, fontsize=8)
         if quantity == "flops":     # under the peak, beside the dashed line
             notes.append((note, [_below(5, -14), _below(-5, -14, "right")]))
         else:                       # right of the elbow, below the curve; else left, above it
             notes.append((note, [_below(6, -14), _below(-6, 6, "right", step=+12)]))
-    if _log_x(xscale, xs, [value for value, *_ in knees]):
+    if use_log_x(xscale, xs, [value for value, *_ in knees]):
         ax.set_xscale("log")
-        _log_ticks(ax.xaxis, _si)
+        log_ticks(ax.xaxis, si)
     else:
-        ax.xaxis.set_major_formatter(_Linear(1.0, compact=True))
+        ax.xaxis.set_major_formatter(LinearTicks(1.0, compact=True))
     # achieved FLOPs/s on a linear x reads as a fraction of the peak: linear too
-    log_y = _log(yscale, ys) and (quantity == "time" or ax.get_xscale() == "log" or yscale == "log")
+    log_y = use_log(yscale, ys) and (quantity == "time" or ax.get_xscale() == "log" or yscale == "log")
     if log_y:
         ax.set_yscale("log")
     if quantity == "flops":             # one unit for the axis, from the peak: TFLOPs/s
-        scale, prefix = _prefix(max(peaks))
+        scale, prefix = si_prefix(max(peaks))
         ax.set_ylabel(f"achieved {prefix}FLOPs/s (FLOPs / T_lower)")
         ax.set_ylim(None if log_y else 0, max(peaks) * 1.1)
-        ticks = lambda v: _plain(v / scale)  # noqa: E731
+        ticks = lambda v: plain(v / scale)  # noqa: E731
     elif log_y:                         # each tick its unit: 10 µs, 1 ms, 1 s
         ax.set_ylabel("T_lower (time)")
-        ticks = _seconds
+        ticks = seconds_tick
     else:                               # one unit, from the longest time
-        scale, unit = _time_unit(float(numpy.max(ys)))
+        scale, unit = time_unit(float(numpy.max(ys)))
         ax.set_ylabel(f"T_lower ({unit})")
     if log_y:
-        _log_ticks(ax.yaxis, ticks)
+        log_ticks(ax.yaxis, ticks)
     else:
-        ax.yaxis.set_major_formatter(_Linear(scale))
+        ax.yaxis.set_major_formatter(LinearTicks(scale))
     ax.set_xlabel(f"{dim} (size)")
     chips = ", ".join(dict.fromkeys(a.machine.name for a in analyses))
-    mesh = f" ({_on_mesh(analyses)[2:]})" if _on_mesh(analyses) else ""
+    mesh = f" ({mesh_note(analyses)[2:]})" if mesh_note(analyses) else ""
     ax.set_title(f"{'Achieved FLOPs/s' if quantity == 'flops' else 'Time'} against {dim} on {chips}{mesh}")
     ax.grid(True, which="both" if log_y or ax.get_xscale() == "log" else "major", alpha=0.3)
     corners = ("lower right", "center right", "upper left") if quantity == "flops" else \
@@ -269,229 +275,6 @@ def _check_labels(labels, analyses) -> None:
         raise SymroofError(f"{len(labels)} labels for {len(analyses)} analyses: give one per analysis")
 
 
-def _text(a) -> str:
-    """The spec on one line, statements split by '; '."""
-    return "; ".join(line.strip() for line in a.spec.split("\n") if line.strip())
-
-
-def _names(analyses, labels, limit: int) -> tuple[list[str], str | None]:
-    """Legend names of at most `limit` characters, and a legend title: the labels, else the
-    specs, without a mesh line they all share, with the sizes that tell apart one spec at
-    several sizes, elided in the middle around the part that tells each from the others.
-    One spec at several sizes is the title, and the sizes the names."""
-    if labels:
-        return [_elide(str(label), limit) for label in labels], None
-    lines = [[line.strip() for line in a.spec.split("\n") if line.strip()] for a in analyses]
-    heads = {tuple(ls[:1]) for ls in lines}
-    if len(heads) == 1 and lines[0][0].startswith("mesh "):
-        lines = [ls[1:] for ls in lines]           # the mesh, said in the title
-    texts = ["; ".join(ls) for ls in lines]
-    suffixes = []
-    for a, text in zip(analyses, texts):
-        same = [b for b, t in zip(analyses, texts) if t == text]
-        differing = [d for d in a.dims if d in a.values and len({str(b.values.get(d)) for b in same}) > 1]
-        suffixes.append(f" ({', '.join(f'{d}={a.values[d]}' for d in differing)})" if differing else "")
-    if len(analyses) > 1 and len(set(texts)) == 1 and all(suffixes):
-        return [_elide(suffix.strip(" ()"), limit) for suffix in suffixes], _elide(texts[0], NAME_CHARS + 8)
-    if not any(suffixes) and (len(texts) > 5 or any(len(t) > limit for t in texts)):
-        named = _by_numbers(texts, limit)
-        if named is not None:
-            return named
-    names = []
-    for text, suffix in zip(texts, suffixes):
-        others = [t for t in texts if t != text]
-        at = max((_common(text, t) for t in others), default=0)
-        names.append(_elide(text, max(limit - len(suffix), 12), at) + suffix)
-    return names, None
-
-
-def _by_numbers(texts: list[str], limit: int):
-    """Specs that differ only in their numbers (sizes written in): the spec with a letter
-    for each number that varies as the title (numbers that vary together share one), the
-    values as the names: 'bf16[B, n] * int8[n, n] -> bf16[B, n]' and 'n=4096'. None when
-    they differ in more than numbers."""
-    pieces = [_NUMBER.split(t) for t in texts]
-    numbers = [_NUMBER.findall(t) for t in texts]
-    if len({tuple(p) for p in pieces}) != 1:
-        return None
-    groups: dict = {}                   # the values along the specs -> the positions with them
-    for i in range(len(numbers[0])):
-        values = tuple(n[i] for n in numbers)
-        if len(set(values)) > 1:
-            groups.setdefault(values, []).append(i)
-    words = set(re.findall(r"\w+", texts[0]))
-    letters = [c for c in "nmkpqrstuvw" if c not in words]
-    if not groups or len(groups) > len(letters):
-        return None
-    letter_at = {i: letter for (_, at), letter in zip(groups.items(), letters) for i in at}
-    title = pieces[0][0] + "".join(letter_at.get(i, n) + pieces[0][i + 1] for i, n in enumerate(numbers[0]))
-    names = [", ".join(f"{letter}={values[j]}" for values, letter in zip(groups, letters))
-             for j in range(len(texts))]
-    return [_elide(name, limit) for name in names], _elide(title, NAME_CHARS + 8)
-
-
-def _on_mesh(analyses) -> str:
-    """'; mesh X=2' where every analysis is on that one mesh (its names leave it out)."""
-    meshes = {str(a.mesh) for a in analyses}
-    return f"; {meshes.pop()}" if len(meshes) == 1 and analyses[0].mesh is not None else ""
-
-
-def _common(a: str, b: str) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
-
-
-def _elide(text: str, limit: int, at: int = 0) -> str:
-    """`text` in at most `limit` characters, its middle cut to '…', keeping the character
-    at index `at` (where it differs from the other names) in sight: the head and the tail
-    when `at` is in the head, else the head and what follows `at` (cut again if long)."""
-    if len(text) <= limit:
-        return text
-    room = limit - 1
-    if at + 6 <= room * 3 // 5:                     # the head and the tail
-        head = _head(text, room * 3 // 5, at + 6)
-        return head + "…" + _tail(text, room - len(head))
-    # from the statement, else the word, in which `at` lies
-    statement = text.rfind("; ", max(0, at - 24), at + 2)
-    word = text.rfind(" ", max(0, at - 10), at)
-    begin = statement + 2 if statement >= 0 else word + 1 if word >= 0 else max(0, at - 8)
-    rest = text[begin:]
-    if len(rest) <= room - 10:
-        return _head(text, room - len(rest), 0) + "…" + rest
-    head = _head(text, 10, 0)
-    return head + "…" + rest[:room - 1 - len(head)].rstrip() + "…"
-
-
-def _head(text: str, most: int, least: int) -> str:
-    """At most `most` characters from the start, cut after a space where one is near."""
-    cut = text.rfind(" ", max(least, most * 2 // 3), most + 1)
-    return text[:cut if cut > 0 else most].rstrip()
-
-
-def _tail(text: str, most: int) -> str:
-    """At most `most` characters from the end, starting after a space where one is near."""
-    tail = text[len(text) - most:]
-    space = tail.find(" ")
-    return tail[space + 1:] if 0 <= space < most // 3 else tail
-
-
-# Axes: scales and ticks -----------------------------------------------------------------
-
-def _log(choice: str, data) -> bool:
-    if choice != "auto":
-        return choice == "log"
-    data = numpy.asarray(data, dtype=float)
-    data = data[numpy.isfinite(data) & (data > 0)]
-    return bool(len(data)) and data.max() / data.min() >= LOG_SPAN
-
-
-def _log_x(choice: str, xs, knees) -> bool:
-    """Log when the sizes span two decades or more, unless every knee in range sits past
-    the first tenth of a linear axis (the chapter's B = 1 to 512, knees at 136 and 226)."""
-    if choice != "auto" or not _log(choice, xs):
-        return choice == "log"
-    lo, hi = float(xs.min()), float(xs.max())
-    inside = [k for k in knees if lo <= k <= hi]
-    return not inside or min(inside) < lo + (hi - lo) / 10
-
-
-def _formatter(tick):
-    return FuncFormatter(lambda v, _pos: tick(v))
-
-
-class _Linear(Formatter):
-    """Ticks of a linear axis divided by `scale`, all with the decimals the finest needs
-    (1.28, 1.30, 1.32; never an exponent or an offset); `compact` writes sizes from 10k up
-    as 10k, 1.5M."""
-
-    def __init__(self, scale: float, compact: bool = False):
-        self.scale, self.compact, self.decimals = scale, compact, None
-
-    def format_ticks(self, values):
-        scaled = [v / self.scale for v in values]
-        if self.compact and max((abs(v) for v in scaled), default=0) >= 1e4:
-            return [_si(v) for v in scaled]
-        self.decimals = max((_decimals(v) for v in scaled), default=0)
-        try:
-            return [self(v) for v in values]
-        finally:
-            self.decimals = None
-
-    def __call__(self, x, pos=None):
-        v = x / self.scale
-        if self.decimals is None:           # one value alone (the cursor's readout)
-            return _si(v) if self.compact else _plain(v)
-        return f"{v:.{self.decimals}f}"
-
-
-def _decimals(v: float) -> int:
-    """The decimals that write `v` (a tick value) exactly, at most 6."""
-    for d in range(7):
-        if abs(round(v, d) - v) <= 1e-9 * max(1.0, abs(v)):
-            return d
-    return 6
-
-
-def _log_ticks(axis, tick) -> None:
-    """Log ticks at 1, 2, 5 per decade over three decades or fewer (at each decade over
-    more), labelled by `tick`; unlabelled minor ticks between."""
-    class Spans(LogLocator):     # decides 1-2-5 or decades from the view when it is drawn
-        def tick_values(self, vmin, vmax):
-            few = vmin > 0 and vmax > 0 and abs(math.log10(vmax / vmin)) <= 3.2
-            self.set_params(subs=(1.0, 2.0, 5.0) if few else (1.0,))
-            return super().tick_values(vmin, vmax)
-
-    axis.set_major_locator(Spans(base=10, numticks=12))
-    axis.set_major_formatter(_formatter(tick))
-    axis.set_minor_locator(LogLocator(base=10, subs=numpy.arange(2, 10), numticks=12))
-    axis.set_minor_formatter(NullFormatter())
-
-
-def _plain(v: float) -> str:
-    """A tick number without an exponent: 0, 0.25, 12.5, 200, 1500."""
-    if v == 0 or not math.isfinite(v):
-        return "0" if v == 0 else str(v)
-    decimals = max(0, 2 - math.floor(math.log10(abs(v))))
-    text = f"{v:.{decimals}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def _prefix(top: float) -> tuple[float, str]:
-    """The SI prefix that writes values up to `top` as numbers from 1 to 999."""
-    for scale, prefix in _PREFIXES:
-        if abs(top) >= scale:
-            return scale, prefix
-    return 1.0, ""
-
-
-def _si(v: float, unit: str | None = None) -> str:
-    """820 GB/s, 197 TFLOPs/s; without a unit, compact: 10k, 1M, 512."""
-    scale, prefix = _prefix(v)
-    if unit is None:
-        return f"{_plain(v / scale)}{prefix}"
-    return f"{_plain(v / scale)} {prefix}{unit}"
-
-
-def _size(v: float) -> str:
-    return f"{v:.1f}" if v < 1e6 else _si(v)
-
-
-def _time_unit(top: float) -> tuple[float, str]:
-    for scale, unit in _TIMES:
-        if top >= scale:
-            return scale, unit
-    return _TIMES[-1]
-
-
-def _seconds(v: float) -> str:
-    if v <= 0:
-        return "0"
-    scale, unit = _time_unit(v * (1 + 1e-9))
-    return f"{_plain(v / scale)} {unit}"
-
-
 # Placing the legend and the labels --------------------------------------------------------
 
 _NEAR = 8      # candidate places near a knee, on each side
@@ -525,9 +308,9 @@ def _arrange(ax, corners, curves, notes, fontsize, extra=(), title=None) -> None
     handles, texts = handles + list(extra), texts + [h.get_label() for h in extra]
     columns = 2 if len(handles) > 6 and max(len(t) for t in texts) <= 30 else 1
 
-    def legend(corner, **where):
-        return ax.legend(handles, texts, fontsize=fontsize, loc=corner, ncols=columns, title=title,
-                         title_fontsize=fontsize, **where)
+    def legend(corner, size=fontsize, ncols=columns, **where):
+        return ax.legend(handles, texts, fontsize=size, loc=corner, ncols=ncols, title=title,
+                         title_fontsize=size, **where)
 
     for note, _ in notes:
         note.set_in_layout(False)       # labels stay inside the axes: the layout ignores them
@@ -537,9 +320,10 @@ def _arrange(ax, corners, curves, notes, fontsize, extra=(), title=None) -> None
     if not _within(ax.get_legend().get_window_extent(), frame):
         # more entries than the axes hold: beside them, where the layout makes room, in
         # smaller type or more columns until the figure holds them
-        corners, size = (), fontsize
-        for fontsize, columns in ((size, 1), (size - 1, 1), (size - 2, 1), (size - 2, 2), (size - 2, 3)):
-            legend("upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+        corners = ()
+        for size, ncols in ((fontsize, 1), (fontsize - 1, 1), (fontsize - 2, 1), (fontsize - 2, 2),
+                            (fontsize - 2, 3)):
+            legend("upper left", size, ncols, bbox_to_anchor=(1.02, 1), borderaxespad=0)
             ax.figure.draw_without_rendering()
             if _within(ax.get_legend().get_window_extent(), ax.figure.bbox):
                 break

@@ -1,11 +1,12 @@
-"""The text report of an analysis, and thresholds in words.
+"""The text report of an analysis.
 
 Numbers appear only here and in the JSON: expressions keep exact rationals inside and
 are shown with six significant figures; a count that is a number has its SI-scaled figure
 beside it (`268435456 (268.4 MFLOPs)`), and rates and times are scaled (`197 TFLOPs/s`,
 `820 GB/s`, `1.364 ms`). `table` is the full report; `summary` the short table an
-analysis shows as its repr; `threshold_summary`, `move_line`, `time_line`, `link_line`
-and `counts_line` are the reprs of the other results.
+analysis shows as its repr. A threshold says itself (`thresholds.threshold_text`), and
+the other results show themselves on one line (`oneline`). The rows of quantities take
+their labels and units from `quantities`.
 """
 
 from __future__ import annotations
@@ -14,41 +15,22 @@ import sympy
 
 from .collectives import link_name
 from .ir import label_text, subscript
-from .roofline import CONVENTIONS, Analysis, Threshold, dim_names
+from .oneline import REPR_WIDTH
+from .oneline import cut as _cut
+from .quantities import QUANTITY, nonzero
+from .roofline import CONVENTIONS, Analysis, dim_names
 from .sharding import Local
-from .oneline import REPR_WIDTH, cut as _cut
 from .show import beside, human, over, pretty, seconds, wrapped
+from .thresholds import threshold_text
 
-# the widest line of a repr; a value past it is cut short with "..."
-# text reports wrap their notes (the conventions) at this width
+# Row labels and units, as declared (quantities.py)
+_L = {name: q.label for name, q in QUANTITY.items()}
+_U = {name: q.unit for name, q in QUANTITY.items()}
 
 
-def threshold_text(t: Threshold, values: dict | None = None, latency=None, step: int = 1) -> str:
-    """A threshold in lines: the rule, the exact answer with its condition, the reason; on
-    a mesh, then the same against the network."""
-    parts = []
-    if t.rule is not None:
-        how = f"[rule: {', '.join(t.rule_as)} -> oo]" if t.rule_as else \
-            "[exact: no other named dim to take to infinity]"
-        parts.append(f"{_bound_on(t.var, t.op, t.rule, step)}  {how}")
-    if t.exact is not None and t.rule_as and t.exact != t.rule:
-        exact = f"exact: {_bound_on(t.var, t.op, t.exact, step)}"
-        if t.condition is not None:
-            exact += f", when {pretty(t.condition)}"
-            exact += {"never": " (never otherwise)", "always": f" (at every {t.var} otherwise)"}.get(
-                t.otherwise, "")
-        if values:
-            exact += "  [at " + ", ".join(f"{k} = {v}" for k, v in values.items()) + "]"
-        parts.append(exact)
-    if t.reason:
-        parts.extend(t.reason.split("; "))
-    if not parts:
-        parts.append(f"no threshold on {t.var}")
-    if t.network is not None:
-        head = "against the network (bandwidth-bound regime" + (f"; {latency}):" if latency else "):")
-        parts = [f"against HBM: {parts[0]}", *parts[1:], head,
-                 *("  " + line for line in threshold_text(t.network, values, step=step).split("\n"))]
-    return "\n".join(parts)
+def _count(a: Analysis, name: str) -> str:
+    """A count with its scaled figure beside it, in its declared unit."""
+    return beside(getattr(a, name), _U[name])
 
 
 def latency_text(a: Analysis) -> str:
@@ -59,20 +41,6 @@ def latency_text(a: Analysis) -> str:
     if floor:
         return f"latency floor at least {seconds(floor)} (some links' hop latency is unknown)"
     return "latency floor unknown (the chip has no hop latency figure)"
-
-
-def _bound_on(var: str, op: str, value, step: int = 1) -> str:
-    """`B > 240.24 (B >= 241)`; a dim split over chips moves in steps of that many."""
-    if not value.is_number:
-        return f"{var} {op} {pretty(value)}"
-    shown = f"{float(value):.2f}".rstrip("0").rstrip(".") if 1e-2 <= abs(float(value)) < 1e12 else pretty(value)
-    text = f"{var} {op} {shown}"
-    if op == ">":
-        if value < 1:
-            return f"{text}: every {var} >= 1"
-        first = (int(sympy.floor(value)) // step + 1) * step
-        return f"{text} ({var} >= {first}" + (f", a multiple of {step}" if step > 1 else "") + ")"
-    return text
 
 
 def table(a: Analysis, limit=None, solve=None) -> str:
@@ -95,47 +63,61 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     m = a.machine
     if m is not None:
         rows.append(("chip", _machine_text(a)))
-    rows.append(("FLOPs", beside(a.flops, "FLOPs") + ("" if a.flops_exact == a.flops
+    rows.append((_L["flops"], _count(a, "flops") + ("" if a.flops_exact == a.flops
                                                       else f"   (exact: {pretty(a.flops_exact)})")))
+    vector, transcendentals = nonzero(a, "flops_vector"), nonzero(a, "transcendentals")
+    if vector is not None:
+        rows.append((_L["flops_vector"], f"{_count(a, 'flops_vector')} on the vector unit (the rest on the "
+                                         "matrix unit)"))
+    if transcendentals is not None:
+        # "268.4 M", not "268.4 Mtranscendentals": the row's label names the unit
+        rows.append((_L["transcendentals"], f"{beside(transcendentals, '')} (exp, log, tanh, rsqrt, ...: "
+                                            "counted apart from FLOPs)"))
     if a.mesh is not None:
-        rows.append(("FLOPs total", f"{beside(a.flops_total, 'FLOPs')} over the mesh (replication "
-                                    f"{pretty(a.replication)})"))
+        rows.append((_L["flops_total"], f"{_count(a, 'flops_total')} over the mesh (replication "
+                                        f"{pretty(a.replication)})"))
     if a.program is not None:  # bare counts have no reads and writes to tell apart
-        rows.append(("bytes read", beside(a.bytes_read, "bytes")))
-        rows.append(("bytes written", beside(a.bytes_written, "bytes")))
-    rows.append(("bytes", beside(a.bytes, "bytes") + (" (HBM)" if a.mesh is not None else "")))
+        rows.append((_L["bytes_read"], _count(a, "bytes_read")))
+        rows.append((_L["bytes_written"], _count(a, "bytes_written")))
+    rows.append((_L["bytes"], _count(a, "bytes") + (" (HBM)" if a.mesh is not None else "")))
     if a.intensity is sympy.nan:
-        rows.append(("intensity", "undefined: no FLOPs and no HBM bytes"))
+        rows.append((_L["intensity"], "undefined: no FLOPs and no HBM bytes"))
     else:
-        rows.append(("intensity", f"{pretty(a.intensity)} FLOPs/byte"
+        rows.append((_L["intensity"], f"{pretty(a.intensity)} {_U['intensity']}"
                      + ("" if a.intensity_exact == a.intensity else f"   (exact: {pretty(a.intensity_exact)})")))
     network = bool(a.cost.moves) and a.has_links
     if m is not None and a.has_peak:
         if m.hbm_bw is not None:
-            rows.append(("critical", _critical_text(a)))
+            rows.append((_L["critical_intensity"], _critical_text(a)))
         if network and a.critical_network_intensity is sympy.nan:
-            rows.append(("network intensity", "0 FLOPs/byte of collectives' V (no FLOPs: all network)"))
+            rows.append((_L["network_intensity"], "0 FLOPs/byte of collectives' V (no FLOPs: all network)"))
         elif network:
-            rows.append(("network intensity", f"{pretty(a.network_intensity)} FLOPs/byte of collectives' V "
-                                              f"(critical {pretty(a.critical_network_intensity)})"))
-        rows.append(("T_math", _time(a, "math")))
+            rows.append((_L["network_intensity"], f"{pretty(a.network_intensity)} FLOPs/byte of collectives' V "
+                                                  f"(critical {pretty(a.critical_network_intensity)})"))
+        rows.append((_L["t_math"], _time(a, "math")))
+        t_vector = nonzero(a, "t_vector")
+        if t_vector is not None:
+            shown = seconds(t_vector) if t_vector.is_number else f"{pretty(t_vector)} s"
+            rows.append((_L["t_vector"], f"{shown} of T_math on the vector unit"))
     if m is not None and m.hbm_bw is not None:
-        rows.append(("T_comms", _time(a, "comms") + (" (HBM)" if a.mesh is not None else "")))
+        rows.append((_L["t_comms"], _time(a, "comms") + (" (HBM)" if a.mesh is not None else "")))
     if network:
-        rows.append(("T_network", _network_time(a) + " (bandwidth-bound); " + latency_text(a)))
+        rows.append((_L["t_network"], _network_time(a) + " (bandwidth-bound); " + latency_text(a)))
     elif a.cost.moves and m is not None:
         rows.append(("note", "costing the collectives needs link figures: name a chip (--chip) or "
                              "give --ici-bw"))
     if m is not None and m.hbm_bw is not None and a.has_peak and (network or not a.cost.moves):
         three = ", T_network" if network else ""
-        rows.append(("T_lower", seconds(a.t_lower) if a.t_lower.is_number else f"max(T_math, T_comms{three})"))
-        rows.append(("T_upper", seconds(a.t_upper) if a.t_upper.is_number
+        rows.append((_L["t_lower"], seconds(a.t_lower) if a.t_lower.is_number
+                     else f"max(T_math, T_comms{three})"))
+        rows.append((_L["t_upper"], seconds(a.t_upper) if a.t_upper.is_number
                      else "T_math + T_comms" + (" + T_network" if network else "")))
         rows.append(("bound", _bound_text(a)))
+        rows += [("on chip", str(item)) for item in a.on_chip]  # a fused block's intermediates
         if a.achieved_flops_per_s.is_number and a.flops != 0:
             share = a.achieved_flops_per_s / a.peak_flops
-            rows.append(("achieved", f"{human(a.achieved_flops_per_s, 'FLOPs/s')} at T_lower "
-                                     f"({float(share):.1%} of peak)"))
+            rows.append((_L["achieved_flops_per_s"], f"{human(a.achieved_flops_per_s, _U['achieved_flops_per_s'])} "
+                                                     f"at T_lower ({float(share):.1%} of peak)"))
     elif m is not None and (m.hbm_bw is None or not a.has_peak):
         rows.append(("note", "give both a peak (a chip or --peak-flops) and --hbm-bw for the "
                              "times, the bound and thresholds"))
@@ -196,15 +178,15 @@ def summary(a: Analysis) -> str:
         rows.append(("chip", _machine_text(a)))
     if a.values:
         rows.append(("sizes", ", ".join(f"{k} = {v}" for k, v in a.values.items())))
-    rows.append(("FLOPs", beside(a.flops, "FLOPs")))
-    rows.append(("bytes", beside(a.bytes, "bytes") + (" HBM" if a.mesh is not None else "")))
+    rows.append((_L["flops"], _count(a, "flops")))
+    rows.append((_L["bytes"], _count(a, "bytes") + (" HBM" if a.mesh is not None else "")))
     if a.intensity is sympy.nan:
-        rows.append(("intensity", "undefined: no FLOPs and no HBM bytes"))
+        rows.append((_L["intensity"], "undefined: no FLOPs and no HBM bytes"))
     else:
         critical = (f" (critical {pretty(a.critical_intensity)})"
                     if m is not None and a.has_peak and m.hbm_bw is not None and a.critical_intensity.is_number
                     and a.critical_intensity is not sympy.nan else "")
-        rows.append(("intensity", f"{pretty(a.intensity)} FLOPs/byte{critical}"))
+        rows.append((_L["intensity"], f"{pretty(a.intensity)} {_U['intensity']}{critical}"))
     network = bool(a.cost.moves) and a.has_links
     if a.cost.moves:
         times = {id(move.move): t for move, t in a.collectives} if network else {}
@@ -219,15 +201,15 @@ def summary(a: Analysis) -> str:
             shown.append(text)
         rows.append(("collectives", "; ".join(shown)))
     if m is not None and a.has_peak:
-        rows.append(("T_math", _time(a, "math")))
+        rows.append((_L["t_math"], _time(a, "math")))
     if m is not None and m.hbm_bw is not None:
-        rows.append(("T_comms", _time(a, "comms")))
+        rows.append((_L["t_comms"], _time(a, "comms")))
     if network:
-        rows.append(("T_network", _network_time(a) + "; " + latency_text(a)))
+        rows.append((_L["t_network"], _network_time(a) + "; " + latency_text(a)))
     elif a.cost.moves and m is not None:
         rows.append(("note", "costing the collectives needs link figures: give --ici-bw or a chip"))
     if m is not None and m.hbm_bw is not None and a.has_peak and (network or not a.cost.moves):
-        rows.append(("T_lower", seconds(a.t_lower) if a.t_lower.is_number
+        rows.append((_L["t_lower"], seconds(a.t_lower) if a.t_lower.is_number
                      else "max(T_math, T_comms" + (", T_network)" if network else ")")))
         rows.append(("bound", _bound_text(a)))
     elif m is not None and (m.hbm_bw is None or not a.has_peak):
@@ -235,14 +217,6 @@ def summary(a: Analysis) -> str:
     out = _aligned(rows, REPR_WIDTH)
     out.append("(print(a) for the full report, with the steps and the conventions)")
     return "\n".join(out)
-
-
-def threshold_summary(t: Threshold) -> str:
-    """A threshold's repr: what it is on, then `threshold_text`, each line at most
-    `REPR_WIDTH` wide."""
-    lines = [f"Threshold: where {t.var} makes the analysis compute-bound",
-             *("  " + line for line in threshold_text(t).split("\n"))]
-    return "\n".join(_cut(line, REPR_WIDTH) for line in lines)
 
 
 def _steps(a: Analysis) -> list[tuple[str, str]]:
@@ -292,13 +266,20 @@ def _line_summary(line: Analysis) -> str:
     return "; ".join(parts)
 
 
+def _machine(a: Analysis):
+    """The analysis's machine, for the rows about it (shown only where there is one)."""
+    m = a.machine
+    assert m is not None, "a row about the machine, for an analysis without one"
+    return m
+
+
 def _rates(a: Analysis) -> dict:
-    """Each compute dtype's rate, and the peak it runs at."""
-    return {d.rate: a.machine.peak(d.rate) for d in a.compute_dtypes}
+    """Each rate the work runs at (a dtype's matrix peak, the vector unit's), by name."""
+    return a.rates
 
 
 def _machine_text(a: Analysis) -> str:
-    m = a.machine
+    m = _machine(a)
     parts = []
     if a.has_peak and a.compute_dtypes:
         peaks = " + ".join(f"{human(peak, 'FLOPs/s')} {rate}" for rate, peak in _rates(a).items())
@@ -315,7 +296,7 @@ def _critical_text(a: Analysis) -> str:
         return "none: no FLOPs to run"
     if a.critical_intensity.is_number:
         return f"{pretty(a.critical_intensity)} FLOPs/byte (peak / HBM bandwidth)"
-    each = ", ".join(f"{pretty(peak / a.machine.hbm_bw)} ({rate})" for rate, peak in _rates(a).items())
+    each = ", ".join(f"{pretty(peak / _machine(a).hbm_bw)} ({rate})" for rate, peak in _rates(a).items())
     return f"{each} FLOPs/byte: the steps compute in different dtypes"
 
 
@@ -324,14 +305,9 @@ def _time(a: Analysis, which: str) -> str:
     if value.is_number:
         return seconds(value)
     if which == "comms":
-        return over(a.bytes, a.machine.hbm_bw) + " s"
-    by_rate: dict[str, sympy.Expr] = {}
-    for s in a.steps:
-        if s.flops != 0:
-            by_rate[s.step.compute.rate] = by_rate.get(s.step.compute.rate, 0) + a._at(s.flops)
-    if not a.steps:
-        by_rate = {a.compute_dtypes[0].rate: a.flops}
-    return " + ".join(over(flops, a.machine.peak(rate)) for rate, flops in by_rate.items()) + " s"
+        return over(a.bytes, _machine(a).hbm_bw) + " s"
+    rates = a.rates
+    return " + ".join(over(work, rates[name]) for name, work in a.work.items()) + " s"
 
 
 def _network_time(a: Analysis) -> str:

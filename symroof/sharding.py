@@ -25,102 +25,36 @@ Examples:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
 
-import sympy
+from . import ops
+from .dtypes import DTYPES, DType
+from .ir import Apply, Collective, Contraction, Mesh, Step, Term, label_text
+from .layout import (
+    Axes,
+    Layout,
+    Local,
+    Move,
+    Plan,
+    ShardingError,
+    check_collective,
+    fix_message,
+    layout_of,
+    local_elements,
+    local_size,
+)
 
-from .dtypes import DType
-from .errors import SpecError
-from .ir import Collective, Contraction, Mesh, Step, Tensor, label_text, subscript
-
-Axes = tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Which axes split each dim (in the order of `labels`), and the unreduced axes."""
-
-    labels: tuple[str, ...]
-    axes: tuple[Axes, ...]
-    unreduced: Axes = ()
-
-    def of(self, label: str) -> Axes:
-        return self.axes[self.labels.index(label)]
-
-    def with_axes(self, label: str, axes: Axes) -> "Layout":
-        i = self.labels.index(label)
-        return Layout(self.labels, self.axes[:i] + (axes,) + self.axes[i + 1:], self.unreduced)
-
-    def text(self, dtype: DType, local: bool = False) -> str:
-        """`bf16[B, D_X]`, or with `local` each dim's shard, `bf16[B, D/X]`."""
-        dims = []
-        for label, axes in zip(self.labels, self.axes):
-            name = label_text(label)
-            if local and axes:
-                dims.append(f"{name}/{''.join(axes) if all(len(a) == 1 for a in axes) else '/'.join(axes)}")
-            else:
-                dims.append(name + ("" if local else subscript(axes)))
-        notes = f" {{U{subscript(self.unreduced)}}}" if self.unreduced else ""
-        return f"{dtype}[{', '.join(dims)}]{notes}"
+# The layouts and plans live in `layout.py`; the cost model, the renderers and the resolver
+# import them from here, with the lowering that makes them.
+__all__ = ["Axes", "Layout", "Local", "Move", "Plan", "ShardingError", "check_collective", "check_layout",
+           "fix_message", "layout_of",
+           "local_elements", "local_size", "lower"]
 
 
-@dataclass(frozen=True)
-class Move:
-    """A collective: written in the spec, or inserted by symroof (with why)."""
-
-    kind: str
-    axes: Axes
-    dtype: DType
-    before: Layout
-    after: Layout
-    dim: str | None = None
-    why: str | None = None  # None: written in the spec
-
-    def __str__(self) -> str:
-        items = (*self.axes, label_text(self.dim)) if self.dim is not None else self.axes
-        tail = f" (inserted: {self.why})" if self.why else ""
-        return f"{self.kind}{subscript(items)} {self.before.text(self.dtype)}{tail}"
-
-
-@dataclass(frozen=True)
-class Local:
-    """A step every chip runs on its own shards: inputs and result laid out consistently."""
-
-    step: Step
-    inputs: tuple[Layout, ...]
-    output: Layout
-
-    def __str__(self) -> str:
-        ins = " * ".join(lay.text(t.dtype, local=True) for t, lay in zip(self.step.inputs, self.inputs))
-        return f"{ins} -> {self.output.text(self.step.output.dtype, local=True)}"
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What one statement becomes on the mesh, in order."""
-
-    items: tuple[Move | Local, ...]
-    sizes: dict = field(default_factory=dict)  # label -> global size
-
-
-class ShardingError(SpecError):
-    """A layout symroof cannot run as written, with the collectives that would fix it
-    (`fixes`: (description, Move, V) triples, V the bytes per chip once `bytes_known`) and
-    the mesh, so that the caller can cost them on a chip."""
-
-    def __init__(self, message: str, fixes=(), text: str | None = None, start: int | None = None,
-                 end: int | None = None, mesh: Mesh | None = None):
-        self.fixes = tuple(fixes)
-        self.mesh = mesh
-        super().__init__(message, text, start, end)
-
-
-def layout_of(tensor: Tensor, labels=None) -> Layout:
-    labels = labels or tuple(d.name or str(d.size) for d in tensor.dims)
-    return Layout(tuple(labels), tuple(d.axes for d in tensor.dims), tensor.unreduced)
-
-
-def lower(statement: Contraction | Collective, mesh: Mesh) -> Plan:
+# Cached: parse checks each layout by lowering it, and costing lowers it again; statements
+# and meshes are frozen, so the second lowering is the first one's plan (never mutated).
+@functools.lru_cache(maxsize=4096)
+def lower(statement: Contraction | Apply | Collective, mesh: Mesh) -> Plan:
     """Lower one statement onto the mesh."""
     if isinstance(statement, Collective):
         before, after = layout_of(statement.input), layout_of(statement.output)
@@ -133,7 +67,7 @@ def lower(statement: Contraction | Collective, mesh: Mesh) -> Plan:
     pending: list[Layout] = []
     for k, step in enumerate(statement.steps):
         layouts = []
-        for i, term in enumerate(step.inputs):
+        for term in step.inputs:
             if term.axes is None:  # an intermediate: as the step that wrote it left it
                 layouts.append(pending.pop(0))
             else:
@@ -145,8 +79,9 @@ def lower(statement: Contraction | Collective, mesh: Mesh) -> Plan:
     for item in items:
         for layout in ((item.before, item.after) if isinstance(item, Move) else (*item.inputs, item.output)):
             if not _valid(layout):
-                raise ShardingError(f"symroof found no valid way to run this layout ({layout.text(DType('?', 0, '?', False))} "
-                                    "would split two dims over one axis); write the collectives out")
+                shown = layout.text(DType("?", 0, "?", False))  # its dims and splits: the dtype plays no part
+                raise ShardingError(f"symroof found no valid way to run this layout ({shown} would split two "
+                                    "dims over one axis); write the collectives out")
     # a collective over axes of one chip each moves nothing
     items = [i for i in items if not (isinstance(i, Move) and all(mesh.axis(a).size == 1 for a in i.axes))]
     return Plan(tuple(items), dict(statement.sizes))
@@ -159,6 +94,11 @@ def _valid(layout: Layout) -> bool:
 
 
 def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list) -> Layout:
+    kind = ops.kind_of(step.kind)
+    if kind.stats(step.fn):
+        return _lower_rows(step, kind.stats(step.fn), layouts, final, items)
+    if kind.same_layouts:
+        _check_same(step, layouts)
     summed = set(step.summed)
     dtypes = [t.dtype for t in step.inputs]
     every = list(dict.fromkeys(l for t in step.inputs for l in t.labels))
@@ -202,7 +142,7 @@ def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list) -> 
     if final:
         # a result split where its inputs are not: each chip computes only its part (its
         # inputs are replicated there, so it slices them locally, for free)
-        for label, want in zip(step.output.labels, step.output.axes):
+        for label, want in zip(step.output.labels, _written(step.output).axes):
             if label in split and not split[label] and want and not set(want) & set(partial) and \
                     all(_free(lay, label, want) for lay in layouts if label in lay.labels) and \
                     not any(set(want) & set(split[l]) for l in every if l != label):
@@ -220,8 +160,68 @@ def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list) -> 
                               why=f"partial sums over {', '.join(partial)} before the next step"))
             return reduced
         return natural
-    written = Layout(out_labels, step.output.axes, step.output.unreduced)
-    return _to_written(natural, written, step.output.dtype, items)
+    return _to_written(natural, _written(step.output), step.output.dtype, items)
+
+
+def _lower_rows(step: Step, stats: int, layouts: list[Layout], final: bool, items: list) -> Layout:
+    """A softmax or norm: it keeps its input's layout; where a dim it works over is split,
+    each row's `stats` fp32 statistics are combined across those axes (an AllReduce of
+    stats values per row), not the whole result. A scale or bias is laid out as the input,
+    sliced where it is replicated and gathered where it is split otherwise."""
+    x = layouts[0]
+    for i in range(1, len(layouts)):
+        for label in layouts[i].labels:
+            have, want = layouts[i].of(label), x.of(label)
+            if have != want and want[:len(have)] != have:
+                kept = tuple(a for a in have if a in want[:len(have)])
+                gathered = layouts[i].with_axes(label, kept)
+                items.append(Move("AllGather", tuple(a for a in have if a not in kept), step.inputs[i].dtype,
+                                  layouts[i], gathered, why=f"{label_text(label)} is split otherwise "
+                                                            "than in the input"))
+                layouts[i] = gathered
+            layouts[i] = layouts[i].with_axes(label, want)
+    natural = Layout(step.output.labels, tuple(x.of(l) for l in step.output.labels))
+    items.append(Local(step, tuple(layouts), natural))
+    split = tuple(dict.fromkeys(a for l in step.summed for a in x.of(l)))
+    if split:
+        rows = tuple(l for l in x.labels if l not in step.summed)
+        stat = Layout(rows, tuple(x.of(l) for l in rows))
+        over = ", ".join(label_text(l) for l in step.summed)
+        items.append(Move("AllReduce", split, DTYPES["fp32"], stat, stat, copies=stats,
+                          why=f"{step.fn}_{over} over a dim split across {', '.join(split)}: {stats} "
+                              f"fp32 statistic{'s' if stats > 1 else ''} per row combined"))
+    if not final:
+        return natural
+    return _to_written(natural, _written(step.output), step.output.dtype, items)
+
+
+def _written(result: Term) -> Layout:
+    """The layout the spec wrote for a statement's result. Only an intermediate has no
+    axes (its layout is the lowering's to choose), and none is ever asked for here."""
+    return Layout(result.labels, result.axes or ((),) * len(result.labels), result.unreduced)
+
+
+def _check_same(step: Step, layouts: list[Layout]) -> None:
+    """Elementwise operands: a dim both have is split alike, or on one side only (the other
+    side is replicated there and slices its part for free)."""
+    for label in layouts[0].labels:
+        if label not in layouts[1].labels:
+            continue
+        left, right = layouts[0].of(label), layouts[1].of(label)
+        if left == right or left[:len(right)] == right or right[:len(left)] == left:
+            continue
+        fixes = []
+        for i, lay in enumerate(layouts):
+            other = layouts[1 - i].of(label)
+            extra = tuple(a for a in lay.of(label) if a not in other)
+            gathered = lay.with_axes(label, tuple(a for a in lay.of(label) if a in other))
+            side = "left" if i == 0 else "right"
+            fixes.append((f"AllGather_{''.join(extra)} the {side} operand's {label_text(label)} first",
+                          Move("AllGather", extra, step.inputs[i].dtype, lay, gathered,
+                               why=f"fix: {label_text(label)} split as the other side"), None))
+        raise ShardingError(f"{label_text(label)} is split over {', '.join(left) or 'nothing'} on the left "
+                            f"and {', '.join(right) or 'nothing'} on the right: an elementwise op needs "
+                            "its operands laid out alike", fixes)
 
 
 def _to_written(have: Layout, want: Layout, dtype: DType, items: list) -> Layout:
@@ -327,63 +327,13 @@ def _nested(splits) -> bool:
     return all(longest[:len(s)] == s for s in splits)
 
 
-def check_collective(kind: str, axes: Axes, dim: str | None, source: Tensor, target: Tensor) -> str | None:
-    """What is wrong with a written collective's layouts, in words, or None."""
-    before, after = layout_of(source), layout_of(target)
-    names = before.labels
-    if kind in ("AllGather", "AllToAll") and before.unreduced != after.unreduced:
-        return f"an {kind} does not reduce: the result keeps {{U{subscript(before.unreduced)}}}" \
-            if before.unreduced else f"an {kind} leaves nothing unreduced"
-    if kind == "AllGather":
-        missing = [a for a in axes if not any(a in s for s in before.axes)]
-        if missing:
-            return f"{missing[0]} splits no dim of the input: there is nothing to gather over it"
-        expected = tuple(tuple(a for a in s if a not in axes) for s in before.axes)
-        for name, want, got, had in zip(names, expected, after.axes, before.axes):
-            added = [a for a in got if a not in had]
-            if added:
-                return f"an AllGather removes a split, but the result adds {added[0]} to {name}"
-            if got != want:
-                return f"after AllGather over {', '.join(axes)}, {name} is split over " \
-                       f"{', '.join(want) or 'nothing'}, not {', '.join(got) or 'nothing'}"
-        return None
-    if kind in ("AllReduce", "ReduceScatter"):
-        missing = [a for a in axes if a not in before.unreduced]
-        if missing:
-            return f"{kind} over {missing[0]} reduces partial sums: the input needs {{U_{missing[0]}}}"
-        left = tuple(a for a in before.unreduced if a not in axes)
-        if after.unreduced != left:
-            return f"after {kind} over {', '.join(axes)} the result is unreduced over " \
-                   f"{', '.join(left) or 'nothing'}"
-        for name, had, got in zip(names, before.axes, after.axes):
-            want = had + axes if kind == "ReduceScatter" and name == dim else had
-            if kind == "ReduceScatter" and name == dim and any(a in s for s in before.axes for a in axes):
-                return f"{', '.join(axes)} already splits a dim of the input"
-            if got != want:
-                return f"after {kind}, {name} is split over {', '.join(want) or 'nothing'}, not " \
-                       f"{', '.join(got) or 'nothing'}"
-        return None
-    # AllToAll: the axes leave the dim they split and go to `dim`
-    source_dim = next((n for n, s in zip(names, before.axes) if all(a in s for a in axes)), None)
-    if source_dim is None or source_dim == dim:
-        return f"an AllToAll moves {', '.join(axes)} from the dim it splits to {dim}; " \
-               f"no other dim of the input is split over {', '.join(axes)}"
-    for name, had, got in zip(names, before.axes, after.axes):
-        want = tuple(a for a in had if a not in axes) if name == source_dim else \
-            (had + axes if name == dim else had)
-        if got != want:
-            return f"after AllToAll, {name} is split over {', '.join(want) or 'nothing'}, not " \
-                   f"{', '.join(got) or 'nothing'}"
-    return None
-
-
-def local_size(layout: Layout, label: str, sizes: dict, mesh: Mesh) -> sympy.Expr:
-    """A dim's extent on one chip: its size over the chips along the axes that split it."""
-    chips = 1
-    for axis in layout.of(label):
-        chips *= mesh.axis(axis).size
-    return sizes[label] / chips
-
-
-def local_elements(layout: Layout, sizes: dict, mesh: Mesh) -> sympy.Expr:
-    return sympy.Mul(*(local_size(layout, l, sizes, mesh) for l in layout.labels))
+def check_layout(statement: Contraction | Apply, mesh: Mesh) -> None:
+    """Raise ShardingError where the statement's layout cannot run on the mesh, with the
+    fixes costed in bytes per chip. The resolver calls this (`parse` hands it over) so
+    that the error points at the statement."""
+    try:
+        lower(statement, mesh)
+    except ShardingError as err:
+        sizes = dict(statement.sizes)
+        fixes = [(what, fix, fix.dtype.bytes * local_elements(fix.after, sizes, mesh)) for what, fix, _ in err.fixes]
+        raise ShardingError(fix_message(err.message, fixes), fixes, mesh=mesh, problem=err.message) from None

@@ -68,8 +68,8 @@ def limit_parts(num: PolyElement, den: PolyElement, symbols, together: bool = Tr
         if dn < dd:
             return ("zero",)
         if dn > dd:
-            signs = (sign_of(num), sign_of(den))
-            return ("infinite", None if None in signs else signs[0] * signs[1])
+            sn, sd = sign_of(num), sign_of(den)
+            return ("infinite", None if sn is None or sd is None else sn * sd)
     return ("finite", num, den)
 
 
@@ -94,7 +94,10 @@ def cancel_simple(num: PolyElement, den: PolyElement) -> tuple[PolyElement, Poly
     monoms = [*num.itermonoms(), *den.itermonoms()]
     common = tuple(min(m[i] for m in monoms) for i in range(num.ring.ngens))
     if any(common):
-        shift = lambda p: p.ring({tuple(e - c for e, c in zip(m, common)): k for m, k in p.iterterms()})
+
+        def shift(p):
+            return p.ring({tuple(e - c for e, c in zip(m, common)): k for m, k in p.iterterms()})
+
         num, den = shift(num), shift(den)
     (cn, num), (cd, den) = num.primitive(), den.primitive()
     if den.LC < 0:

@@ -4,7 +4,7 @@ This layer knows the grammar and nothing of what the names mean: whether `X` in
 `X[B, D]` is a dtype or a tensor's name, which dims are summed, and every other
 question of meaning is settled in `resolve.py`, which uses the positions kept here
 to point at the spot. Lark's own exceptions never leave this module: every syntax
-error becomes a `SpecError` in words, with a caret.
+error becomes a `SpecError` in words, with a caret (the words are `syntax_errors.py`'s).
 """
 
 from __future__ import annotations
@@ -12,17 +12,19 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
-import re
 import os
 import unicodedata
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedInput
 
 from .errors import SpecError
 from .resources import resource_path
+from .syntax_errors import syntax_error
+
+# The statements this module builds; `parse.py` imports WMesh from here.
+from .written import Span, WAnnotation, WApply, WCollective, WDim, WFused, WMesh, WMeshAxis, WOp, WStatement, WTensor
 
 # Longer specs are refused before parsing: nothing a person writes by hand is this long,
 # and it keeps every later step (sympy included) quick.
@@ -32,125 +34,7 @@ MAX_SIZE_DIGITS = 18
 # No spec nests braces deeper than a few levels (\text{\text{int8[B]}}); deeper is refused.
 MAX_DEPTH = 16
 
-Span = tuple[int, int]
-
-
-@dataclass
-class WDim:
-    """A dim as written: a name (`B`), a literal size (`4096`) or both (`D=4096`)."""
-
-    name: str | None
-    value: int | None
-    axes: tuple[str, ...]
-    span: Span
-    axes_span: Span | None = None
-
-    @property
-    def text(self) -> str:
-        if self.name is None:
-            return str(self.value)
-        return self.name if self.value is None else f"{self.name}={self.value}"
-
-
-@dataclass
-class WTensor:
-    """A tensor as written. `head` is the word before '[' (a dtype or a name); einsum
-    terms have none."""
-
-    head: str | None
-    head_span: Span | None
-    name: str | None
-    name_span: Span | None
-    dims: list[WDim]
-    span: Span
-    annotations: list["WAnnotation"] = field(default_factory=list)
-
-
-@dataclass
-class WOp:
-    """An operator between operands: its symbol and the subscript it names, if any."""
-
-    symbol: str
-    subscript: list[tuple[str, Span]] | None
-    span: Span
-
-
-@dataclass
-class WAnnotation:
-    """One `{...}` item after the result, such as `compute=fp8` or `U_X`."""
-
-    key: str
-    subscript: list[tuple[str, Span]] | None
-    value: str | None
-    span: Span
-
-
-@dataclass
-class WStatement:
-    """One contraction: operands joined by operators, then the result (whose `{...}`
-    annotations, such as `compute=fp8`, speak for the whole statement)."""
-
-    kind: str  # "spec", "book" or "einsum": which of the written forms it came in
-    operands: list[WTensor]
-    ops: list[WOp]
-    output: WTensor
-    span: Span
-    text: str = field(repr=False, default="")
-
-
-@dataclass
-class WMeshAxis:
-    name: str
-    size: int
-    link: str | None
-    span: Span
-    link_span: Span | None
-
-
-@dataclass
-class WMesh:
-    """`mesh X=2, Y=4@dcn`."""
-
-    axes: list[WMeshAxis]
-    span: Span
-
-
-@dataclass
-class WCollective:
-    """`AllGather_X bf16[I_X, J] -> bf16[I, J]`: its kind, subscript, input and output."""
-
-    kind: str
-    kind_span: Span
-    subscript: list[tuple[str, Span]]
-    subscript_span: Span
-    input: WTensor
-    output: WTensor
-    span: Span
-
-
 COLLECTIVES = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll")
-
-_WORDS = {
-    "ARROW": "'->'",
-    "OPERATOR": "an operator ('@', '*' or '*_D')",
-    "NAME": "a name",
-    "INT": "a size",
-    "LSQB": "'['",
-    "RSQB": "']'",
-    "LBRACE": "'{'",
-    "RBRACE": "'}'",
-    "COMMA": "','",
-    "COLON": "':'",
-    "_SEMI": "';'",
-    "EQUALS": "'='",
-    "UNDERSCORE": "'_'",
-    "_NEWLINE": "a new line",
-    "TEXT_OPEN": "'\\text{'",
-    "$END": "the end of the spec",
-}
-# The order in which expected tokens are listed, most helpful first.
-_ORDER = ["COMMA", "RSQB", "ARROW", "OPERATOR", "LSQB", "NAME", "INT", "COLON", "EQUALS",
-          "UNDERSCORE", "LBRACE", "RBRACE", "TEXT_OPEN", "_SEMI", "_NEWLINE", "$END"]
 
 
 @functools.cache
@@ -202,8 +86,8 @@ def read(text: str) -> list[WStatement]:
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as err:
-        raise _syntax_error(text, err) from None
-    return [_statement(child, text) for child in tree.children]
+        raise syntax_error(text, err) from None
+    return [_statement(child, text) for child in tree.children if isinstance(child, Tree)]
 
 
 def normalize(text: str) -> str:
@@ -239,8 +123,10 @@ def _has_content(text: str) -> bool:
 
 # ---- parse tree -> written statements ------------------------------------------------
 
-def _span(node) -> Span:
+def _span(node: Token | Tree) -> Span:
     if isinstance(node, Token):
+        # Lark types a token's offsets as optional: only a token made by hand lacks them.
+        assert node.start_pos is not None and node.end_pos is not None
         return (node.start_pos, node.end_pos)
     return (node.meta.start_pos, node.meta.end_pos)
 
@@ -256,8 +142,12 @@ def _statement(tree: Tree, text: str):
         return _book(tree, text)
     if kind == "mesh":
         return _mesh(tree, text)
-    if kind == "collective":
-        return _collective(tree, text)
+    if kind == "prefixed":
+        return _prefixed(tree, text)
+    if kind == "call":
+        return _call(tree, text)
+    if kind == "fused":
+        return _fused(tree, text)
     return _einsum(tree, text)
 
 
@@ -298,14 +188,43 @@ def _mesh(tree: Tree, text: str) -> WMesh:
     return WMesh(found, _span(tree))
 
 
-def _collective(tree: Tree, text: str) -> WCollective:
-    word, subscript, source, _arrow, target = tree.children
-    if str(word) not in COLLECTIVES:
-        close = difflib.get_close_matches(str(word), COLLECTIVES, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else f" (collectives: {', '.join(COLLECTIVES)})"
-        raise SpecError(f"unknown collective '{word}'{hint}", text, *_span(word))
-    return WCollective(str(word), _span(word), _subscript(subscript), _span(subscript),
-                       _operand(source, text), _operand(target, text), _span(tree))
+def _prefixed(tree: Tree, text: str) -> WCollective | WApply:
+    word, subscript, *rest = tree.children
+    operands = [_operand(node, text) for node in rest if isinstance(node, Tree)]
+    *inputs, output = operands
+    if str(word) in COLLECTIVES:
+        if subscript is None:
+            raise SpecError(f"{word} names the mesh axes it runs over: {word}_X", text, *_span(word))
+        if len(inputs) != 1:
+            raise SpecError(f"{word} moves one tensor", text, *inputs[1].span)
+        return WCollective(str(word), _span(word), _subscript(subscript), _span(subscript),
+                           inputs[0], output, _span(tree))
+    return WApply(str(word), _span(word), None if subscript is None else _subscript(subscript), "prefix",
+                  inputs, output, _span(tree))
+
+
+def _call(tree: Tree, text: str) -> WApply:
+    word, subscript, *rest = tree.children
+    operands = [_operand(node, text) for node in rest if isinstance(node, Tree)]
+    return WApply(str(word), _span(word), None if subscript is None else _subscript(subscript), "call",
+                  operands[:-1], operands[-1], _span(tree))
+
+
+def _fused(tree: Tree, text: str) -> WFused:
+    word = tree.children[0]
+    if str(word) != "fused":
+        hint = "; did you mean 'fused'?" if difflib.get_close_matches(str(word), ["fused"]) else ""
+        raise SpecError(f"'{word} {{' is not a statement{hint} (a block of one kernel is 'fused {{ ... }}')",
+                        text, *_span(word))
+    inner = [c for c in tree.children[1:] if isinstance(c, Tree)]
+    statements = [_statement(child, text) for child in inner]
+    for child, statement in zip(inner, statements):
+        if not isinstance(statement, (WStatement, WApply)):
+            what = "a fused block" if isinstance(statement, WFused) else \
+                "a mesh line" if isinstance(statement, WMesh) else "a collective"
+            raise SpecError(f"{what} cannot go inside a fused block: it holds ops that run as one kernel",
+                            text, *_span(child))
+    return WFused(statements, _span(word), _span(tree))
 
 
 def _einsum(tree: Tree, text: str) -> WStatement:
@@ -322,9 +241,9 @@ def _einsum(tree: Tree, text: str) -> WStatement:
 
 
 def _einsum_term(token: Token) -> WTensor:
-    start = token.start_pos
+    start, end = _span(token)
     dims = [WDim(ch, None, (), (start + i, start + i + 1)) for i, ch in enumerate(str(token))]
-    return WTensor(None, None, None, None, dims, (start, max(token.end_pos, start)))
+    return WTensor(None, None, None, None, dims, (start, max(end, start)))
 
 
 def _operand(tree: Tree, text: str) -> WTensor:
@@ -332,7 +251,7 @@ def _operand(tree: Tree, text: str) -> WTensor:
     tensor = _tensor(tensor_node, text)
     if name is not None:
         tensor.name, tensor.name_span = str(name), _span(name)
-        tensor.span = (name.start_pos, tensor.span[1])
+        tensor.span = (_span(name)[0], tensor.span[1])
     tensor.annotations = _annotations(annotations)
     return tensor
 
@@ -347,12 +266,13 @@ def _tensor(tree: Tree, text: str) -> WTensor:
         _open, head, _close, _lsqb, dims, _rsqb = tree.children  # \text{int8}[B, D]
     else:
         head, _lsqb, dims, _rsqb = tree.children
-    head_text = "_".join(str(c) for c in head.children if c.type == "NAME")
+    head_text = "_".join(str(c) for c in head.children if isinstance(c, Token) and c.type == "NAME")
     dim_list = [] if dims is None else [_dim(d, text) for d in dims.children if isinstance(d, Tree)]
     return WTensor(head_text, _span(head), None, None, dim_list, _span(tree))
 
 
-def _size_of(token: Token, text: str) -> int:
+def _size_of(token: Token | Tree, text: str) -> int:
+    assert isinstance(token, Token)  # an INT: the grammar makes it a token, lark's types cannot say so
     digits = str(token)
     if len(digits.lstrip("0")) > MAX_SIZE_DIGITS:
         raise SpecError(f"a size of {len(digits)} digits is not one symroof can cost "
@@ -399,115 +319,7 @@ def _annotations(tree: Tree | None) -> list[WAnnotation]:
             continue
         key, subscript, _equals, value = node.children
         value_text = None if value is None else "_".join(
-            str(c) for c in value.children if c.type == "NAME")
+            str(c) for c in value.children if isinstance(c, Token) and c.type == "NAME")
         found.append(WAnnotation(str(key), None if subscript is None else _subscript(subscript),
                                  value_text, _span(node)))
     return found
-
-
-# ---- syntax errors in words ------------------------------------------------------------
-
-def _syntax_error(text: str, err: UnexpectedInput) -> SpecError:
-    pos = getattr(err, "pos_in_stream", None)
-    if isinstance(err, UnexpectedToken) and err.token.type != "$END":
-        token = err.token
-        pos, end, got = token.start_pos, token.end_pos, _show(str(token))
-        if token.type == "_NEWLINE":
-            got = "a new line"
-        expected = _acceptable(err)
-    elif isinstance(err, UnexpectedCharacters):
-        end = pos + 1
-        got = _show(text[pos])
-        expected = set(err.allowed or ())
-    else:  # the end of the spec came too early
-        pos = end = len(text.rstrip())
-        got = "the end of the spec"
-        expected = _acceptable(err)
-    hint = _hint(text, pos, end, got, expected)
-    if hint is not None:
-        return hint
-    return SpecError(f"expected {_words(expected)}, got {got}", text, pos, end)
-
-
-def _acceptable(err: UnexpectedInput) -> set[str]:
-    """The tokens that could really come next. LALR merges states, so `err.expected` can
-    list tokens that only fit elsewhere; replaying the parser state asks exactly."""
-    try:
-        return set(err.interactive_parser.accepts())
-    except Exception:  # an older Lark, or no parser state: the merged list still helps
-        return set(getattr(err, "expected", ()) or ())
-
-
-def _show(fragment: str) -> str:
-    """A piece of the spec quoted for a message, with invisible characters spelt out."""
-    if all(ch.isprintable() for ch in fragment):
-        return f"'{fragment}'"
-    return "'" + fragment.encode("unicode_escape").decode("ascii") + "'"
-
-
-def _hint(text: str, pos: int, end: int, got: str, expected: set[str]) -> SpecError | None:
-    """Messages for the mistakes people actually make, before the generic one."""
-    here = text[pos:pos + 3]
-    if here.startswith("=>") or (here.startswith(">") and text[pos - 1:pos] == "="):
-        start = pos if here.startswith("=>") else pos - 1
-        return SpecError("write '->' (or '→') before the result, not '=>'", text, start, start + 2)
-    if here.startswith("..."):
-        return SpecError("'...' (an ellipsis) is not supported: write the dims out", text, pos, pos + 3)
-    line_start = text.rfind("\n", 0, pos) + 1
-    if re.match(r"\s*mesh\b", text[line_start:pos]) and "COMMA" in expected and got.startswith("'"):
-        return SpecError("separate mesh axes with ',', as in 'mesh X=2, Y=4'", text, pos, end)
-    if got in ("'x'", "'X'", "'×'") and "OPERATOR" in expected:
-        return SpecError(f"use '@' or '*' between operands ({got} reads as a name)", text, pos, end)
-    if here[:1] == "-" and here[1:2].isdigit() and "INT" in expected:
-        return SpecError("a dim's size must be a positive integer", text, pos, pos + 2)
-    open_at = _unclosed(text, pos, "[", "]")
-    if open_at is not None and "RSQB" in expected and "COMMA" in expected:
-        if got == "the end of the spec" or got in ("'->'", "a new line", "';'") or \
-                text[pos:end] in ("@", "*", "·", "•", "×"):
-            return SpecError("this '[' is never closed", text, open_at)
-    if got == "']'" and open_at is None:
-        return SpecError("']' has no matching '['", text, pos, end)
-    if got == "'['" and "LSQB" not in expected:
-        if re.search(r"_\s+\w+\s*$", text[:pos]):
-            return SpecError("the '_' after an operator takes the next name as the contracted dim: "
-                             "write '*_D bf16[...]', or '*' alone", text, pos, end)
-        return SpecError("a tensor needs a dtype or a name before '[', e.g. bf16[B, D]", text, pos, end)
-    if {"ARROW", "OPERATOR"} <= expected and got not in ("the end of the spec", "a new line", "';'"):
-        return SpecError(f"expected an operator ('@', '*') or '->' before {got}", text, pos, end)
-    if got in ("the end of the spec", "a new line", "';'") and _ends_with_arrow(text[:pos]):
-        return SpecError("missing the result after the arrow, e.g. '-> bf16[B, F]'", text, pos, end)
-    if "ARROW" in expected and got in ("the end of the spec", "a new line", "';'"):
-        return SpecError("missing '->' and the result, e.g. '-> bf16[B, F]'", text, pos, end)
-    if got == "'_'" and expected <= {"NAME", "TEXT_OPEN", "LSQB", "INT", "_NEWLINE", "_SEMI"}:
-        return SpecError("a name cannot start with '_'", text, pos, end)
-    return None
-
-
-def _ends_with_arrow(before: str) -> bool:
-    return before.rstrip().endswith(("->", "→", "⟶", "\\rightarrow", "\\longrightarrow", "\\to"))
-
-
-def _unclosed(text: str, pos: int, opening: str, closing: str) -> int | None:
-    """Offset of the last `opening` before pos on the same statement with no `closing`."""
-    depth_open: list[int] = []
-    line_start = max(text.rfind("\n", 0, pos), text.rfind(";", 0, pos)) + 1
-    for i in range(line_start, min(pos, len(text))):
-        if text[i] == opening:
-            depth_open.append(i)
-        elif text[i] == closing and depth_open:
-            depth_open.pop()
-    return depth_open[-1] if depth_open else None
-
-
-def _words(expected: set[str]) -> str:
-    if {"COMMA", "RSQB"} <= expected:
-        # Inside a dim list, '=' (D=4096) and '_' (D_X) are allowed but rarely what was meant.
-        expected = expected - {"EQUALS", "UNDERSCORE"}
-    names = [n for n in _ORDER if n in expected] + sorted(n for n in expected if n not in _ORDER)
-    words = [_WORDS.get(n, n.lower()) for n in names]
-    words = list(dict.fromkeys(words))[:5]
-    if not words:
-        return "something else"
-    if len(words) == 1:
-        return words[0]
-    return ", ".join(words[:-1]) + " or " + words[-1]

@@ -7,6 +7,9 @@ compares the two times' leading parts, dims with sizes kept at them; the exact a
 keeps the other dims at their sizes (or free, as an expression with the
 condition under which it holds). Costs are linear in each dim, so each answer is one
 root of a linear polynomial, or none, or every size.
+
+A `Threshold` says itself in words here (`threshold_text`, its str; `threshold_summary`,
+its repr), and the text report quotes the same text: no renderer above is needed.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 import sympy
 
 from .ir import dim_symbol
+from .oneline import REPR_WIDTH, cut
 from .show import pretty
 from .solve import Region, fraction_expr, limit_parts, path_independent, polys, positive_region, ratio_limit
 
@@ -63,7 +67,7 @@ class Threshold:
     reason_parts: tuple[tuple, ...] = ()
     rule_as: tuple[str, ...] = ()
     roof: str = "HBM"
-    network: "Threshold | None" = None
+    network: Threshold | None = None
     past_latency: sympy.Expr | None = None  # network only: where T_math also clears the latency floor
 
     @property
@@ -74,12 +78,62 @@ class Threshold:
         return said or None
 
     def __str__(self) -> str:
-        from .render import threshold_text
         return threshold_text(self)
 
     def __repr__(self) -> str:
-        from .render import threshold_summary
         return threshold_summary(self)
+
+
+def threshold_text(t: Threshold, values: dict | None = None, latency=None, step: int = 1) -> str:
+    """A threshold in lines: the rule, the exact answer with its condition, the reason; on
+    a mesh, then the same against the network. The text report shows it with the sizes
+    (`values`), the network's latency floor in words (`latency`) and the `step` a dim
+    split over chips moves in."""
+    parts = []
+    if t.rule is not None:
+        how = f"[rule: {', '.join(t.rule_as)} -> oo]" if t.rule_as else \
+            "[exact: no other named dim to take to infinity]"
+        parts.append(f"{_bound_on(t.var, t.op, t.rule, step)}  {how}")
+    if t.exact is not None and t.rule_as and t.exact != t.rule:
+        exact = f"exact: {_bound_on(t.var, t.op, t.exact, step)}"
+        if t.condition is not None:
+            exact += f", when {pretty(t.condition)}"
+            exact += {"never": " (never otherwise)", "always": f" (at every {t.var} otherwise)"}.get(
+                t.otherwise or "", "")
+        if values:
+            exact += "  [at " + ", ".join(f"{k} = {v}" for k, v in values.items()) + "]"
+        parts.append(exact)
+    if t.reason:
+        parts.extend(t.reason.split("; "))
+    if not parts:
+        parts.append(f"no threshold on {t.var}")
+    if t.network is not None:
+        head = "against the network (bandwidth-bound regime" + (f"; {latency}):" if latency else "):")
+        parts = [f"against HBM: {parts[0]}", *parts[1:], head,
+                 *("  " + line for line in threshold_text(t.network, values, step=step).split("\n"))]
+    return "\n".join(parts)
+
+
+def threshold_summary(t: Threshold) -> str:
+    """A threshold's repr: what it is on, then `threshold_text`, each line at most
+    `REPR_WIDTH` wide."""
+    lines = [f"Threshold: where {t.var} makes the analysis compute-bound",
+             *("  " + line for line in threshold_text(t).split("\n"))]
+    return "\n".join(cut(line, REPR_WIDTH) for line in lines)
+
+
+def _bound_on(var: str, op: str | None, value, step: int = 1) -> str:
+    """`B > 240.24 (B >= 241)`; a dim split over chips moves in steps of that many."""
+    if not value.is_number:
+        return f"{var} {op} {pretty(value)}"
+    shown = f"{float(value):.2f}".rstrip("0").rstrip(".") if 1e-2 <= abs(float(value)) < 1e12 else pretty(value)
+    text = f"{var} {op} {shown}"
+    if op == ">":
+        if value < 1:
+            return f"{text}: every {var} >= 1"
+        first = (int(sympy.floor(value)) // step + 1) * step
+        return f"{text} ({var} >= {first}" + (f", a multiple of {step}" if step > 1 else "") + ")"
+    return text
 
 
 def solve(analysis, x: sympy.Symbol, roof: Roof, grow=None) -> Threshold:
@@ -89,11 +143,12 @@ def solve(analysis, x: sympy.Symbol, roof: Roof, grow=None) -> Threshold:
     exact = positive_region(t_math - roof.time, x)
     free = (t_math + roof.time).free_symbols - {x}
     symbols = sorted(free if grow is None else {dim_symbol(d) for d in grow} & free, key=str)
-    notes = []
+    notes: list[tuple] = []
     if symbols:
         if not path_independent(t_math, roof.time, symbols):
             notes.append((f"the rule depends on how {', '.join(map(str, symbols))} grow; it takes them equal",))
-        rule = _compute_bound_region(*polys(t_math, roof.time, extra=(x,)), symbols, x)
+        math_poly, roof_poly = polys(t_math, roof.time, extra=(x,))
+        rule = _compute_bound_region(math_poly, roof_poly, symbols, x)
         if rule.condition is not None and rule.kind in ("above", "below"):  # else the reason says it
             notes.append(("the rule holds when ", rule.condition) + _otherwise(rule, x))
     else:
@@ -131,15 +186,18 @@ def _threshold(x, rule: Region, exact: Region, rule_as, analysis, roof: Roof, no
         words = _region_words(exact, x, analysis, roof, ())
         reasons.append(((f"{where}: ",) if where else ()) + words)
     reasons += notes
-    value = lambda region: region.root if region.kind in ("above", "below") else None
-    otherwise = {"none": "never", "all": "always"}.get(exact.otherwise)
+
+    def value(region: Region):
+        return region.root if region.kind in ("above", "below") else None
+
+    otherwise = {"none": "never", "all": "always"}.get(exact.otherwise or "")
     return Threshold(str(x), op, value(rule), value(exact), exact.condition, otherwise,
                      tuple(reasons), rule_as, roof.name)
 
 
 def _otherwise(region: Region, x) -> tuple:
     """What holds where a region's condition fails, in words."""
-    return {"none": (", never otherwise",), "all": (", at every ", x, " otherwise")}.get(region.otherwise, ())
+    return {"none": (", never otherwise",), "all": (", at every ", x, " otherwise")}.get(region.otherwise or "", ())
 
 
 def _region_words(region: Region, x, analysis, roof: Roof, grow) -> tuple:

@@ -144,7 +144,7 @@ def test_more_bad_options_exit_2(argv, message):
 def test_json_reads_back_for_awkward_names(names):
     a, b, c, d = names
     data = run_json("analyze", f"bf16[{a}, {b}] @ bf16[{b}, {c}] -> bf16[{a}, {c}]; bf16[{d}] -> bf16[]",
-                    "--chip", "v5e", "--solve", a)
+                    "--chip", "v5p", "--solve", a)
     local = {name: sympy.Symbol(name, positive=True, integer=True) for name in data["symbols"]}
     A, B_, C, D_ = (local[n] for n in data["symbols"])
     assert parse_expr(data["flops"], local_dict=local) == 2 * A * B_ * C + D_

@@ -116,7 +116,7 @@ def test_sharding_reads_every_intermediate_in_order(spec):
     """Two intermediates pending at once (an operand summed alone first, on each side, or
     beside a chain's running result) raised StopIteration in sharding.lower: each input
     read the last one written."""
-    problem, res = _run(["analyze", spec, "--chip", "v5e", "--json"])
+    problem, res = _run(["analyze", spec, "--chip", "v5p", "--json"])
     assert problem is None and res.code == 0, (problem, res.err)
 
 

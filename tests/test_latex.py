@@ -12,18 +12,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from symroof import analyze
-from symroof.errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from symroof.cli import main
+from symroof.errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from symroof.latex import derivation, tex_name, tex_number
 
 GOLDEN = Path(__file__).parent / "golden"
 CHAPTER = yaml.safe_load((Path(__file__).parent / "data" / "rooflines_chapter.yaml").read_text())
 
 CASES = {
-    "matmul_v5e": ("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", dict(chip="tpu-v5e"), dict(solve="B", limit=["D", "F"])),
+    "matmul_v5e": ("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", dict(chip="tpu-v5e"),
+                   dict(solve="B", limit=["D", "F"])),
     "dot_product": ("bf16[N] *_N bf16[N] -> bf16[1]", dict(chip="tpu-v5e"), dict(solve="N", limit=["N"])),
-    "int8_weights_markdown": ("bf16[B, D] * int8[D, F] -> bf16[B, F]", dict(chip="tpu-v5e", values={"D": 4096, "F": 4096}),
-                              dict(solve="B", markdown=True)),
+    "int8_weights_markdown": ("bf16[B, D] * int8[D, F] -> bf16[B, F]",
+                              dict(chip="tpu-v5e", values={"D": 4096, "F": 4096}), dict(solve="B", markdown=True)),
     "two_chip": ("mesh X=2; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", dict(chip="tpu-v5e"), dict(solve="D")),
     # per-chip counts with fractions: no fraction inside a fraction
     "two_axes": ("mesh X=4, Y=2; bf16[B_X, D_Y] *_D bf16[D_Y, F] -> bf16[B_X, F]", dict(chip="tpu-v5e"),
@@ -293,7 +294,7 @@ def test_network_threshold_rows_from_the_command_line(katex):
     ("AllGather_X bf16[I_X, J] -> bf16[I, J]", "X=2", "per chip"),
 ])
 def test_the_intensity_is_named_for_what_the_spec_is(spec, mesh, kind):
-    tex = derivation(analyze(spec, chip="tpu-v5e", mesh=mesh))
+    tex = derivation(analyze(spec, chip="tpu-v5p", mesh=mesh))
     labels = [left for left in left_sides(tex) if left.startswith(r"\text{Intensity}")]
     assert labels[0] == rf"\text{{Intensity}}(\text{{{kind}}})"
 
@@ -445,8 +446,13 @@ def programs(draw):
     a chip, and options: a dim to solve for, dims to take the limit over, sizes."""
     mesh = draw(st.sampled_from([None, "X=1", "X=2", "X=4", "X=2,Y=2", "X=2@dcn"]))
     axes = [""] + ([f"_{name}" for name in ("X", "Y") if f"{name}=" in mesh] if mesh else [])
-    split = lambda: draw(st.sampled_from(axes))
-    dtype = lambda: draw(st.sampled_from(["int8", "fp8", "fp16", "bf16"]))
+
+    def split():
+        return draw(st.sampled_from(axes))
+
+    def dtype():
+        return draw(st.sampled_from(["int8", "fp8", "fp16", "bf16"]))
+
     kind = draw(st.sampled_from(["chain", "chain", "dot", "batched", "elementwise", "collective"]))
     if kind == "chain":
         steps = draw(st.integers(1, 3))

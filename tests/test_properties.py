@@ -227,7 +227,7 @@ def test_any_spec_analyses_and_renders_or_says_why(parts, chip, data):
         table(a, limit=limit, solve=solve)
         json.dumps(to_json_dict(a, limit=limit, solve=solve), allow_nan=False)
     except SymroofError as err:  # e.g. fp4 on a chip without an fp4 rate: said plainly
-        assert "no figure" in str(err) or "lists no" in str(err), err
+        assert "no figure" in str(err) or "lists no" in str(err) or "no vector-unit figure" in str(err), err
 
 
 @pytest.mark.parametrize("spec", [
@@ -244,7 +244,7 @@ def test_specs_at_the_limits_do_not_hang(spec):
     from symroof.json_report import to_json_dict
     from symroof.render import table
     start = time.perf_counter()
-    a = analyze(spec, chip="tpu-v5e")
+    a = analyze(spec, chip="tpu-v5e", vector_flops=1.4e13)
     table(a, solve=a.dims[0])
     to_json_dict(a)
     assert time.perf_counter() - start < 60

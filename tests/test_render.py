@@ -10,13 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from symroof import analyze
+from symroof.chip_card import chip_card, chips_table
 from symroof.cli import main
 from symroof.collectives import link
 from symroof.hardware import get_chip, list_chips, source_keys
-from symroof.chip_card import chip_card, chips_table
 from symroof.oneline import collective_line
-from symroof.render import summary, table, threshold_summary
+from symroof.render import summary, table
 from symroof.show import beside, capacity, human
+from symroof.thresholds import threshold_summary
 
 MATMUL = "bf16[B, D] @ bf16[D, F] -> bf16[B, F]"
 SHARDED = "bf16[B_X, D_Y] *_D bf16[D_Y, F] -> bf16[B_X, F]"      # two mesh axes, an inserted AllReduce
@@ -84,7 +85,8 @@ def test_report_at_known_sizes_scales_counts_derived_by_the_engine():
     flops, bytes_, read = int(a.flops), int(a.bytes), int(a.bytes_read)
     assert flops == 2 * 4096**3
     out = run("analyze", MATMUL, "--chip", "v5e", "--set", "B=4096,D=4096,F=4096")
-    rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines() if re.match(r"\S+( \S+)?\s{2,}", line))
+    rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines()
+                if re.match(r"\S+( \S+)?\s{2,}", line))
     assert rows["FLOPs"].startswith(f"{flops} ({flops / 1e9:.1f} GFLOPs)")      # 137.4 GFLOPs
     assert rows["bytes"] == f"{bytes_} ({bytes_ / 1e6:.1f} MB)"
     assert rows["bytes read"] == f"{read} ({read / 1e6:.2f} MB)"
@@ -194,7 +196,8 @@ def test_chip_card_figures_are_scaled_and_read_back_exactly():
     rows = {path: value for _, value, _, path in _figure_rows(run("chip", "v5e"))}
     assert rows["hbm_capacity_bytes"] == "17.18 GB (16 GiB)"
     for path, unit in [("peak_flops_per_s.bf16", "FLOPs/s"), ("peak_flops_per_s.int8", "OPs/s"),
-                       ("hbm_bandwidth_bytes_per_s", "bytes/s"), ("dcn.bandwidth_one_way_bytes_per_s_per_chip", "bytes/s"),
+                       ("hbm_bandwidth_bytes_per_s", "bytes/s"),
+                       ("dcn.bandwidth_one_way_bytes_per_s_per_chip", "bytes/s"),
                        ("interconnect.hop_latency_s", "s"), ("clock_hz", "Hz")]:
         assert parse_human(rows[path], unit) == pytest.approx(float(v5e.figure(path)), rel=1e-12), path
 

@@ -188,7 +188,7 @@ def test_no_threshold_at_given_sizes_says_why():
     t = analyze(MATMUL, **V5E).at(D=100, F=100).threshold("B")
     assert t.rule is None and t.exact is None and t.rule_as == ()
     assert "at D = 100, F = 100: never compute-bound" in t.reason and "at most 50" in t.reason
-    t = analyze("bf16[B, D] -> bf16[B]", **V5E).threshold("D")
+    t = analyze("bf16[B, D] -> bf16[B]", vector_flops=1.4e13, **V5E).threshold("D")
     assert "at most 1/2 for D >= 1" in t.reason
 
 
@@ -207,9 +207,9 @@ def test_compute_dtype_does_not_depend_on_operand_order():
 
 def test_dtypes_without_chip_rates_say_how_to_proceed():
     with pytest.raises(HardwareError, match="lists no int32 rate for any chip"):
-        analyze("int32[N] * int32[N] -> int32[N]", chip="h100").t_math
-    ok = analyze("int32[N] * int32[N] -> int32[N]", chip="h100", peak_flops=1e13)
-    assert ok.t_math == N / 10**13
+        analyze("int32[N] *_N int32[N] -> int32[]", chip="h100").t_math
+    ok = analyze("int32[N] *_N int32[N] -> int32[]", chip="h100", peak_flops=1e13)
+    assert ok.t_math == 2 * N / 10**13
 
 
 def test_evaluate_is_vectorised_and_checked():

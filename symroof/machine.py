@@ -1,0 +1,117 @@
+"""The figures an analysis runs against: a chip from hardware.json, bare numbers, or a
+chip with some figures replaced (`--peak-flops`, `--hbm-bw`, `--vector-flops`, ...).
+
+Elementwise work runs on the vector unit at the chip's `vector_flops_per_s` for its dtype,
+or the fp32 figure where the chip lists none for that dtype (TPUs' vector units compute in
+fp32). A chip without a vector figure is an error that asks for `--vector-flops`: the
+matrix peak is never used in its place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import sympy
+
+from .dtypes import RATES, DType
+from .errors import HardwareError
+from .hardware import Chip, exact_value, get_chip
+
+# Figures outside this range are typos (a bandwidth of 1e-300 bytes/s), and printing
+# what they lead to would overflow a float.
+_SMALLEST, _LARGEST = sympy.Rational(1, 10**30), sympy.Integer(10**40)
+
+
+def exact_number(value, what: str = "value", example: str = "8.2e11",
+                 allow_zero: bool = False, error=HardwareError) -> sympy.Rational:
+    """A positive figure as an exact rational: 1.97e14 is 197000000000000, never a binary
+    float. Strings must be plain decimal numbers; nothing is evaluated.
+
+    Examples:
+        >>> exact_number(8.2e11), exact_number("1e-6")
+        (820000000000, 1/1000000)
+    """
+    if allow_zero and not isinstance(value, bool) and isinstance(value, (int, float, str)) \
+            and str(value).strip() in ("0", "0.0"):
+        return sympy.Integer(0)
+    try:
+        number = exact_value(value)
+    except ValueError as problem:
+        raise error(f"{what} {problem}; e.g. {example}") from None
+    if not _SMALLEST <= number <= _LARGEST:
+        raise error(f"{what} {value} is out of range (1e-30 to 1e40); e.g. {example}")
+    return number
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The figures an analysis runs against: a chip, or bare numbers, or a chip with
+    some figures replaced for this analysis.
+
+    Attributes:
+        name: what to call it in output ("TPU v5e", or "custom").
+        chip: the chip, with overrides applied; None for bare numbers.
+        flat_peak: a peak FLOPs/s that applies to every dtype (`--peak-flops`), or None.
+        hbm_bw: HBM bandwidth in bytes/s, or None when unknown.
+        ici_bw: a one-way per-link ICI bandwidth to use in place of the chip's (`--ici-bw`).
+        vector_flops: vector-unit FLOPs/s for every dtype (`--vector-flops`), or None.
+    """
+
+    name: str
+    chip: Chip | None
+    flat_peak: sympy.Rational | None
+    hbm_bw: sympy.Rational | None
+    ici_bw: sympy.Rational | None = None
+    vector_flops: sympy.Rational | None = None
+
+    def peak(self, rate: str) -> sympy.Rational:
+        if self.flat_peak is not None:
+            return self.flat_peak
+        if self.chip is not None:
+            return self.chip.peak_flops(rate)
+        raise HardwareError("no peak FLOPs/s to run against: name a chip or give --peak-flops")
+
+    def vector_peak(self, dtype: DType) -> sympy.Rational:
+        """FLOPs/s of the vector unit for elementwise work in this dtype."""
+        if self.vector_flops is not None:
+            return self.vector_flops
+        if self.chip is not None:
+            for rate in dict.fromkeys((dtype.rate, "fp32")):
+                figure = self.chip.figure(f"vector_flops_per_s.{rate}") if rate in RATES else None
+                if figure is not None:
+                    return figure
+        raise HardwareError(f"{self.name} has no vector-unit figure (vector_flops_per_s) to run the "
+                            "elementwise work of this spec against: give one with --vector-flops "
+                            "(FLOPs/s; TPU v5p's VPU, for scale, is 1.4e13). symroof does not cost "
+                            "vector work at the matrix peak")
+
+    def bandwidth(self) -> sympy.Rational:
+        if self.hbm_bw is None:
+            raise HardwareError(f"{self.name} has no HBM bandwidth: give --hbm-bw")
+        return self.hbm_bw
+
+
+def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ici_bw=None,
+            overrides: Mapping[str, object] | None = None, variant: str | None = None,
+            hardware=None, vector_flops=None) -> Machine | None:
+    """Build the machine an analysis runs against; None when nothing at all is given."""
+    if isinstance(chip, str):
+        chip = get_chip(chip, hardware, variant=variant)
+    elif chip is not None and not isinstance(chip, Chip):
+        raise HardwareError(f"chip must be a chip's name or a Chip, got {chip!r}")
+    elif chip is not None and variant is not None:
+        chip = chip.with_variant(variant)
+    if overrides:
+        if chip is None:
+            raise HardwareError("figure overrides need a chip to override (--chip)")
+        chip = chip.with_figures(dict(overrides))
+    peak = None if peak_flops is None else exact_number(peak_flops, "peak FLOPs/s", "1.97e14")
+    bw = None if hbm_bw is None else exact_number(hbm_bw, "HBM bandwidth", "8.2e11")
+    ici = None if ici_bw is None else exact_number(ici_bw, "ICI bandwidth (one way, per link)", "4.5e10")
+    vector = None if vector_flops is None else exact_number(vector_flops, "vector FLOPs/s", "1.4e13")
+    if chip is None and peak is None and bw is None and ici is None and vector is None:
+        return None
+    if bw is None and chip is not None:
+        bw = chip.figure("hbm_bandwidth_bytes_per_s")
+    return Machine(chip.name if chip is not None else "custom", chip, peak, bw, ici, vector)

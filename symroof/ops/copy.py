@@ -1,0 +1,27 @@
+"""Copies, casts and transposes (`fp32[B, D] -> bf16[B, D]`, `transpose(x) -> y`): no
+arithmetic, only the bytes read and written. XLA counts a convert as one FLOP per
+element; symroof counts none (README: conventions)."""
+
+from __future__ import annotations
+
+from .base import NONE, ZERO, Counted, Kind, Size, same_dims
+
+
+class Copy(Kind):
+    name = "copy"
+    unit = NONE
+    words = ("copy", "cast", "transpose")
+    arity = (1, 1)
+
+    def summed(self, word, inputs, over, output):
+        same_dims(word, inputs, output)
+        return ()
+
+    def count(self, step, size: Size) -> Counted:
+        return ZERO
+
+    def describe(self, word: str) -> str:
+        return "no FLOPs: bytes only"
+
+
+KIND = Copy()

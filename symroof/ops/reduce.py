@@ -1,0 +1,38 @@
+"""Reductions over named dims (`sum_D x`, `max_D x`, `mean_D x`, and the one-operand
+einsum `bf16[B, D] -> fp32[B]`), on the vector unit.
+
+Reducing n terms is n - 1 FLOPs per result element (exact) and n (leading); `mean` adds
+one divide per result element.
+"""
+
+from __future__ import annotations
+
+from .base import Counted, Kind, ShapeError, Size, over_dims
+
+FUNCTIONS = ("sum", "max", "min", "mean")
+
+
+class Reduce(Kind):
+    name = "reduce"
+    words = FUNCTIONS
+    arity = (1, 1)
+    takes_dims = True
+
+    def summed(self, word, inputs, over, output):
+        over_dims(word, inputs[0], over)
+        kept = [l for l in inputs[0] if l not in over]
+        if list(output) != kept and sorted(output) != sorted(kept):
+            raise ShapeError(f"{word}_{','.join(l.split('#')[0] for l in over)} leaves "
+                             f"[{', '.join(l.split('#')[0] for l in kept)}]: the result has those dims")
+        return tuple(over)
+
+    def count(self, step, size: Size) -> Counted:
+        out, n = size(step.output.labels), size(step.summed)
+        extra = out if step.fn == "mean" else 0
+        return Counted(out * n + extra, out * (n - 1) + extra)
+
+    def describe(self, word: str) -> str:
+        return "n FLOPs per result element over n terms (exact: n - 1)" + (", + 1 divide" if word == "mean" else "")
+
+
+KIND = Reduce()

@@ -1,0 +1,335 @@
+"""An analysis's counts at its sizes: FLOPs, transcendentals, bytes and intensities of a
+costed program, with the sizes given to its dims, and the quantities as plain numbers.
+
+The first of the layers `roofline.Analysis` is built from (`sized`, then `compute` on a
+machine, then `network` between chips, then `roofline`): each class adds what needs the
+one below it, so that no module grows past what one reader holds at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import numbers
+from collections.abc import Mapping
+
+import numpy
+import sympy
+
+from . import dtypes
+from .cost import Cost
+from .errors import HardwareError, SpecError, SymroofError
+from .hardware import Chip
+from .ir import Program, dim_symbol, tensors_of
+from .machine import Machine
+from .quantities import EVALUABLE, MESH_ONLY, available
+from .sizes import size_value
+from .solve import fraction_expr, polys
+
+
+class SizedCost:
+    """A costed program at the sizes given to its dims: the counts (see `roofline.Analysis`
+    for the whole interface)."""
+
+    def __init__(self, counts: Cost, target: Machine | None, *, program: Program | None = None,
+                 values: Mapping[str, int] | None = None, compute: dtypes.DType | None = None,
+                 grow=None):
+        self.cost = counts
+        self.machine = target
+        self.program = program
+        self.compute_default = compute
+        fixed = dict(program.values) if program is not None else {}
+        given = {name: size(name, v) for name, v in (values or {}).items()}
+        for name, value in given.items():
+            if program is not None and name not in program.dims:
+                raise SpecError(_unknown_dim(name, program.dims))
+            if name in fixed and fixed[name] != value:
+                raise SpecError(f"{name} is {fixed[name]} in the spec; a size of {value} for it "
+                                "contradicts the spec")
+        self.values = {name: sympy.Integer(v) for name, v in {**fixed, **given}.items()}
+        if program is not None and program.mesh is not None:
+            _check_splits(program, self.values)
+        self._subs = {dim_symbol(name): v for name, v in self.values.items()}
+        self._compiled: dict = {}
+        self.grow = self._grow(grow)
+
+    def _at(self, expr: sympy.Expr) -> sympy.Expr:
+        return expr.xreplace(self._subs) if self._subs else expr
+
+    def _dim(self, name) -> sympy.Symbol:
+        name = str(name)
+        dims = self.dims
+        if name not in dims:
+            raise SpecError(_unknown_dim(name, dims))
+        return dim_symbol(name)
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        """The spec's named dims."""
+        return self.program.dims if self.program is not None else ()
+
+    @property
+    def free_dims(self) -> tuple[str, ...]:
+        """The named dims without a size."""
+        return tuple(d for d in self.dims if d not in self.values)
+
+    @property
+    def spec(self) -> str:
+        return str(self.program) if self.program is not None else ""
+
+    @property
+    def steps(self):
+        return self.cost.steps
+
+    @property
+    def chip(self) -> Chip | None:
+        return self.machine.chip if self.machine is not None else None
+
+    @property
+    def compute_dtypes(self) -> tuple[dtypes.DType, ...]:
+        """The dtypes the FLOPs run in: steps that do no FLOPs (copies, casts) run in none."""
+        found = dict.fromkeys(s.step.compute for s in self.cost.steps
+                              if s.step is not None and (s.flops != 0 or s.transcendentals != 0))
+        if not self.cost.steps and self.compute_default is not None:
+            found[self.compute_default] = None
+        return tuple(found)
+
+    @property
+    def has_peak(self) -> bool:
+        """Whether the machine has a peak FLOPs/s to run against (a chip, or --peak-flops)."""
+        return self.machine is not None and (self.machine.chip is not None
+                                             or self.machine.flat_peak is not None)
+
+    def _need_machine(self) -> Machine:
+        if self.machine is None:
+            raise HardwareError("this needs a chip (--chip) or --peak-flops and --hbm-bw")
+        return self.machine
+
+    @functools.cached_property
+    def flops(self) -> sympy.Expr:
+        return self._at(self.cost.flops)
+
+    @functools.cached_property
+    def flops_exact(self) -> sympy.Expr:
+        return self._at(self.cost.flops_exact)
+
+    @functools.cached_property
+    def bytes_read(self) -> sympy.Expr:
+        return self._at(self.cost.bytes_read)
+
+    @functools.cached_property
+    def bytes_written(self) -> sympy.Expr:
+        return self._at(self.cost.bytes_written)
+
+    @functools.cached_property
+    def bytes(self) -> sympy.Expr:
+        return self._at(self.cost.bytes)
+
+    @functools.cached_property
+    def intensity(self) -> sympy.Expr:
+        """FLOPs per HBM byte (leading FLOPs)."""
+        return ratio(self.flops, self.bytes)
+
+    @functools.cached_property
+    def intensity_exact(self) -> sympy.Expr:
+        return ratio(self.flops_exact, self.bytes)
+
+    @functools.cached_property
+    def transcendentals(self) -> sympy.Expr:
+        """exp, log, tanh, rsqrt, ... evaluations, counted apart from FLOPs as XLA does."""
+        return self._at(self.cost.transcendentals)
+
+    @functools.cached_property
+    def flops_vector(self) -> sympy.Expr:
+        """The FLOPs that run on the vector unit (the rest run on the matrix unit)."""
+        return self._at(self.cost.flops_vector)
+
+    @property
+    def mesh(self):
+        return self.cost.mesh
+
+    @functools.cached_property
+    def flops_total(self) -> sympy.Expr:
+        """FLOPs of the whole computation, counted once (on one chip, the same as `flops`)."""
+        return self._at(self.cost.flops_total) if self.cost.flops_total is not None else self.flops
+
+    @functools.cached_property
+    def replication(self) -> sympy.Expr:
+        """How many chips do each FLOP: chips x per-chip FLOPs / total FLOPs (1: no chip
+        repeats another's work)."""
+        if self.mesh is None or self.flops_total == 0:
+            return sympy.Integer(1)
+        return ratio(self.mesh.chips * self.flops, self.flops_total)
+
+    def granularity(self, dim) -> int:
+        """The step a dim's size moves in: the chips that split it (its sizes must divide
+        evenly), 1 for a dim no axis splits."""
+        step = 1
+        if self.program is not None and self.mesh is not None:
+            for statement in self.program.statements:
+                for tensor in tensors_of(statement):
+                    for d in tensor.dims:
+                        if d.name == str(dim):
+                            chips = 1
+                            for axis in d.axes:
+                                chips *= self.mesh.axis(axis).size
+                            step = step * chips // math.gcd(step, chips)
+        return step
+
+    def _grow(self, grow) -> tuple[str, ...] | None:
+        """The dims a threshold's rule takes to infinity, checked: dims of the spec, none
+        with a size."""
+        if grow is None:
+            return None
+        names = dim_names([grow])
+        if not names:
+            raise SpecError("name the dims that grow, e.g. grow='B,T'")
+        for name in names:
+            self._dim(name)
+            if name in self.values:
+                raise SpecError(f"{name} has a size ({self.values[name]}) and cannot also grow: "
+                                "leave it free, or drop it from the dims that grow")
+        return tuple(dict.fromkeys(names))
+
+    def evaluate(self, quantity: str, **arrays):
+        """A quantity over arrays of sizes, vectorised with numpy: the dims left free take
+        the arrays (broadcast together), e.g. `a.at(D=4096, F=4096).evaluate("t_lower",
+        B=numpy.arange(1, 10**6))`."""
+        expr = self._quantity(quantity, "cannot evaluate")
+        for name in arrays:
+            if name in self.values:
+                raise SpecError(f"{name} already has the size {self.values[name]}; "
+                                "evaluate() takes arrays for the dims left free")
+            self._dim(name)
+        names = tuple(sorted(arrays))
+        missing = sorted(str(s) for s in expr.free_symbols if str(s) not in arrays)
+        if missing:
+            raise SpecError(f"give sizes for {', '.join(missing)} to evaluate {quantity}")
+        key = (quantity, names)
+        if key not in self._compiled:
+            self._compiled[key] = sympy.lambdify([dim_symbol(n) for n in names], expr, modules="numpy")
+        values = [numpy.asarray(arrays[n], dtype=float) for n in names]
+        for name, v in zip(names, values):
+            # sizes need not be whole here (a smooth curve), but they are sizes: positive
+            if not numpy.all(numpy.isfinite(v) & (v > 0)):
+                raise SpecError(f"the sizes given for {name} must be positive and finite")
+        try:
+            shape = numpy.broadcast_shapes(*(v.shape for v in values))
+        except ValueError:
+            raise SpecError(f"the arrays for {', '.join(names)} have shapes "
+                            f"{[v.shape for v in values]} that do not broadcast together") from None
+        return numpy.broadcast_to(self._compiled[key](*values), shape)
+
+    def _quantity(self, quantity: str, refusal: str) -> sympy.Expr:
+        """A quantity by name; a name that is not one is refused in the caller's words."""
+        known = available(self, EVALUABLE)  # declared in quantities.py; some may not be derived yet
+        if quantity not in known:
+            raise SpecError(f"{refusal} {quantity!r}; quantities: {', '.join(known)}")
+        return getattr(self, quantity)
+
+    def value(self, quantity: str) -> int | float:
+        """A quantity as a plain Python number, for code that wants one (formatting, numpy,
+        JSON): an int where it is a whole number, else a float. The fields themselves stay
+        exact sympy numbers. Every dim it depends on needs a size.
+
+        Examples:
+            >>> from symroof import analyze
+            >>> a = analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="tpu-v5e")
+            >>> a.at(B=128, D=4096, F=4096).value("flops"), f"{a.at(B=128, D=4096, F=4096).value('t_lower'):.3e}"
+            (4294967296, '4.348e-05')
+        """
+        expr = self._quantity(quantity, "no quantity")
+        if not expr.is_number:
+            missing = ", ".join(sorted(str(s) for s in expr.free_symbols))
+            raise SpecError(f"{quantity} depends on {missing}: give {'it' if ',' not in missing else 'them'} "
+                            "a size with at(...) first")
+        if expr is sympy.nan:
+            return math.nan
+        if expr in (sympy.oo, -sympy.oo):
+            return math.inf if expr > 0 else -math.inf
+        return int(expr) if expr.is_Integer else float(expr)
+
+    def numbers(self) -> dict[str, int | float]:
+        """Every quantity that is a number at this analysis's sizes, as plain Python numbers
+        (see `value`)."""
+        found = {}
+        for quantity in available(self, EVALUABLE):
+            if self.mesh is None and quantity in MESH_ONLY:
+                continue
+            try:
+                expr = getattr(self, quantity)
+            except SymroofError:  # a time without a chip, say
+                continue
+            if expr.is_number:
+                found[quantity] = self.value(quantity)
+        return found
+
+
+
+def ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
+    """num / den, simply cancelled (common monomial and numeric factor, see
+    `solve.cancel_simple`): costs are polynomials in the dims."""
+    if den == 0:
+        return sympy.oo if num != 0 else sympy.nan
+    if num == 0 or num.is_number and den.is_number:
+        return num / den
+    (n1, d1), (n2, d2) = sympy.fraction(sympy.together(num)), sympy.fraction(sympy.together(den))
+    return fraction_expr(*polys(n1 * d2, d1 * n2))
+
+
+def pick_max(a: sympy.Expr, b: sympy.Expr, pick=sympy.Max) -> sympy.Expr:
+    """Max or Min without sympy's search for which argument wins, which is slow and, for
+    costs with free dims, never succeeds; numbers still come out as one number."""
+    if a.is_number and b.is_number:
+        return pick(a, b)
+    return pick(a, b, evaluate=False)
+
+
+def _check_splits(program: Program, values: dict) -> None:
+    """A size given to a sharded dim must split evenly over its axes."""
+    mesh = program.mesh
+    if mesh is None:
+        return
+    for statement in program.statements:
+        for tensor in tensors_of(statement):
+            for dim in tensor.dims:
+                if dim.axes and dim.name in values:
+                    chips = 1
+                    for axis in dim.axes:
+                        chips *= mesh.axis(axis).size
+                    if values[dim.name] % chips:
+                        raise SpecError(f"{dim.name} = {values[dim.name]} does not split evenly over "
+                                        f"{', '.join(dim.axes)} ({chips} chips)")
+
+
+def size(name: str, value) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str):
+        return size_value(value, f"{name}={value}")
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, sympy.Integer)):
+        raise SpecError(f"{name}={value!r}: a dim's size must be a positive integer")
+    if not 0 < int(value) < 10**18:
+        raise SpecError(f"{name}={value}: a dim's size must be a positive integer below 1e18")
+    return int(value)
+
+
+def _unknown_dim(name: str, dims) -> str:
+    close = difflib.get_close_matches(name, list(dims), n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    known = ", ".join(dims) if dims else "none"
+    return f"unknown dim '{name}'{hint} (the spec's named dims: {known})"
+
+
+def dim_names(dims) -> list[str]:
+    """Dim names from strings ("D,F"), lists or symbols, flattened."""
+    out: list[str] = []
+    for d in dims:
+        if isinstance(d, str):
+            out.extend(p.strip() for p in d.split(",") if p.strip())
+        elif isinstance(d, (list, tuple)):
+            out.extend(dim_names(d))
+        else:
+            out.append(str(d))
+    return out

@@ -1,0 +1,332 @@
+"""The op kinds: each written form parses and prints back, each kind's count against a
+hand derivation and a brute-force count, its unit and lowering, and fused blocks."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import pytest
+import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from symroof import HardwareError, SpecError, SymroofWarning, analyze, parse
+from symroof.ops import KINDS, WORDS
+
+B, D, F, N, S, T, H, V = sympy.symbols("B D F N S T H V", positive=True, integer=True)
+
+ATTENTION = """
+  bf16[B, N, S, H] *_H bf16[B, N, T, H] -> fp32[B, N, S, T]
+  softmax_T fp32[B, N, S, T] -> bf16[B, N, S, T]
+  bf16[B, N, S, T] *_T bf16[B, N, T, H] -> bf16[B, N, S, H]
+"""
+FUSED_ATTENTION = "fused {" + ATTENTION + "}"
+
+FORMS = [
+    "bf16[B, D] + bf16[B, D] -> bf16[B, D]",
+    "bf16[B, D] - bf16[D] -> bf16[B, D]",
+    "bf16[B, D] / bf16[B, D] -> bf16[B, D]",
+    "bf16[B, D] * bf16[D] -> bf16[B, D]",
+    "max(bf16[B, D], bf16[B, D]) -> bf16[B, D]",
+    "gelu(bf16[B, F]) -> bf16[B, F]",
+    "exp(fp32[B, D]) -> fp32[B, D]",
+    "bf16[B, D] -> fp32[B]",
+    "max_D bf16[B, D] -> bf16[B]",
+    "mean_D bf16[B, D] -> bf16[B]",
+    "softmax_T bf16[B, N, S, T] -> bf16[B, N, S, T]",
+    "rmsnorm_D bf16[B, T, D] -> bf16[B, T, D]",
+    "rmsnorm_D bf16[B, T, D], bf16[D] -> bf16[B, T, D]",
+    "layernorm_D bf16[B, T, D], bf16[D], bf16[D] -> bf16[B, T, D]",
+    "gather bf16[V, D], int32[B, T] -> bf16[B, T, D]",
+    "fp32[B, D] -> bf16[B, D]",
+    "transpose(bf16[B, D]) -> bf16[D, B]",
+    FUSED_ATTENTION,
+]
+
+
+@pytest.mark.parametrize("spec", FORMS)
+def test_each_form_parses_prints_back_and_renders(spec):
+    program = parse(spec)
+    assert parse(str(program)) == program
+    a = analyze(spec, chip="h100")
+    text = str(a)
+    assert "FLOPs" in text and a.bytes != 0
+
+
+# Hand derivations: (spec, FLOPs leading, FLOPs exact, transcendentals, HBM bytes)
+E, R = B * N * S * T, B * N * S  # softmax elements and rows
+M, Q = B * T * D, B * T  # norm elements and rows
+CASES = [
+    ("bf16[B, D] + bf16[B, D] -> bf16[B, D]", B * D, B * D, 0, 6 * B * D),
+    ("bf16[B, D] * bf16[D] -> bf16[B, D]", B * D, B * D, 0, 4 * B * D + 2 * D),
+    ("gelu(bf16[B, F]) -> bf16[B, F]", 8 * B * F, 8 * B * F, B * F, 4 * B * F),
+    ("silu(fp32[B, F]) -> fp32[B, F]", 4 * B * F, 4 * B * F, B * F, 8 * B * F),
+    ("bf16[B, D] -> fp32[B]", B * D, B * (D - 1), 0, 2 * B * D + 4 * B),
+    ("max_D bf16[B, D] -> bf16[B]", B * D, B * (D - 1), 0, 2 * B * D + 2 * B),
+    ("mean_D fp32[B, D] -> fp32[B]", B * D + B, B * D, 0, 4 * B * D + 4 * B),
+    ("softmax_T bf16[B, N, S, T] -> bf16[B, N, S, T]", 4 * E, 4 * E - 2 * R, E, 4 * E),
+    ("rmsnorm_D bf16[B, T, D] -> bf16[B, T, D]", 3 * M + 2 * Q, 3 * M + Q, Q, 4 * M),
+    ("rmsnorm_D bf16[B, T, D], bf16[D] -> bf16[B, T, D]", 4 * M + 2 * Q, 4 * M + Q, Q, 4 * M + 2 * D),
+    ("layernorm_D fp32[B, T, D] -> fp32[B, T, D]", 5 * M + 3 * Q, 5 * M + Q, Q, 8 * M),
+    ("layernorm_D fp32[B, T, D], fp32[D], fp32[D] -> fp32[B, T, D]", 7 * M + 3 * Q, 7 * M + Q, Q,
+     8 * M + 8 * D),
+    # rows read (not the table), the int32 indices, the rows written
+    ("gather bf16[V, D], int32[B, T] -> bf16[B, T, D]", 0, 0, 0, 2 * M + 4 * Q + 2 * M),
+    ("fp32[B, D] -> bf16[B, D]", 0, 0, 0, 6 * B * D),
+    # the attention block fused: Q, K, V read, the output written; the scores stay on chip
+    (FUSED_ATTENTION, 4 * E * H + 4 * E, E * (2 * H - 1) + (4 * E - 2 * R) + R * H * (2 * T - 1), E,
+     8 * B * N * S * H + 4 * B * N * T * H - 4 * B * N * S * H),
+]
+
+
+@pytest.mark.parametrize("spec, flops, exact, transcendentals, hbm", CASES)
+def test_counts_match_hand_derivations(spec, flops, exact, transcendentals, hbm):
+    a = analyze(spec)
+    assert sympy.expand(a.flops - flops) == 0, a.flops
+    assert sympy.expand(a.flops_exact - exact) == 0, a.flops_exact
+    assert sympy.expand(a.transcendentals - transcendentals) == 0, a.transcendentals
+    assert sympy.expand(a.bytes - hbm) == 0, a.bytes
+
+
+def test_every_word_names_a_kind_and_every_kind_says_what_it_counts():
+    for word, kinds in WORDS.items():
+        for kind in kinds:
+            assert kind.describe(word), (word, kind.name)
+    assert set(KINDS) == {"contract", "elementwise", "unary", "reduce", "softmax", "norm", "gather", "copy"}
+
+
+# ---- units -----------------------------------------------------------------------------
+
+def test_vector_work_runs_at_the_vector_figure_and_matrix_work_at_the_peak():
+    a = analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]; gelu(bf16[B, F]) -> bf16[B, F]", chip="v5p")
+    assert a.flops_vector == 8 * B * F
+    # v5p: 4.59e14 bf16 on the MXU, 1.4e13 on the VPU (hardware.json); gelu: 8 FLOPs + 1 exp-like
+    assert a.t_math == 2 * B * D * F / 459 / 10**12 + 9 * B * F / 14 / 10**12
+    assert a.t_vector == 9 * B * F / 14 / 10**12
+    # H100's CUDA cores: 6.7e13 fp32
+    assert analyze("relu(bf16[B, F]) -> bf16[B, F]", chip="h100").t_math == B * F / 67 / 10**12
+
+
+def test_a_chip_without_a_vector_figure_asks_for_one_never_uses_the_matrix_peak():
+    with pytest.raises(HardwareError, match="no vector-unit figure.*--vector-flops"):
+        analyze("softmax_T bf16[B, T] -> bf16[B, T]", chip="v5e").t_math
+    with pytest.raises(HardwareError, match="no vector-unit figure"):
+        analyze("bf16[B, D] + bf16[B, D] -> bf16[B, D]", peak_flops=1e14, hbm_bw=1e12).t_lower
+    a = analyze("softmax_T bf16[B, T] -> bf16[B, T]", chip="v5e", vector_flops=1e13)
+    assert a.t_math == 5 * B * T / 10**13
+    # a matmul on the same chip needs no vector figure
+    assert analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="v5e").t_math != 0
+
+
+def test_vector_flops_from_the_command_line():
+    import io
+
+    from symroof.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["analyze", "gelu(bf16[B=8, F=16]) -> bf16[B, F]", "--chip", "v5e"], out=out, err=err) == 2
+    assert "--vector-flops" in err.getvalue() and "Traceback" not in err.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["analyze", "gelu(bf16[B=8, F=16]) -> bf16[B, F]", "--chip", "v5e", "--vector-flops", "1e13",
+                 "--json"], out=out, err=err) == 0, err.getvalue()
+
+
+def test_softmax_is_memory_bound_on_every_chip_with_a_vector_figure():
+    a = analyze("softmax_T bf16[B, T] -> bf16[B, T]", chip="h100")
+    assert a.intensity == 1  # 4 FLOPs per element over 2 bytes read and 2 written
+    assert a.bound == "memory"
+
+
+# ---- errors ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec, message", [
+    ("sofmax_T bf16[B, T] -> bf16[B, T]", "unknown op 'sofmax'; did you mean 'softmax'"),
+    ("softmax bf16[B, T] -> bf16[B, T]", "softmax works over named dims: write softmax_D"),
+    ("softmax_Q bf16[B, T] -> bf16[B, T]", "Q is not a dim of its input"),
+    ("softmax_T bf16[B, T] -> bf16[B]", "softmax keeps its input's dims"),
+    ("gelu(bf16[B, T], bf16[B, T]) -> bf16[B, T]", "gelu takes 1 operand, got 2"),
+    ("gelu(bf16[B, T]) -> bf16[B]", "elementwise: its result keeps every input dim"),
+    ("bf16[B, D] + bf16[B, D] @ bf16[D, F] -> bf16[B, F]", "in one statement"),
+    ("sum_D bf16[B, D] -> bf16[B, D]", r"sum_D leaves \[B\]"),
+    ("gather bf16[V, D], int32[B, T] -> bf16[B, D]", "the indices' dims, then the table's row"),
+    ("rmsnorm_D bf16[B, D], bf16[F] -> bf16[B, D]", "F is not a dim of the input"),
+    ("fused { mesh X=2 }", "cannot go inside a fused block"),
+    ("fusd { gelu(bf16[B]) -> bf16[B] }", "did you mean 'fused'"),
+])
+def test_mistakes_are_one_line_errors_with_a_caret(spec, message):
+    with pytest.raises(SpecError, match=message) as err:
+        parse(spec)
+    assert "^" in str(err.value)
+
+
+# ---- sharding --------------------------------------------------------------------------
+
+def moves(a):
+    return [(m.move.kind, m.move.axes, m.bytes) for m in a.cost.moves]
+
+
+def test_softmax_over_a_split_dim_all_reduces_two_statistics_per_row():
+    a = analyze("mesh X=4; softmax_T bf16[B, T_X] -> bf16[B, T_X]")
+    assert moves(a) == [("AllReduce", ("X",), 8 * B)]  # a max and a sum, fp32, per row
+    assert a.flops == B * T  # 4 FLOPs per element, T/4 elements per row on each chip
+    assert moves(analyze("mesh X=4; softmax_T bf16[B_X, T] -> bf16[B_X, T]")) == []
+
+
+def test_norms_over_a_split_dim_all_reduce_their_row_statistics():
+    a = analyze("mesh X=4; rmsnorm_D bf16[B, D_X], bf16[D] -> bf16[B, D_X]")
+    assert moves(a) == [("AllReduce", ("X",), 4 * B)]
+    assert a.bytes == 2 * B * D / 4 * 2 + 2 * D / 4  # the scale is sliced where it is replicated
+    assert moves(analyze("mesh X=4; layernorm_D bf16[B, D_X] -> bf16[B, D_X]")) == [("AllReduce", ("X",), 8 * B)]
+
+
+def test_a_reduction_over_a_split_dim_leaves_partial_results_to_all_reduce():
+    a = analyze("mesh X=4; sum_D bf16[B, D_X] -> bf16[B]")
+    assert moves(a) == [("AllReduce", ("X",), 2 * B)]
+    assert moves(analyze("mesh X=4; max_D bf16[B_X, D] -> bf16[B_X]")) == []
+
+
+def test_elementwise_needs_matching_layouts_and_says_how_to_fix_them():
+    assert moves(analyze("mesh X=2, Y=2; bf16[B_X, D] + bf16[B_X, D] -> bf16[B_X, D]")) == []
+    # one side replicated: it slices its part, for free
+    assert moves(analyze("mesh X=2; bf16[B_X, D] + bf16[D] -> bf16[B_X, D]")) == []
+    with pytest.raises(SpecError, match="laid out alike; gather one side first: AllGather_X"):
+        parse("mesh X=2, Y=2; bf16[B_X, D] + bf16[B_Y, D] -> bf16[B_X, D]")
+
+
+def test_a_vocab_sharded_embedding_all_reduces_its_rows():
+    a = analyze("mesh X=4; gather bf16[V_X, D], int32[B, T] -> bf16[B, T, D]")
+    assert moves(a) == [("AllReduce", ("X",), 2 * B * T * D)]
+    assert moves(analyze("mesh X=4; gather bf16[V, D_X], int32[B, T] -> bf16[B, T, D_X]")) == []
+
+
+# ---- fused blocks ----------------------------------------------------------------------
+
+def test_fused_attention_keeps_the_scores_off_hbm():
+    unfused, fused = analyze(ATTENTION), analyze(FUSED_ATTENTION)
+    assert unfused.flops == fused.flops
+    scores = 4 * E + 2 * E  # fp32 scores written and read, bf16 probabilities written and read
+    assert sympy.expand(unfused.bytes - fused.bytes - 2 * scores) == 0
+    assert [k.tensor for k in fused.on_chip] == ["fp32[B, N, S, T]", "bf16[B, N, S, T]"]
+
+
+def test_an_intermediate_too_large_for_the_chip_is_said():
+    a = analyze(FUSED_ATTENTION, chip="v5p").at(B=1, N=8, S=4096, T=4096, H=128)
+    with pytest.warns(SymroofWarning, match="does NOT fit: a kernel must tile it"):
+        kept = a.on_chip
+    assert kept[0].fits is False and kept[0].store == "VMEM"
+    small = analyze(FUSED_ATTENTION, chip="v5p").at(B=1, N=1, S=64, T=64, H=128)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert all(k.fits for k in small.on_chip)
+
+
+def test_a_block_result_read_by_a_later_statement_outside_the_block_is_written():
+    a = analyze("fused { bf16[B, D] @ bf16[D, F] -> fp32[B, F]; gelu(fp32[B, F]) -> bf16[B, F] }\n"
+                "bf16[B, F] @ bf16[F, D] -> bf16[B, D]")
+    block, after = a.cost.statements
+    assert block.bytes == 2 * B * D + 2 * D * F + 2 * B * F  # x, W in; gelu's output out
+    assert after.bytes_read == 2 * B * F + 2 * F * D
+
+
+# ---- brute force -----------------------------------------------------------------------
+
+class Counter:
+    """Runs an op elementwise on small shapes, counting each arithmetic operation and
+    each transcendental as it happens: an independent count."""
+
+    def __init__(self):
+        self.flops = self.transcendentals = 0
+
+    def op(self, *values):
+        self.flops += 1
+        return 0.0
+
+    def fn(self, value):
+        self.transcendentals += 1
+        return 0.0
+
+    def reduce(self, values):
+        values = list(values)
+        for _ in values[1:]:
+            self.op()
+        return 0.0
+
+
+def brute(word: str, shape: tuple[int, ...]) -> Counter:
+    """The exact count of `word` over the last dim of `shape`, done element by element."""
+    c = Counter()
+    rows = list(itertools.product(*map(range, shape[:-1])))
+    n = shape[-1]
+    for _ in rows:
+        x = [0.0] * n
+        if word == "softmax":
+            m = c.reduce(x)
+            e = [c.fn(c.op(v, m)) for v in x]
+            s = c.reduce(e)
+            [c.op(v, s) for v in e]
+        elif word == "rmsnorm":
+            s = c.reduce([c.op(v, v) for v in x])
+            r = c.fn(c.op(c.op(s, n), 1e-6))
+            [c.op(v, r) for v in x]
+        elif word == "layernorm":
+            m = c.op(c.reduce(x), n)
+            d = [c.op(v, m) for v in x]
+            var = c.op(c.reduce([c.op(v, v) for v in d]), n)
+            r = c.fn(c.op(var, 1e-6))
+            [c.op(v, r) for v in d]
+        elif word in ("sum", "max"):
+            c.reduce(x)
+        elif word == "mean":
+            c.op(c.reduce(x), n)
+    return c
+
+
+@settings(max_examples=40, deadline=None)
+@given(word=st.sampled_from(["softmax", "rmsnorm", "layernorm", "sum", "max", "mean"]),
+       shape=st.lists(st.integers(1, 5), min_size=2, max_size=3).map(tuple))
+def test_symbolic_counts_equal_brute_force_counts(word, shape):
+    names = ["A", "C", "K"][:len(shape) - 1] + ["L"]
+    dims = ", ".join(f"{n}={s}" for n, s in zip(names, shape))
+    kept = ", ".join(names if word not in ("sum", "max", "mean") else names[:-1])
+    spec = f"{word}_L fp32[{dims}] -> fp32[{kept}]"
+    a = analyze(spec)
+    c = brute(word, shape)
+    assert a.flops_exact == c.flops and a.transcendentals == c.transcendentals, spec
+
+
+@settings(max_examples=40, deadline=None)
+@given(b=st.integers(1, 4), d=st.integers(1, 4), f=st.integers(1, 4))
+def test_contraction_exact_count_is_the_loop_nest(b, d, f):
+    c = Counter()
+    for _i, _k in itertools.product(range(b), range(f)):
+        c.reduce(c.op() for _j in range(d))  # d multiplies, d - 1 adds
+    a = analyze(f"bf16[B={b}, D={d}] @ bf16[D, F={f}] -> bf16[B, F]")
+    assert a.flops_exact == c.flops and a.flops == 2 * b * d * f
+
+
+# ---- fusing never adds HBM traffic ----------------------------------------------------
+
+STAGES = [
+    "gelu(bf16[B, D]) -> bf16[B, D]",
+    "softmax_D bf16[B, D] -> bf16[B, D]",
+    "rmsnorm_D bf16[B, D], bf16[D] -> bf16[B, D]",
+    "bf16[B, D] + bf16[B, D] -> bf16[B, D]",
+    "bf16[B, D] @ bf16[D, D2] -> bf16[B, D2]",
+    "bf16[B, D2] *_D2 bf16[D2, D] -> bf16[B, D]",
+    "exp(bf16[B, D]) -> bf16[B, D]",
+    "bf16[B, D] -> fp32[B, D]",
+    "fp32[B, D] -> bf16[B, D]",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(STAGES), min_size=1, max_size=6))
+def test_fusing_never_increases_hbm_bytes(stages):
+    plain = analyze("\n".join(stages))
+    fused = analyze("fused {\n" + "\n".join(stages) + "\n}")
+    assert plain.flops == fused.flops and plain.transcendentals == fused.transcendentals
+    difference = sympy.expand(plain.bytes - fused.bytes)
+    assert all(coefficient >= 0 for coefficient in sympy.Poly(difference, *difference.free_symbols).coeffs()) \
+        if difference.free_symbols else difference >= 0
+    assert math.isfinite(float(difference.subs({s: 7 for s in difference.free_symbols})))
