@@ -99,7 +99,7 @@ def transformer(layers: int = 24, distinct: bool = False, i: int = 0) -> str:
     names (the worst case for sympy), else they share B, T, D, F, N, H as a model does."""
     lines = []
     for layer in range(layers):
-        s = f"{i}_{layer}" if distinct else f"{i}"
+        s = f"{i}x{layer}" if distinct else f"{i}"
         B, T, S, D, F, N, H = (f"{x}{s}" for x in "BTSDFNH")
         x, h = f"bf16[{B}, {T}, {D}]", f"bf16[{B}, {T}, {F}]"
         lines += [
@@ -136,7 +136,7 @@ def transformer_analysis(distinct: bool, i: int) -> None:
 def largest(spec: str) -> None:
     from symroof.json_report import to_json_dict
     from symroof.render import table
-    a = symroof.analyze(spec, chip="tpu-v5e")
+    a = symroof.analyze(spec, chip="tpu-v5p")  # a chip with a vector figure: the 64-dim spec sums
     table(a, solve=a.dims[0])
     to_json_dict(a)
 

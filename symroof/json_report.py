@@ -8,6 +8,7 @@ sympy); numbers are JSON numbers (strings holding the exact value where a float 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import sympy
@@ -40,7 +41,14 @@ def json_value(value):
             # beyond a float's range (2e600 FLOPs): the exact value, as a string parse_expr reads
             return sympy.sstr(value)
         return shown
-    return sympy.sstr(value)
+    return _text(value)
+
+
+@functools.lru_cache(maxsize=8192)
+def _text(expr: sympy.Basic) -> str:
+    """An expression as text. Cached: a model's layers repeat the same expressions, and
+    sympy's printer is the slowest part of a large report."""
+    return sympy.sstr(expr)
 
 
 def to_json_dict(a: Analysis, limit=None, solve=None) -> dict:
@@ -76,8 +84,10 @@ def _one(a: Analysis, limit, solve) -> dict:
         local = [str(i) for plan in a.cost.plans for i in plan.items if isinstance(i, Local)]
         out["steps"] = [{
             "step": str(s.step), **({"per_chip": local[k]} if a.mesh is not None else {}),
+            "kind": s.step.kind, "unit": s.unit,
             "compute_dtype": s.step.compute.name,
             "flops": json_value(a._at(s.flops)),
+            "transcendentals": json_value(a._at(s.transcendentals)),
             "flops_exact": json_value(a._at(s.flops_exact)),
             "bytes_read": json_value(a._at(s.bytes_read)),
             "bytes_written": json_value(a._at(s.bytes_written)),

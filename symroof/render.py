@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sympy
 
+from . import ops
 from .collectives import link_name
 from .ir import label_text, subscript
 from .oneline import REPR_WIDTH
@@ -235,9 +236,13 @@ def _steps(a: Analysis) -> list[tuple[str, str]]:
         return rows
     if a.steps:  # even a spec that reads as its one step: the line says what is summed, and how
         for i, s in enumerate(a.steps, 1):
+            kind = ops.kind_of(s.step.kind)
             summed = ", ".join(label_text(l) for l in s.step.summed) or "nothing"
-            rows.append((f"step {i}", f"{s.step}   [sums {summed}; {s.step.compute} compute; "
-                                      f"FLOPs {beside(s.flops, 'FLOPs')}, bytes {beside(s.bytes, 'bytes')}]"))
+            does = f"{kind.over_word} {summed}; " if s.step.summed or kind.over_word == "sums" else ""
+            unit = {ops.VECTOR: " on the vector unit", ops.NONE: ", no arithmetic"}.get(kind.unit, "")
+            extra = f", transcendentals {beside(s.transcendentals, '')}" if s.transcendentals != 0 else ""
+            rows.append((f"step {i}", f"{s.step}   [{does}{s.step.compute} compute{unit}; "
+                                      f"FLOPs {beside(s.flops, 'FLOPs')}{extra}, bytes {beside(s.bytes, 'bytes')}]"))
     return rows
 
 
@@ -297,7 +302,7 @@ def _critical_text(a: Analysis) -> str:
     if a.critical_intensity.is_number:
         return f"{pretty(a.critical_intensity)} FLOPs/byte (peak / HBM bandwidth)"
     each = ", ".join(f"{pretty(peak / _machine(a).hbm_bw)} ({rate})" for rate, peak in _rates(a).items())
-    return f"{each} FLOPs/byte: the steps compute in different dtypes"
+    return f"{each} FLOPs/byte: the steps run at different rates (dtypes or units)"
 
 
 def _time(a: Analysis, which: str) -> str:

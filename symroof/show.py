@@ -3,6 +3,7 @@ fractions that read the way a person writes them. Used by every rendering."""
 
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
 from fractions import Fraction
@@ -186,6 +187,7 @@ def seconds(value) -> str:
     return f"{f:.6g} s"
 
 
+@functools.lru_cache(maxsize=8192)  # a model's layers show the same expressions again and again
 def pretty(expr: sympy.Basic) -> str:
     """An expression for people: common factors pulled out, a fraction with large
     coefficients scaled so its denominator leads with 1, large or non-integer numbers

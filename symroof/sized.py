@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 import numpy
 import sympy
+from sympy.polys.polyerrors import CoercionFailed
 
 from . import dtypes
 from .cost import Cost
@@ -267,6 +268,7 @@ class SizedCost:
 
 
 
+@functools.lru_cache(maxsize=8192)  # a model's layers ask the same ratios again and again
 def ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
     """num / den, simply cancelled (common monomial and numeric factor, see
     `solve.cancel_simple`): costs are polynomials in the dims."""
@@ -274,8 +276,11 @@ def ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
         return sympy.oo if num != 0 else sympy.nan
     if num == 0 or num.is_number and den.is_number:
         return num / den
-    (n1, d1), (n2, d2) = sympy.fraction(sympy.together(num)), sympy.fraction(sympy.together(den))
-    return fraction_expr(*polys(n1 * d2, d1 * n2))
+    try:  # costs are polynomials (rational coefficients on a mesh): no need to bring them together
+        return fraction_expr(*polys(num, den))
+    except (ValueError, CoercionFailed):  # a symbol in a denominator
+        (n1, d1), (n2, d2) = sympy.fraction(sympy.together(num)), sympy.fraction(sympy.together(den))
+        return fraction_expr(*polys(n1 * d2, d1 * n2))
 
 
 def pick_max(a: sympy.Expr, b: sympy.Expr, pick=sympy.Max) -> sympy.Expr:

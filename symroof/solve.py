@@ -26,6 +26,7 @@ import itertools
 from dataclasses import dataclass
 
 import sympy
+from sympy.polys.polyerrors import CoercionFailed
 from sympy.polys.rings import PolyElement, PolyRing, ring
 
 
@@ -147,11 +148,14 @@ def sign_of(expr) -> int | None:
     """
     if isinstance(expr, PolyElement):
         coefficients = expr.coeffs() if expr else [0]
+    elif expr.is_number:
+        return 0 if expr == 0 else (1 if expr > 0 else -1)
     else:
-        expr = sympy.expand(expr)
-        if expr.is_number:
-            return 0 if expr == 0 else (1 if expr > 0 else -1)
-        coefficients = list(expr.as_coefficients_dict().values())
+        try:  # the polynomial ring expands far faster than sympy.expand
+            coefficients = polys(expr)[0].coeffs()
+        except (ValueError, CoercionFailed):  # not a polynomial (a symbol in a denominator)
+            expr = sympy.expand(expr)
+            coefficients = list(expr.as_coefficients_dict().values())
     if all(c == 0 for c in coefficients):
         return 0
     if all(c > 0 for c in coefficients):

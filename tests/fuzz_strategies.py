@@ -91,10 +91,12 @@ OVERRIDE_FIELDS = ["peak_flops_per_s.bf16", "peak_flops_per_s.int8", "peak_flops
                    "interconnect.domain_size", "interconnect.topology", "interconnect.name",
                    "pcie_bandwidth_one_way_bytes_per_s", "dcn.bandwidth_one_way_bytes_per_s_per_chip",
                    "dcn.chips_per_host", "clock_hz", "onchip.vmem_capacity_bytes",
-                   "interconnect.chip_bandwidth_one_way_bytes_per_s", "vector_flops_per_s.fp32"]
+                   "interconnect.chip_bandwidth_one_way_bytes_per_s", "vector_flops_per_s.fp32",
+                   "vector_flops_per_s.bf16", "vector_flops_per_s.fp64", "vector_flops_per_s.int8"]
 OVERRIDE_JUNK_FIELDS = ["", "peak_flops_per_s", "peak_flops_per_s.bf17", "nope", "interconnect",
                         "interconnect..name", ".bf16", "id", "name", "variants", "aliases", "sources",
-                        "peak_flops_per_s.bf16.x", "PEAK_FLOPS_PER_S.BF16", "notes"]
+                        "peak_flops_per_s.bf16.x", "PEAK_FLOPS_PER_S.BF16", "notes", "vector_flops_per_s",
+                        "vector_flops_per_s.bf17", "vector_flops", "vector_flops_per_s.fp32.x"]
 OVERRIDE_VALUES = NUMBERS + NUMBER_JUNK + ["null", "None", "torus_3d", "switch", "ring", "16", "4", "0",
                                            "2.5", "true", "[1]", "{}", "ICI"]
 
@@ -105,7 +107,10 @@ JUNK_CHARS = list("[]{}(),;:_=@*-><→#$\\^0123456789 \n\t\r'\"`|&!?~%.") + [
 TOKENS = ["bf16", "int8", "fp8", "[", "]", ",", "B", "D", "F", "N", "@", "*", "*_D", "*_{D,F}", "->", "→",
           ";", "\n", "mesh", "X=2", "Y=4@dcn", "_X", "_{XY}", "{U_X}", "{compute=fp8}", "=4096", "4096",
           "AllGather_X", "ReduceScatter_{X,K}", "AllReduce_Y", "AllToAll_{X,J}", "\\text{", "}", "{",
-          "x:", "y:", "•", "\\cdot", "\\rightarrow", "$", "#", "bd,df->bf", "1", "0", ":", "_", "="]
+          "x:", "y:", "•", "\\cdot", "\\rightarrow", "$", "#", "bd,df->bf", "1", "0", ":", "_", "=",
+          "+", "-", "/", "−", "(", ")", "gelu(", "max(", "exp", "softmax_T", "softmax", "sum_D", "max_D",
+          "mean_{D,F}", "rmsnorm_D", "layernorm_D", "gather", "transpose(", "fused {", "fused", "log_softmax_T",
+          "gelu_erf", "int32[B, T]", "bf16[D]"]
 
 
 # How much junk goes into a case: 0 for a clean case (every part valid as far as the
@@ -168,6 +173,7 @@ class _Spec:
         self.dims: list[str] = []
         self.axes: dict[str, int] = {}
         self.mesh_in_spec = False
+        self.vector = False          # work for the vector unit (elementwise, reductions, ...)
 
     def dim(self, name):
         if name not in self.dims and not name.isdigit():
@@ -182,9 +188,15 @@ def _pick_names(r, k):
     names = []
     while len(names) < k:
         n = r.choice(pool)
-        if n not in names:
+        # names are NFKC-folded (ℌ is H): in a clean case, two that fold alike are one dim
+        if n not in names and (_NOISE[0] or _fold(n) not in map(_fold, names)):
             names.append(n)
     return names
+
+
+def _fold(name):
+    import unicodedata
+    return unicodedata.normalize("NFKC", name)
 
 
 CLEAN_DTYPES = ["bf16", "bf16", "bfloat16", "int8", "int8", "fp8", "int4"]
@@ -203,7 +215,7 @@ def _dtype(r, default="bf16"):
 
 def _tensor(r, dtype, dims, style=0):
     inner = ", ".join(dims)
-    if r.random() < 0.03:
+    if r.random() < 0.03 and (inner or _NOISE[0]):
         inner += ","                  # a trailing comma is allowed
     if style == 1:                    # \text{int8[B, D]}
         return f"{r.choice(TEXT_OPEN)}{dtype}[{inner}]}}"
@@ -286,6 +298,7 @@ def _elementwise(r, s: _Spec):
         s.dim(n)
     if r.random() < 0.3:   # a cast: no FLOPs
         return f"{_dtype(r, 'fp8')}[{', '.join(names)}] -> {_dtype(r)}[{', '.join(names)}]"
+    s.vector = True        # a product of like shapes runs on the vector unit
     dt = _dtype(r)
     return f"{dt}[{', '.join(names)}] * {dt}[{', '.join(names)}] -> {dt}[{', '.join(names)}]"
 
@@ -317,6 +330,7 @@ def _einsum(r, s: _Spec):
     out = "".join(c for c in every if r.random() < 0.5)
     for c in every:
         s.dim(c)
+    s.vector = True        # often an elementwise product or a reduction
     return ",".join(ops) + "->" + out
 
 
@@ -413,7 +427,364 @@ def _collective(r, s: _Spec):
                      f"AllGather_{{{a},{a}}} {dt}[{I}_{a}, {J}] -> {dt}[{I}, {J}]"])
 
 
-_PLAIN = [_matmul] * 6 + [_chain] * 2 + [_dot] * 2 + [_elementwise, _batched, _latex, _einsum]
+# ----------------------------------------------------------------------------- ops beyond contractions
+
+UNARY = ["exp", "log", "tanh", "rsqrt", "sqrt", "square", "relu", "abs", "neg", "recip", "sigmoid", "silu",
+         "gelu", "gelu", "silu", "exp"]
+BINARY_FNS = ["max", "min", "maximum", "minimum", "add", "sub", "mul", "div"]
+INFIX_EW = ["+", "+", "+", "-", "/", "−", "÷"]
+REDUCTIONS = ["sum", "sum", "max", "min", "mean"]
+NORMS = ["rmsnorm", "rmsnorm", "layernorm"]
+GATHERS = ["gather", "gather", "take", "embed"]
+COPIES = ["copy", "cast", "transpose", "transpose"]
+# Documented words with an underscore in them (README's table): the grammar's NAME has no
+# '_', so they read as a word and a subscript. Drawn now and then, as users write them.
+UNDERSCORED = ["gelu_erf", "log_softmax"]
+OP_NEAR = ["gleu", "Gelu", "GELU", "gelu2", "relu6", "Relu", "swish", "tanhh", "expp", "lg", "sqr", "rsqrtt",
+           "sigmod", "silu_", "softmx", "Softmax", "softmax2", "logsoftmax", "soft", "rmsnrm", "rms", "norm",
+           "layer", "layernorm2", "LayerNorm", "summ", "Sum", "maxx", "mean2", "avg", "prod", "argmax",
+           "gatherr", "embedding", "lookup", "transpos", "transposed", "permute", "copyy", "Cast", "add2",
+           "plus", "minus", "mx", "maximun", "AllGathr", "Broadcast", "fuse", "Fused", "fusedd", "kernel",
+           "mesh", "ℊelu", "ｇｅｌｕ", "ﬁlter", "Integer", "lambda", "oo", "sum\u0301"]
+VECTOR_CHIPS = ["tpu-v5p", "v5p", "h100", "h100-sxm", "h100-pcie", "h200", "b200", "gb200", "mi300x",
+                "a100-sxm-80gb", "H100 SXM", "TPU v5p"]
+VECTOR_FLOPS = ["1.4e13", "1e13", "6.7e13", "2e12", "1e14", "3.35e13", "14000000000000", " 5e12 ", "1",
+                "1e-3", "1e20"]
+VECTOR_DTYPES = ["bf16", "bf16", "bf16", "fp32", "fp32", "f32", "bfloat16", "fp8", "int8"]
+
+
+def _vdtype(r, default="bf16"):
+    if r.random() < 0.5:
+        return default
+    if _NOISE[0] == 0 or r.random() < 0.8:
+        return r.choice(VECTOR_DTYPES)
+    return r.choice(DTYPES + DTYPE_NEAR[:6])
+
+
+def _layout(r, dims, axes, p=0.45) -> dict:
+    """Subscripts for some of the dims, each mesh axis splitting at most one of them."""
+    if not axes:
+        return {}
+    free = list(axes)
+    r.shuffle(free)
+    out = {}
+    for d in dims:
+        if not free or d.isdigit() or r.random() >= p:
+            continue
+        take = [free.pop()]
+        if free and r.random() < 0.15:
+            take.append(free.pop())
+        out[d] = ("_" + take[0] if r.random() < 0.8 else "_{" + take[0] + "}") if len(take) == 1 else \
+            r.choice(["_{" + "".join(take) + "}", "_{" + ",".join(take) + "}"])
+    if junk(r, 0.08) and dims:                  # an axis the mesh lacks, or one axis twice
+        out[r.choice(dims)] = "_" + r.choice(AXES + ["Q"])
+    return out
+
+
+def _t(r, dt, dims, L, *, style=0, name=None):
+    text = _tensor(r, dt, [d + L.get(d, "") for d in dims], style)
+    return f"{name}: {text}" if name else text
+
+
+def _over_sub(r, over):
+    if len(over) == 1 and r.random() < 0.75:
+        return "_" + over[0]
+    return "_{" + ",".join(over) + "}"
+
+
+def _vector_dims(r, s: _Spec, k):
+    names = _pick_names(r, k)
+    if _NOISE[0] and r.random() < 0.05:
+        names[r.randint(0, k - 1)] = r.choice(["4096", "2", "128"])
+    for n in names:
+        s.dim(n)
+    return names
+
+
+def _v_unary(r, s: _Spec, L_axes):
+    dims = _vector_dims(r, s, r.randint(1, 3))
+    L = _layout(r, dims, L_axes)
+    Lo = L if r.random() < 0.85 else _layout(r, dims, L_axes)
+    dt = _vdtype(r)
+    fn = r.choice(UNARY) if r.random() < 0.97 else r.choice(UNDERSCORED[:1])
+    names = ("x", "y") if r.random() < 0.08 else (None, None)
+    return f"{fn}({_t(r, dt, dims, L, name=names[0])}) {r.choice(ARROWS)} {_t(r, _vdtype(r, dt), dims, Lo, name=names[1])}"
+
+
+def _v_binary(r, s: _Spec, L_axes):
+    dims = _vector_dims(r, s, r.randint(1, 3))
+    L = _layout(r, dims, L_axes)
+    other = list(dims)
+    x = r.random()
+    if x < 0.25 and len(dims) > 1:                       # broadcast: a suffix of the dims
+        other = dims[r.randint(1, len(dims) - 1):]
+    elif x < 0.35 and len(dims) > 1:                     # any subset, in order
+        other = [d for d in dims if r.random() < 0.6] or dims[-1:]
+    elif x < 0.4:                                        # the same dims, in another order (by name)
+        other = list(dims)
+        r.shuffle(other)
+    L2 = L if r.random() < 0.8 else {}                   # a replicated side slices its part for free
+    Lo = L if r.random() < 0.85 else _layout(r, dims, L_axes)
+    dt = _vdtype(r)
+    a, b = _t(r, dt, dims, L), _t(r, _vdtype(r, dt), other, L2)
+    if r.random() < 0.5:
+        a, b = b, a
+    out = _t(r, _vdtype(r, dt), dims, Lo)
+    if r.random() < 0.5:
+        if r.random() < 0.06:
+            a, b, out = f"x: {a}", f"y: {b}", f"z: {out}"
+        return f"{a} {r.choice(INFIX_EW)} {b} {r.choice(ARROWS)} {out}"
+    return f"{r.choice(BINARY_FNS)}({a}, {b}) {r.choice(ARROWS)} {out}"
+
+
+def _v_reduce(r, s: _Spec, L_axes):
+    dims = _vector_dims(r, s, r.randint(1, 3))
+    over = [d for d in dims if r.random() < 0.4 and not d.isdigit()] or [next((d for d in dims if not d.isdigit()),
+                                                                            dims[-1])]
+    L = _layout(r, dims, L_axes)
+    kept = [d for d in dims if d not in over]
+    Lo = {d: L[d] for d in kept if d in L} if r.random() < 0.85 else _layout(r, kept, L_axes)
+    dt = _vdtype(r)
+    word = r.choice(REDUCTIONS)
+    x = _t(r, dt, dims, L)
+    ann = ""
+    split = sorted({a for d in over for a in AXES if d in L and a in L[d]} -
+                   {a for d in Lo for a in AXES if a in Lo[d]})
+    if split and r.random() < 0.3:
+        ann = " {U_" + split[0] + "}"
+    out = _t(r, _vdtype(r, r.choice([dt, "fp32"])), kept, Lo) + ann
+    if r.random() < 0.4:
+        return f"{word}{_over_sub(r, over)}({x}) {r.choice(ARROWS)} {out}"
+    return f"{word}{_over_sub(r, over)} {x} {r.choice(ARROWS)} {out}"
+
+
+def _v_softmax(r, s: _Spec, L_axes):
+    dims = _vector_dims(r, s, r.randint(1, 4))
+    named = [d for d in dims if not d.isdigit()] or dims
+    over = [named[-1]] if r.random() < 0.85 else [d for d in named if r.random() < 0.5] or named[-1:]
+    L = _layout(r, dims, L_axes)
+    dt = _vdtype(r)
+    word = "softmax" if r.random() < 0.97 else "log_softmax"
+    x, y = _t(r, dt, dims, L), _t(r, _vdtype(r, dt), dims, L if r.random() < 0.9 else _layout(r, dims, L_axes))
+    if r.random() < 0.3:
+        return f"{word}{_over_sub(r, over)}({x}) {r.choice(ARROWS)} {y}"
+    return f"{word}{_over_sub(r, over)} {x} {r.choice(ARROWS)} {y}"
+
+
+def _v_norm(r, s: _Spec, L_axes):
+    dims = _vector_dims(r, s, r.randint(1, 3))
+    named = [d for d in dims if not d.isdigit()] or dims
+    over = [named[-1]] if r.random() < 0.85 else [d for d in named if r.random() < 0.5] or named[-1:]
+    L = _layout(r, dims, L_axes)
+    word = r.choice(NORMS)
+    dt = _vdtype(r)
+    params = []
+    for _ in range(r.randint(0, 2 if word == "layernorm" else 1)):
+        pdims = list(over) if r.random() < 0.8 else [d for d in dims if r.random() < 0.6] or list(over)
+        params.append(_t(r, _vdtype(r, dt), pdims, L if r.random() < 0.7 else {}))
+    ins = ", ".join([_t(r, dt, dims, L)] + params)
+    out = _t(r, dt, dims, L)
+    if r.random() < 0.3:
+        return f"{word}{_over_sub(r, over)}({ins}) {r.choice(ARROWS)} {out}"
+    return f"{word}{_over_sub(r, over)} {ins} {r.choice(ARROWS)} {out}"
+
+
+def _v_gather(r, s: _Spec, L_axes):
+    names = _vector_dims(r, s, r.randint(3, 4))
+    V, row, idx = names[0], names[1:2] if len(names) == 3 else names[1:3], names[-1:]
+    if r.random() < 0.3:
+        idx = [idx[0], r.choice([n for n in ("T", "S", "Q") if n not in names])]
+        s.dim(idx[1])
+    if r.random() < 0.1:
+        row = []
+    # one layout over table, indices and result alike: an axis splits one dim of the lot
+    L = _layout(r, [V] + row + idx, L_axes)
+    word = r.choice(GATHERS)
+    dt = _vdtype(r)
+    table = _t(r, dt, [V] + row, L)
+    ids = _t(r, r.choice(["int32", "int32", "int16", "uint8"]) if r.random() < 0.95 else _vdtype(r), idx, L)
+    out = _t(r, dt, idx + row, L)
+    if r.random() < 0.3:
+        return f"{word}({table}, {ids}) {r.choice(ARROWS)} {out}"
+    return f"{word} {table}, {ids} {r.choice(ARROWS)} {out}"
+
+
+def _v_copy(r, s: _Spec, L_axes):
+    dims = _vector_dims(r, s, r.randint(1, 3))
+    word = r.choice(COPIES)
+    out_dims = list(dims)
+    if word == "transpose" and len(dims) > 1:
+        while out_dims == dims:
+            r.shuffle(out_dims)
+    L = _layout(r, dims, L_axes)
+    Lo = L if r.random() < 0.8 else _layout(r, out_dims, L_axes)
+    dt_in = _vdtype(r, r.choice(["fp32", "bf16"]))
+    x, y = _t(r, dt_in, dims, L), _t(r, _vdtype(r), out_dims, Lo)
+    if word != "transpose" and r.random() < 0.4:
+        return f"{word} {x} {r.choice(ARROWS)} {y}"
+    return f"{word}({x}) {r.choice(ARROWS)} {y}"
+
+
+_VECTOR_OPS = [_v_unary] * 3 + [_v_binary] * 3 + [_v_reduce] * 2 + [_v_softmax] * 2 + [_v_norm] * 2 + \
+    [_v_gather, _v_copy]
+
+
+def _vector_bad(r, s: _Spec, axes=()):
+    """A statement of the new forms that must be refused (or, now and then, that a near
+    miss still reads): wrong arity, words close to real ones, a missing or stray subscript,
+    mixed operators, shapes that do not fit, layouts that do not match."""
+    B, D, F = _vector_dims(r, s, 3)
+    dt = _vdtype(r)
+    a = axes[0] if axes else "X"
+    b = axes[1] if len(axes) > 1 else "Y"
+    t2 = f"{dt}[{B}, {D}]"
+    forms = [
+        f"{r.choice(UNARY)}({t2}, {t2}) -> {t2}",                           # wrong arity
+        f"{r.choice(UNARY)}() -> {t2}",
+        f"{r.choice(BINARY_FNS)}({t2}) -> {t2}",
+        f"{r.choice(BINARY_FNS)}({t2}, {t2}, {t2}) -> {t2}",
+        f"{t2} + {t2} + {t2} -> {t2}",
+        f"{t2} {r.choice(INFIX_EW)} {t2} * {t2} -> {t2}",                  # mixed operators
+        f"{t2} + {t2} @ {dt}[{D}, {F}] -> {dt}[{B}, {F}]",
+        f"{t2} +_{D} {t2} -> {t2}",                                       # a subscript on '+'
+        f"rmsnorm_{D} {t2}, {dt}[{D}], {dt}[{D}] -> {t2}",
+        f"layernorm_{D} {t2}, {dt}[{D}], {dt}[{D}], {dt}[{D}] -> {t2}",
+        f"rmsnorm_{D} {t2}, {dt}[{F}] -> {t2}",                           # a scale with a stray dim
+        f"{r.choice(GATHERS)} {t2} -> {t2}",
+        f"{r.choice(GATHERS)} {t2}, int32[{B}], int32[{B}] -> {t2}",
+        f"gather {dt}[{B}, {D}], int32[{B}] -> {dt}[{B}, {D}]",              # indices with the row dim
+        f"gather {dt}[{B}, {D}], int32[{F}] -> {dt}[{D}, {F}]",              # the result's dims out of order
+        f"gather {dt}[], int32[{F}] -> {dt}[{F}]",
+        f"transpose({t2}, {t2}) -> {t2}",
+        f"transpose({t2}) -> {dt}[{B}, {F}]",
+        f"{r.choice(REDUCTIONS)}_{D}({t2}, {t2}) -> {dt}[{B}]",
+        f"{r.choice(['softmax', 'sum', 'mean', 'rmsnorm', 'layernorm'])} {t2} -> {t2}",   # missing subscript
+        f"{r.choice(['softmax', 'sum', 'mean'])}({t2}) -> {t2}",
+        f"{r.choice(UNARY + COPIES + GATHERS)}_{D}({t2}) -> {t2}",        # a stray subscript
+        f"{r.choice(REDUCTIONS + ['softmax'])}_{F} {t2} -> {dt}[{B}]",     # over a dim it lacks
+        f"{r.choice(REDUCTIONS + ['softmax'])}_4096 {t2} -> {dt}[{B}]",
+        f"{r.choice(REDUCTIONS + ['softmax'])}_{{{D},{D}}} {t2} -> {dt}[{B}]",
+        f"{r.choice(REDUCTIONS)}_{D} {t2} -> {t2}",                         # keeps the summed dim
+        f"softmax_{D} {t2} -> {dt}[{B}]",
+        f"{r.choice(UNARY)}({t2}) -> {dt}[{B}, {F}]",
+        f"{r.choice(UNARY)}({t2}) -> {dt}[{D}, {B}]",
+        f"{r.choice(OP_NEAR)}({t2}) -> {t2}",                               # words close to real ones
+        f"{r.choice(OP_NEAR)}_{D} {t2} -> {dt}[{B}]",
+        f"{r.choice(OP_NEAR)} {t2}, {t2} -> {t2}",
+        f"{r.choice(UNDERSCORED)}({t2}) -> {t2}",
+        f"{r.choice(UNDERSCORED)}_{D} {t2} -> {t2}",
+        f"{r.choice(UNARY)}[{B}]({t2}) -> {t2}",
+        f"{r.choice(UNARY)} {t2} -> {t2}",                                  # a call word used as a prefix
+        f"{r.choice(UNARY)}({t2} -> {t2}",
+        f"{r.choice(UNARY)}(({t2})) -> {t2}",
+        f"{r.choice(UNARY)}({r.choice(UNARY)}({t2})) -> {t2}",            # nested calls
+        f"max_{D} {t2} {{U_{a}}} -> {dt}[{B}]",
+        f"{t2} + {dt}[{B}_{a}, {D}_{a}] -> {t2}",                         # one axis, two dims
+        f"{dt}[{B}_{a}, {D}] + {dt}[{B}_{b}, {D}] -> {dt}[{B}, {D}]",       # two different splits
+        f"{dt}[{B}_{a}, {D}] + {dt}[{B}, {D}_{a}] -> {dt}[{B}_{a}, {D}]",
+        f"max({dt}[{B}_{{{a}{b}}}, {D}], {dt}[{B}_{a}, {D}]) -> {dt}[{B}, {D}]",
+        f"gelu({dt}[{B}_{a}, {D}]) -> {dt}[{B}, {D}_{b}]",
+        f"softmax_{D} {dt}[{B}_{a}, {D}_{a}] -> {dt}[{B}, {D}]",
+        f"gather {dt}[{B}_{a}, {D}], int32[{F}_{a}] -> {dt}[{F}_{a}, {D}]",
+        f"rmsnorm_{D} {dt}[{B}, {D}_{a}], {dt}[{D}_{b}] -> {dt}[{B}, {D}_{a}]",
+    ]
+    return r.choice(forms)
+
+
+def _fused_body(r, s: _Spec, axes) -> list:
+    """Statements one kernel runs: each reads what the one before it wrote."""
+    B, D = _vector_dims(r, s, 2)
+    L = _layout(r, [B, D], axes) if axes else {}
+    dims, dt = [B, D], r.choice(["bf16", "bf16", "fp32"])
+    body = []
+    if r.random() < 0.5:                       # a contraction first
+        (F,) = [n for n in _pick_names(r, 3) if _fold(n) not in map(_fold, dims)][:1] or ["F"]
+        s.dim(F)
+        LF = {B: L[B]} if B in L else {}
+        acc = r.choice(["fp32", "bf16"])
+        body.append(f"{_t(r, 'bf16', [B, D], L)} {r.choice(['@', '*', '*_' + D])} "
+                    f"{_t(r, 'bf16', [D, F], {D: L[D]} if D in L else {})} -> {_t(r, acc, [B, F], LF)}")
+        dims, dt, L = [B, F], acc, LF
+    for _ in range(r.randint(1, 3)):
+        x = _t(r, dt, dims, L)
+        k = r.randint(0, 6)
+        out_dt = dt if r.random() < 0.7 else r.choice(["bf16", "fp32"])
+        if k == 0:
+            body.append(f"{r.choice(UNARY)}({x}) -> {_t(r, out_dt, dims, L)}")
+        elif k == 1:
+            body.append(f"softmax_{dims[-1]} {x} -> {_t(r, out_dt, dims, L)}")
+        elif k == 2:
+            p = _t(r, "bf16", dims[-1:], {dims[-1]: L[dims[-1]]} if dims[-1] in L else {})
+            body.append(f"{r.choice(NORMS)}_{dims[-1]} {x}, {p} -> {_t(r, out_dt, dims, L)}")
+        elif k == 3:
+            other = _t(r, dt, dims[-1:] if r.random() < 0.5 else dims, L)
+            body.append(f"{x} {r.choice(INFIX_EW)} {other} -> {_t(r, out_dt, dims, L)}")
+        elif k == 4:
+            body.append(f"{x} -> {_t(r, out_dt, dims, L)}")            # a cast
+        elif k == 5 and len(dims) > 1:
+            kept = dims[:-1]
+            Lk = {d: L[d] for d in kept if d in L}
+            body.append(f"{r.choice(REDUCTIONS)}_{dims[-1]} {x} -> {_t(r, out_dt, kept, Lk)}")
+            dims, L = kept, Lk
+        else:
+            body.append(f"max({x}, {_t(r, dt, dims, L)}) -> {_t(r, out_dt, dims, L)}")
+        dt = out_dt
+    return body
+
+
+def _fused(r, s: _Spec, axes=()):
+    s.vector = True
+    body = _fused_body(r, s, list(axes))
+    if junk(r, 0.35):                           # what a block must refuse, or a near miss
+        k = r.randint(0, 9)
+        if k == 0:
+            body.insert(r.randint(0, len(body)), "fused { " + "; ".join(_fused_body(r, s, [])) + " }")
+        elif k == 1:
+            body.insert(r.randint(0, len(body)), "mesh " + (_mesh_decl(r, s) if not axes else "X=2"))
+        elif k == 2 and axes:
+            body.insert(r.randint(0, len(body)), _collective(r, s))
+        elif k == 3:
+            return r.choice(["fused { }", "fused {}", "fused {\n}", "fused", "fused {", "fused { ;; }"])
+        elif k == 4:
+            return f"{r.choice(OP_NEAR + ['fused', 'fused'])} {{ " + "; ".join(body)   # no closing brace
+        elif k == 5:
+            return f"{r.choice(['fuse', 'Fused', 'fusedd', 'kernel', 'fusion', 'mesh', 'gelu', 'softmax_D'])} {{ " \
+                + "; ".join(body) + " }"
+        elif k == 6:
+            return "fused { " + "; ".join(body) + " } {U_X}"
+        elif k == 7:
+            return "fused [ " + "; ".join(body) + " ]"
+        elif k == 8:
+            body.append(r.choice(_VECTOR_OPS)(r, s, list(axes)))    # a step that reads nothing before it
+        else:
+            return "fused { fused { " + "; ".join(body) + " } }"
+    elif r.random() < 0.2:
+        body.append(r.choice(_VECTOR_OPS)(r, s, list(axes)))
+    form = r.randint(0, 3)
+    if form == 0:
+        return "fused { " + "; ".join(body) + " }"
+    if form == 1:
+        return "fused {\n" + "\n".join("  " + b for b in body) + "\n}"
+    if form == 2:
+        return "fused {" + ";".join(body) + "}"
+    return "fused {\n\n  " + ";\n  ".join(body) + ";\n}"
+
+
+def _vector(r, s: _Spec, axes=()):
+    """One statement of the ops beyond contractions (on the mesh's axes where given)."""
+    s.vector = True
+    if junk(r, 0.25):
+        return _vector_bad(r, s, list(axes))
+    return r.choice(_VECTOR_OPS)(r, s, list(axes))
+
+
+def _sharded_vector(r, s: _Spec):
+    axes = list(s.axes) or ["X"]
+    return _fused(r, s, axes) if r.random() < 0.2 else _vector(r, s, axes)
+
+
+_PLAIN = [_matmul] * 6 + [_chain] * 2 + [_dot] * 2 + [_elementwise, _batched, _latex, _einsum] + \
+    [_vector] * 5 + [_fused] * 2
 
 
 def gen_spec(r) -> tuple[str, _Spec, str | None]:
@@ -431,8 +802,9 @@ def gen_spec(r) -> tuple[str, _Spec, str | None]:
         else:
             mesh_flag = decl.replace(" ", "")
         for _ in range(r.randint(1, 3)):
-            statements.append(_collective(r, s) if r.random() < 0.25 else
-                              _sharded(r, s) if r.random() < 0.8 else r.choice(_PLAIN)(r, s))
+            x = r.random()
+            statements.append(_collective(r, s) if x < 0.2 else _sharded(r, s) if x < 0.55 else
+                              _sharded_vector(r, s) if x < 0.85 else r.choice(_PLAIN)(r, s))
     else:
         for _ in range(1 if r.random() < 0.8 else r.randint(2, 3)):
             statements.append(r.choice(_PLAIN)(r, s))
@@ -461,7 +833,7 @@ def _tokens(text):
 def mutate(r, text: str) -> str:
     """One or more random edits of a spec's text."""
     for _ in range(r.randint(1, 3)):
-        op = r.randint(0, 13)
+        op = r.randint(0, 15)
         n = len(text)
         if op == 0 and n:                           # delete a character
             i = r.randint(0, n - 1)
@@ -521,6 +893,18 @@ def mutate(r, text: str) -> str:
         elif op == 12:                              # many dims in one tensor
             extra = ", ".join(f"Q{i}" for i in range(r.choice([8, 30, 65, 70])))
             text = text.replace("]", ", " + extra + "]", 1)
+        elif op == 14:                              # an op's word near-missed, or another op's
+            words = [w for w in UNARY + BINARY_FNS + REDUCTIONS + NORMS + GATHERS + COPIES + ["softmax", "fused"]
+                     if re.search(r"\b" + w + r"(?=[_({ ])", text)]
+            if words:
+                w = r.choice(words)
+                text = re.sub(r"\b" + w + r"(?=[_({ ])", r.choice(OP_NEAR + UNARY + REDUCTIONS + NORMS + UNDERSCORED),
+                              text, count=1)
+        elif op == 15:                              # a brace or a parenthesis dropped or doubled
+            spots = [i for i, c in enumerate(text) if c in "{}()"]
+            if spots:
+                i = r.choice(spots)
+                text = text[:i] + (text[i] * 2 if r.random() < 0.3 else "") + text[i + 1:]
         else:                                       # unicode junk
             i = r.randint(0, n)
             junk = "".join(r.choice(JUNK_CHARS) for _ in range(r.randint(1, 6)))
@@ -552,10 +936,13 @@ def gen_spec_text(r) -> tuple[str, _Spec, str | None]:
 def _machine_flags(r, s: _Spec | None, *, chip_p=0.75) -> list:
     argv = []
     x = r.random()
+    vector = s is not None and s.vector
     if x < chip_p:
         y = r.random()
         name = r.choice(CHIPS) if y < 0.6 else r.choice(CHIP_NAMES) if y < 0.9 or not junk(r, 1) \
             else r.choice(CHIP_JUNK)
+        if vector and r.random() < 0.5:             # a chip with a vector-unit figure
+            name = r.choice(VECTOR_CHIPS)
         argv += ["--chip", name]
         if r.random() < 0.15:
             known = variants_of(name)
@@ -567,12 +954,16 @@ def _machine_flags(r, s: _Spec | None, *, chip_p=0.75) -> list:
         argv += ["--variant", r.choice(VARIANTS)]            # a variant without a chip
     elif _NOISE[0] == 0 and r.random() < 0.8:
         argv += ["--peak-flops", r.choice(NUMBERS), "--hbm-bw", r.choice(NUMBERS)]
+        if vector and r.random() < 0.8:
+            argv += ["--vector-flops", r.choice(VECTOR_FLOPS)]
     meshed = s is not None and (s.axes or s.mesh_in_spec)
     for flag, p in (("--peak-flops", 0.12), ("--hbm-bw", 0.12), ("--ici-bw", 0.08)):
         if flag == "--ici-bw" and not meshed and _NOISE[0] == 0:
             continue
         if r.random() < p:
             argv += [flag, r.choice(NUMBER_JUNK) if junk(r, 0.4) else r.choice(NUMBERS)]
+    if "--vector-flops" not in argv and r.random() < (0.3 if vector else 0.05):
+        argv += ["--vector-flops", r.choice(NUMBER_JUNK) if junk(r, 0.4) else r.choice(VECTOR_FLOPS)]
     if r.random() < 0.1 and ("--chip" in argv or _NOISE[0]):
         for _ in range(r.randint(1, 3)):
             if junk(r, 0.7):
@@ -682,7 +1073,8 @@ _EXPECT_KEYS = ["flops", "flops_exact", "bytes", "bytes_read", "bytes_written", 
                 "intensity_exact", "critical_intensity", "t_math", "t_comms", "t_lower", "t_upper",
                 "achieved_flops_per_s", "flops_total", "replication", "t_network", "t_network_latency",
                 "network_bytes", "network_intensity", "critical_network_intensity", "bound",
-                "intensity_limit", "threshold", "nope", "Flops"]
+                "intensity_limit", "threshold", "nope", "Flops", "transcendentals", "flops_vector", "t_vector",
+                "t_vector", "vector_flops"]
 
 
 def _junk_value(r):
@@ -842,6 +1234,42 @@ def gen_analyze(r, json_out=None, latex=False) -> Case:
     return Case(argv, stdin=stdin, files=_hardware_files(r, argv), kind=kind)
 
 
+def gen_ops(r) -> Case:
+    """analyze or latex of a spec of the ops beyond contractions (elementwise, unary,
+    reductions, softmax, norms, gather, copies, fused blocks), beside a contraction now and
+    then, on a mesh now and then; a chip with a vector figure, --vector-flops, or neither."""
+    s = _Spec()
+    s.vector = True
+    mesh_flag = None
+    statements = []
+    if r.random() < 0.4:
+        decl = _mesh_decl(r, s)
+        if r.random() < 0.7:
+            statements.append("mesh " + decl)
+            s.mesh_in_spec = True
+        else:
+            mesh_flag = decl.replace(" ", "")
+
+        def one():
+            return _sharded_vector(r, s) if r.random() < 0.8 else _sharded(r, s)
+    else:
+        def one():
+            return _fused(r, s) if r.random() < 0.2 else _vector(r, s) if r.random() < 0.85 else \
+                r.choice(_PLAIN)(r, s)
+    for _ in range(1 if r.random() < 0.6 else r.randint(2, 3)):
+        statements.append(one())
+    text = r.choice(["\n", "\n", "; ", "\r\n"]).join(statements)
+    if junk(r, 0.3):
+        text = mutate(r, text)
+    cmd = r.choice(["analyze", "analyze", "latex"])
+    argv = [cmd, text] + _machine_flags(r, s) + _spec_flags(r, s, mesh_flag)
+    if cmd == "analyze" and r.random() < 0.6:
+        argv.append("--json")
+    elif cmd == "latex" and r.random() < 0.3:
+        argv += ["--format", r.choice(["latex", "markdown"])]
+    return Case(argv, files=_hardware_files(r, argv), kind="ops")
+
+
 def _hardware_files(r, argv) -> dict:
     return {"hw.json": _hardware_file(r)} if "{tmp}/hw.json" in argv else {}
 
@@ -902,25 +1330,35 @@ def gen_check(r) -> Case:
 _PLOT_SPECS = ["{t}[B, {D}] @ {t}[{D}, {F}] -> {t}[B, {F}]", "{t}[B, {D}] * int8[{D}, {F}] -> {t}[B, {F}]",
                "{t}[B] *_B {t}[B] -> {t}[1]", "{t}[B, {D}] *_{D} {t}[{D}, {F}] *_{F} {t}[{F}, {D}] -> {t}[B, {D}]",
                "mesh X=2\n{t}[B, {D}_X] @ {t}[{D}_X, {F}] -> {t}[B, {F}]"]
+# vector work: a chip with a vector figure, or --vector-flops, runs them
+_PLOT_VECTOR_SPECS = ["gelu({t}[B, {F}]) -> {t}[B, {F}]", "{t}[B, {D}] + {t}[{D}] -> {t}[B, {D}]",
+                      "softmax_H {t}[B, H] -> {t}[B, H]", "rmsnorm_H {t}[B, H], {t}[H] -> {t}[B, H]",
+                      "sum_H {t}[B, H] -> fp32[B]", "gather {t}[V, {D}], int32[B] -> {t}[B, {D}]",
+                      "fused {{ {t}[B, {D}] @ {t}[{D}, {F}] -> fp32[B, {F}]; gelu(fp32[B, {F}]) -> {t}[B, {F}] }}",
+                      "mesh X=2\nsoftmax_H {t}[B, H_X] -> {t}[B, H_X]"]
 
 
 def _clean_plot(r) -> Case:
     kind = r.choice(["roofline", "sweep"])
-    specs, sizes = [], {}
+    specs, sizes, vector = [], {}, False
     for _ in range(r.randint(1, 3)):
         D, F = r.choice(["D", "4096", "1024", "Hd"]), r.choice(["F", "4096", "dModel"])
         if D == F:
             F = "F"
-        form = r.choice(_PLOT_SPECS)
+        form = r.choice(_PLOT_SPECS) if r.random() < 0.7 else r.choice(_PLOT_VECTOR_SPECS)
+        vector = vector or form in _PLOT_VECTOR_SPECS
         if "*_{D}" in form and (D.isdigit() or F.isdigit()):
             form = _PLOT_SPECS[0]
         specs.append(form.format(t=r.choice(["bf16", "bf16", "int8", "fp8"]), D=D, F=F))
-        for d in (D, F):
+        for d in (D, F) + (("H",) if "H" in form else ()) + (("V",) if "[V," in form else ()):
             if not d.isdigit():
                 sizes[d] = r.choice(["1024", "4096", "8192", "16k"])
     if kind == "roofline":
         sizes["B"] = r.choice(["1", "128", "256", "4096"])
-    argv = ["plot", kind, *specs, "--chip", r.choice(["tpu-v5e", "v5e", "tpu-v5p", "h100", "b200", "tpu-v6e"])]
+    chip = r.choice(["tpu-v5e", "v5e", "tpu-v5p", "h100", "b200", "tpu-v6e"])
+    argv = ["plot", kind, *specs, "--chip", chip]
+    if vector and chip not in ("tpu-v5p", "h100", "b200"):
+        argv += ["--vector-flops", r.choice(VECTOR_FLOPS[:6])]
     if r.random() < 0.2 and any("mesh" in sp for sp in specs):
         argv += ["--ici-bw", r.choice(NUMBERS[:6])]
     argv += ["--set", ",".join(f"{k}={v}" for k, v in sizes.items())]
@@ -939,20 +1377,22 @@ def gen_plot(r) -> Case:
     if _NOISE[0] == 0:
         return _clean_plot(r)
     kind = r.choice(["roofline", "sweep"])
-    specs, dims, mesh = [], [], None
+    specs, dims, mesh, vector = [], [], None, False
     for _ in range(r.randint(1, 3)):
         text, s, m = gen_spec(r) if r.random() < 0.85 else gen_spec_text(r)
         if s.mesh_in_spec or m:
             mesh = mesh or m
         specs.append(text)
         dims += s.dims
+        vector = vector or s.vector
     ext = r.choice([".png", ".svg", ".pdf", ".png", ".svg"] if r.random() < 0.93 else [".jpg", ".txt", "", ".PNG"])
     out = "{tmp}/" + r.choice(["out", "a b", "ü"]) + ext
     if r.random() < 0.03:
         out = "{tmp}/missing-dir/out.png"
     argv = ["plot", kind, *specs]
-    argv += _machine_flags(r, None, chip_p=0.85)
     s = _Spec()
+    s.vector = vector
+    argv += _machine_flags(r, s, chip_p=0.85)
     s.dims = list(dict.fromkeys(dims))
     if r.random() < 0.4:
         argv += ["--set", ",".join(f"{_dim_ref(r, s)}={r.choice(SET_VALUES[:8])}" for _ in range(r.randint(1, 3)))]
@@ -991,6 +1431,10 @@ EDGE_OVERRIDES = {
     "peak_flops_per_s.bf16": EDGE_NUMBERS + ["null"],
     "peak_flops_per_s.int8": EDGE_NUMBERS,
     "hbm_bandwidth_bytes_per_s": EDGE_NUMBERS,
+    "vector_flops_per_s.fp32": EDGE_NUMBERS + ["null"],
+    "vector_flops_per_s.bf16": EDGE_NUMBERS,
+    "onchip.vmem_capacity_bytes": ["1", "1024", "1e40", "1e-30", "null"],
+    "onchip.l2_capacity_bytes": ["1", "1024", "1e40", "null"],
 }
 HUGE = ["999999999999999999", "1e17", "2**59", "1G", "1T", "3", "1", "4096", "65536"]
 
@@ -1006,15 +1450,17 @@ def gen_extreme(r) -> Case:
     old = _NOISE[0]
     _NOISE[0] = 0.0
     try:
-        statements = [(_sharded(r, s) if r.random() < 0.6 else _collective(r, s) if r.random() < 0.3
-                       else r.choice(_PLAIN)(r, s)) for _ in range(r.randint(1, 3))]
+        statements = [(_sharded(r, s) if r.random() < 0.45 else _sharded_vector(r, s) if r.random() < 0.4
+                       else _collective(r, s) if r.random() < 0.3 else r.choice(_PLAIN)(r, s))
+                      for _ in range(r.randint(1, 3))]
     finally:
         _NOISE[0] = old
     spec = "mesh " + decl + "\n" + "\n".join(statements)
     cmd = r.choice(["analyze", "analyze", "latex"])
-    argv = [cmd, spec, "--chip", r.choice(CHIPS)]
-    for flag in ("--peak-flops", "--hbm-bw", "--ici-bw"):
-        if r.random() < 0.3:
+    argv = [cmd, spec, "--chip", r.choice(VECTOR_CHIPS[:9] if s.vector and r.random() < 0.5 else CHIPS)]
+    for flag, p in (("--peak-flops", 0.3), ("--hbm-bw", 0.3), ("--ici-bw", 0.3),
+                    ("--vector-flops", 0.5 if s.vector else 0.05)):
+        if r.random() < p:
             argv += [flag, r.choice(EDGE_NUMBERS)]
     for _ in range(r.randint(0, 3)):
         f = r.choice(sorted(EDGE_OVERRIDES))
@@ -1097,10 +1543,11 @@ GENERATORS = {
     "junk": gen_junk_argv,
     "extreme": gen_extreme,
     "hardware": gen_hardware_edge,
+    "ops": gen_ops,
 }
 DEFAULT_WEIGHTS = {"analyze": 22, "analyze-json": 27, "latex": 14, "roofline": 8, "check": 11,
                    "chips": 1.5, "chip": 5, "plot": 1, "junk": 3, "extreme": 8,
-                   "hardware": 3}
+                   "hardware": 3, "ops": 14}
 
 
 # ----------------------------------------------------------------------------- running
@@ -1179,7 +1626,7 @@ EXPR_KEYS = {"flops", "flops_exact", "bytes", "bytes_read", "bytes_written", "in
              "replication", "t_network", "t_network_latency", "network_bytes", "network_intensity",
              "critical_network_intensity", "critical_intensity", "intensity_limit", "rule", "exact",
              "condition", "t", "t_bandwidth", "t_latency", "past_latency", "latency_floor",
-             "peak_flops_per_s", "hbm_bandwidth_bytes_per_s"}
+             "peak_flops_per_s", "hbm_bandwidth_bytes_per_s", "transcendentals", "flops_vector", "t_vector"}
 
 
 def _strict_constant(name):

@@ -72,9 +72,10 @@ def _fuzz(weights, n):
     return run
 
 
-test_fuzz_analyze_text = _fuzz({"analyze": 1}, 120)
-test_fuzz_analyze_json = _fuzz({"analyze-json": 1}, 150)
-test_fuzz_latex = _fuzz({"latex": 1}, 80)
+test_fuzz_analyze_text = _fuzz({"analyze": 1}, 95)
+test_fuzz_analyze_json = _fuzz({"analyze-json": 1}, 120)
+test_fuzz_latex = _fuzz({"latex": 1}, 70)
+test_fuzz_ops_beyond_contractions = _fuzz({"ops": 1}, 80)
 test_fuzz_extremes_on_a_mesh = _fuzz({"extreme": 1}, 60)
 test_fuzz_hardware_files_at_the_edges = _fuzz({"hardware": 1}, 20)
 test_fuzz_check = _fuzz({"check": 1}, 70)

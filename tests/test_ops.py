@@ -330,3 +330,42 @@ def test_fusing_never_increases_hbm_bytes(stages):
     assert all(coefficient >= 0 for coefficient in sympy.Poly(difference, *difference.free_symbols).coeffs()) \
         if difference.free_symbols else difference >= 0
     assert math.isfinite(float(difference.subs({s: 7 for s in difference.free_symbols})))
+
+
+@pytest.mark.parametrize("spec", FORMS)
+def test_every_output_works_for_every_kind(spec, tmp_path):
+    """Text, JSON (strict, reading back), LaTeX, a plot and a claim, for each form."""
+    import json
+
+    from symroof.cli import main
+
+    def run(*argv):
+        import io
+        out, err = io.StringIO(), io.StringIO()
+        code = main(list(argv), out=out, err=err)
+        assert code == 0, err.getvalue()
+        return out.getvalue()
+
+    sizes = {k: v for k, v in dict(B=8, D=64, F=128, N=4, S=32, T=32, H=16, V=1000).items()
+             if k in parse(spec).dims}
+    sized = ["--chip", "h100", "--set", ",".join(f"{k}={v}" for k, v in sizes.items())]
+    assert "T_lower" in run("analyze", spec, *sized)
+    data = json.loads(run("analyze", spec, *sized, "--json"), parse_constant=lambda c: pytest.fail(c))
+    a = analyze(spec, chip="h100").at(**sizes)
+    assert data["flops"] == a.value("flops") and data["transcendentals"] == a.value("transcendentals")
+    assert [s["kind"] for s in data["steps"]] == [s.step.kind for s in a.steps]
+    assert r"\begin{align*}" in run("latex", spec, "--chip", "h100")
+    out = tmp_path / "roofline.png"
+    if a.flops != 0:
+        run("plot", "roofline", spec, *sized, "-o", str(out))
+        assert out.stat().st_size > 1000
+    else:  # no FLOPs (a cast, a gather, exp's transcendentals only): no point on a roofline, said
+        from symroof.cli import main
+        err = __import__("io").StringIO()
+        assert main(["plot", "roofline", spec, *sized, "-o", str(out)], out=err, err=err) == 2
+        assert "does no FLOPs" in err.getvalue()
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(json.dumps([{"id": "kind", "spec": spec, "chip": {"name": "h100"}, "expect": {
+        "transcendentals": sympy.sstr(analyze(spec).transcendentals),
+        "flops_vector": sympy.sstr(analyze(spec).flops_vector)}}]))
+    run("check", str(claims))

@@ -67,6 +67,9 @@ class Kind:
     # Whether operands whose shared dims are split differently are an error (with the
     # gathers that would fix it) rather than gathered silently.
     same_layouts = False
+    # How a report says what the step does with the dims in `Step.summed`: a contraction
+    # or reduction "sums" them, a softmax or norm works "over" them, a gather indexes them.
+    over_word = "over"
 
     def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
                output: Sequence[str]) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from .base import MATRIX, Counted, Kind, Size
 class Contraction(Kind):
     name = "contract"
     unit = MATRIX
+    over_word = "sums"
     arity = (2, 2)
 
     def summed(self, word, inputs, over, output):

@@ -14,6 +14,7 @@ from .base import NONE, ZERO, Counted, Kind, ShapeError, Size, term_bytes
 class Gather(Kind):
     name = "gather"
     unit = NONE
+    over_word = "indexes"
     words = ("gather", "take", "embed")
     arity = (2, 2)
 

@@ -17,6 +17,7 @@ class Reduce(Kind):
     words = FUNCTIONS
     arity = (1, 1)
     takes_dims = True
+    over_word = "sums"
 
     def summed(self, word, inputs, over, output):
         over_dims(word, inputs[0], over)
