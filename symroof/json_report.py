@@ -22,7 +22,7 @@ from .sharding import Local
 # quantity (quantities.py).
 STRUCTURE_KEYS = ("spec", "symbols", "steps", "values", "mesh", "chips", "per_chip", "local_steps", "chip",
                   "collectives", "t_network_latency_known", "bound", "intensity_limit", "limit_as",
-                  "threshold", "lines", "conventions")
+                  "threshold", "lines", "unfused", "conventions")
 
 
 def json_value(value):
@@ -59,6 +59,10 @@ def to_json_dict(a: Analysis, limit=None, solve=None) -> dict:
     if len(lines) > 1:
         out["lines"] = [_one(line, [d for d in dim_names(limit or ()) if d in line.dims],
                              solve if solve in line.dims else None) for line in lines]
+    if a.unfused is not None:  # the same program with its fused blocks opened
+        out["unfused"] = {key: json_value(getattr(a.unfused, key)) for key in ("bytes", "bytes_read", "bytes_written")}
+        if a.machine is not None:
+            out["unfused"].update(t_comms=json_value(a.unfused.t_comms), t_lower=json_value(a.unfused.t_lower))
     out["conventions"] = CONVENTIONS
     return out
 

@@ -115,6 +115,11 @@ def table(a: Analysis, limit=None, solve=None) -> str:
                      else "T_math + T_comms" + (" + T_network" if network else "")))
         rows.append(("bound", _bound_text(a)))
         rows += [("on chip", str(item)) for item in a.on_chip]  # a fused block's intermediates
+        if a.unfused is not None:
+            saved, t = a.unfused.bytes - a.bytes, a.unfused.t_lower
+            rows.append(("unfused", f"bytes {beside(a.unfused.bytes, 'bytes')}, T_lower "
+                                    f"{seconds(t) if t.is_number else pretty(t)}"
+                                    f" (fusing saves {beside(saved, 'bytes')} of HBM traffic)"))
         if a.achieved_flops_per_s.is_number and a.flops != 0:
             share = a.achieved_flops_per_s / a.peak_flops
             rows.append((_L["achieved_flops_per_s"], f"{human(a.achieved_flops_per_s, _U['achieved_flops_per_s'])} "

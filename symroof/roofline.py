@@ -34,7 +34,7 @@ from . import dtypes
 from .cost import Cost, cost
 from .errors import SpecError, SymroofWarning
 from .hardware import Chip
-from .ir import Program
+from .ir import Fused, Program
 from .machine import exact_number, machine
 from .network import CollectiveCost, Network
 from .parse import parse
@@ -259,6 +259,19 @@ class Analysis(Network):
         grow = [d for d in self.grow or () if d not in sizes] if self.grow else None
         return type(self)(self.cost, self.machine, program=self.program, values=merged,
                           compute=self.compute_default, grow=grow or None)
+
+    @functools.cached_property
+    def unfused(self) -> Analysis | None:
+        """The same program with its `fused { ... }` blocks opened, every intermediate
+        written to HBM and read back: the side-by-side view of what fusing saves. None for a
+        program without a fused block."""
+        if self.program is None or not any(isinstance(s, Fused) for s in self.program.statements):
+            return None
+        opened = tuple(inner for s in self.program.statements
+                       for inner in (s.statements if isinstance(s, Fused) else (s,)))
+        program = Program(opened, self.program.values, self.program.mesh)
+        values = {k: int(v) for k, v in self.values.items() if k not in dict(self.program.values)}
+        return type(self)(cost(program), self.machine, program=program, values=values, grow=self.grow)
 
     def __repr__(self) -> str:
         """One line; `symroof.analyze` gives the `analysis.Analysis` that shows itself as

@@ -54,6 +54,15 @@ class SizedCost:
         self._subs = {dim_symbol(name): v for name, v in self.values.items()}
         self._compiled: dict = {}
         self.grow = self._grow(grow)
+        self._frozen = True
+
+    def __setattr__(self, name: str, value) -> None:
+        # A result is read, never changed: renderers and callers see what was derived.
+        # (Lazily derived fields are cached in __dict__ directly, as cached_property does.)
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"an analysis is read-only: '{name}' cannot be set; use at(...) for "
+                                 "other sizes, or analyze again")
+        object.__setattr__(self, name, value)
 
     def _at(self, expr: sympy.Expr) -> sympy.Expr:
         return expr.xreplace(self._subs) if self._subs else expr

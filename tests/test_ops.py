@@ -369,3 +369,12 @@ def test_every_output_works_for_every_kind(spec, tmp_path):
         "transcendentals": sympy.sstr(analyze(spec).transcendentals),
         "flops_vector": sympy.sstr(analyze(spec).flops_vector)}}]))
     run("check", str(claims))
+
+
+def test_fused_and_unfused_side_by_side():
+    a = analyze(FUSED_ATTENTION, chip="v5p").at(B=1, N=1, S=64, T=64, H=128)
+    plain = analyze(ATTENTION, chip="v5p").at(B=1, N=1, S=64, T=64, H=128)
+    assert a.unfused.bytes == plain.bytes and a.unfused.t_lower == plain.t_lower
+    assert a.unfused.bytes - a.bytes == 2 * (4 + 2) * 64 * 64  # the scores, fp32 and bf16, out and back
+    assert "unfused" in str(a) and analyze(ATTENTION).unfused is None
+    assert a.to_dict()["unfused"]["bytes"] == plain.value("bytes")
