@@ -26,7 +26,7 @@ import functools
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -34,7 +34,18 @@ import sympy
 
 from .dtypes import RATES
 from .errors import HardwareError
-from .hardware_file import COUNT, FIELDS, FIGURE_PATHS, NUMBER, TEXT, did_you_mean, exact_value, normal_name, read_file
+from .hardware_file import (
+    COUNT,
+    FIELDS,
+    FIGURE_PATHS,
+    NUMBER,
+    TEXT,
+    ChipFields,
+    did_you_mean,
+    exact_value,
+    normal_name,
+    read_file,
+)
 from .resources import resource_path
 
 # exact_value reads figures with the file in `hardware_file.py`; it is offered from here,
@@ -43,38 +54,9 @@ __all__ = ["Chip", "cited_keys", "exact_value", "get_chip", "list_chips", "load_
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class Chip:
-    """One accelerator and its figures, read-only.
-
-    Attributes:
-        id: the file's id ("tpu-v5e").
-        name: the display name ("TPU v5e").
-        vendor: "google", "nvidia", "amd", ...
-        kind: "tpu", "gpu" or "cpu".
-        aliases: other names `get_chip` accepts.
-        figures: numbers by dotted path, exact; None where the file has null (not
-            published, not available on the chip, or not sourced).
-        texts: the non-numeric fields by dotted path ("interconnect.topology").
-        sources: where each field's value comes from, by dotted path. A value with no
-            source of its own takes its block's; a null has only its own, if any.
-            "override" marks a figure replaced by `with_figures`, "variant <name>: ..."
-            one replaced by `with_variant`; each variant's own source is under
-            "variants.<name>".
-        variants: named sets of alternative figures (other values the book or the
-            vendor use), applied with `with_variant`.
-        notes: free-text remarks from the file.
-    """
-
-    id: str
-    name: str
-    vendor: str
-    kind: str
-    aliases: tuple[str, ...]
-    figures: Mapping[str, sympy.Rational | None]
-    texts: Mapping[str, str]
-    sources: Mapping[str, str]
-    variants: Mapping[str, Mapping[str, sympy.Rational]]
-    notes: tuple[str, ...] = ()
+class Chip(ChipFields):
+    """One accelerator and its figures, read-only (the fields are `ChipFields`'), with
+    what symroof asks of them: peaks, bandwidths, lookups, overrides and variants."""
 
     def __repr__(self) -> str:
         return f"Chip({self.id!r}, {self.name!r})"
@@ -308,4 +290,5 @@ def _load(file: str, mtime_ns: int, size: int) -> tuple[dict[str, Chip], dict[st
     """A file's chips, its name index and source keys. Cached on the file's modification
     time and size as well as its path, so that an edited file is read again."""
     records, index, keys = read_file(file)
-    return {chip_id: Chip(**record) for chip_id, record in records.items()}, index, keys
+    return {chip_id: Chip(**{f.name: getattr(record, f.name) for f in fields(record)})
+            for chip_id, record in records.items()}, index, keys

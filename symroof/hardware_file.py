@@ -1,5 +1,5 @@
 """The hardware file (`hardware.json`) read and checked: its schema, and each chip's
-fields as a `ChipRecord`, from which `hardware.py` builds its frozen `Chip`s.
+fields as `ChipFields`, which `hardware.Chip` extends with what symroof asks of them.
 
 Every figure becomes an exact sympy Rational read from its decimal text (`exact_value`),
 never through a binary float: the JSON reader keeps non-integer numbers as their text.
@@ -16,9 +16,10 @@ import math
 import numbers
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import NoReturn, TypedDict
+from typing import NoReturn
 
 import sympy
 
@@ -68,10 +69,28 @@ _FILE_KEYS = ("schema_version", "conventions", "source_keys", "chips")
 _DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d{1,6}))?")
 
 
-class ChipRecord(TypedDict):
-    """A chip's fields from the file, checked: what `hardware.Chip` is built from (its
-    attributes say what each one holds). A record, not the `Chip` itself, since the reader
-    sits below `hardware.py` in the layers and cannot import it."""
+@dataclass(frozen=True, slots=True, repr=False)
+class ChipFields:
+    """One accelerator and its figures, read-only.
+
+    Attributes:
+        id: the file's id ("tpu-v5e").
+        name: the display name ("TPU v5e").
+        vendor: "google", "nvidia", "amd", ...
+        kind: "tpu", "gpu" or "cpu".
+        aliases: other names `get_chip` accepts.
+        figures: numbers by dotted path, exact; None where the file has null (not
+            published, not available on the chip, or not sourced).
+        texts: the non-numeric fields by dotted path ("interconnect.topology").
+        sources: where each field's value comes from, by dotted path. A value with no
+            source of its own takes its block's; a null has only its own, if any.
+            "override" marks a figure replaced by `with_figures`, "variant <name>: ..."
+            one replaced by `with_variant`; each variant's own source is under
+            "variants.<name>".
+        variants: named sets of alternative figures (other values the book or the
+            vendor use), applied with `with_variant`.
+        notes: free-text remarks from the file.
+    """
 
     id: str
     name: str
@@ -82,7 +101,7 @@ class ChipRecord(TypedDict):
     texts: Mapping[str, str]
     sources: Mapping[str, str]
     variants: Mapping[str, Mapping[str, sympy.Rational]]
-    notes: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
 
 class _JsonNumber(str):
@@ -102,7 +121,7 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     return dict(pairs)
 
 
-def read_file(file: str) -> tuple[dict[str, ChipRecord], dict[str, str], Mapping[str, str]]:
+def read_file(file: str) -> tuple[dict[str, ChipFields], dict[str, str], Mapping[str, str]]:
     """A hardware file's chips as checked records by id, in file order; the index from each
     spelling of a chip's names (`normal_name`) to its id; and the file's source keys. Every
     problem is one `HardwareError` naming the file, the chip and the field."""
@@ -135,11 +154,11 @@ def read_file(file: str) -> tuple[dict[str, ChipRecord], dict[str, str], Mapping
         if not key.strip() or type(title) is not str or not title.strip():
             raise HardwareError(f"{file}: source_keys.{key}: must be a non-empty key naming a non-empty "
                                 f"string, got {_describe(title)}")
-    records: dict[str, ChipRecord] = {}
+    records: dict[str, ChipFields] = {}
     index: dict[str, str] = {}
     for number, raw in enumerate(data["chips"]):
         record = _parse_chip(file, number, raw)
-        chip_id = record["id"]
+        chip_id = record.id
         if chip_id in records:
             raise HardwareError(f"{file}: chip {chip_id!r}: id: duplicate id (chip #{number} "
                                 f"repeats chip #{list(records).index(chip_id)})")
@@ -152,7 +171,7 @@ def read_file(file: str) -> tuple[dict[str, ChipRecord], dict[str, str], Mapping
     return records, index, MappingProxyType(dict(keys))
 
 
-def _parse_chip(file: str, number: int, raw: object) -> ChipRecord:
+def _parse_chip(file: str, number: int, raw: object) -> ChipFields:
     label = f"chip #{number}"
     if isinstance(raw, dict) and type(raw.get("id")) is str and raw["id"].strip():
         label = f"chip {raw['id']!r}"
@@ -256,7 +275,7 @@ def _parse_chip(file: str, number: int, raw: object) -> ChipRecord:
     notes = raw.get("notes", [])
     if not isinstance(notes, list) or any(type(note) is not str for note in notes):
         fail("notes", "must be a list of strings")
-    return ChipRecord(id=raw["id"], name=raw["name"], vendor=raw["vendor"], kind=raw["kind"],
+    return ChipFields(id=raw["id"], name=raw["name"], vendor=raw["vendor"], kind=raw["kind"],
                       aliases=tuple(aliases), figures=MappingProxyType(figures),
                       texts=MappingProxyType(texts), sources=MappingProxyType(sources),
                       variants=MappingProxyType(variants), notes=tuple(notes))
@@ -326,12 +345,12 @@ def normal_name(name: str) -> str:
     return re.sub(r"[\s\-_.]", "", name.lower())
 
 
-def _spellings(chip: ChipRecord) -> Iterator[tuple[str, str, str]]:
+def _spellings(chip: ChipFields) -> Iterator[tuple[str, str, str]]:
     """(field, spelling, lookup key) for each way to name a chip: its id, name and
     aliases, each also with its vendor or kind prefix dropped or added."""
-    prefixes = {normal_name(chip["vendor"]), normal_name(chip["kind"])}
-    for field, spelling in [("id", chip["id"]), ("name", chip["name"]),
-                            *(("aliases", alias) for alias in chip["aliases"])]:
+    prefixes = {normal_name(chip.vendor), normal_name(chip.kind)}
+    for field, spelling in [("id", chip.id), ("name", chip.name),
+                            *(("aliases", alias) for alias in chip.aliases)]:
         key = normal_name(spelling)
         yield field, spelling, key
         for prefix in prefixes:
