@@ -195,6 +195,9 @@ def _run(args) -> tuple[str, int]:
         figures = _machine_kwargs(args)
         if figures.pop("ici_bw") is not None:
             raise SymroofError("--ici-bw costs collectives on a mesh; bare counts have none")
+        if figures.pop("vector_flops") is not None:
+            raise SymroofError("--vector-flops costs elementwise work; bare counts run at the matrix peak "
+                               "of --dtype (analyze a spec to split the work between the units)")
         result = roofline(args.flops, args.bytes, dtype=args.dtype, **figures)
         return (_dumps(to_json_dict(result)) if args.json else table(result)), 0
     if args.command == "chips":

@@ -44,7 +44,8 @@ class Compute(SizedCost):
         """How a step's rate is named in output: its compute dtype on the matrix unit
         ("bf16"), or "vector" (with the dtype where it is not fp32) on the vector unit."""
         if step.unit == ops.VECTOR:
-            return "vector" if step.step.compute.name in ("fp32", "bf16", "fp16") else f"vector {step.step.compute}"
+            rate = step.step.compute.rate  # "fp8" for both fp8 formats, as the matrix peaks are named
+            return "vector" if rate in ("fp32", "bf16", "fp16") else f"vector {rate}"
         return step.step.compute.rate
 
     @functools.cached_property

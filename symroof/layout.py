@@ -15,7 +15,7 @@ import sympy
 
 from .dtypes import DType
 from .errors import SpecError
-from .ir import Mesh, Step, Tensor, label_text, subscript
+from .ir import Mesh, Step, Tensor, applied, label_text, subscript
 
 Axes = tuple[str, ...]
 
@@ -76,8 +76,11 @@ class Local:
     output: Layout
 
     def __str__(self) -> str:
-        ins = " * ".join(lay.text(t.dtype, local=True) for t, lay in zip(self.step.inputs, self.inputs))
-        return f"{ins} -> {self.output.text(self.step.output.dtype, local=True)}"
+        ins = [lay.text(t.dtype, local=True) for t, lay in zip(self.step.inputs, self.inputs)]
+        out = self.output.text(self.step.output.dtype, local=True)
+        if self.step.form != "einsum":  # a named op keeps its word on each chip: gelu(bf16[B/X]) -> ...
+            return applied(self.step.fn or self.step.kind, self.step.over, self.step.form, ins, out)
+        return f"{' * '.join(ins)} -> {out}"
 
 
 @dataclass(frozen=True)

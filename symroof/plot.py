@@ -179,6 +179,8 @@ def plot_sweep(analyses, dim: str, values, ax=None, labels=None, quantity: str =
         free = [d for d in a.free_dims if d != dim]
         if free:
             raise SymroofError(f"give sizes for {', '.join(free)} to sweep {dim} (--set)")
+        if quantity == "flops" and a.flops == 0:
+            raise SymroofError(f"{spec_text(a)!r} does no FLOPs: sweep its time instead (--time)")
     ax = _axes(ax)
     field = "achieved_flops_per_s" if quantity == "flops" else "t_lower"
     names, title = legend_names(analyses, labels, NAME_CHARS)

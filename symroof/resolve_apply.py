@@ -7,6 +7,7 @@ The kind checks the shapes (`Kind.summed`) and says which dims it reduces over.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 
 import sympy
@@ -20,6 +21,9 @@ from .written import Span, WApply, WOp, WStatement, WTensor
 def resolve_apply(st) -> Apply:
     """`st` is the resolver's `_Statement` for a `WApply`: its context, spans and tensors."""
     w: WApply = st.w
+    if w.subscript is not None and len(w.subscript) == 1 and f"{w.word}_{w.subscript[0][0]}" in ops.WORDS:
+        # a word with an underscore (gelu_erf) lexes as a word and a subscript: joined again
+        w = dataclasses.replace(w, word=f"{w.word}_{w.subscript[0][0]}", subscript=None)
     kinds = ops.WORDS.get(w.word)
     if kinds is None:
         raise st.ctx.error(_unknown(w.word), w.word_span)

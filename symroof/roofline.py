@@ -97,8 +97,11 @@ def roofline(flops, bytes=0, chip: str | Chip | None = None, *, dtype: str = "bf
         >>> roofline(flops=1e12, peak_flops=9.89e14).t_math
         1/989
     """
+    if vector_flops is not None:
+        raise SpecError("vector_flops costs elementwise work; bare counts run at the matrix peak of "
+                        "their dtype (analyze a spec to split the work between the units)")
     target = machine(chip, peak_flops=peak_flops, hbm_bw=hbm_bw, overrides=overrides,
-                     variant=variant, hardware=hardware, vector_flops=vector_flops)
+                     variant=variant, hardware=hardware)
     compute = dtypes.lookup(dtype) if isinstance(dtype, str) else None
     if compute is None:
         raise SpecError(f"unknown dtype {dtype!r}")

@@ -109,7 +109,7 @@ TOKENS = ["bf16", "int8", "fp8", "[", "]", ",", "B", "D", "F", "N", "@", "*", "*
           "AllGather_X", "ReduceScatter_{X,K}", "AllReduce_Y", "AllToAll_{X,J}", "\\text{", "}", "{",
           "x:", "y:", "•", "\\cdot", "\\rightarrow", "$", "#", "bd,df->bf", "1", "0", ":", "_", "=",
           "+", "-", "/", "−", "(", ")", "gelu(", "max(", "exp", "softmax_T", "softmax", "sum_D", "max_D",
-          "mean_{D,F}", "rmsnorm_D", "layernorm_D", "gather", "transpose(", "fused {", "fused", "log_softmax_T",
+          "mean_{D,F}", "rmsnorm_D", "layernorm_D", "gather", "transpose(", "fused {", "fused", "logsoftmax_T",
           "gelu_erf", "int32[B, T]", "bf16[D]"]
 
 
@@ -438,8 +438,8 @@ NORMS = ["rmsnorm", "rmsnorm", "layernorm"]
 GATHERS = ["gather", "gather", "take", "embed"]
 COPIES = ["copy", "cast", "transpose", "transpose"]
 # Documented words with an underscore in them (README's table): the grammar's NAME has no
-# '_', so they read as a word and a subscript. Drawn now and then, as users write them.
-UNDERSCORED = ["gelu_erf", "log_softmax"]
+# '_', so they lex as a word and a subscript, which the resolver joins again.
+UNDERSCORED = ["gelu_erf"]
 OP_NEAR = ["gleu", "Gelu", "GELU", "gelu2", "relu6", "Relu", "swish", "tanhh", "expp", "lg", "sqr", "rsqrtt",
            "sigmod", "silu_", "softmx", "Softmax", "softmax2", "logsoftmax", "soft", "rmsnrm", "rms", "norm",
            "layer", "layernorm2", "LayerNorm", "summ", "Sum", "maxx", "mean2", "avg", "prod", "argmax",
@@ -564,7 +564,7 @@ def _v_softmax(r, s: _Spec, L_axes):
     over = [named[-1]] if r.random() < 0.85 else [d for d in named if r.random() < 0.5] or named[-1:]
     L = _layout(r, dims, L_axes)
     dt = _vdtype(r)
-    word = "softmax" if r.random() < 0.97 else "log_softmax"
+    word = "softmax" if r.random() < 0.97 else "logsoftmax"
     x, y = _t(r, dt, dims, L), _t(r, _vdtype(r, dt), dims, L if r.random() < 0.9 else _layout(r, dims, L_axes))
     if r.random() < 0.3:
         return f"{word}{_over_sub(r, over)}({x}) {r.choice(ARROWS)} {y}"

@@ -23,10 +23,8 @@ import fuzz_strategies as fs
 
 pytestmark = pytest.mark.filterwarnings("ignore::symroof.errors.SymroofWarning")
 
-# Bugs the fuzzer found in modules other engineers own (reported to the lead, see the
-# xfail regression tests at the bottom): the random runs tolerate exactly these
-# signatures (fs.failure_key), so that anything new still fails. Remove an entry when
-# its xfail test passes.
+# Failure signatures (fs.failure_key) the random runs tolerate while a bug the fuzzer found
+# waits for its fix, each beside a strict xfail test at the bottom; empty: none waits.
 KNOWN: set[str] = set()
 
 CI = settings(max_examples=100, deadline=None, derandomize=True, database=None,
@@ -211,3 +209,40 @@ def test_fixed_elsewhere(argv):
     del conftest._MADE[made:]
     assert problem is None, (problem, res.err)
 
+
+# Found by the fuzzer, fixed, and kept as regression tests.
+
+def _holds_now(argv):
+    made = len(conftest._MADE)
+    case = fs.Case(list(argv), kind=argv[0])
+    with tempfile.TemporaryDirectory() as tmp:
+        problem, res = fs.check_case_property(case, tmp, deadline=60,
+                                              katex=_katex() if argv[0] == "latex" else None)
+    del conftest._MADE[made:]
+    return problem, res
+
+
+@pytest.mark.parametrize("argv", [
+    ["latex", "fp8_e4m3[B] + fp8_e4m3[B] -> fp8_e4m3[B]", "--chip", "h100"],
+    ["latex", "j->", "--chip", "h100", "--dtype", "e5m2"],
+])
+def test_latex_vector_rate_of_an_underscored_dtype(argv):
+    problem, res = _holds_now(argv)
+    assert problem is None, (problem, res.err)
+
+
+@pytest.mark.parametrize("spec", ["fp32[B, D] -> bf16[B, D]", "gather bf16[V, D], int32[B] -> bf16[B, D]",
+                                  "transpose(bf16[B, D]) -> bf16[D, B]"])
+def test_plot_sweep_of_a_spec_without_flops(spec):
+    problem, res = _holds_now(["plot", "sweep", spec, "--chip", "h100", "--set", "D=4096,V=16k",
+                               "--sweep", "B=1:1000", "-o", "{tmp}/x.png"])
+    assert problem is None, (problem, res.err)
+
+
+@pytest.mark.parametrize("spec", ["gelu_erf(bf16[B, F]) -> bf16[B, F]",
+                                  "gelu_erf bf16[B, F] -> bf16[B, F]",
+                                  "logsoftmax_T bf16[B, S, T] -> bf16[B, S, T]",
+                                  "logsoftmax_T(bf16[B, T]) -> bf16[B, T]"])
+def test_documented_underscored_op_words_parse(spec):
+    problem, res = _holds_now(["analyze", spec, "--chip", "h100", "--json"])
+    assert problem is None and res.code == 0, (problem, res.err)

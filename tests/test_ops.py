@@ -378,3 +378,19 @@ def test_fused_and_unfused_side_by_side():
     assert a.unfused.bytes - a.bytes == 2 * (4 + 2) * 64 * 64  # the scores, fp32 and bf16, out and back
     assert "unfused" in str(a) and analyze(ATTENTION).unfused is None
     assert a.to_dict()["unfused"]["bytes"] == plain.value("bytes")
+
+
+def test_the_readme_states_what_each_op_counts():
+    """The README's table is the kinds' own declarations (ops.table()), row for row."""
+    from pathlib import Path
+
+    from symroof.ops import table
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    for row in table():
+        assert row in readme, row
+
+
+@pytest.mark.parametrize("spec", ["gelu_erf(bf16[B, F]) -> bf16[B, F]", "logsoftmax_T bf16[B, T] -> bf16[B, T]"])
+def test_every_word_in_the_table_can_be_written(spec):
+    program = parse(spec)
+    assert parse(str(program)) == program and analyze(spec).transcendentals != 0

@@ -15,7 +15,7 @@ from .base import Counted, Kind, ShapeError, Size, over_dims
 
 class Softmax(Kind):
     name = "softmax"
-    words = ("softmax", "log_softmax")
+    words = ("softmax", "logsoftmax")
     arity = (1, 1)
     takes_dims = True
 
@@ -28,15 +28,15 @@ class Softmax(Kind):
     def count(self, step, size: Size) -> Counted:
         elements = size(step.output.labels)
         rows = elements / size(step.summed)
-        # log_softmax: x - max - log(sum exp): a subtract where softmax divides, and one log per row
-        logs = rows if step.fn == "log_softmax" else 0
+        # logsoftmax: x - max - log(sum exp): a subtract where softmax divides, and one log per row
+        logs = rows if step.fn == "logsoftmax" else 0
         return Counted(4 * elements, 4 * elements - 2 * rows, elements + logs)
 
     def stats(self, word: str | None) -> int:
         return 2
 
     def describe(self, word: str) -> str:
-        extra = " + 1 log per row" if word == "log_softmax" else ""
+        extra = " + 1 log per row" if word == "logsoftmax" else ""
         return f"4 FLOPs per element (exact: 2 fewer per row) + 1 exp per element{extra}"
 
 
