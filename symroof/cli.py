@@ -18,8 +18,6 @@ import re
 import sys
 import warnings
 
-import numpy
-
 from . import latex
 from .chip_card import chip_card, chips_table
 from .claims import check_case, load_claims
@@ -249,6 +247,8 @@ def _plot(args) -> str:
         if not dim.strip() or not match or not 0 < int(match[1]) < int(match[2]) <= 10**9:
             raise SymroofError(f"--sweep {args.sweep!r}: expected DIM=LO:HI with 0 < LO < HI, e.g. B=1:512")
         lo, hi = int(match[1]), int(match[2])
+        import numpy  # only a sweep needs it (see sized.evaluate)
+
         sizes = numpy.unique(numpy.geomspace(lo, hi, 2000).round()) if hi - lo > 5000 else numpy.arange(lo, hi + 1)
         ax = plot.plot_sweep(analyses, dim.strip(), sizes, labels=labels,
                              quantity="time" if args.time else "flops")

@@ -14,7 +14,6 @@ import math
 import numbers
 from collections.abc import Mapping
 
-import numpy
 import sympy
 from sympy.polys.polyerrors import CoercionFailed
 
@@ -206,6 +205,10 @@ class SizedCost:
         """A quantity over arrays of sizes, vectorised with numpy: the dims left free take
         the arrays (broadcast together), e.g. `a.at(D=4096, F=4096).evaluate("t_lower",
         B=numpy.arange(1, 10**6))`."""
+        # numpy is imported here, not at the top: it adds a tenth of a second to every
+        # start-up, and only sweeps and plots need it.
+        import numpy
+
         expr = self._quantity(quantity, "cannot evaluate")
         for name in arrays:
             if name in self.values:
