@@ -19,61 +19,54 @@ from .sized import SizedCost, ratio
 class Compute(SizedCost):
     """The times on the chip's units and HBM (see `roofline.Analysis`)."""
 
-    def _rate(self, step) -> sympy.Rational | None:
-        """The FLOPs/s a step runs at: its compute dtype's peak on the matrix unit, the
-        vector unit's figure, or None for a step that does no arithmetic."""
-        if step.unit == ops.NONE or (step.flops == 0 and step.transcendentals == 0):
-            return None
-        target = self._need_machine()
-        if step.unit == ops.VECTOR:
-            return target.vector_peak(step.step.compute)
-        return target.peak(step.step.compute.rate)
+    @functools.cached_property
+    def _runs(self) -> tuple[tuple[str, str, sympy.Rational, sympy.Expr], ...]:
+        """Each step that does arithmetic: its unit, the name of the rate it runs at (a
+        dtype's matrix peak, "bf16"; the vector unit's, "vector", with the rate where the
+        figure is not the fp32 one), that rate, and its work: FLOPs, and transcendentals,
+        each charged one vector op (README: conventions)."""
+        target = self._need_machine() if self.cost.steps else None
+        found = []
+        for s in self.cost.steps:
+            if s.unit == ops.NONE or (s.flops == 0 and s.transcendentals == 0):
+                continue
+            assert target is not None and s.step is not None
+            if s.unit == ops.VECTOR:
+                rate, figure = target.vector_peak(s.step.compute)
+                name = "vector" if rate == "fp32" else f"vector {rate}"
+            else:
+                name = s.step.compute.rate
+                figure = target.peak(name)
+            found.append((s.unit, name, figure, s.flops + s.transcendentals))
+        if not self.cost.steps and self.cost.flops != 0 and self.compute_default is not None:
+            # bare counts (`roofline()`): one dtype for all of them
+            rate = self.compute_default.rate
+            found.append((ops.MATRIX, rate, self._need_machine().peak(rate), self.cost.flops))
+        return tuple(found)
 
     @functools.cached_property
     def _t_math_base(self) -> sympy.Expr:
-        target = self._need_machine()
-        if not self.cost.steps:  # bare counts (`roofline()`): one dtype for all of them
-            if self.cost.flops == 0 or self.compute_default is None:
-                return sympy.Integer(0)
-            return self.cost.flops / target.peak(self.compute_default.rate)
-        # Transcendentals are charged one vector-unit op each (README: conventions).
-        return sympy.Add(*((s.flops + s.transcendentals) / self._rate(s) for s in self.cost.steps
-                           if self._rate(s) is not None))
-
-    def _rate_name(self, step) -> str:
-        """How a step's rate is named in output: its compute dtype on the matrix unit
-        ("bf16"), or "vector" (with the dtype where it is not fp32) on the vector unit."""
-        if step.unit == ops.VECTOR:
-            rate = step.step.compute.rate  # "fp8" for both fp8 formats, as the matrix peaks are named
-            return "vector" if rate in ("fp32", "bf16", "fp16") else f"vector {rate}"
-        return step.step.compute.rate
+        self._need_machine()
+        return sympy.Add(*(work / figure for _, _, figure, work in self._runs))
 
     @functools.cached_property
     def rates(self) -> dict[str, sympy.Rational]:
         """Each rate the work runs at, by name: a dtype's matrix peak ("bf16"), the vector
         unit's ("vector"). T_math is the sum over them of `work` / rate."""
-        if not self.cost.steps:
-            return {self.compute_default.rate: self._need_machine().peak(self.compute_default.rate)} \
-                if self.compute_default is not None and self.cost.flops != 0 else {}
-        return {self._rate_name(s): rate for s in self.cost.steps if (rate := self._rate(s)) is not None}
+        return {name: figure for _, name, figure, _ in self._runs}
 
     @functools.cached_property
     def work(self) -> dict[str, sympy.Expr]:
         """The operations run at each of `rates`: FLOPs, and on the vector unit the
         transcendentals too (each charged one vector op)."""
-        if not self.cost.steps:
-            return {name: self.flops for name in self.rates}
         found: dict[str, sympy.Expr] = {}
-        for s in self.cost.steps:
-            if self._rate(s) is not None:
-                name = self._rate_name(s)
-                found[name] = found.get(name, sympy.Integer(0)) + self._at(s.flops + s.transcendentals)
+        for _, name, _, work in self._runs:
+            found[name] = found.get(name, sympy.Integer(0)) + self._at(work)
         return found
 
     @functools.cached_property
     def _t_vector_base(self) -> sympy.Expr:
-        return sympy.Add(*((s.flops + s.transcendentals) / self._rate(s) for s in self.cost.steps
-                           if s.unit == ops.VECTOR and self._rate(s) is not None))
+        return sympy.Add(*(work / figure for unit, _, figure, work in self._runs if unit == ops.VECTOR))
 
     @functools.cached_property
     def t_vector(self) -> sympy.Expr:
@@ -109,11 +102,8 @@ class Compute(SizedCost):
     def peak_flops(self) -> sympy.Expr:
         """The peak FLOPs/s the analysis runs at: the compute dtype's, or FLOPs / T_math for
         a chain whose steps compute in different dtypes."""
-        if not self.cost.steps:
-            if self.compute_default is None or self.cost.flops == 0:
-                return sympy.nan
-            return self._need_machine().peak(self.compute_default.rate)
-        peaks = {self._rate(s) for s in self.cost.steps} - {None}
+        self._need_machine()
+        peaks = {figure for _, _, figure, _ in self._runs}
         if not peaks or self.flops == 0:  # no FLOPs at all: no peak is in play
             return sympy.nan
         if len(peaks) == 1 and self.transcendentals == 0:  # one rate for all the work

@@ -37,6 +37,7 @@ import sympy
 from . import ops
 from .ir import Apply, Collective, Contraction, Fused, Mesh, Program, Statement, Step, Term, dim_symbol, label_text
 from .oneline import counts_line, move_line
+from .ops.base import term_bytes
 from .sharding import Layout, Local, Move, Plan, local_elements, local_size, lower
 
 _ZERO = sympy.Integer(0)
@@ -112,7 +113,7 @@ def cost(program: Program) -> Cost:
 
 
 def combine(costs: list[Cost], mesh: Mesh | None = None) -> Cost:
-    total = {key: sympy.Add(*(getattr(c, key) for c in costs)) for key in _KEYS}
+    total = _totals(costs)
     flops_total = None if mesh is None else sympy.Add(*(c.flops_total for c in costs))
     return Cost(**total, steps=tuple(s for c in costs for s in c.steps),
                 moves=tuple(m for c in costs for m in c.moves), flops_total=flops_total, mesh=mesh,
@@ -155,8 +156,9 @@ def _cost(statement: Contraction | Apply | Collective, mesh: Mesh | None, kept: 
                 plans=(plan,))
 
 
-def _totals(steps: Sequence[StepCost]) -> dict:
-    return {key: sympy.Add(*(getattr(s, key) for s in steps)) for key in _KEYS}
+def _totals(counts: Sequence[Counts]) -> dict:
+    """Each count summed over steps, or over statements."""
+    return {key: sympy.Add(*(getattr(c, key) for c in counts)) for key in _KEYS}
 
 
 def fused_kept(block: Fused) -> list[list[Kept]]:
@@ -211,7 +213,7 @@ def step_cost(step: Step, sizes: dict[str, sympy.Expr], kept: Kept | None = None
     counted = kind.count(step, size)
     inputs_kept, output_kept = kept if kept is not None else ((False,) * len(step.inputs), False)
     read = kind.read(step, size, frozenset(i for i, k in enumerate(inputs_kept) if k))
-    out = step.output.dtype.bytes * size(step.output.labels)
+    out = term_bytes(step.output, size)
     vector = counted.flops if kind.unit == ops.VECTOR else _ZERO
     return StepCost(counted.flops, counted.flops_exact, read, _ZERO if output_kept else out,
                     counted.transcendentals, vector, step=step, kept=out if output_kept else _ZERO)

@@ -36,6 +36,19 @@ def is_literal_label(label: str) -> bool:
     return label[:1].isdigit()
 
 
+def step_sizes(steps) -> tuple[tuple[str, sympy.Expr], ...]:
+    """Each label of the steps with its size: a literal's (`4096#2` is 4096) or the dim's
+    symbol, in order of first appearance."""
+    sizes: dict[str, sympy.Expr] = {}
+    for step in steps:
+        for term in (*step.inputs, step.output):
+            for label in term.labels:
+                if label not in sizes:
+                    sizes[label] = (sympy.Integer(int(label_text(label))) if is_literal_label(label)
+                                    else dim_symbol(label))
+    return tuple(sizes.items())
+
+
 @dataclass(frozen=True, slots=True)
 class Dim:
     """A dim as the spec writes it: a name (`B`) or a literal size (`4096`).
@@ -199,13 +212,11 @@ class Contraction:
 @dataclass(frozen=True, slots=True)
 class Apply:
     """A statement written with a word or an operator that names its op: `softmax_T x -> y`
-    (form "prefix"), `gelu(x) -> y` ("call"), `a + b -> c` ("infix", `word` the symbol).
+    (form "prefix"), `gelu(x) -> y` ("call"), `a + b -> c` ("infix").
 
-    `steps` and `sizes` are derived when the statement is resolved, as for a Contraction."""
+    `steps` (one: the op, whose `fn`, `over` and `form` say how it was written) and
+    `sizes` are derived when the statement is resolved, as for a Contraction."""
 
-    word: str
-    over: tuple[str, ...]
-    form: str
     operands: tuple[Tensor, ...]
     output: Tensor
     steps: tuple[Step, ...]
@@ -213,7 +224,8 @@ class Apply:
 
     def text(self, values: dict[str, int] | None = None, shown: set[str] | None = None) -> str:
         inputs = [t.text(values, shown) for t in self.operands]
-        return applied(self.word, self.over, self.form, inputs, self.output.text(values, shown))
+        step = self.steps[0]
+        return applied(step.fn or step.kind, step.over, step.form, inputs, self.output.text(values, shown))
 
     def __str__(self) -> str:
         return self.text()

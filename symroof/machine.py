@@ -72,15 +72,16 @@ class Machine:
             return self.chip.peak_flops(rate)
         raise HardwareError("no peak FLOPs/s to run against: name a chip or give --peak-flops")
 
-    def vector_peak(self, dtype: DType) -> sympy.Rational:
-        """FLOPs/s of the vector unit for elementwise work in this dtype."""
+    def vector_peak(self, dtype: DType) -> tuple[str, sympy.Rational]:
+        """FLOPs/s of the vector unit for elementwise work in this dtype, and the rate whose
+        figure it is ("fp32" where the chip lists none for the dtype, or --vector-flops)."""
         if self.vector_flops is not None:
-            return self.vector_flops
+            return "fp32", self.vector_flops
         if self.chip is not None:
             for rate in dict.fromkeys((dtype.rate, "fp32")):
                 figure = self.chip.figure(f"vector_flops_per_s.{rate}") if rate in RATES else None
                 if figure is not None:
-                    return figure
+                    return rate, figure
         raise HardwareError(f"{self.name} has no vector-unit figure (vector_flops_per_s) to run the "
                             "elementwise work of this spec against: give one with --vector-flops "
                             "(FLOPs/s; TPU v5p's VPU, for scale, is 1.4e13). symroof does not cost "

@@ -10,10 +10,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 
-import sympy
-
 from . import dtypes, ops
-from .ir import Apply, Operator, Step, Tensor, Term, dim_symbol, is_literal_label, label_text
+from .ir import Apply, Operator, Step, Tensor, Term, is_literal_label, label_text, step_sizes
 from .syntax import COLLECTIVES
 from .written import Span, WApply, WOp, WStatement, WTensor
 
@@ -113,9 +111,7 @@ def _applied(st, kind: ops.Kind, word: str, form: str, over, operands, output: T
     floats = [t.dtype for t in terms if t.dtype.is_float] or [t.dtype for t in terms]
     step = Step(terms, result, tuple(summed), compute or dtypes.compute_dtype(floats), kind=kind.name,
                 fn=word, form=form, over=tuple(over))
-    sizes = {l: (sympy.Integer(int(label_text(l))) if is_literal_label(l) else dim_symbol(l))
-             for t in (*terms, result) for l in t.labels}
-    return Apply(word, tuple(over), form, operands, output, (step,), tuple(sizes.items()))
+    return Apply(operands, output, (step,), step_sizes((step,)))
 
 
 def _labels(st, operands) -> list[list[str]]:

@@ -19,7 +19,7 @@ import sympy
 
 from . import dtypes
 from .errors import SpecError, SymroofWarning
-from .ir import Dim, Mesh, Operator, Step, Tensor, Term, dim_symbol, is_literal_label, label_text
+from .ir import Dim, Mesh, Operator, Step, Tensor, Term, is_literal_label, label_text, step_sizes
 from .written import Span, WApply, WCollective, WDim, WOp, WStatement, WTensor
 
 
@@ -107,13 +107,7 @@ class EinsumSteps:
             steps.append(self._step(inputs, output, final, labels_out, summed, compute))
             # The intermediate goes to HBM in the result's dtype and has no name.
             current, left = labels_out, (output.dtype, None, None)
-        sizes: dict[str, sympy.Expr] = {}
-        for step in steps:
-            for term in (*step.inputs, step.output):
-                for label in term.labels:
-                    sizes[label] = (sympy.Integer(int(label_text(label))) if is_literal_label(label)
-                                    else dim_symbol(label))
-        return tuple(steps), tuple(sizes.items())
+        return tuple(steps), step_sizes(steps)
 
     def _sum_alone_first(self, inputs: list, summed, output: Tensor, compute, steps: list) -> list:
         """A dim summed in a step but held by one of its two inputs only is summed away

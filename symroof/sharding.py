@@ -208,7 +208,7 @@ def _check_same(step: Step, layouts: list[Layout]) -> None:
         if label not in layouts[1].labels:
             continue
         left, right = layouts[0].of(label), layouts[1].of(label)
-        if left == right or left[:len(right)] == right or right[:len(left)] == left:
+        if _nested([left, right]):
             continue
         fixes = []
         for i, lay in enumerate(layouts):

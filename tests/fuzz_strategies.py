@@ -492,6 +492,13 @@ def _over_sub(r, over):
     return "_{" + ",".join(over) + "}"
 
 
+def _over_op(r, word, over, inputs: str, out: str, call: float) -> str:
+    """`word_D x -> y`, or with probability `call` the call form `word_D(x) -> y`."""
+    if r.random() < call:
+        return f"{word}{_over_sub(r, over)}({inputs}) {r.choice(ARROWS)} {out}"
+    return f"{word}{_over_sub(r, over)} {inputs} {r.choice(ARROWS)} {out}"
+
+
 def _vector_dims(r, s: _Spec, k):
     names = _pick_names(r, k)
     if _NOISE[0] and r.random() < 0.05:
@@ -553,9 +560,7 @@ def _v_reduce(r, s: _Spec, L_axes):
     if split and r.random() < 0.3:
         ann = " {U_" + split[0] + "}"
     out = _t(r, _vdtype(r, r.choice([dt, "fp32"])), kept, Lo) + ann
-    if r.random() < 0.4:
-        return f"{word}{_over_sub(r, over)}({x}) {r.choice(ARROWS)} {out}"
-    return f"{word}{_over_sub(r, over)} {x} {r.choice(ARROWS)} {out}"
+    return _over_op(r, word, over, x, out, 0.4)
 
 
 def _v_softmax(r, s: _Spec, L_axes):
@@ -566,9 +571,7 @@ def _v_softmax(r, s: _Spec, L_axes):
     dt = _vdtype(r)
     word = "softmax" if r.random() < 0.97 else "logsoftmax"
     x, y = _t(r, dt, dims, L), _t(r, _vdtype(r, dt), dims, L if r.random() < 0.9 else _layout(r, dims, L_axes))
-    if r.random() < 0.3:
-        return f"{word}{_over_sub(r, over)}({x}) {r.choice(ARROWS)} {y}"
-    return f"{word}{_over_sub(r, over)} {x} {r.choice(ARROWS)} {y}"
+    return _over_op(r, word, over, x, y, 0.3)
 
 
 def _v_norm(r, s: _Spec, L_axes):
@@ -584,9 +587,7 @@ def _v_norm(r, s: _Spec, L_axes):
         params.append(_t(r, _vdtype(r, dt), pdims, L if r.random() < 0.7 else {}))
     ins = ", ".join([_t(r, dt, dims, L)] + params)
     out = _t(r, dt, dims, L)
-    if r.random() < 0.3:
-        return f"{word}{_over_sub(r, over)}({ins}) {r.choice(ARROWS)} {out}"
-    return f"{word}{_over_sub(r, over)} {ins} {r.choice(ARROWS)} {out}"
+    return _over_op(r, word, over, ins, out, 0.3)
 
 
 def _v_gather(r, s: _Spec, L_axes):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from ..ir import Step, Term
+from ..ir import Step, Term, label_text
 
 MATRIX, VECTOR, NONE = "matrix", "vector", "none"
 
@@ -94,7 +94,7 @@ class Kind:
                            if i not in kept and any(t is r for r in read)))
 
     def describe(self, word: str) -> str:
-        """One line for the README and `symroof kinds`: what it counts per element."""
+        """One line for the README's table (`table()`): what it counts per element."""
         return ""
 
 
@@ -114,22 +114,27 @@ def distinct(terms: Sequence[Term]) -> list[Term]:
     return kept
 
 
+def shown(labels: Sequence[str], sep: str = ", ") -> str:
+    """Labels as a message writes them: a literal's label `4096#2` as its size."""
+    return sep.join(map(label_text, labels))
+
+
 def same_dims(word: str, inputs: Sequence[Sequence[str]], output: Sequence[str]) -> None:
     """Elementwise shapes: the result has every input dim, and nothing else (inputs
     broadcast by dim name)."""
     union = list(dict.fromkeys(l for labels in inputs for l in labels))
     extra = [l for l in output if l not in union]
     if extra:
-        raise ShapeError(f"{word}: result dim {extra[0].split('#')[0]} is in no input")
+        raise ShapeError(f"{word}: result dim {label_text(extra[0])} is in no input")
     missing = [l for l in union if l not in output]
     if missing:
         raise ShapeError(f"{word} is elementwise: its result keeps every input dim, and "
-                         f"{missing[0].split('#')[0]} is missing (to sum it, write sum_"
-                         f"{missing[0].split('#')[0]} as its own statement)")
+                         f"{label_text(missing[0])} is missing (to sum it, write sum_"
+                         f"{label_text(missing[0])} as its own statement)")
 
 
 def over_dims(word: str, labels: Sequence[str], over: Sequence[str]) -> None:
     for label in over:
         if label not in labels:
-            raise ShapeError(f"{word}_{label.split('#')[0]}: {label.split('#')[0]} is not a dim of its "
+            raise ShapeError(f"{word}_{label_text(label)}: {label_text(label)} is not a dim of its "
                              "input", 0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sympy
 
-from .base import NONE, ZERO, Counted, Kind, ShapeError, Size, term_bytes
+from .base import NONE, ZERO, Counted, Kind, ShapeError, Size, shown, term_bytes
 
 
 class Gather(Kind):
@@ -24,10 +24,10 @@ class Gather(Kind):
             raise ShapeError(f"{word} takes rows of a table: the table needs at least one dim", 0)
         want = [*indices, *table[1:]]
         if list(output) != want:
-            raise ShapeError(f"{word} of table [{_text(table)}] at indices [{_text(indices)}] gives "
-                             f"[{_text(want)}]: the indices' dims, then the table's row")
+            raise ShapeError(f"{word} of table [{shown(table)}] at indices [{shown(indices)}] gives "
+                             f"[{shown(want)}]: the indices' dims, then the table's row")
         if table[0] in indices:
-            raise ShapeError(f"the indices cannot have the table's first dim {_text(table[:1])}", 1)
+            raise ShapeError(f"the indices cannot have the table's first dim {shown(table[:1])}", 1)
         return (table[0],)
 
     def count(self, step, size: Size) -> Counted:
@@ -40,10 +40,6 @@ class Gather(Kind):
 
     def describe(self, word: str) -> str:
         return "no FLOPs; reads the rows it takes (not the whole table) and the indices"
-
-
-def _text(labels) -> str:
-    return ", ".join(l.split("#")[0] for l in labels)
 
 
 KIND = Gather()

@@ -17,7 +17,8 @@ the axis: one fp32 value per row for rmsnorm, two (sum and sum of squares) for l
 
 from __future__ import annotations
 
-from .base import Counted, Kind, ShapeError, Size, over_dims
+from ..ir import label_text
+from .base import Counted, Kind, ShapeError, Size, over_dims, shown
 
 # word -> (exact FLOPs per element, exact FLOPs per row, how many reductions, stats per row)
 FUNCTIONS = {"rmsnorm": (3, 1, 1, 1), "layernorm": (5, 1, 2, 2)}
@@ -39,9 +40,9 @@ class Norm(Kind):
             stray = [l for l in p if l not in x]
             if stray:
                 raise ShapeError(f"a {word} {'scale' if i == 1 else 'bias'} broadcasts over the input: "
-                                 f"{stray[0].split('#')[0]} is not a dim of the input", i)
+                                 f"{label_text(stray[0])} is not a dim of the input", i)
         if list(output) != list(x):
-            raise ShapeError(f"{word} keeps its input's dims: the result is [{', '.join(x)}]")
+            raise ShapeError(f"{word} keeps its input's dims: the result is [{shown(x)}]")
         return tuple(over)
 
     def count(self, step, size: Size) -> Counted:

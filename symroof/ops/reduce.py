@@ -7,7 +7,7 @@ one divide per result element.
 
 from __future__ import annotations
 
-from .base import Counted, Kind, ShapeError, Size, over_dims
+from .base import Counted, Kind, ShapeError, Size, over_dims, shown
 
 FUNCTIONS = ("sum", "max", "min", "mean")
 
@@ -23,8 +23,7 @@ class Reduce(Kind):
         over_dims(word, inputs[0], over)
         kept = [l for l in inputs[0] if l not in over]
         if list(output) != kept and sorted(output) != sorted(kept):
-            raise ShapeError(f"{word}_{','.join(l.split('#')[0] for l in over)} leaves "
-                             f"[{', '.join(l.split('#')[0] for l in kept)}]: the result has those dims")
+            raise ShapeError(f"{word}_{shown(over, ',')} leaves [{shown(kept)}]: the result has those dims")
         return tuple(over)
 
     def count(self, step, size: Size) -> Counted:

@@ -10,7 +10,7 @@ per row, all-reduced.
 
 from __future__ import annotations
 
-from .base import Counted, Kind, ShapeError, Size, over_dims
+from .base import Counted, Kind, ShapeError, Size, over_dims, shown
 
 
 class Softmax(Kind):
@@ -22,7 +22,7 @@ class Softmax(Kind):
     def summed(self, word, inputs, over, output):
         over_dims(word, inputs[0], over)
         if list(output) != list(inputs[0]):
-            raise ShapeError(f"{word} keeps its input's dims: the result is [{', '.join(inputs[0])}]")
+            raise ShapeError(f"{word} keeps its input's dims: the result is [{shown(inputs[0])}]")
         return tuple(over)
 
     def count(self, step, size: Size) -> Counted:
