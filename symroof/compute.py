@@ -59,10 +59,11 @@ class Compute(SizedCost):
     def work(self) -> dict[str, sympy.Expr]:
         """The operations run at each of `rates`: FLOPs, and on the vector unit the
         transcendentals too (each charged one vector op)."""
-        found: dict[str, sympy.Expr] = {}
+        terms: dict[str, list[sympy.Expr]] = {}
         for _, name, _, work in self._runs:
-            found[name] = found.get(name, sympy.Integer(0)) + self._at(work)
-        return found
+            terms.setdefault(name, []).append(work)
+        # one Add of all the terms: adding them one at a time re-sorts the sum each time
+        return {name: self._at(sympy.Add(*each)) for name, each in terms.items()}
 
     @functools.cached_property
     def _t_vector_base(self) -> sympy.Expr:
@@ -118,4 +119,9 @@ class Compute(SizedCost):
         (nan for work without FLOPs)."""
         if self.peak_flops is sympy.nan:
             return sympy.nan
-        return ratio(self.peak_flops, self._need_machine().bandwidth())
+        bandwidth = self._need_machine().bandwidth()
+        if self.peak_flops.is_number:
+            return ratio(self.peak_flops, bandwidth)
+        # FLOPs / T_math / bandwidth in one ratio of polynomials: a ratio of a ratio
+        # would take sympy's `together`, a hundred times slower on a long program
+        return ratio(self.flops, self.t_math * bandwidth)

@@ -29,6 +29,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -125,6 +126,7 @@ def combine(costs: list[Cost], mesh: Mesh | None = None) -> Cost:
 Kept = tuple[tuple[bool, ...], bool]
 
 
+@functools.lru_cache(maxsize=4096)  # a model's layers repeat statements; an unfused view repeats them all
 def statement_cost(statement: Statement, mesh: Mesh | None) -> Cost:
     """One statement's counts: on one chip, or per chip on the mesh after lowering."""
     if isinstance(statement, Fused):

@@ -13,7 +13,8 @@ import math
 
 import sympy
 
-from .quantities import QUANTITIES, available
+from . import plain
+from .quantities import QUANTITIES, QUANTITY, available
 from .roofline import CONVENTIONS, Analysis, Threshold, dim_names
 from .sharding import Local
 
@@ -48,7 +49,7 @@ def json_value(value):
 def _text(expr: sympy.Basic) -> str:
     """An expression as text. Cached: a model's layers repeat the same expressions, and
     sympy's printer is the slowest part of a large report."""
-    return sympy.sstr(expr)
+    return plain.text(expr)
 
 
 def to_json_dict(a: Analysis, limit=None, solve=None) -> dict:
@@ -58,7 +59,7 @@ def to_json_dict(a: Analysis, limit=None, solve=None) -> dict:
     lines = a.lines
     if len(lines) > 1:
         out["lines"] = [_one(line, [d for d in dim_names(limit or ()) if d in line.dims],
-                             solve if solve in line.dims else None) for line in lines]
+                             solve if solve in line.dims else None, line=True) for line in lines]
     if a.unfused is not None:  # the same program with its fused blocks opened
         out["unfused"] = {key: json_value(getattr(a.unfused, key)) for key in ("bytes", "bytes_read", "bytes_written")}
         if a.machine is not None:
@@ -73,16 +74,22 @@ def _group(needs: str, mesh: bool | None = None) -> tuple[str, ...]:
     return tuple(q.name for q in QUANTITIES if q.needs == needs and (mesh is None or q.mesh == mesh))
 
 
-def _put(out: dict, a: Analysis, names) -> None:
+def _put(out: dict, a: Analysis, names, line: bool = False) -> None:
     """The quantities' values under their names, leaving out those roofline does not
-    derive (yet)."""
+    derive (yet), and for one line of a program those reported for the whole only."""
     for name in available(a, names):
-        out[name] = json_value(getattr(a, name))
+        if QUANTITY[name].line or not line:
+            out[name] = json_value(getattr(a, name))
 
 
-def _one(a: Analysis, limit, solve) -> dict:
+def _one(a: Analysis, limit, solve, line: bool = False) -> dict:
+    """The object of an analysis, or with `line` of one statement of a program: its
+    spec, counts, times, bound and collectives, and the answers asked of it (what the
+    whole program's object says of its symbols, steps and chip is not repeated)."""
     out: dict = {}
-    if a.program is not None:
+    if line:
+        out["spec"] = a.spec
+    elif a.program is not None:
         out["spec"] = a.spec
         out["symbols"] = {name: "positive integer" for name in a.dims}
         local = [str(i) for plan in a.cost.plans for i in plan.items if isinstance(i, Local)]
@@ -96,32 +103,37 @@ def _one(a: Analysis, limit, solve) -> dict:
             "bytes_read": json_value(a._at(s.bytes_read)),
             "bytes_written": json_value(a._at(s.bytes_written)),
         } for k, s in enumerate(a.steps)]
-    out["values"] = {k: int(v) for k, v in a.values.items()}
-    _put(out, a, _group("", mesh=False))
+    if not line:
+        out["values"] = {k: int(v) for k, v in a.values.items()}
+    _put(out, a, _group("", mesh=False), line)
     if a.mesh is not None:
-        out["mesh"] = {axis.name: {"size": axis.size, "link": axis.link} for axis in a.mesh.axes}
-        out["chips"] = a.mesh.chips
-        out["per_chip"] = True
-        _put(out, a, _group("", mesh=True))
+        if not line:
+            out["mesh"] = {axis.name: {"size": axis.size, "link": axis.link} for axis in a.mesh.axes}
+            out["chips"] = a.mesh.chips
+            out["per_chip"] = True
+        _put(out, a, _group("", mesh=True), line)
         out["local_steps"] = [str(item) for plan in a.cost.plans for item in plan.items
                               if isinstance(item, Local)]
     m = a.machine
     if m is not None:
-        out["chip"] = {"name": m.name, "id": m.chip.id if m.chip is not None else None,
-                       "compute_dtypes": [d.name for d in a.compute_dtypes],
-                       "peak_flops_per_s": json_value(a.peak_flops) if a.has_peak else None,
-                       "hbm_bandwidth_bytes_per_s": json_value(m.hbm_bw)}
+        if not line:
+            out["chip"] = {"name": m.name, "id": m.chip.id if m.chip is not None else None,
+                           "compute_dtypes": [d.name for d in a.compute_dtypes],
+                           "peak_flops_per_s": json_value(a.peak_flops) if a.has_peak else None,
+                           "hbm_bandwidth_bytes_per_s": json_value(m.hbm_bw)}
         if a.has_peak:
-            _put(out, a, _group("peak"))
+            _put(out, a, _group("peak"), line)
         if m.hbm_bw is not None:
-            _put(out, a, _group("bandwidth"))
+            _put(out, a, _group("bandwidth"), line)
         if a.cost.moves and a.has_links:
-            out.update(_network(a))
+            out.update(_network(a, line))
         elif a.cost.moves:
             out["collectives"] = _bare_collectives(a)
         if m.hbm_bw is not None and a.has_peak and (a.has_links or not a.cost.moves):
-            _put(out, a, _group("roof"))
-            out["bound"] = json_value(a.bound)
+            _put(out, a, _group("roof"), line)
+            # a line's bound: the word, or null where it depends on the sizes (compare
+            # its t_math and t_comms); the whole program's object gives the condition
+            out["bound"] = a.settled_bound if line else json_value(a.bound)
     elif a.cost.moves:
         out["collectives"] = _bare_collectives(a)
     if limit:
@@ -142,7 +154,7 @@ def _bare_collectives(a: Analysis) -> list:
              "why": move.move.why} for move in a.cost.moves]
 
 
-def _network(a: Analysis) -> dict:
+def _network(a: Analysis, line: bool = False) -> dict:
     entries = []
     for move, t in a.collectives:
         entries.append({"op": move.move.kind, "axes": list(move.move.axes),
@@ -152,7 +164,7 @@ def _network(a: Analysis) -> dict:
                         "t_latency": json_value(t.latency) if t.latency_known else None, "hops": t.hops,
                         "inserted": move.move.why is not None, "why": move.move.why})
     out: dict = {"collectives": entries}
-    _put(out, a, _group("links", mesh=True))
+    _put(out, a, _group("links", mesh=True), line)
     out["t_network_latency_known"] = a.t_network_latency_known
     return out
 

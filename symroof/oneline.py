@@ -14,6 +14,17 @@ def cut(line: str, width: int) -> str:
     return line if len(line) <= width else line[:width - 3] + "..."
 
 
+def spec_line(spec: str) -> str:
+    """A spec of several lines on one: statements joined by '; ', a fused block's
+    braces by spaces (`fused { a; b }`)."""
+    out = ""
+    for part in (p.strip() for p in spec.split("\n")):
+        if not part:
+            continue
+        out += part if not out else (" " if out.endswith("{") or part == "}" else "; ") + part
+    return out
+
+
 def _move_text(move) -> str:
     """`AllReduce_Y bf16[B_X, F] {U_Y}: V = 16777216 bytes (16.78 MB)`."""
     m, V = move.move, move.bytes

@@ -43,6 +43,10 @@ class Quantity:
             for a ratio of the machine's figures (the critical intensities), a number
             whatever the sizes (for work in one compute dtype), which a claim may check
             with no spec at all.
+        line: whether each statement of a program reports it too (the `lines` of the
+            JSON object): counts and times do; quantities derived from them (exact
+            intensity, the roofs' ratios, T_upper) are reported for the whole program
+            only, since deriving them per statement costs a long program seconds.
     """
 
     name: str
@@ -54,6 +58,7 @@ class Quantity:
     mesh: bool = False
     check: bool = True
     expression: bool = True
+    line: bool = True
 
     def __post_init__(self) -> None:
         if self.needs not in NEEDS:
@@ -77,7 +82,7 @@ QUANTITIES: tuple[Quantity, ...] = (
     Quantity("intensity", "FLOPs/byte", "arithmetic intensity: FLOPs per HBM byte", r"\text{Intensity}",
              "intensity"),
     Quantity("intensity_exact", "FLOPs/byte", "exact FLOPs per HBM byte", r"\text{Intensity}_\text{exact}",
-             "intensity (exact)"),
+             "intensity (exact)", line=False),
     Quantity("transcendentals", "transcendentals",
              "evaluations of transcendental functions (exp, log, tanh, rsqrt, ...), counted apart from "
              "FLOPs as XLA does", r"\text{transcendentals}", "transcendentals"),
@@ -86,7 +91,7 @@ QUANTITIES: tuple[Quantity, ...] = (
     # on a machine
     Quantity("critical_intensity", "FLOPs/byte",
              "peak FLOPs/s over HBM bandwidth: the intensity above which the work is compute-bound",
-             r"\text{Intensity}_\text{critical}", "critical", needs="roof", expression=False),
+             r"\text{Intensity}_\text{critical}", "critical", needs="roof", expression=False, line=False),
     Quantity("t_math", "s", "the FLOPs' time at the peak of their compute dtype", r"T_\text{math}", "T_math",
              needs="peak"),
     Quantity("t_vector", "s", "the part of T_math spent on the vector unit", r"T_\text{vector}", "T_vector",
@@ -95,9 +100,9 @@ QUANTITIES: tuple[Quantity, ...] = (
     Quantity("t_lower", "s", "the larger of T_math, T_comms (and T_network): the time with full overlap",
              r"T_\text{lower}", "T_lower", needs="roof"),
     Quantity("t_upper", "s", "T_math + T_comms (+ T_network): the time with no overlap", r"T_\text{upper}",
-             "T_upper", needs="roof"),
+             "T_upper", needs="roof", line=False),
     Quantity("achieved_flops_per_s", "FLOPs/s", "FLOPs / T_lower: the peak when compute-bound",
-             r"\text{FLOPs/s}_\text{achieved}", "achieved", needs="roof"),
+             r"\text{FLOPs/s}_\text{achieved}", "achieved", needs="roof", line=False),
     # on a mesh
     Quantity("flops_total", "FLOPs", "FLOPs of the whole computation over the mesh, each counted once",
              r"\text{FLOPs in all}", "FLOPs total", mesh=True),
@@ -114,7 +119,7 @@ QUANTITIES: tuple[Quantity, ...] = (
     Quantity("critical_network_intensity", "FLOPs/byte",
              "peak FLOPs/s over the links' effective bandwidth (V / T_network)",
              r"\text{Intensity}_\text{network, critical}", "critical network intensity", needs="links",
-             mesh=True, expression=False),
+             mesh=True, expression=False, line=False),
 )
 
 QUANTITY: dict[str, Quantity] = {q.name: q for q in QUANTITIES}

@@ -16,17 +16,42 @@ import sympy
 from . import ops
 from .collectives import link_name
 from .ir import label_text, subscript
-from .oneline import REPR_WIDTH
+from .oneline import REPR_WIDTH, spec_line
 from .oneline import cut as _cut
 from .quantities import QUANTITY, nonzero
 from .roofline import CONVENTIONS, Analysis, dim_names
 from .sharding import Local
-from .show import beside, human, over, pretty, seconds, wrapped
+from .show import beside, human, number, over, pretty, seconds, wrapped
 from .thresholds import threshold_text
 
 # Row labels and units, as declared (quantities.py)
 _L = {name: q.label for name, q in QUANTITY.items()}
 _U = {name: q.unit for name, q in QUANTITY.items()}
+
+
+# Past this many terms an expression is scrolled past, not read: the report names it and
+# says how long it is (the JSON, LaTeX and Python keep every expression whole).
+_LONG = 40
+
+
+def _terms(expr) -> int:
+    """The terms an expression shows: of its sums, through products, powers and max."""
+    if expr.is_Add:
+        return len(expr.args)
+    if expr.is_Mul or expr.is_Pow or isinstance(expr, (sympy.Max, sympy.Min)):
+        return sum(_terms(arg) for arg in expr.args)
+    return 1
+
+
+def _long(expr) -> bool:
+    return not expr.is_number and _terms(expr) > _LONG
+
+
+def _readable(expr, what: str = "an expression") -> str:
+    """pretty(expr), or for one too long to read, what it is and how long."""
+    if not _long(expr):
+        return pretty(expr)
+    return f"{what} ({_terms(expr)} terms: --json has it whole; sizes for the dims give a number)"
 
 
 def _count(a: Analysis, name: str) -> str:
@@ -49,14 +74,14 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     limit = dim_names(limit or ())
     rows: list[tuple[str, str]] = []
     if a.program is not None:
-        rows.append(("spec", a.spec.replace("\n", "; ")))
+        rows.append(("spec", spec_line(a.spec)))
     if a.mesh is not None:
         rows.append(("mesh", ", ".join(f"{x.name}={x.size} ({link_name(x, a.chip)})" for x in a.mesh.axes)
                      + f": {a.mesh.chips} chip{'s' if a.mesh.chips != 1 else ''}; the counts below are per chip"))
     lines = a.lines
     if len(lines) > 1:
         for i, line in enumerate(lines, 1):
-            rows.append((f"line {i}", line.spec.split("\n")[-1]))
+            rows.append((f"line {i}", spec_line(line.spec)))
             rows.append(("", _line_summary(line)))
     rows += _steps(a)
     if a.values:
@@ -65,7 +90,7 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     if m is not None:
         rows.append(("chip", _machine_text(a)))
     rows.append((_L["flops"], _count(a, "flops") + ("" if a.flops_exact == a.flops
-                                                      else f"   (exact: {pretty(a.flops_exact)})")))
+                                                      else f"   (exact: {_readable(a.flops_exact)})")))
     vector, transcendentals = nonzero(a, "flops_vector"), nonzero(a, "transcendentals")
     if vector is not None:
         rows.append((_L["flops_vector"], f"{_count(a, 'flops_vector')} on the vector unit (the rest on the "
@@ -84,8 +109,10 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     if a.intensity is sympy.nan:
         rows.append((_L["intensity"], "undefined: no FLOPs and no HBM bytes"))
     else:
-        rows.append((_L["intensity"], f"{pretty(a.intensity)} {_U['intensity']}"
-                     + ("" if a.intensity_exact == a.intensity else f"   (exact: {pretty(a.intensity_exact)})")))
+        rows.append((_L["intensity"], _readable(a.intensity, "FLOPs / bytes")
+                     + ("" if _long(a.intensity) else f" {_U['intensity']}")
+                     + ("" if _long(a.intensity) or a.intensity_exact == a.intensity
+                        else f"   (exact: {pretty(a.intensity_exact)})")))
     network = bool(a.cost.moves) and a.has_links
     if m is not None and a.has_peak:
         if m.hbm_bw is not None:
@@ -98,7 +125,8 @@ def table(a: Analysis, limit=None, solve=None) -> str:
         rows.append((_L["t_math"], _time(a, "math")))
         t_vector = nonzero(a, "t_vector")
         if t_vector is not None:
-            shown = seconds(t_vector) if t_vector.is_number else f"{pretty(t_vector)} s"
+            shown = seconds(t_vector) if t_vector.is_number else f"{pretty(t_vector)} s" if not _long(t_vector) \
+                else _readable(t_vector, "the vector steps' work / the vector rate, in s")
             rows.append((_L["t_vector"], f"{shown} of T_math on the vector unit"))
     if m is not None and m.hbm_bw is not None:
         rows.append((_L["t_comms"], _time(a, "comms") + (" (HBM)" if a.mesh is not None else "")))
@@ -118,7 +146,7 @@ def table(a: Analysis, limit=None, solve=None) -> str:
         if a.unfused is not None:
             saved, t = a.unfused.bytes - a.bytes, a.unfused.t_lower
             rows.append(("unfused", f"bytes {beside(a.unfused.bytes, 'bytes')}, T_lower "
-                                    f"{seconds(t) if t.is_number else pretty(t)}"
+                                    f"{seconds(t) if t.is_number else _readable(t, 'its max(T_math, T_comms)')}"
                                     f" (fusing saves {beside(saved, 'bytes')} of HBM traffic)"))
         if a.achieved_flops_per_s.is_number and a.flops != 0:
             share = a.achieved_flops_per_s / a.peak_flops
@@ -173,7 +201,7 @@ def summary(a: Analysis) -> str:
     """
     rows: list[tuple[str, str]] = []
     if a.program is not None:
-        rows.append(("spec", a.spec.replace("\n", "; ")))
+        rows.append(("spec", spec_line(a.spec)))
     if a.mesh is not None:
         rows.append(("mesh", ", ".join(f"{x.name}={x.size} ({link_name(x, a.chip)})" for x in a.mesh.axes)
                      + f": {a.mesh.chips} chip{'s' if a.mesh.chips != 1 else ''}; counts per chip"))
@@ -271,8 +299,7 @@ def _line_summary(line: Analysis) -> str:
         parts += [f"T_math {_time(line, 'math')}", f"T_comms {_time(line, 'comms')}"]
         if line.cost.moves:
             parts.append(f"T_network {_network_time(line)}")
-        bound = line.bound
-        parts.append(f"bound {bound if isinstance(bound, str) else 'depends on the sizes'}")
+        parts.append(f"bound {line.settled_bound or 'depends on the sizes'}")
     return "; ".join(parts)
 
 
@@ -315,8 +342,10 @@ def _time(a: Analysis, which: str) -> str:
     if value.is_number:
         return seconds(value)
     if which == "comms":
-        return over(a.bytes, _machine(a).hbm_bw) + " s"
+        return (f"bytes / {number(_machine(a).hbm_bw)}" if _long(a.bytes) else over(a.bytes, _machine(a).hbm_bw)) + " s"
     rates = a.rates
+    if _long(value):
+        return _readable(value, "the steps' work / their rates, in s")
     return " + ".join(over(work, rates[name]) for name, work in a.work.items()) + " s"
 
 
@@ -343,6 +372,8 @@ def _bound_text(a: Analysis) -> str:
                 "network": _network_bound(a), "balanced": "balanced (T_math = T_comms)"}[bound]
     if a.cost.moves:
         return "compute-bound when T_math > max(T_comms, T_network); which bound depends on the sizes"
+    if _long(a.t_math) or _long(a.t_comms):
+        return "compute-bound when T_math > T_comms, else memory-bound: which depends on the sizes"
     if a.critical_intensity.is_number:
         return f"compute-bound when {pretty(bound)}, else memory-bound"
     return (f"compute-bound when T_math > T_comms: {_time(a, 'math')[:-2]} > {_time(a, 'comms')[:-2]}, "

@@ -37,6 +37,7 @@ from .hardware import Chip
 from .ir import Fused, Program
 from .machine import exact_number, machine
 from .network import CollectiveCost, Network
+from .oneline import spec_line
 from .parse import parse
 from .show import seconds
 from .sized import dim_names, pick_max, size
@@ -157,18 +158,27 @@ class Analysis(Network):
     def bound(self) -> str | sympy.Basic:
         """"compute", "memory", "balanced", on a mesh "network", or the condition for
         compute-bound when it depends on dims that have no value."""
-        if self.collectives:
-            return self._bound_of_three()
-        sign = sign_of(self.t_math - self.t_comms)
-        if sign is not None:
-            return {1: "compute", -1: "memory", 0: "balanced"}[sign]
+        if self.settled_bound is not None:
+            return self.settled_bound
         # evaluate=False: sympy would ask its assumption system, slowly, what sign_of
         # has just found to be open.
+        if self.collectives:
+            return sympy.StrictGreaterThan(self.t_math, sympy.Max(self.t_comms, self.t_network_floored,
+                                                                  evaluate=False), evaluate=False)
         if self.critical_intensity.is_number and self.critical_intensity is not sympy.nan:
             return sympy.StrictGreaterThan(self.intensity, self.critical_intensity, evaluate=False)
         return sympy.StrictGreaterThan(self.t_math, self.t_comms, evaluate=False)
 
-    def _bound_of_three(self):
+    @functools.cached_property
+    def settled_bound(self) -> str | None:
+        """`bound` where it is one word for every size of the free dims, else None (it is
+        then a condition): cheaper than `bound`, which derives the condition."""
+        if self.collectives:
+            return self._bound_of_three()
+        sign = sign_of(self.t_math - self.t_comms)
+        return None if sign is None else {1: "compute", -1: "memory", 0: "balanced"}[sign]
+
+    def _bound_of_three(self) -> str | None:
         floored = {"compute": self.t_math, "memory": self.t_comms, "network": self.t_network_floored}
         if all(t == 0 for t in floored.values()):  # a collective over an axis of one chip moves nothing
             return "balanced"
@@ -179,8 +189,7 @@ class Analysis(Network):
         for name, t in times.items():
             if all(sign_of(t - other) == 1 for key, other in times.items() if key != name):
                 return name
-        return sympy.StrictGreaterThan(self.t_math, sympy.Max(self.t_comms, self.t_network_floored,
-                                                              evaluate=False), evaluate=False)
+        return None
 
     @functools.cached_property
     def achieved_flops_per_s(self) -> sympy.Expr:
@@ -280,4 +289,4 @@ class Analysis(Network):
         """One line; `symroof.analyze` gives the `analysis.Analysis` that shows itself as
         a table, a report, JSON and LaTeX (the renderers sit above this module)."""
         on = f" on {self.machine.name}" if self.machine is not None else ""
-        return f"<{type(self).__name__} of {self.spec.replace(chr(10), '; ') or 'bare counts'!r}{on}>"
+        return f"<{type(self).__name__} of {spec_line(self.spec) or 'bare counts'!r}{on}>"

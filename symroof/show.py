@@ -10,12 +10,15 @@ from fractions import Fraction
 
 import mpmath
 import sympy
-from sympy.printing.str import StrPrinter
+
+from . import cancel
+from .plain import Printer
 
 _FACTOR_TERMS = 40
 _TIME_UNITS = [(1, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns"), (1e-12, "ps"), (1e-15, "fs")]
 
 
+@functools.lru_cache(maxsize=4096, typed=True)  # a program's lines print the same rates again and again
 def number(value, digits: int = 6) -> str:
     """A number for people: 240.244, 1.97e14, 4096, 1e-300; any magnitude.
 
@@ -51,7 +54,7 @@ def number(value, digits: int = 6) -> str:
     return text
 
 
-class _Printer(StrPrinter):
+class _Printer(Printer):
     """sympy's str printer with numbers written by `number`."""
 
     def _print_Float(self, expr):
@@ -229,7 +232,12 @@ def pretty(expr: sympy.Basic) -> str:
 
 
 def _large_coefficients(*polys) -> bool:
-    return any(abs(c) > 100 for p in polys for c in sympy.expand(p).as_coefficients_dict().values())
+    for p in polys:
+        found = cancel.terms(p)  # a sum of monomials as it stands: no need to expand it
+        coefficients = found.values() if found is not None else sympy.expand(p).as_coefficients_dict().values()
+        if any(abs(c) > 100 for c in coefficients):
+            return True
+    return False
 
 
 def over(expr: sympy.Expr, divisor) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import sympy
 from sympy.polys.polyerrors import CoercionFailed
 
-from . import dtypes
+from . import cancel, dtypes
 from .cost import Cost
 from .errors import HardwareError, SpecError, SymroofError
 from .hardware import Chip
@@ -288,6 +288,9 @@ def ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
         return sympy.oo if num != 0 else sympy.nan
     if num == 0 or num.is_number and den.is_number:
         return num / den
+    fast = cancel.fraction(num, den)  # sums of monomials: the same result without a ring
+    if fast is not None:
+        return fast
     try:  # costs are polynomials (rational coefficients on a mesh): no need to bring them together
         return fraction_expr(*polys(num, den))
     except (ValueError, CoercionFailed):  # a symbol in a denominator

@@ -29,6 +29,8 @@ import sympy
 from sympy.polys.polyerrors import CoercionFailed
 from sympy.polys.rings import PolyElement, PolyRing, ring
 
+from . import cancel
+
 
 @functools.lru_cache(maxsize=256)
 def _ring(symbols: tuple[sympy.Symbol, ...]) -> PolyRing:
@@ -150,6 +152,8 @@ def sign_of(expr) -> int | None:
         coefficients = expr.coeffs() if expr else [0]
     elif expr.is_number:
         return 0 if expr == 0 else (1 if expr > 0 else -1)
+    elif (found := cancel.terms(expr)) is not None:  # a sum of monomials: its coefficients as they stand
+        coefficients = list(found.values()) or [0]
     else:
         try:  # the polynomial ring expands far faster than sympy.expand
             coefficients = polys(expr)[0].coeffs()

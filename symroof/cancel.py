@@ -1,0 +1,106 @@
+"""Ratios of costs without a polynomial ring, where the costs are sums of
+monomials with rational coefficients (almost always).
+
+`solve.fraction_expr(*solve.polys(num, den))` cancels a ratio's common monomial and
+numeric content on sympy's sparse polynomial rings; building a ring for a new set of
+symbols costs about a millisecond, and a program whose lines each have their own dim
+names builds one per line and quantity. For sums of monomials the same cancellation is a
+few dict operations, so `fraction` does it directly and gives back exactly the
+expression the ring gives (tests/test_cancel.py checks it on random costs); anything
+else (a float, a sum inside a product, a symbol in a denominator) returns None, and the
+caller takes the ring.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import sympy
+
+Monomial = tuple  # ((symbol, exponent), ...) sorted by the symbol's name
+
+
+def terms(expr: sympy.Expr) -> dict[Monomial, Fraction] | None:
+    """expr as {monomial: coefficient}, or None where it is not a sum of monomials in
+    symbols with positive integer powers and rational coefficients. A term may hold one
+    such sum as a factor (an exact count, B*F*(2*D - 1)): it is multiplied out, as the
+    ring would."""
+    found: dict[Monomial, Fraction] = {}
+    for term in sympy.Add.make_args(expr):
+        coeff, rest = term.as_coeff_Mul()
+        if not coeff.is_Rational:
+            return None
+        powers: dict = {}
+        inner: dict[Monomial, Fraction] | None = None
+        if rest is not sympy.S.One:
+            for factor in sympy.Mul.make_args(rest):
+                if factor.is_Symbol:
+                    powers[factor] = 1
+                elif factor.is_Pow and factor.base.is_Symbol and factor.exp.is_Integer and factor.exp > 0:
+                    powers[factor.base] = int(factor.exp)
+                elif factor.is_Add and inner is None:
+                    inner = terms(factor)
+                    if inner is None:
+                        return None
+                else:
+                    return None
+        scale = Fraction(int(coeff.p), int(coeff.q))
+        for monomial, c in (inner or {(): Fraction(1)}).items():
+            merged = dict(monomial)
+            for s, e in powers.items():
+                merged[s] = merged.get(s, 0) + e
+            key = tuple(sorted(merged.items(), key=lambda p: p[0].name))
+            found[key] = found.get(key, Fraction(0)) + scale * c
+    return {m: c for m, c in found.items() if c != 0}
+
+
+def _expr(found: dict[Monomial, Fraction]) -> sympy.Expr:
+    return sympy.Add(*(sympy.Mul(sympy.Rational(c.numerator, c.denominator), *(s**e for s, e in m))
+                       for m, c in found.items()))
+
+
+def _content(found: dict[Monomial, Fraction]) -> Fraction:
+    """The gcd of the coefficients over QQ, as the ring takes it: gcd of the numerators
+    over lcm of the denominators."""
+    top, bottom = 0, 1
+    for c in found.values():
+        top, bottom = math.gcd(top, c.numerator), math.lcm(bottom, c.denominator)
+    return Fraction(top, bottom)
+
+
+def _leading(found: dict[Monomial, Fraction], rank: dict) -> Fraction:
+    """The coefficient of the lex-leading monomial (symbols ordered by name), as the
+    ring's LC: the smallest key below is the largest monomial."""
+    end = (math.inf,)
+    lead = min(found, key=lambda m: (*((rank[s], -e) for s, e in m), end))
+    return found[lead]
+
+
+def fraction(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr | None:
+    """num/den with the common monomial and numeric content cancelled, exactly as
+    `solve.cancel_simple` does; None where num or den is not a sum of monomials."""
+    n, d = terms(num), terms(den)
+    if n is None or d is None or not d:
+        return None
+    if not n:
+        return sympy.Integer(0)
+    monomials = [*n, *d]
+    common = dict(monomials[0])
+    for m in monomials[1:]:
+        powers = dict(m)
+        common = {s: min(e, powers[s]) for s, e in common.items() if s in powers}
+    if common:
+        def shift(found):
+            return {tuple((s, e - common.get(s, 0)) for s, e in m if e != common.get(s, 0)): c
+                    for m, c in found.items()}
+        n, d = shift(n), shift(d)
+    cn, cd = _content(n), _content(d)
+    rank = {s: i for i, s in enumerate(sorted({s for m in d for s, _ in m}, key=lambda s: s.name))}
+    if _leading(d, rank) < 0:
+        cd = -cd
+    scale = cn / cd
+    n = {m: c / cn * scale.numerator for m, c in n.items()}
+    d = {m: c / cd * scale.denominator for m, c in d.items()}
+    return _expr(n) / _expr(d)
+
