@@ -26,11 +26,17 @@ def terms(expr: sympy.Expr) -> dict[Monomial, Fraction] | None:
     symbols with positive integer powers and rational coefficients. A term may hold one
     such sum as a factor (an exact count, B*F*(2*D - 1)): it is multiplied out, as the
     ring would."""
+    return _terms(expr)[0]
+
+
+def _terms(expr: sympy.Expr) -> tuple[dict[Monomial, Fraction] | None, bool]:
+    """`terms`, and whether expr is already that sum as it stands (nothing multiplied out)."""
     found: dict[Monomial, Fraction] = {}
+    plain = True
     for term in sympy.Add.make_args(expr):
         coeff, rest = term.as_coeff_Mul()
         if not coeff.is_Rational:
-            return None
+            return None, False
         powers: dict = {}
         inner: dict[Monomial, Fraction] | None = None
         if rest is not sympy.S.One:
@@ -40,11 +46,11 @@ def terms(expr: sympy.Expr) -> dict[Monomial, Fraction] | None:
                 elif factor.is_Pow and factor.base.is_Symbol and factor.exp.is_Integer and factor.exp > 0:
                     powers[factor.base] = int(factor.exp)
                 elif factor.is_Add and inner is None:
-                    inner = terms(factor)
+                    inner, plain = terms(factor), False
                     if inner is None:
-                        return None
+                        return None, False
                 else:
-                    return None
+                    return None, False
         scale = Fraction(int(coeff.p), int(coeff.q))
         for monomial, c in (inner or {(): Fraction(1)}).items():
             merged = dict(monomial)
@@ -52,7 +58,7 @@ def terms(expr: sympy.Expr) -> dict[Monomial, Fraction] | None:
                 merged[s] = merged.get(s, 0) + e
             key = tuple(sorted(merged.items(), key=lambda p: p[0].name))
             found[key] = found.get(key, Fraction(0)) + scale * c
-    return {m: c for m, c in found.items() if c != 0}
+    return {m: c for m, c in found.items() if c != 0}, plain
 
 
 def _expr(found: dict[Monomial, Fraction]) -> sympy.Expr:
@@ -80,7 +86,7 @@ def _leading(found: dict[Monomial, Fraction], rank: dict) -> Fraction:
 def fraction(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr | None:
     """num/den with the common monomial and numeric content cancelled, exactly as
     `solve.cancel_simple` does; None where num or den is not a sum of monomials."""
-    n, d = terms(num), terms(den)
+    (n, plain_n), (d, plain_d) = _terms(num), _terms(den)
     if n is None or d is None or not d:
         return None
     if not n:
@@ -100,7 +106,16 @@ def fraction(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr | None:
     if _leading(d, rank) < 0:
         cd = -cd
     scale = cn / cd
-    n = {m: c / cn * scale.numerator for m, c in n.items()}
-    d = {m: c / cd * scale.denominator for m, c in d.items()}
+    by_n, by_d = scale.numerator / cn, scale.denominator / cd
+    if not common and plain_n and plain_d:
+        # the sums as they stand, scaled: sympy spreads a number over a sum's terms, giving
+        # the expression the ring gives, without rebuilding hundreds of terms
+        return _scaled(num, by_n) / _scaled(den, by_d)
+    n = {m: c * by_n for m, c in n.items()}
+    d = {m: c * by_d for m, c in d.items()}
     return _expr(n) / _expr(d)
+
+
+def _scaled(expr: sympy.Expr, by: Fraction) -> sympy.Expr:
+    return expr if by == 1 else sympy.Rational(by.numerator, by.denominator) * expr
 

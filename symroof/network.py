@@ -102,6 +102,6 @@ class Network(Compute):
         """Peak FLOPs/s over the links' effective bandwidth (V / T_network): the network
         intensity above which T_math exceeds T_network (1.97e14 / 4.5e10 = 4377.8 for a
         v5e axis of 2)."""
-        if self.peak_flops is sympy.nan:  # no FLOPs: no peak is in play
+        if self.peak_flops is sympy.nan or self.network_bytes == 0:  # no FLOPs, or no collectives
             return sympy.nan
         return ratio(self.peak_flops * self.t_network, self.network_bytes)

@@ -92,8 +92,8 @@ class Printer(StrPrinter):
     def _print_Mul(self, expr):
         if self.order is not None or expr.args[0] is sympy.S.One:
             return super()._print_Mul(expr)  # ordered otherwise, or an unevaluated product
-        coeff, rest = expr.as_coeff_Mul()
-        factors = sympy.Mul.make_args(rest)
+        coeff = expr.as_coeff_Mul()[0]
+        factors = expr.args[1:] if expr.args[0].is_Number else expr.args  # a product inside stays whole
         found = [_factor_key(f) for f in factors]
         keys = [k for k in found if k is not None]
         if not (coeff.is_Rational or coeff.is_Float) or len(keys) != len(found) \

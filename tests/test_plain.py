@@ -75,3 +75,4 @@ def test_same_name_different_assumptions_left_to_sympy():
     x, y = sympy.Symbol("x"), sympy.Symbol("x", positive=True)
     assert plain._ordered_terms(x + 2 * y) is None
     assert plain.text(x * y) == sympy.sstr(x * y)
+
