@@ -5,6 +5,7 @@
     symroof roofline --flops X [--bytes Y] [--chip CHIP] ...
     symroof chips
     symroof chip CHIP
+    symroof model NAME|FILE [--train | --prefill | --decode] [--chip CHIP] [--set B=...,T=...]
 
 Errors go to stderr as one line plus a caret under the spec, with exit code 2.
 """
@@ -18,7 +19,7 @@ import re
 import sys
 import warnings
 
-from . import latex
+from . import cli_model, latex
 from .chip_card import chip_card, chips_table
 from .claims import check_case, load_claims
 from .claims import report as claims_report
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     chip_cmd.add_argument("--variant", help="apply a named variant of the figures")
     chip_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
     chip_cmd.add_argument("--json", action="store_true", help="print JSON")
+    cli_model.add_parser(commands)
     return parser
 
 
@@ -202,6 +204,8 @@ def _run(args) -> tuple[str, int]:
         return _chips(args), 0
     if args.command == "plot":
         return _plot(args), 0
+    if args.command == "model":
+        return cli_model.run(args), 0
     return _chip(args), 0
 
 

@@ -1,0 +1,90 @@
+"""`symroof model NAME|FILE`: a whole model's parameters, FLOPs, memory, chips and time.
+
+    symroof model llama-3-70b --train --chip v5p --set B=4,T=8192 --chips 64
+    symroof model llama-3-70b --decode --chip h100 --set B=32,S=4096
+    symroof model llama-3-70b --print > my.sr; symroof model my.sr --chip v5p
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from . import model_report
+from .errors import SpecError
+from .machine import machine
+from .model import Model, Options
+from .models_file import get_model
+from .sizes import size_value
+from .structure import read_structured
+from .templates import program
+
+
+def add_parser(commands) -> None:
+    cmd = commands.add_parser("model", help="a whole model: parameters, FLOPs, memory, chips, step time",
+                              description="Analyse a model from models.json (or a program file with "
+                                          "let, repeat and param lines) for training, prefill or decode.")
+    cmd.add_argument("name", metavar="NAME|FILE", help="a model in models.json (llama-3-70b) or a program file")
+    mode = cmd.add_mutually_exclusive_group()
+    for m in ("train", "prefill", "decode"):
+        mode.add_argument(f"--{m}", dest="mode", action="store_const", const=m, help=f"the {m} step")
+    cmd.set_defaults(mode="train")
+    cmd.add_argument("--print", action="store_true", help="print the model's program and stop")
+    cmd.add_argument("--chip", help="chip name (see symroof chips)")
+    cmd.add_argument("--chips", type=int, default=1, help="chips the step runs on (an even split)")
+    cmd.add_argument("--set", action="append", default=[], metavar="DIM=VALUE",
+                     help="sizes: B, T (train, prefill), S (decode's context); default B=1 and the "
+                          "model's context")
+    cmd.add_argument("--mfu", type=float, help="time a step at this fraction of the peak, not the roofline")
+    cmd.add_argument("--optimizer", default="adam", help="adam (12 bytes/param), adafactor (4) or sgd (0)")
+    cmd.add_argument("--remat", default="full", help="activations kept: full (each block's input) or none")
+    cmd.add_argument("--train-tokens", metavar="N", help="days to train on N tokens (15e12)")
+    cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
+    cmd.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> str:
+    path = Path(args.name)
+    if path.suffix in (".sr", ".txt") or (path.is_file() and "/" in args.name):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as err:
+            raise SpecError(f"cannot read program file {args.name}: {err.strerror}") from None
+        about = {"model": args.name, "name": args.name}
+        context = None
+    else:
+        config = get_model(args.name, args.models)
+        text = program(config, args.mode)
+        about = {"model": config["id"], "name": config["name"]}
+        context = config["sizes"]["context"]
+    if args.print:
+        return text.rstrip("\n")
+    structured = read_structured(text)
+    sizes = _sizes(args.set)
+    defaults = {"B": 1, **({"S": context} if args.mode == "decode" else {"T": context})} if context else {}
+    dims = set(structured.program.dims)
+    sizes = {**{k: v for k, v in defaults.items() if k in dims}, **sizes}
+    target = machine(args.chip) if args.chip else None
+    options = Options(mode=args.mode, chips=args.chips, optimizer=args.optimizer, remat=args.remat, mfu=args.mfu)
+    at_sizes = Model(structured, target, sizes, options)
+    formulas = Model(structured, target, {k: v for k, v in sizes.items() if k not in ("B", "T", "S")}, options)
+    total = size_value(args.train_tokens, "--train-tokens") if args.train_tokens else None
+    shown = ", ".join(f"{k} = {v}" for k, v in sizes.items())
+    on = f" on {args.chips} x {target.name}" if target is not None else ""
+    about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=args.chips)
+    if args.json:
+        return json.dumps(model_report.to_dict(at_sizes, formulas, about, total), indent=2)
+    title = f"{about['name']}, {args.mode}{on}; {shown or 'no sizes'}"
+    return model_report.table(at_sizes, formulas, title, total)
+
+
+def _sizes(items) -> dict[str, int]:
+    found = {}
+    for item in items:
+        for part in item.split(","):
+            name, eq, value = part.partition("=")
+            if not eq or not name.strip():
+                raise SpecError(f"--set takes DIM=VALUE, got {part!r}")
+            found[name.strip()] = size_value(value.strip(), part)
+    return found

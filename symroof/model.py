@@ -1,0 +1,349 @@
+"""A model: a program with structure (structure.py) analysed as a whole, for training,
+prefill or decode.
+
+The program is costed once: each statement's counts are multiplied by how many times it
+runs (its `repeat` blocks' counts, symbolic: L, not L copies), relations substituted
+(`let F = 4*D`), then handed to the roofline as one analysis. On top of it come what
+models are asked about, each declared once in `MODEL_QUANTITIES`: parameters, FLOPs per
+token, training FLOPs (forward + backward, the backward twice the forward), the bytes of
+weights, gradients, optimizer state, activations and KV cache, the chips they need, and
+the time of a step.
+
+Conventions (stated in the README and in every report):
+* training FLOPs are 3x the forward FLOPs (backward = 2x forward); its time on a chip is
+  3x the forward's roofline time (the backward has the forward's intensity);
+* Adam keeps 12 bytes per parameter (fp32 master copy and two fp32 moments) unless
+  told otherwise; gradients are in the parameters' dtype;
+* activations kept for the backward pass: with remat "full" (the default), each
+  repeated block keeps its input (the first tensor its first statement reads); with
+  "none", every statement keeps its output (a fused block's intermediates are
+  recomputed, as flash attention does);
+* on N chips, memory and time split evenly (an ideal split: the collectives a real
+  sharding needs are issue 12's planner's business), and a chip's usable HBM is
+  `headroom` (0.9) of its capacity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+
+import sympy
+
+from .cost import Cost, MoveCost, combine, cost
+from .errors import SpecError
+from .ir import dim_symbol
+from .relations import check_sizes
+from .roofline import Analysis
+from .sized import ratio
+from .solve import positive_region
+from .structure import Structured
+
+MODES = ("train", "prefill", "decode")
+OPTIMIZER_BYTES = {"adam": 12, "adafactor": 4, "sgd": 0}  # bytes per parameter beyond its gradient
+REMAT = ("full", "none")
+
+
+@dataclass(frozen=True)
+class ModelQuantity:
+    name: str
+    unit: str
+    meaning: str
+    train_only: bool = False
+    needs_chip: bool = False
+
+
+MODEL_QUANTITIES: tuple[ModelQuantity, ...] = (
+    ModelQuantity("params", "", "parameters, all of them"),
+    ModelQuantity("params_embedding", "", "parameters of the embeddings (declared `embedding`)"),
+    ModelQuantity("params_per_block", "", "parameters of one pass through the repeated block"),
+    ModelQuantity("tokens", "", "tokens one step processes (`let tokens = ...`)"),
+    ModelQuantity("flops", "FLOPs", "FLOPs of one forward step"),
+    ModelQuantity("flops_per_token", "FLOPs", "forward FLOPs per token"),
+    ModelQuantity("flops_train", "FLOPs", "training FLOPs of one step: forward + backward (2x forward)",
+                  train_only=True),
+    ModelQuantity("flops_train_per_token", "FLOPs", "training FLOPs per token", train_only=True),
+    ModelQuantity("weight_bytes", "bytes", "bytes of the parameters"),
+    ModelQuantity("grad_bytes", "bytes", "bytes of the gradients (the parameters' dtype)", train_only=True),
+    ModelQuantity("optimizer_bytes", "bytes", "bytes of the optimizer state", train_only=True),
+    ModelQuantity("activation_bytes", "bytes", "activations kept for the backward pass", train_only=True),
+    ModelQuantity("kv_bytes", "bytes", "bytes of the KV cache (declared `cache`)"),
+    ModelQuantity("kv_bytes_per_token", "bytes", "KV cache bytes per token of context, per sequence"),
+    ModelQuantity("memory_bytes", "bytes", "all of the above that must be in HBM at once"),
+    ModelQuantity("hbm_per_chip", "bytes", "memory_bytes over the chips"),
+    ModelQuantity("hbm_left_per_chip", "bytes", "usable HBM a chip has left", needs_chip=True),
+    ModelQuantity("min_chips", "", "the fewest chips whose usable HBM holds memory_bytes", needs_chip=True),
+    ModelQuantity("t_step", "s", "time of one step: the roofline's lower bound (3x for training), or "
+                  "at the given MFU, over the chips", needs_chip=True),
+    ModelQuantity("tokens_per_s", "tokens/s", "tokens over t_step", needs_chip=True),
+)
+MODEL_QUANTITY = {q.name: q for q in MODEL_QUANTITIES}
+
+
+@dataclass(frozen=True)
+class Options:
+    mode: str = "train"
+    chips: int = 1
+    optimizer: str = "adam"
+    remat: str = "full"
+    mfu: float | None = None
+    headroom: sympy.Rational = sympy.Rational(9, 10)
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise SpecError(f"mode is one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.optimizer not in OPTIMIZER_BYTES:
+            raise SpecError(f"optimizer is one of {', '.join(OPTIMIZER_BYTES)}, not {self.optimizer!r}")
+        if self.remat not in REMAT:
+            raise SpecError(f"remat is one of {', '.join(REMAT)}, not {self.remat!r}")
+        if not isinstance(self.chips, int) or self.chips < 1:
+            raise SpecError(f"chips must be a positive whole number, not {self.chips!r}")
+        if self.mfu is not None and not 0 < self.mfu <= 1:
+            raise SpecError(f"MFU is a fraction of the peak in (0, 1], not {self.mfu}")
+
+
+class Model:
+    """A structured program's model quantities (see the module docstring).
+
+    Args:
+        structured: the program (`structure.read_structured`).
+        machine: a `machine.Machine`, or None for counts and bytes only.
+        sizes: sizes for the dims ({"B": 1, "T": 4096}); relations give the rest.
+        options: mode, chips, optimizer, remat, MFU, headroom.
+    """
+
+    def __init__(self, structured: Structured, machine=None, sizes: dict[str, int] | None = None,
+                 options: Options | None = None):
+        self.structured = structured
+        self.machine = machine
+        self.options = options or Options()
+        self.sizes = dict(sizes or {})
+        check_sizes(structured.relations, self.sizes)
+        given = {dim_symbol(k): sympy.Integer(v) for k, v in self.sizes.items()}
+        # relations first (in the free dims), then the sizes: a number where all are given
+        self._free = {s: e for s, e in structured.relations.items()}
+        self._subs = {s: e.xreplace(given) for s, e in self._free.items()} | given
+
+    def at(self, expr: sympy.Expr) -> sympy.Expr:
+        """An expression in the program's dims, relations and sizes substituted."""
+        return sympy.sympify(expr).xreplace(self._subs)
+
+    # ---- the program, costed once ---------------------------------------------------
+
+    @functools.cached_property
+    def analysis(self) -> Analysis:
+        """The forward step as one roofline analysis, at the sizes given."""
+        return self._analysis(self._subs)
+
+    def _analysis(self, subs: dict) -> Analysis:
+        program = self.structured.program
+        each = cost(program).statements
+        scaled = [_scaled(c, k, subs) for c, k in zip(each, self.structured.counts)]
+        return Analysis(combine(scaled, program.mesh), self.machine, program=program)
+
+    # ---- parameters and counts --------------------------------------------------------
+
+    def _declared(self, *words: str) -> sympy.Expr:
+        return self.at(sympy.Add(*(d.count * d.elements for d in self.structured.declared if d.word in words)))
+
+    @functools.cached_property
+    def params(self) -> sympy.Expr:
+        return self._declared("param", "embedding")
+
+    @functools.cached_property
+    def params_embedding(self) -> sympy.Expr:
+        return self._declared("embedding")
+
+    @functools.cached_property
+    def params_per_block(self) -> sympy.Expr:
+        inner = [d for d in self.structured.declared if d.word == "param" and d.block is not None]
+        if not inner:
+            return sympy.Integer(0)
+        outer = inner[0].block
+        assert outer is not None
+        per = self.structured.blocks[outer].count
+        return self.at(sympy.Add(*(d.elements * d.count / per for d in inner if d.block == outer)))
+
+    @functools.cached_property
+    def tokens(self) -> sympy.Expr:
+        symbol = dim_symbol("tokens")
+        if symbol not in self.structured.relations:
+            raise SpecError("the program does not say how many tokens a step processes: add "
+                            "'let tokens = B*T' (or B for decode)")
+        return self.at(symbol)
+
+    @functools.cached_property
+    def flops(self) -> sympy.Expr:
+        return self.analysis.flops
+
+    @functools.cached_property
+    def flops_per_token(self) -> sympy.Expr:
+        return ratio(self.flops, self.tokens)
+
+    @functools.cached_property
+    def flops_train(self) -> sympy.Expr:
+        return 3 * self.flops
+
+    @functools.cached_property
+    def flops_train_per_token(self) -> sympy.Expr:
+        return ratio(self.flops_train, self.tokens)
+
+    # ---- memory -------------------------------------------------------------------------
+
+    @functools.cached_property
+    def weight_bytes(self) -> sympy.Expr:
+        return self.at(sympy.Add(*(d.count * d.bytes for d in self.structured.declared
+                                   if d.word in ("param", "embedding"))))
+
+    @functools.cached_property
+    def grad_bytes(self) -> sympy.Expr:
+        return self.weight_bytes
+
+    @functools.cached_property
+    def optimizer_bytes(self) -> sympy.Expr:
+        return OPTIMIZER_BYTES[self.options.optimizer] * self.params
+
+    @functools.cached_property
+    def activation_bytes(self) -> sympy.Expr:
+        s = self.structured
+        statements = s.program.statements
+        if self.options.remat == "none":
+            each = cost(s.program).statements
+            return self.at(sympy.Add(*(k * _output_bytes(c) for c, k in zip(each, s.counts))))
+        kept = []
+        for block in s.blocks:
+            if block.parent is None and block.statements:
+                first = statements[block.statements[0]]
+                tensor = _first_input(first)
+                kept.append(block.count * tensor.dtype.bytes * sympy.Mul(*(_size(d) for d in tensor.dims)))
+        return self.at(sympy.Add(*kept))
+
+    @functools.cached_property
+    def kv_bytes(self) -> sympy.Expr:
+        return self.at(sympy.Add(*(d.count * d.bytes for d in self.structured.declared if d.word == "cache")))
+
+    @functools.cached_property
+    def kv_bytes_per_token(self) -> sympy.Expr:
+        caches = [d for d in self.structured.declared if d.word == "cache"]
+        if not caches:
+            return sympy.Integer(0)
+        B, S = dim_symbol("B"), dim_symbol("S")
+        if any(B not in d.dims or S not in d.dims for d in caches):
+            raise SpecError("a KV cache's bytes per token need its batch and context dims named B and S")
+        return sympy.expand(self.at(sympy.Add(*(d.count * d.bytes / (B * S) for d in caches))))
+
+    @functools.cached_property
+    def memory_bytes(self) -> sympy.Expr:
+        if self.options.mode == "train":
+            return self.weight_bytes + self.grad_bytes + self.optimizer_bytes + self.activation_bytes
+        return self.weight_bytes + self.kv_bytes
+
+    @functools.cached_property
+    def hbm_per_chip(self) -> sympy.Expr:
+        return self.memory_bytes / self.options.chips
+
+    def _usable(self) -> sympy.Expr:
+        capacity = self._chip().figure("hbm_capacity_bytes")
+        if capacity is None:
+            raise SpecError(f"{self._chip().name} has no HBM capacity figure: the chips a model needs "
+                            "cannot be counted")
+        return capacity * self.options.headroom
+
+    def _chip(self):
+        if self.machine is None or self.machine.chip is None:
+            raise SpecError("memory per chip, the chips a model needs and its step time need a chip (--chip)")
+        return self.machine.chip
+
+    @functools.cached_property
+    def hbm_left_per_chip(self) -> sympy.Expr:
+        return self._usable() - self.hbm_per_chip
+
+    @functools.cached_property
+    def min_chips(self) -> sympy.Expr:
+        need = self.memory_bytes / self._usable()
+        return sympy.ceiling(need) if need.is_number else need
+
+    # ---- time -----------------------------------------------------------------------------
+
+    @functools.cached_property
+    def t_step(self) -> sympy.Expr:
+        self._chip()
+        factor = 3 if self.options.mode == "train" else 1
+        chips = self.options.chips
+        if self.options.mfu is not None:
+            a = self.analysis
+            return factor * a.flops / (chips * a.peak_flops * sympy.nsimplify(self.options.mfu))
+        return factor * self.analysis.t_lower / chips
+
+    @functools.cached_property
+    def tokens_per_s(self) -> sympy.Expr:
+        return self.tokens / self.t_step
+
+    def days_to_train(self, total_tokens) -> sympy.Expr:
+        """Days to train on `total_tokens` tokens at `tokens_per_s`."""
+        return sympy.Integer(total_tokens) / self.tokens_per_s / 86400
+
+    def decode_batch(self, with_kv: bool = True):
+        """The batch B above which a decode step is compute-bound (T_math > T_comms), with
+        the KV cache's reads counted or left out: a `solve.Region`."""
+        a = self._analysis({s: e for s, e in self._subs.items() if s.name != "B"})
+        B = dim_symbol("B")
+        t_comms = a.t_comms
+        if not with_kv:
+            kv = sympy.Add(*(d.count * d.bytes for d in self.structured.declared if d.word == "cache"))
+            t_comms = (a.bytes - kv.xreplace({s: e for s, e in self._subs.items() if s.name != "B"})) \
+                / self.machine.bandwidth()
+        return positive_region(sympy.expand(a.t_math - t_comms), B)
+
+    def quantities(self) -> dict[str, sympy.Expr]:
+        """Every model quantity this model has (training ones in training, those on a chip
+        with a chip), by name."""
+        found = {}
+        for q in MODEL_QUANTITIES:
+            if q.train_only and self.options.mode != "train":
+                continue
+            if q.needs_chip and (self.machine is None or self.machine.chip is None):
+                continue
+            if q.name == "tokens" and dim_symbol("tokens") not in self.structured.relations:
+                continue
+            if q.name in ("flops_per_token", "flops_train_per_token", "tokens_per_s") and \
+                    dim_symbol("tokens") not in self.structured.relations:
+                continue
+            found[q.name] = getattr(self, q.name)
+        return found
+
+
+def _scaled(c: Cost, k: sympy.Expr, subs: dict) -> Cost:
+    """A statement's cost, run k times, relations and sizes substituted."""
+
+    def f(e):
+        return (e * k).xreplace(subs)
+
+    steps = tuple(dataclasses.replace(s, flops=f(s.flops), flops_exact=f(s.flops_exact),
+                                      bytes_read=f(s.bytes_read), bytes_written=f(s.bytes_written),
+                                      transcendentals=f(s.transcendentals), flops_vector=f(s.flops_vector),
+                                      kept=s.kept.xreplace(subs))
+                  for s in c.steps)
+    moves = tuple(MoveCost(m.move, f(m.bytes)) for m in c.moves)
+    return Cost(flops=f(c.flops), flops_exact=f(c.flops_exact), bytes_read=f(c.bytes_read),
+                bytes_written=f(c.bytes_written), transcendentals=f(c.transcendentals),
+                flops_vector=f(c.flops_vector), steps=steps, moves=moves,
+                flops_total=None if c.flops_total is None else f(c.flops_total), mesh=c.mesh, plans=c.plans,
+                statements=c.statements)
+
+
+def _output_bytes(c: Cost) -> sympy.Expr:
+    """What a statement leaves in HBM: its last step's output (a fused block's outputs)."""
+    return c.bytes_written
+
+
+def _first_input(statement):
+    inner = statement.statements[0] if hasattr(statement, "statements") else statement
+    operands = getattr(inner, "operands", None) or (inner.input,)
+    return operands[0]
+
+
+def _size(dim) -> sympy.Expr:
+    return dim_symbol(dim.name) if dim.name is not None else sympy.Integer(dim.size)
+

@@ -1,0 +1,88 @@
+"""A model's report: each model quantity at the sizes given, beside its formula in the
+batch and sequence dims (B, T, S); as text and as a JSON object."""
+
+from __future__ import annotations
+
+import sympy
+
+from .json_report import json_value
+from .model import MODEL_QUANTITY, Model
+from .show import beside, human, number, pretty, seconds, wrapped
+from .solve import Region
+
+CONVENTIONS = [
+    "1 FLOP = one multiply or one add (a multiply-add is 2); GB = 1e9 bytes",
+    "training = forward + backward, the backward 2x the forward: 3x the FLOPs and 3x the forward's "
+    "roofline time",
+    "Adam keeps 12 bytes per parameter (fp32 master copy and two moments); gradients in the parameters' dtype",
+    "activations kept (remat full): each repeated block's input; (remat none): every statement's output",
+    "attention counts the full T x S scores (a causal mask's skipped half is not subtracted)",
+    "on N chips memory and time split evenly (no collectives); a chip's usable HBM is 0.9 of its capacity",
+]
+
+
+def _shown(value, unit: str) -> str:
+    if unit == "s":
+        return seconds(value) if value.is_number else f"{pretty(value)} s"
+    if value.is_number and unit in ("bytes", "FLOPs", "tokens/s", ""):
+        return beside(value, unit) if value.is_Integer or unit != "" else pretty(value)
+    return f"{pretty(value)}" + (f" {unit}" if unit else "")
+
+
+def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[str, str]]:
+    """The report's rows: quantity, value (and formula in B, T, S where it has one)."""
+    found = model.quantities()
+    symbolic = formulas.quantities() if formulas is not None else {}
+    out = []
+    for name, value in found.items():
+        text = _shown(value, MODEL_QUANTITY[name].unit)
+        formula = symbolic.get(name)
+        if isinstance(formula, sympy.Expr) and not formula.is_number and formula != value:
+            text += f"   = {pretty(formula)}"
+        out.append((name, text))
+    if total_tokens is not None and "tokens_per_s" in found:
+        days = model.days_to_train(total_tokens)
+        out.append(("days_to_train", f"{number(days, 4)} days for {human(total_tokens, 'tokens')}"))
+    if model.options.mode == "decode" and model.machine is not None:
+        for with_kv in (True, False):
+            label = "decode_batch" + ("" if with_kv else "_no_kv")
+            out.append((label, _region_text(model.decode_batch(with_kv))
+                        + ("" if with_kv else " (the KV cache's reads left out)")))
+    return out
+
+
+def _region_text(region: Region) -> str:
+    root = region.root
+    if region.kind == "above" and root is not None:
+        return f"compute-bound once B > {pretty(root)}" + (f" (B >= {sympy.floor(root) + 1})" if root.is_number else "")
+    if region.kind == "all":
+        return "compute-bound at every batch"
+    if region.kind == "none":
+        return "memory-bound at every batch"
+    return f"{region.kind}{': ' + region.reason if region.reason else ''}"
+
+
+def table(model: Model, formulas: Model | None, title: str, total_tokens=None) -> str:
+    lines = [f"{'model':<22} {title}"]
+    for name, text in rows(model, formulas, total_tokens):
+        lines.append(f"{name:<22} {text}")
+    lines.append("")
+    lines += wrapped("conventions: " + "; ".join(CONVENTIONS))
+    return "\n".join(lines)
+
+
+def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens=None) -> dict:
+    out = dict(about)
+    symbolic = formulas.quantities() if formulas is not None else {}
+    out["formulas"] = {name: json_value(value) for name, value in symbolic.items() if not value.is_number}
+    for name, value in model.quantities().items():
+        out[name] = json_value(value)
+    if total_tokens is not None and "tokens_per_s" in out:
+        out["days_to_train"] = json_value(model.days_to_train(total_tokens))
+    if model.options.mode == "decode" and model.machine is not None:
+        for with_kv in (True, False):
+            region = model.decode_batch(with_kv)
+            out["decode_batch" + ("" if with_kv else "_no_kv")] = {
+                "kind": region.kind, "root": json_value(region.root) if region.root is not None else None}
+    out["conventions"] = CONVENTIONS
+    return out

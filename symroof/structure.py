@@ -1,0 +1,225 @@
+"""Programs with structure: `let` relations, `param`/`embedding`/`cache` declarations and
+`repeat N { ... }` blocks around ordinary spec statements.
+
+    let D = N*H, F = 28672            sizes and relations (relations.py)
+    embedding E: bf16[V, D]           a parameter counted apart (the vocabulary's)
+    repeat L {                        the block runs L times: costed once, multiplied
+      param Wq: bf16[D, N, H]         a parameter (its count, bytes, gradients)
+      cache Kc: bf16[B, S, K, H]      a KV cache (its bytes per token)
+      bf16[B, T, D] *_D bf16[D, N, H] -> bf16[B, T, N, H]
+    }
+
+Structure lines stand on their own lines. They are read here and blanked out (replaced
+by spaces, so every offset stays where it was) before the rest goes to the spec parser;
+each statement then belongs to the `repeat` blocks its position lies in, and errors in it
+point at the spot in the whole text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import sympy
+
+from . import dtypes
+from .errors import SpecError
+from .ir import Mesh, Program, dim_symbol
+from .parse import parse_mesh
+from .relations import expression, resolve_relations
+from .resolve import resolve
+from .sharding import check_layout
+from .syntax import WMesh, normalize, read
+
+DECLARATIONS = ("param", "embedding", "cache")  # embedding: a parameter counted apart
+_NAME = r"[^\W\d_][^\W_]*"
+_REPEAT = re.compile(r"repeat\b(?P<count>[^{]*)\{\s*$")
+_DECLARED = re.compile(rf"\s*(?P<name>{_NAME})\s*:\s*(?P<dtype>[\w]+)\s*\[(?P<dims>[^\]]*)\]\s*(,|$)")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A declared tensor: `word` is param, embedding or cache; `count` how many there
+    are (the product of the enclosing repeat counts); `block` the innermost repeat
+    block it is declared in (an index into `Structured.blocks`), or None."""
+
+    word: str
+    name: str
+    dtype: dtypes.DType
+    dims: tuple[sympy.Expr, ...]
+    count: sympy.Expr
+    block: int | None
+
+    @property
+    def elements(self) -> sympy.Expr:
+        return sympy.Mul(*self.dims)
+
+    @property
+    def bytes(self) -> sympy.Expr:
+        return self.elements * self.dtype.bytes
+
+    def __str__(self) -> str:
+        return f"{self.word} {self.name}: {self.dtype}[{', '.join(str(d) for d in self.dims)}]"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A `repeat` block: its count, the statements in it (indices into the program's
+    statements, nested blocks' included) and the block it sits in."""
+
+    count: sympy.Expr
+    statements: tuple[int, ...]
+    parent: int | None
+
+
+@dataclass(frozen=True)
+class Structured:
+    """A program with structure. `counts[i]` is how many times statement i runs (the
+    product of its repeat blocks' counts); `relations` each `let` name's expression in
+    the dims no `let` defines."""
+
+    text: str
+    program: Program
+    counts: tuple[sympy.Expr, ...]
+    blocks: tuple[Block, ...]
+    declared: tuple[Declared, ...]
+    relations: dict[sympy.Symbol, sympy.Expr]
+    lets: tuple[tuple[str, sympy.Expr], ...]
+
+
+def read_structured(text: str, dtype: str = "bf16", mesh: Mesh | str | dict | None = None) -> Structured:
+    """Read a program with structure (see the module docstring).
+
+    Raises:
+        SpecError: with the position of the first problem.
+    """
+    if not isinstance(text, str):
+        raise SpecError(f"a program is text, not {type(text).__name__}")
+    text = normalize(text)
+    scan = _Scan(text)
+    blanked = scan.run()
+    written = read(blanked)
+    regions = scan.regions
+    blocks_of: list[list[int]] = []
+    statements = [w for w in written if not isinstance(w, WMesh)]
+    for w in statements:
+        start = w.span[0]
+        blocks_of.append([k for k, (lo, hi, _, _) in enumerate(regions) if lo <= start < hi])
+    program = resolve(written, blanked, dtype, parse_mesh(mesh), check=check_layout)
+    counts = tuple(sympy.Mul(*(regions[k][2] for k in inside)) for inside in blocks_of)
+    blocks = tuple(Block(count, tuple(i for i, inside in enumerate(blocks_of) if k in inside), parent)
+                   for k, (_, _, count, parent) in enumerate(regions))
+    declared = tuple(Declared(word, name, dt, dims, sympy.Mul(*(regions[k][2] for k in scan.enclosing(at))),
+                              _innermost(scan.enclosing(at)))
+                     for word, name, dt, dims, at in scan.declared)
+    names = [d.name for d in declared]
+    for d, (_, _, _, _, at) in zip(declared, scan.declared):
+        if names.count(d.name) > 1:
+            raise SpecError(f"{d.name} is declared twice", text, at)
+    relations = resolve_relations(scan.lets, scan.let_spans)
+    return Structured(text, program, counts, blocks, declared, relations, tuple(scan.lets))
+
+
+def _innermost(blocks: list[int]) -> int | None:
+    return blocks[-1] if blocks else None
+
+
+class _Scan:
+    """One pass over the lines: structure read, and blanked out of the text."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.lets: list[tuple[str, sympy.Expr]] = []
+        self.let_spans: list[tuple[str, int, int]] = []
+        self.declared: list[tuple[str, str, dtypes.DType, tuple[sympy.Expr, ...], int]] = []
+        # repeat blocks: (start offset, end offset, count, parent block)
+        self.regions: list[tuple[int, int, sympy.Expr, int | None]] = []
+
+    def enclosing(self, at: int) -> list[int]:
+        return [k for k, (lo, hi, _, _) in enumerate(self.regions) if lo <= at < hi]
+
+    def run(self) -> str:
+        out = list(self.text)
+        stack: list[tuple[str, int]] = []  # ("repeat", region index) or ("fused", -1)
+        offset = 0
+        for line in self.text.split("\n"):
+            code = line.split("#", 1)[0]
+            stripped = code.strip()
+            lead = len(code) - len(code.lstrip())
+            word = stripped.split(None, 1)[0] if stripped else ""
+            start = offset + lead
+            blank = True
+            if word == "let":
+                self._let(stripped[3:], start + 3)
+            elif word in DECLARATIONS and ":" in stripped:
+                self._declare(word, stripped[len(word):], start + len(word))
+            elif word == "repeat" or stripped.startswith("repeat{"):
+                match = _REPEAT.match(stripped)
+                if match is None:
+                    raise SpecError("write a repeated block as 'repeat N {' on a line of its own, its "
+                                    "statements on the lines after it, and '}' alone on the last", self.text, start)
+                count = expression(match.group("count"), (self.text, start + match.start("count")))
+                parent = next((k for kind, k in reversed(stack) if kind == "repeat"), None)
+                if any(kind == "fused" for kind, _ in stack):
+                    raise SpecError("a repeat block cannot go inside a fused block", self.text, start)
+                self.regions.append((start, len(self.text), count, parent))
+                stack.append(("repeat", len(self.regions) - 1))
+            elif stripped == "}" and stack and stack[-1][0] == "repeat":
+                _, k = stack.pop()
+                lo, _, count, parent = self.regions[k]
+                self.regions[k] = (lo, start, count, parent)
+            else:
+                blank = False
+                opened, closed = stripped.count("{"), stripped.count("}")
+                if opened > closed and word == "fused":
+                    stack.append(("fused", -1))
+                elif closed > opened and stack and stack[-1][0] == "fused":
+                    stack.pop()
+            if blank:
+                for i in range(offset, offset + len(line)):
+                    out[i] = " "
+            offset += len(line) + 1
+        open_repeats = [k for kind, k in stack if kind == "repeat"]
+        if open_repeats:
+            raise SpecError("this repeat block is not closed: end it with '}' on a line of its own", self.text,
+                            self.regions[open_repeats[-1]][0])
+        return "".join(out)
+
+    def _let(self, rest: str, at: int) -> None:
+        pos = 0
+        for part in rest.split(","):
+            name, eq, value = part.partition("=")
+            here = at + pos + len(name) - len(name.lstrip())
+            if not eq or not re.fullmatch(_NAME, name.strip()):
+                raise SpecError("write a relation as 'let NAME = expression' (let F = 4*D, D = 8192)",
+                                self.text, here)
+            expr = expression(value, (self.text, at + pos + len(name) + 1))
+            self.lets.append((name.strip(), expr))
+            self.let_spans.append((self.text, here, here + len(name.strip())))
+            pos += len(part) + 1
+
+    def _declare(self, word: str, rest: str, at: int) -> None:
+        pos = 0
+        while pos < len(rest.rstrip()):
+            match = _DECLARED.match(rest, pos)
+            if match is None:
+                raise SpecError(f"write a declaration as '{word} NAME: dtype[dims]' ({word} W: bf16[D, F])",
+                                self.text, at + pos + len(rest[pos:]) - len(rest[pos:].lstrip()))
+            dtype = dtypes.lookup(match.group("dtype"))
+            if dtype is None:
+                hint = dtypes.suggest(match.group("dtype"))
+                also = f"; did you mean '{hint}'?" if hint else ""
+                raise SpecError(f"unknown dtype '{match.group('dtype')}'{also}", self.text,
+                                at + match.start("dtype"), at + match.end("dtype"))
+            dims = []
+            for item in match.group("dims").split(","):
+                item = item.strip()
+                if re.fullmatch(r"\d+", item):
+                    dims.append(sympy.Integer(int(item)))
+                elif re.fullmatch(_NAME, item):
+                    dims.append(dim_symbol(item))
+                else:
+                    raise SpecError(f"a declared tensor's dims are names or sizes, not {item!r}", self.text,
+                                    at + match.start("dims"))
+            self.declared.append((word, match.group("name"), dtype, tuple(dims), at + match.start("name")))
+            pos = match.end()

@@ -1,0 +1,124 @@
+"""The transformer template: a model's configuration written out as a symroof program the
+user can read, edit and pass back (`symroof model NAME --print > my.sr`).
+
+Dims: B batch, T tokens per sequence in this step, S tokens attended to (S = T in training
+and prefill; the cached context in decode), D model width, F MLP width, K KV heads, G query
+heads per KV head (N = K*G query heads), H head dim, L layers, V vocabulary; for a mixture
+of experts E experts of which A are active per token, C = tokens*A/E tokens per expert.
+Every config field the template reads is listed in `FIELDS`.
+"""
+
+from __future__ import annotations
+
+from .errors import SpecError
+from .models_file import FIELDS, MLPS
+
+
+def program(config: dict, mode: str = "train") -> str:
+    """The program of a model configuration (a `models.json` entry) for one mode."""
+    sizes = config["sizes"]
+    missing = [f for f in FIELDS if f not in sizes]
+    if missing:
+        raise SpecError(f"model {config.get('id', '?')}: sizes lack {', '.join(missing)}")
+    N, K = sizes["N"], sizes["K"]
+    if N % K:
+        raise SpecError(f"model {config['id']}: {N} query heads do not group evenly over {K} KV heads")
+    mlp = config.get("mlp", "swiglu")
+    if mlp not in MLPS:
+        raise SpecError(f"model {config['id']}: mlp is one of {', '.join(MLPS)}, not {mlp!r}")
+    moe = config.get("moe")
+    decode = mode == "decode"
+    seq = "" if decode else ", T"  # decode runs one token per sequence
+    x = f"bf16[B{seq}, D]"
+    norm = config.get("norm", "rmsnorm")
+    bias = bool(config.get("bias"))
+    lines = [f"# {config['name']}, {mode}: the transformer template (symroof model {config['id']} --print)",
+             "let " + ", ".join(f"{d} = {sizes[d]}" for d in ("D", "F", "K", "H", "L", "V")) + f", G = {N // K}",
+             "let N = K*G" + ("" if decode else ", S = T"),
+             f"let tokens = {'B' if decode else 'B*T'}"]
+    if moe:
+        lines.append(f"let E = {moe['experts']}, A = {moe['active']}, C = tokens*A/E, M = tokens, R = E*C")
+    if config.get("positions") == "learned":
+        lines.append(f"let Tmax = {sizes['context']}")
+    lines += ["", "embedding Emb: bf16[V, D]", f"gather bf16[V, D], int32[B{seq}] -> {x}"]
+    if config.get("positions") == "learned":
+        lines += ["embedding Pos: bf16[Tmax, D]", f"gather bf16[Tmax, D], int32[B{seq}] -> {x}",
+                  f"{x} + {x} -> {x}"]
+    lines += ["", "repeat L {"]
+    lines += ["  " + line for line in _attention(x, seq, norm, bias, decode) + _mlp(x, seq, norm, bias, mlp, moe)]
+    lines += ["}", ""]
+    lines += _norm(x, norm, bias, "Wnf", "bnf")
+    if config.get("tied_embeddings"):
+        lines.append(f"{x} *_D bf16[V, D] -> bf16[B{seq}, V]   # tied: the embedding table again")
+    else:
+        lines += ["embedding Wout: bf16[D, V]", f"{x} *_D bf16[D, V] -> bf16[B{seq}, V]"]
+    return "\n".join(lines) + "\n"
+
+
+def _norm(x: str, norm: str, bias: bool, w: str, b: str) -> list[str]:
+    if norm == "layernorm":
+        return [f"param {w}: bf16[D], {b}: bf16[D]", f"layernorm_D {x}, bf16[D], bf16[D] -> {x}"]
+    return [f"param {w}: bf16[D]", f"rmsnorm_D {x}, bf16[D] -> {x}"]
+
+
+def _attention(x: str, seq: str, norm: str, bias: bool, decode: bool) -> list[str]:
+    q, kv = f"bf16[B{seq}, K, G, H]", "bf16[B, S, K, H]"
+    new_kv = "bf16[B, K, H]" if decode else kv
+    lines = _norm(x, norm, bias, "Wn1", "bn1")
+    lines += ["param Wq: bf16[D, K, G, H], Wk: bf16[D, K, H], Wv: bf16[D, K, H], Wo: bf16[K, G, H, D]"]
+    if bias:
+        lines += ["param bq: bf16[K, G, H], bk: bf16[K, H], bv: bf16[K, H], bo: bf16[D]"]
+    if decode:
+        lines += ["cache Kc: bf16[B, S, K, H], Vc: bf16[B, S, K, H]   # the context's keys and values"]
+    source = x if decode else "bf16[B, S, D]"
+    lines += [f"{x} *_D bf16[D, K, G, H] -> {q}", f"{source} *_D bf16[D, K, H] -> {new_kv}",
+              f"{source} *_D bf16[D, K, H] -> {new_kv}"]
+    if bias:
+        lines += [f"{q} + bf16[K, G, H] -> {q}", f"{new_kv} + bf16[K, H] -> {new_kv}",
+                  f"{new_kv} + bf16[K, H] -> {new_kv}"]
+    scores = f"fp32[B, K, G{seq}, S]"
+    lines += ["fused {   # attention: the scores stay on chip",
+              f"  {q} *_H {kv} -> {scores}",
+              f"  softmax_S {scores} -> {scores.replace('fp32', 'bf16')}",
+              f"  {scores.replace('fp32', 'bf16')} *_S {kv} -> {q}",
+              "}",
+              f"{q} *_{{K,G,H}} bf16[K, G, H, D] -> {x}"]
+    if bias:
+        lines.append(f"{x} + bf16[D] -> {x}")
+    lines.append(f"{x} + {x} -> {x}   # residual")
+    return lines
+
+
+def _mlp(x: str, seq: str, norm: str, bias: bool, mlp: str, moe: dict | None) -> list[str]:
+    lines = _norm(x, norm, bias, "Wn2", "bn2")
+    if moe:
+        return lines + _experts(x, seq, mlp)
+    h = f"bf16[B{seq}, F]"
+    act = {"swiglu": "silu", "geglu": "gelu", "gelu": "gelu"}[mlp]
+    if mlp == "gelu":
+        lines += ["param W1: bf16[D, F], W2: bf16[F, D]" + (", b1: bf16[F], b2: bf16[D]" if bias else ""),
+                  f"{x} *_D bf16[D, F] -> {h}"]
+        if bias:
+            lines.append(f"{h} + bf16[F] -> {h}")
+        lines += [f"{act}({h}) -> {h}", f"{h} *_F bf16[F, D] -> {x}"]
+        if bias:
+            lines.append(f"{x} + bf16[D] -> {x}")
+    else:
+        lines += ["param Wg: bf16[D, F], Wu: bf16[D, F], Wd: bf16[F, D]",
+                  f"{x} *_D bf16[D, F] -> {h}", f"{x} *_D bf16[D, F] -> {h}",
+                  f"{act}({h}) -> {h}", f"{h} * {h} -> {h}", f"{h} *_F bf16[F, D] -> {x}"]
+    return lines + [f"{x} + {x} -> {x}   # residual"]
+
+
+def _experts(x: str, seq: str, mlp: str) -> list[str]:
+    act = "silu" if mlp == "swiglu" else "gelu"
+    h = "bf16[E, C, F]"
+    return ["param Wr: bf16[D, E], Wg: bf16[E, D, F], Wu: bf16[E, D, F], Wd: bf16[E, F, D]",
+            f"{x} *_D bf16[D, E] -> fp32[B{seq}, E]   # router",
+            f"softmax_E fp32[B{seq}, E] -> fp32[B{seq}, E]",
+            "gather bf16[M, D], int32[E, C] -> bf16[E, C, D]   # dispatch: each expert its C tokens",
+            f"bf16[E, C, D] *_D bf16[E, D, F] -> {h}", f"bf16[E, C, D] *_D bf16[E, D, F] -> {h}",
+            f"{act}({h}) -> {h}", f"{h} * {h} -> {h}", f"{h} *_F bf16[E, F, D] -> bf16[E, C, D]",
+            f"gather bf16[R, D], int32[B{seq}, A] -> bf16[B{seq}, A, D]   # combine: each token its A experts",
+            f"bf16[B{seq}, A, D] *_A fp32[B{seq}, A] -> {x}",
+            f"{x} + {x} -> {x}   # residual"]

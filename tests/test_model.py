@@ -1,0 +1,159 @@
+"""Whole models: programs with structure, models.json, and the model quantities, each
+against a hand derivation written here from the published sizes."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import symroof
+from symroof.cli import main
+from symroof.errors import SpecError
+from symroof.ir import dim_symbol
+from symroof.machine import machine
+from symroof.model import Model, Options
+from symroof.models_file import get_model, models
+from symroof.relations import expression
+from symroof.structure import read_structured
+from symroof.templates import program
+
+
+def _model(name, mode="train", chip=None, sizes=None, **options) -> Model:
+    return Model(read_structured(program(get_model(name), mode)), machine(chip) if chip else None, sizes,
+                 Options(mode=mode, **options))
+
+
+def _dense_params(s: dict) -> int:
+    """A LLaMA-style decoder's parameters, by hand: per layer the four attention
+    projections (K KV heads), the gated MLP's three matrices and two norms; then the
+    embedding and the untied output layer, and the final norm."""
+    D, L, N, K, H, F, V = (s[k] for k in "DLNKHFV")
+    layer = D * N * H * 2 + 2 * D * K * H + 3 * D * F + 2 * D
+    return L * layer + 2 * V * D + D
+
+
+@pytest.mark.parametrize("config", models(), ids=lambda m: m["id"])
+def test_every_model_matches_its_published_parameter_count(config):
+    params = Model(read_structured(program(config, "train"))).params
+    assert abs(params / config["params_published"] - 1) < 0.01
+
+
+def test_llama_3_70b_parameters_by_hand():
+    config = get_model("llama-3-70b")
+    m = Model(read_structured(program(config)))
+    assert m.params == _dense_params(config["sizes"]) == 70_553_706_496
+    D, V = config["sizes"]["D"], config["sizes"]["V"]
+    assert m.params_embedding == 2 * V * D
+    assert m.params == m.params_embedding + config["sizes"]["L"] * m.params_per_block + D
+
+
+def test_kv_cache_per_token_is_2_L_K_H_bytes():
+    for name, dtype_bytes in (("llama-3-70b", 2), ("llama-2-7b", 2), ("mixtral-8x7b", 2)):
+        s = get_model(name)["sizes"]
+        assert _model(name, "decode").kv_bytes_per_token == 2 * s["L"] * s["K"] * s["H"] * dtype_bytes
+    assert _model("llama-3-70b", "decode").kv_bytes_per_token == 327_680  # the issue's figure
+
+
+def test_training_flops_are_six_n_d_plus_attention():
+    # matrix FLOPs per token of a dense model: 2 per parameter a token meets (all but the
+    # input embedding, a lookup) and 4*L*N*H*T for the attention scores and their use;
+    # training is 3x that (the backward twice the forward)
+    config = get_model("llama-3-8b")
+    s = config["sizes"]
+    m = _model("llama-3-8b")
+    B, T = dim_symbol("B"), dim_symbol("T")
+    matrix = sympy.expand((m.analysis.flops - m.analysis.flops_vector) / (B * T))
+    dense = 2 * (m.params - s["V"] * s["D"]) - 2 * (2 * s["L"] + 1) * s["D"]  # norms are vector work
+    assert matrix == dense + 4 * s["L"] * s["N"] * s["H"] * T
+    assert m.flops_train == 3 * m.flops
+
+
+def test_repeat_costs_what_the_unrolled_program_costs():
+    block = ["bf16[B, D] *_D bf16[D, F] -> bf16[B, F]", "gelu(bf16[B, F]) -> bf16[B, F]",
+             "bf16[B, F] *_F bf16[F, D] -> bf16[B, D]"]
+    structured = read_structured("repeat L {\n" + "\n".join(block) + "\n}\n")
+    L = dim_symbol("L")
+    for n in (1, 2, 5):
+        unrolled = symroof.analyze("\n".join(block * n), chip="tpu-v5p")
+        rolled = Model(structured, machine("tpu-v5p"), {"L": n}).analysis
+        for field in ("flops", "flops_exact", "bytes", "transcendentals", "t_math", "t_comms"):
+            assert getattr(rolled, field) == getattr(unrolled, field), field
+    assert Model(structured).flops.has(L)  # costed once and multiplied, not unrolled
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 64), st.integers(1, 8))
+def test_relations_substitute_like_numbers(d, h, n):
+    text = "let D = N*H, F = 4*D\nrepeat L {\n  param W: bf16[D, F]\n  bf16[B, D] *_D bf16[D, F] -> bf16[B, F]\n}\n"
+    m = Model(read_structured(text), sizes={"N": n, "H": h, "L": 3, "B": 2})
+    D = n * h
+    assert m.params == 3 * D * 4 * D
+    assert m.flops == 3 * 2 * 2 * D * 4 * D
+    assert d  # the strategy's first size only shakes the cache
+
+
+def test_memory_and_chips_by_hand():
+    config = get_model("llama-3-70b")
+    m = _model("llama-3-70b", chip="tpu-v5p", sizes={"B": 8, "T": 4096}, chips=16)
+    P, s = config["params_published"], config["sizes"]
+    activations = s["L"] * 8 * 4096 * s["D"] * 2  # remat full: each layer's input, bf16
+    total = 2 * P + 2 * P + 12 * P + activations
+    assert m.memory_bytes == total
+    assert m.hbm_per_chip == sympy.Rational(total, 16)
+    capacity = machine("tpu-v5p").chip.figure("hbm_capacity_bytes")
+    assert m.min_chips == math.ceil(total / (capacity * sympy.Rational(9, 10)))
+    none = _model("llama-3-70b", sizes={"B": 8, "T": 4096}, remat="none")
+    assert none.activation_bytes > m.activation_bytes
+
+
+def test_decode_batch_threshold_balances_the_roofline():
+    m = _model("llama-3-70b", "decode", chip="h100", sizes={"S": 1024})
+    region = m.decode_batch(with_kv=False)
+    assert region.kind == "above"
+    bandwidth = m.machine.bandwidth()
+    for batch, compute_bound in ((math.floor(region.root), False), (math.floor(region.root) + 1, True)):
+        at = Model(m.structured, m.machine, {"S": 1024, "B": batch}, Options(mode="decode"))
+        t_comms_no_kv = at.analysis.t_comms - at.kv_bytes / bandwidth  # the cache read once a step
+        assert bool(at.analysis.t_math > t_comms_no_kv) is compute_bound
+    with_kv = m.decode_batch(with_kv=True)  # the cache's reads grow with B too: later, or never
+    assert with_kv.kind == "none" or with_kv.root > region.root
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(SpecError, match="contradicts let F = 4"):
+        Model(read_structured("let F = 4*D\nbf16[B, D] *_D bf16[D, F] -> bf16[B, F]"), sizes={"F": 1000, "D": 300})
+    with pytest.raises(SpecError, match="circle"):
+        read_structured("let A = 2*C, C = A\nbf16[B, A] -> bf16[B, A]")
+    with pytest.raises(SpecError, match="not closed"):
+        read_structured("repeat L {\nbf16[B, D] -> bf16[B, D]\n")
+    with pytest.raises(SpecError, match="did you mean 'bf16'"):
+        read_structured("param W: bf61[D]\nbf16[B, D] -> bf16[B, D]")
+    with pytest.raises(SpecError, match="declared twice"):
+        read_structured("param W: bf16[D]\nparam W: bf16[D]\nbf16[B, D] -> bf16[B, D]")
+    with pytest.raises(SpecError, match="did you mean llama-3-70b"):
+        get_model("llama-3-7Ob")
+    with pytest.raises(SpecError) as caught:
+        expression("4 * * D", ("let F = 4 * * D", 8))
+    assert caught.value.start == 12  # the second '*'
+
+
+def test_cli_model_json_and_print(tmp_path, capsys):
+    assert main(["model", "llama-3-70b", "--chip", "v5p", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in ("params", "params_embedding", "flops_per_token", "flops_train_per_token", "weight_bytes",
+                "optimizer_bytes", "activation_bytes", "kv_bytes_per_token", "hbm_per_chip", "min_chips",
+                "t_step", "tokens_per_s"):
+        assert key in data, key
+    assert data["params"] == 70_553_706_496
+    assert main(["model", "gemma-7b", "--print"]) == 0
+    path = tmp_path / "gemma.sr"
+    path.write_text(capsys.readouterr().out)
+    assert main(["model", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["params"] == 8_537_680_896
+    assert main(["model", "llama-9"]) == 2
+    assert "unknown model" in capsys.readouterr().err
