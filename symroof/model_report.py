@@ -1,14 +1,53 @@
-"""A model's report: each model quantity at the sizes given, beside its formula in the
-batch and sequence dims (B, T, S); as text and as a JSON object."""
+"""Models from Python (`symroof.model`), and a model's report: each model quantity at the
+sizes given, beside its formula in the batch and sequence dims (B, T, S); as text and as a
+JSON object."""
 
 from __future__ import annotations
 
 import sympy
 
+from pathlib import Path
+
 from .json_report import json_value
-from .model import MODEL_QUANTITY, Model
+from .machine import machine
+from .model import MODEL_QUANTITY, Model, Options
+from .models_file import get_model
 from .show import beside, human, number, pretty, seconds, wrapped
 from .solve import Region
+from .structure import read_structured
+from .templates import program
+
+def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, *, chips: int = 1,
+          optimizer: str = "adam", remat: str = "full", mfu: float | None = None, models_file=None) -> Model:
+    """A model by name (models.json: "llama-3-70b"), or a program with structure (its text,
+    or a path to a file holding it), for one mode ("train", "prefill", "decode").
+
+    `sizes` gives B, T (S in decode) and any other dim; a named model defaults to B = 1
+    and its context. The result's quantities are attributes (`params`, `kv_bytes_per_token`,
+    `t_step`, ...; see `symroof.model.MODEL_QUANTITIES`), `quantities()` has them all and
+    `analysis` is the whole step's roofline analysis.
+
+    Examples:
+        >>> import symroof
+        >>> m = symroof.model("llama-3-70b", "decode")
+        >>> m.params, m.kv_bytes_per_token
+        (70553706496, 327680)
+    """
+    if "\n" in name or "{" in name:
+        text, context = name, None
+    elif Path(name).suffix in (".sr", ".txt") and Path(name).is_file():
+        text, context = Path(name).read_text(encoding="utf-8"), None
+    else:
+        config = get_model(name, models_file)
+        text, context = program(config, mode), config["sizes"]["context"]
+    structured = read_structured(text)
+    dims = set(structured.program.dims)
+    defaults = {"B": 1, ("S" if mode == "decode" else "T"): context} if context else {}
+    given = {**{k: v for k, v in defaults.items() if k in dims}, **(sizes or {})}
+    target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)  # a name, a Chip or a Machine
+    return Model(structured, target, given, Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat,
+                                                    mfu=mfu))
+
 
 CONVENTIONS = [
     "1 FLOP = one multiply or one add (a multiply-add is 2); GB = 1e9 bytes",
