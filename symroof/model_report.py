@@ -4,9 +4,9 @@ JSON object."""
 
 from __future__ import annotations
 
-import sympy
-
 from pathlib import Path
+
+import sympy
 
 from .json_report import json_value
 from .machine import machine
@@ -16,6 +16,7 @@ from .show import beside, human, number, pretty, seconds, wrapped
 from .solve import Region
 from .structure import read_structured
 from .templates import program
+
 
 def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, *, chips: int = 1,
           optimizer: str = "adam", remat: str = "full", mfu: float | None = None, models_file=None) -> Model:
