@@ -16,6 +16,7 @@ The keys of `expect` are the quantities of `quantities.py` (those a claim may ch
 `chip: {ici_bw: 4.5e10, variant: ...}`, `book` (the figure the source prints, shown
 beside the result), `quote`, `issue`.
 Expected expressions are read by `expr.read_expression`, never evaluated.
+A claim that names a `model:` in place of a spec is checked by `claims_model.py`.
 
 Examples:
     >>> r = check_case({"id": "dot", "spec": "bf16[N] *_N bf16[N] -> bf16[1]",
@@ -26,7 +27,7 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import sympy
@@ -74,6 +75,18 @@ class CaseResult:
 
 def check_case(case: Mapping, hardware=None) -> CaseResult:
     """Derive everything a claim expects and compare."""
+
+    def outcomes(expect: Mapping, tolerance: float) -> list[Outcome]:
+        analysis = _analysis(case, expect, hardware)
+        return [_outcome(analysis, str(key), value, tolerance, hardware) for key, value in expect.items()]
+
+    return checked(case, outcomes)
+
+
+def checked(case, outcomes: Callable[[Mapping, float], Iterable[Outcome]]) -> CaseResult:
+    """The frame every kind of claim shares (claims_model.py checks models in it): its
+    `expect` and `tolerance` read, `outcomes(expect, tolerance)` compared, and whatever
+    stops it one ERROR line of its own, never a traceback."""
     if not isinstance(case, Mapping):
         return CaseResult("?", error=f"a claim is a mapping (id, spec, chip, expect), not {type(case).__name__} "
                                      f"{str(case)[:40]!r}")
@@ -83,15 +96,19 @@ def check_case(case: Mapping, hardware=None) -> CaseResult:
         if not isinstance(expect, Mapping) or not expect:
             raise SymroofError("'expect' must be a non-empty mapping of keys to expected values")
         tolerance = _tolerance(case.get("tolerance", DEFAULT_TOLERANCE))
-        analysis = _analysis(case, expect, hardware)
-        outcomes = tuple(_outcome(analysis, str(key), value, tolerance, hardware)
-                         for key, value in expect.items())
+        found = tuple(outcomes(expect, tolerance))
     except SymroofError as err:
         return CaseResult(case_id, error=str(err).split("\n")[0], book=case.get("book"))
     except (ValueError, TypeError, AttributeError) as err:
         # a claim of the wrong shape (a list where a number goes, ...): its own row, not a crash
         return CaseResult(case_id, error=f"malformed claim: {err}", book=case.get("book"))
-    return CaseResult(case_id, outcomes, book=case.get("book"))
+    return CaseResult(case_id, found, book=case.get("book"))
+
+
+def compared(key: str, got, expected, tolerance: float, names) -> Outcome:
+    """One value against its expected number (within the relative `tolerance`) or
+    expression (in the dims `names`, exactly)."""
+    return Outcome(key, expected, got, _matches(got, expected, tolerance, names))
 
 
 def _tolerance(value) -> float:
@@ -150,14 +167,13 @@ def _outcome(a: Analysis, key: str, expected, tolerance: float, hardware) -> Out
         got = a.bound
         if isinstance(got, str) or str(expected) in ("compute", "memory", "balanced"):
             return Outcome(key, expected, got, str(got) == str(expected))
-        return Outcome(key, expected, got, _matches(got, expected, tolerance, names))
+        return compared(key, got, expected, tolerance, names)
     known = available(a, QUANTITY_KEYS)
     if key not in known:
         if key in QUANTITY_KEYS:
             raise SymroofError(f"symroof does not derive '{key}' yet")
         raise SymroofError(f"unknown expected key '{key}' (known: {', '.join(known + list(OTHER_KEYS))})")
-    got = getattr(a, key)
-    return Outcome(key, expected, got, _matches(got, expected, tolerance, names))
+    return compared(key, getattr(a, key), expected, tolerance, names)
 
 
 def _never_on_any_chip(a: Analysis, hardware) -> Outcome:

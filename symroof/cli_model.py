@@ -40,6 +40,9 @@ def add_parser(commands) -> None:
     cmd.add_argument("--optimizer", default="adam", help="adam (12 bytes/param), adafactor (4) or sgd (0)")
     cmd.add_argument("--remat", default="full", help="activations kept: full (each block's input) or none")
     cmd.add_argument("--train-tokens", metavar="N", help="days to train on N tokens (15e12)")
+    cmd.add_argument("--weights", default="bf16", metavar="DTYPE",
+                     help="the weight matrices' dtype: int8 or fp8 for weight-only quantization (bf16)")
+    cmd.add_argument("--kv", default="bf16", metavar="DTYPE", help="the KV cache's dtype (bf16)")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> str:
         context = None
     else:
         config = get_model(args.name, args.models)
-        text = program(config, args.mode)
+        text = program(config, args.mode, args.weights, args.kv)
         about = {"model": config["id"], "name": config["name"]}
         context = config["sizes"]["context"]
     if args.print:

@@ -296,6 +296,31 @@ class Model:
                 / self.machine.bandwidth()
         return positive_region(sympy.expand(a.t_math - t_comms), B)
 
+    def time_split(self) -> dict[str, sympy.Expr]:
+        """Each named part's time in a step (the template's attention and mlp; "rest" for
+        what is in no part): its statements' roofline times, each bound on its own, run as
+        often as they run (3x in training), over the chips."""
+        self._chip()
+        factor = (3 if self.options.mode == "train" else 1) / sympy.Integer(self.options.chips)
+        found: dict[str, sympy.Expr] = {}
+        for line, part in zip(self.analysis.lines, self.structured.parts):
+            found[part or "rest"] = found.get(part or "rest", sympy.Integer(0)) + factor * line.t_lower
+        return found
+
+    def max_batch(self) -> sympy.Expr | None:
+        """The largest batch B whose memory fits the chips' usable HBM (memory grows
+        linearly in B); None where memory does not depend on B, 0 where not even B = 1 fits."""
+        free = Model(self.structured, self.machine, {k: v for k, v in self.sizes.items() if k != "B"},
+                     self.options)
+        B = dim_symbol("B")
+        memory = sympy.expand(free.memory_bytes)
+        poly = sympy.Poly(memory, B) if memory.has(B) else None
+        if poly is None or poly.degree() != 1 or memory.free_symbols != {B}:
+            return None
+        per_batch, fixed = poly.all_coeffs()
+        room = self._usable() * self.options.chips - fixed
+        return sympy.Integer(max(0, sympy.floor(room / per_batch)))
+
     def quantities(self) -> dict[str, sympy.Expr]:
         """Every model quantity this model has (training ones in training, those on a chip
         with a chip), by name."""

@@ -19,14 +19,16 @@ from .templates import program
 
 
 def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, *, chips: int = 1,
-          optimizer: str = "adam", remat: str = "full", mfu: float | None = None, models_file=None) -> Model:
+          optimizer: str = "adam", remat: str = "full", mfu: float | None = None, weights: str = "bf16",
+          kv: str = "bf16", models_file=None) -> Model:
     """A model by name (models.json: "llama-3-70b"), or a program with structure (its text,
     or a path to a file holding it), for one mode ("train", "prefill", "decode").
 
     `sizes` gives B, T (S in decode) and any other dim; a named model defaults to B = 1
     and its context. The result's quantities are attributes (`params`, `kv_bytes_per_token`,
     `t_step`, ...; see `symroof.model.MODEL_QUANTITIES`), `quantities()` has them all and
-    `analysis` is the whole step's roofline analysis.
+    `analysis` is the whole step's roofline analysis. `weights` and `kv` store a named
+    model's weight matrices and KV cache in another dtype (int8, fp8).
 
     Examples:
         >>> import symroof
@@ -40,7 +42,7 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
         text, context = Path(name).read_text(encoding="utf-8"), None
     else:
         config = get_model(name, models_file)
-        text, context = program(config, mode), config["sizes"]["context"]
+        text, context = program(config, mode, weights, kv), config["sizes"]["context"]
     structured = read_structured(text)
     dims = set(structured.program.dims)
     defaults = {"B": 1, ("S" if mode == "decode" else "T"): context} if context else {}
@@ -83,6 +85,17 @@ def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[
     if total_tokens is not None and "tokens_per_s" in found:
         days = model.days_to_train(total_tokens)
         out.append(("days_to_train", f"{number(days, 4)} days for {human(total_tokens, 'tokens')}"))
+    if model.machine is not None and model.machine.chip is not None:
+        split = model.time_split()
+        total = sum(split.values())
+        if all(t.is_number for t in split.values()) and total:
+            out.append(("time_split", ", ".join(f"{part} {seconds(t)} ({float(t / total):.0%})"
+                                                for part, t in split.items())
+                        + " (each statement at its own roofline)"))
+        largest = model.max_batch()
+        if largest is not None:
+            out.append(("max_batch", f"{largest}: the largest B whose memory fits {model.options.chips} "
+                                     f"chip{'s' if model.options.chips > 1 else ''} at 0.9 of HBM"))
     if model.options.mode == "decode" and model.machine is not None:
         for with_kv in (True, False):
             label = "decode_batch" + ("" if with_kv else "_no_kv")
@@ -119,6 +132,9 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens=None
         out[name] = json_value(value)
     if total_tokens is not None and "tokens_per_s" in out:
         out["days_to_train"] = json_value(model.days_to_train(total_tokens))
+    if model.machine is not None and model.machine.chip is not None:
+        out["time_split"] = {part: json_value(t) for part, t in model.time_split().items()}
+        out["max_batch"] = json_value(model.max_batch())
     if model.options.mode == "decode" and model.machine is not None:
         for with_kv in (True, False):
             region = model.decode_batch(with_kv)

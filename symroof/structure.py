@@ -6,7 +6,9 @@
     repeat L {                        the block runs L times: costed once, multiplied
       param Wq: bf16[D, N, H]         a parameter (its count, bytes, gradients)
       cache Kc: bf16[B, S, K, H]      a KV cache (its bytes per token)
-      bf16[B, T, D] *_D bf16[D, N, H] -> bf16[B, T, N, H]
+      part attention {                a named part, for the split of a step's time
+        bf16[B, T, D] *_D bf16[D, N, H] -> bf16[B, T, N, H]
+      }
     }
 
 Structure lines stand on their own lines. They are read here and blanked out (replaced
@@ -34,6 +36,7 @@ from .syntax import WMesh, normalize, read
 DECLARATIONS = ("param", "embedding", "cache")  # embedding: a parameter counted apart
 _NAME = r"[^\W\d_][^\W_]*"
 _REPEAT = re.compile(r"repeat\b(?P<count>[^{]*)\{\s*$")
+_PART = re.compile(rf"part\s+(?P<name>{_NAME})\s*\{{\s*$")
 _DECLARED = re.compile(rf"\s*(?P<name>{_NAME})\s*:\s*(?P<dtype>[\w]+)\s*\[(?P<dims>[^\]]*)\]\s*(,|$)")
 
 
@@ -81,6 +84,7 @@ class Structured:
     text: str
     program: Program
     counts: tuple[sympy.Expr, ...]
+    parts: tuple[str | None, ...]  # each statement's innermost `part`, None outside any
     blocks: tuple[Block, ...]
     declared: tuple[Declared, ...]
     relations: dict[sympy.Symbol, sympy.Expr]
@@ -107,6 +111,8 @@ def read_structured(text: str, dtype: str = "bf16", mesh: Mesh | str | dict | No
         blocks_of.append([k for k, (lo, hi, _, _) in enumerate(regions) if lo <= start < hi])
     program = resolve(written, blanked, dtype, parse_mesh(mesh), check=check_layout)
     counts = tuple(sympy.Mul(*(regions[k][2] for k in inside)) for inside in blocks_of)
+    parts = tuple(next((name for lo, hi, name in reversed(scan.parts) if lo <= w.span[0] < hi), None)
+                  for w in statements)
     blocks = tuple(Block(count, tuple(i for i, inside in enumerate(blocks_of) if k in inside), parent)
                    for k, (_, _, count, parent) in enumerate(regions))
     declared = tuple(Declared(word, name, dt, dims, sympy.Mul(*(regions[k][2] for k in scan.enclosing(at))),
@@ -117,7 +123,7 @@ def read_structured(text: str, dtype: str = "bf16", mesh: Mesh | str | dict | No
         if names.count(d.name) > 1:
             raise SpecError(f"{d.name} is declared twice", text, at)
     relations = resolve_relations(scan.lets, scan.let_spans)
-    return Structured(text, program, counts, blocks, declared, relations, tuple(scan.lets))
+    return Structured(text, program, counts, parts, blocks, declared, relations, tuple(scan.lets))
 
 
 def _innermost(blocks: list[int]) -> int | None:
@@ -134,13 +140,14 @@ class _Scan:
         self.declared: list[tuple[str, str, dtypes.DType, tuple[sympy.Expr, ...], int]] = []
         # repeat blocks: (start offset, end offset, count, parent block)
         self.regions: list[tuple[int, int, sympy.Expr, int | None]] = []
+        self.parts: list[tuple[int, int, str]] = []  # named parts: (start, end, name)
 
     def enclosing(self, at: int) -> list[int]:
         return [k for k, (lo, hi, _, _) in enumerate(self.regions) if lo <= at < hi]
 
     def run(self) -> str:
         out = list(self.text)
-        stack: list[tuple[str, int]] = []  # ("repeat", region index) or ("fused", -1)
+        stack: list[tuple[str, int]] = []  # ("repeat", region), ("part", part) or ("fused", -1)
         offset = 0
         for line in self.text.split("\n"):
             code = line.split("#", 1)[0]
@@ -164,6 +171,17 @@ class _Scan:
                     raise SpecError("a repeat block cannot go inside a fused block", self.text, start)
                 self.regions.append((start, len(self.text), count, parent))
                 stack.append(("repeat", len(self.regions) - 1))
+            elif word == "part":
+                match = _PART.match(stripped)
+                if match is None or any(kind == "fused" for kind, _ in stack):
+                    raise SpecError("write a named part as 'part NAME {' on a line of its own (not inside a "
+                                    "fused block), its statements after it and '}' alone on the last",
+                                    self.text, start)
+                self.parts.append((start, len(self.text), match.group("name")))
+                stack.append(("part", len(self.parts) - 1))
+            elif stripped == "}" and stack and stack[-1][0] == "part":
+                _, k = stack.pop()
+                self.parts[k] = (self.parts[k][0], start, self.parts[k][2])
             elif stripped == "}" and stack and stack[-1][0] == "repeat":
                 _, k = stack.pop()
                 lo, _, count, parent = self.regions[k]
@@ -179,10 +197,11 @@ class _Scan:
                 for i in range(offset, offset + len(line)):
                     out[i] = " "
             offset += len(line) + 1
-        open_repeats = [k for kind, k in stack if kind == "repeat"]
-        if open_repeats:
-            raise SpecError("this repeat block is not closed: end it with '}' on a line of its own", self.text,
-                            self.regions[open_repeats[-1]][0])
+        for kind, k in reversed(stack):
+            if kind in ("repeat", "part"):
+                start = self.regions[k][0] if kind == "repeat" else self.parts[k][0]
+                raise SpecError(f"this {kind} block is not closed: end it with '}}' on a line of its own",
+                                self.text, start)
         return "".join(out)
 
     def _let(self, rest: str, at: int) -> None:

@@ -10,12 +10,15 @@ Every config field the template reads is listed in `FIELDS`.
 
 from __future__ import annotations
 
+from . import dtypes
 from .errors import SpecError
 from .models_file import FIELDS, MLPS
 
 
-def program(config: dict, mode: str = "train") -> str:
-    """The program of a model configuration (a `models.json` entry) for one mode."""
+def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "bf16") -> str:
+    """The program of a model configuration (a `models.json` entry) for one mode, its
+    parameters stored in `weights` (int8, fp8: weight-only quantization, computing in
+    bf16) and its KV cache in `kv`."""
     sizes = config["sizes"]
     missing = [f for f in FIELDS if f not in sizes]
     if missing:
@@ -28,6 +31,9 @@ def program(config: dict, mode: str = "train") -> str:
         raise SpecError(f"model {config['id']}: mlp is one of {', '.join(MLPS)}, not {mlp!r}")
     moe = config.get("moe")
     decode = mode == "decode"
+    for name, dtype in (("weights", weights), ("kv", kv)):
+        if dtypes.lookup(dtype) is None:
+            raise SpecError(f"unknown {name} dtype '{dtype}'")
     seq = "" if decode else ", T"  # decode runs one token per sequence
     x = f"bf16[B{seq}, D]"
     norm = config.get("norm", "rmsnorm")
@@ -45,14 +51,19 @@ def program(config: dict, mode: str = "train") -> str:
         lines += ["embedding Pos: bf16[Tmax, D]", f"gather bf16[Tmax, D], int32[B{seq}] -> {x}",
                   f"{x} + {x} -> {x}"]
     lines += ["", "repeat L {"]
-    lines += ["  " + line for line in _attention(x, seq, norm, bias, decode) + _mlp(x, seq, norm, bias, mlp, moe)]
+    attention = _attention(x, seq, norm, bias, decode, kv)
+    feed = _mlp(x, seq, norm, bias, mlp, moe)
+    lines += ["  part attention {", *("    " + line for line in attention), "  }",
+              "  part mlp {", *("    " + line for line in feed), "  }"]
     lines += ["}", ""]
     lines += _norm(x, norm, bias, "Wnf", "bnf")
     if config.get("tied_embeddings"):
         lines.append(f"{x} *_D bf16[V, D] -> bf16[B{seq}, V]   # tied: the embedding table again")
     else:
         lines += ["embedding Wout: bf16[D, V]", f"{x} *_D bf16[D, V] -> bf16[B{seq}, V]"]
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    # the parameters (declared, and read as matmul and norm operands) in their own dtype
+    return text if weights == "bf16" else _weights_in(text, dtypes.lookup(weights).name)
 
 
 def _norm(x: str, norm: str, bias: bool, w: str, b: str) -> list[str]:
@@ -61,15 +72,15 @@ def _norm(x: str, norm: str, bias: bool, w: str, b: str) -> list[str]:
     return [f"param {w}: bf16[D]", f"rmsnorm_D {x}, bf16[D] -> {x}"]
 
 
-def _attention(x: str, seq: str, norm: str, bias: bool, decode: bool) -> list[str]:
-    q, kv = f"bf16[B{seq}, K, G, H]", "bf16[B, S, K, H]"
-    new_kv = "bf16[B, K, H]" if decode else kv
+def _attention(x: str, seq: str, norm: str, bias: bool, decode: bool, cache: str) -> list[str]:
+    q, kv = f"bf16[B{seq}, K, G, H]", f"{cache}[B, S, K, H]"
+    new_kv = f"{cache}[B, K, H]" if decode else kv
     lines = _norm(x, norm, bias, "Wn1", "bn1")
     lines += ["param Wq: bf16[D, K, G, H], Wk: bf16[D, K, H], Wv: bf16[D, K, H], Wo: bf16[K, G, H, D]"]
     if bias:
         lines += ["param bq: bf16[K, G, H], bk: bf16[K, H], bv: bf16[K, H], bo: bf16[D]"]
     if decode:
-        lines += ["cache Kc: bf16[B, S, K, H], Vc: bf16[B, S, K, H]   # the context's keys and values"]
+        lines += [f"cache Kc: {kv}, Vc: {kv}   # the context's keys and values"]
     source = x if decode else "bf16[B, S, D]"
     lines += [f"{x} *_D bf16[D, K, G, H] -> {q}", f"{source} *_D bf16[D, K, H] -> {new_kv}",
               f"{source} *_D bf16[D, K, H] -> {new_kv}"]
@@ -122,3 +133,16 @@ def _experts(x: str, seq: str, mlp: str) -> list[str]:
             f"gather bf16[R, D], int32[B{seq}, A] -> bf16[B{seq}, A, D]   # combine: each token its A experts",
             f"bf16[B{seq}, A, D] *_A fp32[B{seq}, A] -> {x}",
             f"{x} + {x} -> {x}   # residual"]
+
+
+# the weight matrices and embedding tables (norm scales, biases and the router stay in bf16)
+_PARAM_SHAPES = ("[D, K, G, H]", "[D, K, H]", "[K, G, H, D]", "[D, F]", "[F, D]", "[E, D, F]", "[E, F, D]",
+                 "[V, D]", "[D, V]", "[Tmax, D]")
+
+
+def _weights_in(text: str, dtype: str) -> str:
+    """The template with its weight matrices in `dtype`: every tensor of such a shape
+    (activations never have one: they carry B) is written in it."""
+    for shape in _PARAM_SHAPES:
+        text = text.replace(f"bf16{shape}", f"{dtype}{shape}")
+    return text

@@ -23,8 +23,8 @@ from symroof.structure import read_structured
 from symroof.templates import program
 
 
-def _model(name, mode="train", chip=None, sizes=None, **options) -> Model:
-    return Model(read_structured(program(get_model(name), mode)), machine(chip) if chip else None, sizes,
+def _model(name, mode="train", chip=None, sizes=None, weights="bf16", **options) -> Model:
+    return Model(read_structured(program(get_model(name), mode, weights)), machine(chip) if chip else None, sizes,
                  Options(mode=mode, **options))
 
 
@@ -157,3 +157,26 @@ def test_cli_model_json_and_print(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["params"] == 8_537_680_896
     assert main(["model", "llama-9"]) == 2
     assert "unknown model" in capsys.readouterr().err
+
+
+def test_max_batch_and_time_split_by_hand():
+    config = get_model("llama-3-70b")
+    m = _model("llama-3-70b", "decode", chip="h100", sizes={"B": 8, "S": 8192}, chips=8)
+    s = config["sizes"]
+    usable = machine("h100").chip.figure("hbm_capacity_bytes") * sympy.Rational(9, 10) * 8
+    per_sequence = 2 * s["L"] * s["K"] * s["H"] * 2 * 8192  # K and V, bf16, at S = 8192
+    assert m.max_batch() == math.floor((usable - m.weight_bytes) / per_sequence)
+    split = m.time_split()
+    assert set(split) == {"attention", "mlp", "rest"}
+    # each statement at its own roofline: the parts add up to at least the whole step's bound
+    assert sum(split.values()) >= m.t_step
+    assert _model("gemma-7b", "decode", weights="int8").weight_bytes < _model("gemma-7b", "decode").weight_bytes
+
+
+def test_readme_model_example_is_what_symroof_prints(capsys):
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    command = "$ symroof model llama-3-70b --decode --chip h100 --chips 8 --set B=32,S=4096\n"
+    shown = readme.split(command, 1)[1].split("\n```", 1)[0]
+    assert main(command.split()[2:]) == 0
+    assert capsys.readouterr().out.split("\nconventions")[0].rstrip() == shown.rstrip()
