@@ -156,6 +156,9 @@ def _machine_options(parser: argparse.ArgumentParser) -> None:
                         help="replace any chip figure for this analysis, e.g. "
                              "peak_flops_per_s.int8=3.94e14 (repeatable)")
     parser.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
+    parser.add_argument("--symbolic", metavar="FIELD[,FIELD...]",
+                        help="make chip figures symbols: peak (C), hbm_bw (W_hbm), ici_bw (W_ici), vector "
+                             "(C_vec), hbm_capacity (M_hbm); --chip symbolic makes them all symbols")
 
 
 def main(argv=None, out=None, err=None) -> int:
@@ -211,9 +214,10 @@ def _run(args) -> tuple[str, int]:
 
 def _machine_kwargs(args) -> dict:
     overrides = dict(_pair(item, "--override") for item in args.override)
+    symbolic = tuple(f.strip() for f in (getattr(args, "symbolic", None) or "").split(",") if f.strip())
     return dict(chip=args.chip, peak_flops=args.peak_flops, hbm_bw=args.hbm_bw, ici_bw=args.ici_bw,
                 overrides=overrides or None, variant=args.variant, hardware=args.hardware,
-                vector_flops=args.vector_flops)
+                vector_flops=args.vector_flops, **({"symbolic": symbolic} if symbolic else {}))
 
 
 def _sizes(items) -> dict[str, int]:

@@ -13,9 +13,11 @@ from pathlib import Path
 
 from . import model_report
 from .errors import SpecError
+from .json_report import json_value
 from .machine import machine
 from .model import Model, Options
 from .models_file import get_model
+from .show import number, seconds
 from .sizes import size_value
 from .structure import read_structured
 from .templates import program
@@ -43,6 +45,9 @@ def add_parser(commands) -> None:
     cmd.add_argument("--weights", default="bf16", metavar="DTYPE",
                      help="the weight matrices' dtype: int8 or fp8 for weight-only quantization (bf16)")
     cmd.add_argument("--kv", default="bf16", metavar="DTYPE", help="the KV cache's dtype (bf16)")
+    cmd.add_argument("--batches", metavar="B1,B2,...",
+                     help="a table of throughput against latency over these batches (1,2,4,...,256)")
+    cmd.add_argument("-o", "--output", metavar="FILE", help="with --batches: plot it (png, svg, pdf)")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -76,6 +81,10 @@ def run(args: argparse.Namespace) -> str:
     shown = ", ".join(f"{k} = {v}" for k, v in sizes.items())
     on = f" on {args.chips} x {target.name}" if target is not None else ""
     about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=args.chips)
+    if args.batches:
+        return _batches(args, at_sizes, about)
+    if args.output:
+        raise SpecError("-o plots throughput against latency: give --batches too")
     if args.json:
         return json.dumps(model_report.to_dict(at_sizes, formulas, about, total), indent=2)
     title = f"{about['name']}, {args.mode}{on}; {shown or 'no sizes'}"
@@ -91,3 +100,28 @@ def _sizes(items) -> dict[str, int]:
                 raise SpecError(f"--set takes DIM=VALUE, got {part!r}")
             found[name.strip()] = size_value(value.strip(), part)
     return found
+
+
+def _batches(args, model: Model, about: dict) -> str:
+    # Imported here: matplotlib takes longer to import than a model takes to analyse.
+    from . import model_plot
+    if model.machine is None:
+        raise SpecError("throughput against latency needs a chip (--chip)")
+    try:
+        batches = sorted({int(b) for b in args.batches.split(",")})
+    except ValueError:
+        raise SpecError(f"--batches takes whole numbers, e.g. 1,8,64,256; got {args.batches!r}") from None
+    if not batches or batches[0] < 1 or len(batches) > 64:
+        raise SpecError("--batches takes 1 to 64 positive batch sizes")
+    rows = model_plot.sweep(model, batches)
+    if args.output:
+        model_plot.plot(rows, f"{about['name']}, {args.mode} on {args.chips} x {model.machine.name}", args.output)
+    if args.json:
+        return json.dumps({**about, "batches": [{k: json_value(v) for k, v in r.items()}
+                                                for r in rows]}, indent=2)
+    lines = [f"{'B':>6}  {'t_step':>12}  {'tokens/s':>12}  {'tokens/s/chip':>13}  fits"]
+    for r in rows:
+        fits = "?" if r["fits"] is None else "yes" if r["fits"] else "NO"
+        lines.append(f"{r['B']:>6}  {seconds(r['t_step']):>12}  {number(r['tokens_per_s'], 4):>12}  "
+                     f"{number(r['tokens_per_s_per_chip'], 4):>13}  {fits}")
+    return "\n".join(lines)

@@ -175,7 +175,7 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
     else:
         # one axis after another; the array grows as it goes, so the slowest link goes first,
         # while the array is smallest, and the fastest moves the whole V
-        pairs = sorted(zip(axes, links), key=lambda p: float(_per_byte(*p)))
+        pairs = sorted(zip(axes, links), key=lambda p: _slowness(_per_byte(*p)))
         bandwidth, grown = sympy.Integer(0), V
         for axis, l in pairs:
             bandwidth += _per_byte(axis, l) * grown
@@ -185,6 +185,12 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
     latency = sympy.Add(*(_hops(a, l) * (l.latency or 0) for a, l in zip(axes, links)))
     described = ", ".join(f"{a.name}: {l.describe()}" for a, l in zip(axes, links))
     return Time(bandwidth, latency, hops, described, known)
+
+
+def _slowness(per_byte: sympy.Expr) -> float:
+    """Seconds per byte as a number to order links by; a symbolic chip's links share one
+    symbol (W_ici), so the order is that of their numeric factors."""
+    return float(per_byte.xreplace({s: 1 for s in per_byte.free_symbols}))
 
 
 def _per_byte(axis: MeshAxis, l: Link) -> sympy.Expr:

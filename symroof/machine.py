@@ -9,6 +9,7 @@ matrix peak is never used in its place.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -60,10 +61,17 @@ class Machine:
 
     name: str
     chip: Chip | None
-    flat_peak: sympy.Rational | None
-    hbm_bw: sympy.Rational | None
-    ici_bw: sympy.Rational | None = None
-    vector_flops: sympy.Rational | None = None
+    flat_peak: sympy.Expr | None
+    hbm_bw: sympy.Expr | None
+    ici_bw: sympy.Expr | None = None
+    vector_flops: sympy.Expr | None = None
+    hbm_capacity: sympy.Expr | None = None  # in place of the chip's (a symbolic chip's M_hbm)
+
+    def capacity(self) -> sympy.Expr | None:
+        """HBM bytes a chip holds: the chip's figure, or the symbol of a symbolic chip."""
+        if self.hbm_capacity is not None:
+            return self.hbm_capacity
+        return self.chip.figure("hbm_capacity_bytes") if self.chip is not None else None
 
     def peak(self, rate: str) -> sympy.Rational:
         if self.flat_peak is not None:
@@ -93,10 +101,44 @@ class Machine:
         return self.hbm_bw
 
 
+# A symbolic chip's figures, as the textbooks write them; `--symbolic FIELD` makes one
+# figure of a real chip symbolic on its own.
+SYMBOLS = {"peak": "C", "hbm_bw": "W_hbm", "ici_bw": "W_ici", "vector": "C_vec", "hbm_capacity": "M_hbm"}
+
+
+def figure_symbol(field: str) -> sympy.Symbol:
+    return sympy.Symbol(SYMBOLS[field], positive=True)
+
+
 def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ici_bw=None,
             overrides: Mapping[str, object] | None = None, variant: str | None = None,
-            hardware=None, vector_flops=None) -> Machine | None:
-    """Build the machine an analysis runs against; None when nothing at all is given."""
+            hardware=None, vector_flops=None, symbolic=()) -> Machine | None:
+    """Build the machine an analysis runs against; None when nothing at all is given.
+
+    `chip="symbolic"` is a chip whose every figure is a symbol (peak C, HBM bandwidth
+    W_hbm, link bandwidth W_ici, vector unit C_vec, HBM capacity M_hbm); `symbolic` names
+    the figures of a real chip to make symbols ("hbm_bw", "peak", ...)."""
+    unknown = [f for f in symbolic if f not in SYMBOLS]
+    if unknown:
+        raise HardwareError(f"--symbolic takes {', '.join(SYMBOLS)}, not {', '.join(unknown)}")
+    if isinstance(chip, str) and chip.strip().lower() == "symbolic":
+        return Machine("symbolic chip", None, flat_peak=figure_symbol("peak"), hbm_bw=figure_symbol("hbm_bw"),
+                       ici_bw=figure_symbol("ici_bw"), vector_flops=figure_symbol("vector"),
+                       hbm_capacity=figure_symbol("hbm_capacity"))
+    found = _machine(chip, peak_flops=peak_flops, hbm_bw=hbm_bw, ici_bw=ici_bw, overrides=overrides,
+                     variant=variant, hardware=hardware, vector_flops=vector_flops)
+    if not symbolic:
+        return found
+    if found is None:
+        raise HardwareError("--symbolic makes figures of a chip symbols: name the chip (--chip), or use "
+                            "--chip symbolic")
+    return dataclasses.replace(found, **{
+        {"peak": "flat_peak", "vector": "vector_flops"}.get(f, f): figure_symbol(f) for f in symbolic})
+
+
+def _machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ici_bw=None,
+             overrides: Mapping[str, object] | None = None, variant: str | None = None,
+             hardware=None, vector_flops=None) -> Machine | None:
     if isinstance(chip, str):
         chip = get_chip(chip, hardware, variant=variant)
     elif chip is not None and not isinstance(chip, Chip):

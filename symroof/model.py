@@ -39,6 +39,7 @@ from .roofline import Analysis
 from .sized import ratio
 from .solve import positive_region
 from .structure import Structured
+from .thresholds import cleared
 
 MODES = ("train", "prefill", "decode")
 OPTIMIZER_BYTES = {"adam": 12, "adafactor": 4, "sgd": 0}  # bytes per parameter beyond its gradient
@@ -241,19 +242,27 @@ class Model:
 
     @functools.cached_property
     def hbm_per_chip(self) -> sympy.Expr:
-        return self.memory_bytes / self.options.chips
+        chips = self.options.chips
+        # training and prefill split the batch's tokens over the chips; decode may run
+        # one sequence on many (its weights split), so it needs no such division
+        if chips > 1 and self.options.mode != "decode" and dim_symbol("tokens") in self.structured.relations:
+            tokens = self.tokens
+            if tokens.is_Integer and tokens % chips:
+                raise SpecError(f"the step's {tokens} tokens do not split evenly over {chips} chips: "
+                                "give a batch (B, or B*T) that is a multiple of the chips")
+        return self.memory_bytes / chips
 
     def _usable(self) -> sympy.Expr:
-        capacity = self._chip().figure("hbm_capacity_bytes")
+        capacity = self._chip().capacity()
         if capacity is None:
             raise SpecError(f"{self._chip().name} has no HBM capacity figure: the chips a model needs "
                             "cannot be counted")
         return capacity * self.options.headroom
 
     def _chip(self):
-        if self.machine is None or self.machine.chip is None:
+        if self.machine is None:
             raise SpecError("memory per chip, the chips a model needs and its step time need a chip (--chip)")
-        return self.machine.chip
+        return self.machine
 
     @functools.cached_property
     def hbm_left_per_chip(self) -> sympy.Expr:
@@ -294,7 +303,8 @@ class Model:
             kv = sympy.Add(*(d.count * d.bytes for d in self.structured.declared if d.word == "cache"))
             t_comms = (a.bytes - kv.xreplace({s: e for s, e in self._subs.items() if s.name != "B"})) \
                 / self.machine.bandwidth()
-        return positive_region(sympy.expand(a.t_math - t_comms), B)
+        t_math, t_comms = cleared(a.t_math, t_comms)  # a symbolic chip's figures out of the denominators
+        return positive_region(sympy.expand(t_math - t_comms), B)
 
     def time_split(self) -> dict[str, sympy.Expr]:
         """Each named part's time in a step (the template's attention and mlp; "rest" for
@@ -318,8 +328,8 @@ class Model:
         if poly is None or poly.degree() != 1 or memory.free_symbols != {B}:
             return None
         per_batch, fixed = poly.all_coeffs()
-        room = self._usable() * self.options.chips - fixed
-        return sympy.Integer(max(0, sympy.floor(room / per_batch)))
+        most = (self._usable() * self.options.chips - fixed) / per_batch
+        return sympy.Integer(max(0, sympy.floor(most))) if most.is_number else most  # symbolic: M_hbm
 
     def quantities(self) -> dict[str, sympy.Expr]:
         """Every model quantity this model has (training ones in training, those on a chip
@@ -328,7 +338,7 @@ class Model:
         for q in MODEL_QUANTITIES:
             if q.train_only and self.options.mode != "train":
                 continue
-            if q.needs_chip and (self.machine is None or self.machine.chip is None):
+            if q.needs_chip and self.machine is None:
                 continue
             if q.name == "tokens" and dim_symbol("tokens") not in self.structured.relations:
                 continue

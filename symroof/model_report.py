@@ -82,10 +82,16 @@ def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[
         if isinstance(formula, sympy.Expr) and not formula.is_number and formula != value:
             text += f"   = {pretty(formula)}"
         out.append((name, text))
+    left = found.get("hbm_left_per_chip")
+    if left is not None and left.is_number:
+        chips = model.options.chips
+        out.append(("fits", f"yes: {human(left, 'bytes')} of usable HBM left on each chip" if left >= 0 else
+                    f"NO: {human(-left, 'bytes')} too much on each of {chips} chip{'s' if chips > 1 else ''}; "
+                    f"it needs at least {found['min_chips']} chips at 0.9 of HBM"))
     if total_tokens is not None and "tokens_per_s" in found:
         days = model.days_to_train(total_tokens)
         out.append(("days_to_train", f"{number(days, 4)} days for {human(total_tokens, 'tokens')}"))
-    if model.machine is not None and model.machine.chip is not None:
+    if model.machine is not None:
         split = model.time_split()
         total = sum(split.values())
         if all(t.is_number for t in split.values()) and total:
@@ -107,7 +113,9 @@ def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[
 def _region_text(region: Region) -> str:
     root = region.root
     if region.kind == "above" and root is not None:
-        return f"compute-bound once B > {pretty(root)}" + (f" (B >= {sympy.floor(root) + 1})" if root.is_number else "")
+        when = f", when {pretty(region.condition)}" if region.condition is not None else ""
+        return f"compute-bound once B > {pretty(root)}" + (f" (B >= {sympy.floor(root) + 1})" if root.is_number
+                                                           else "") + when
     if region.kind == "all":
         return "compute-bound at every batch"
     if region.kind == "none":
@@ -130,9 +138,12 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens=None
     out["formulas"] = {name: json_value(value) for name, value in symbolic.items() if not value.is_number}
     for name, value in model.quantities().items():
         out[name] = json_value(value)
+    left = out.get("hbm_left_per_chip")
+    if isinstance(left, (int, float)):
+        out["fits"] = left >= 0
     if total_tokens is not None and "tokens_per_s" in out:
         out["days_to_train"] = json_value(model.days_to_train(total_tokens))
-    if model.machine is not None and model.machine.chip is not None:
+    if model.machine is not None:
         out["time_split"] = {part: json_value(t) for part, t in model.time_split().items()}
         out["max_batch"] = json_value(model.max_batch())
     if model.options.mode == "decode" and model.machine is not None:

@@ -331,7 +331,7 @@ def _machine_text(a: Analysis) -> str:
 def _critical_text(a: Analysis) -> str:
     if a.critical_intensity is sympy.nan:
         return "none: no FLOPs to run"
-    if a.critical_intensity.is_number:
+    if not any(s.is_integer for s in a.critical_intensity.free_symbols):  # a number, or C/W_hbm
         return f"{pretty(a.critical_intensity)} FLOPs/byte (peak / HBM bandwidth)"
     each = ", ".join(f"{pretty(peak / _machine(a).hbm_bw)} ({rate})" for rate, peak in _rates(a).items())
     return f"{each} FLOPs/byte: the steps run at different rates (dtypes or units)"

@@ -36,6 +36,8 @@ def number(value, digits: int = 6) -> str:
         value = sympy.Float(value)
     if value is sympy.nan:
         return "nan"
+    if isinstance(value, sympy.Basic) and not value.is_number:  # a symbolic chip's figure: C, W_hbm
+        return _Printer().doprint(value)
     if value in (sympy.oo, -sympy.oo, sympy.zoo):
         return "-oo" if value == -sympy.oo else "oo"
     if value.is_Integer and abs(value) < 10**7:

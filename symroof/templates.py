@@ -31,9 +31,14 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
         raise SpecError(f"model {config['id']}: mlp is one of {', '.join(MLPS)}, not {mlp!r}")
     moe = config.get("moe")
     decode = mode == "decode"
+    stored = {}
     for name, dtype in (("weights", weights), ("kv", kv)):
-        if dtypes.lookup(dtype) is None:
-            raise SpecError(f"unknown {name} dtype '{dtype}'")
+        found = dtypes.lookup(dtype)
+        if found is None:
+            hint = dtypes.suggest(dtype)
+            raise SpecError(f"unknown {name} dtype '{dtype}'" + (f"; did you mean '{hint}'?" if hint else ""))
+        stored[name] = found.name
+    kv = stored["kv"]
     seq = "" if decode else ", T"  # decode runs one token per sequence
     x = f"bf16[B{seq}, D]"
     norm = config.get("norm", "rmsnorm")
@@ -62,8 +67,8 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
     else:
         lines += ["embedding Wout: bf16[D, V]", f"{x} *_D bf16[D, V] -> bf16[B{seq}, V]"]
     text = "\n".join(lines) + "\n"
-    # the parameters (declared, and read as matmul and norm operands) in their own dtype
-    return text if weights == "bf16" else _weights_in(text, dtypes.lookup(weights).name)
+    # the weight matrices (declared, and read as matmul operands) in their own dtype
+    return text if stored["weights"] == "bf16" else _weights_in(text, stored["weights"])
 
 
 def _norm(x: str, norm: str, bias: bool, w: str, b: str) -> list[str]:

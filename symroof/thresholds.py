@@ -14,6 +14,7 @@ its repr), and the text report quotes the same text: no renderer above is needed
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import sympy
@@ -139,9 +140,10 @@ def _bound_on(var: str, op: str | None, value, step: int = 1) -> str:
 def solve(analysis, x: sympy.Symbol, roof: Roof, grow=None) -> Threshold:
     """The threshold on x against one roof. The rule takes `grow` (dim names) to infinity,
     by default every dim without a size but x; dims with sizes keep them in the rule too."""
-    t_math = analysis.t_math
+    t_math, time = cleared(analysis.t_math, roof.time)
+    roof = dataclasses.replace(roof, time=time)
     exact = positive_region(t_math - roof.time, x)
-    free = (t_math + roof.time).free_symbols - {x}
+    free = (t_math + roof.time).free_symbols - {x} - _figures(t_math + roof.time)
     symbols = sorted(free if grow is None else {dim_symbol(d) for d in grow} & free, key=str)
     notes: list[tuple] = []
     if symbols:
@@ -154,6 +156,23 @@ def solve(analysis, x: sympy.Symbol, roof: Roof, grow=None) -> Threshold:
     else:
         rule = exact
     return _threshold(x, rule, exact, tuple(map(str, symbols)), analysis, roof, notes)
+
+
+def cleared(t_math: sympy.Expr, t_roof: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
+    """Both times times one positive factor that clears their denominators, where a
+    symbolic chip's figures stand in them (2*B*D*F/C against bytes/W_hbm becomes
+    2*B*D*F*W_hbm against bytes*C): which is larger, and where, is unchanged."""
+    if not any(isinstance(s, sympy.Symbol) and s.is_positive and not s.is_integer
+               for s in (t_math + t_roof).free_symbols):
+        return t_math, t_roof  # dims only: polynomials already
+    (n1, d1), (n2, d2) = sympy.fraction(sympy.together(t_math)), sympy.fraction(sympy.together(t_roof))
+    return sympy.expand(n1 * d2), sympy.expand(n2 * d1)
+
+
+def _figures(expr: sympy.Expr) -> set:
+    """The symbols of a symbolic chip's figures (dims are integers; figures are not):
+    constants of the chip, not dims to grow."""
+    return {s for s in expr.free_symbols if not s.is_integer}
 
 
 def _compute_bound_region(t_math, t_roof, grow, x) -> Region:

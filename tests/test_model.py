@@ -180,3 +180,45 @@ def test_readme_model_example_is_what_symroof_prints(capsys):
     shown = readme.split(command, 1)[1].split("\n```", 1)[0]
     assert main(command.split()[2:]) == 0
     assert capsys.readouterr().out.split("\nconventions")[0].rstrip() == shown.rstrip()
+
+
+def test_symbolic_chip_gives_the_textbook_thresholds():
+    C, W_hbm, W_ici = (sympy.Symbol(n, positive=True) for n in ("C", "W_hbm", "W_ici"))
+    matmul = "bf16[B, D] @ bf16[D, F] -> bf16[B, F]"
+    assert symroof.analyze(matmul, chip="symbolic").threshold("B").rule == C / W_hbm
+    sharded = symroof.analyze("bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", chip="symbolic", mesh="X=2")
+    assert sharded.threshold("D").network.rule == 2 * C / W_ici
+    # one figure symbolic on a real chip: putting the figure back gives the chip's own threshold
+    v5e = machine("tpu-v5e")
+    half = symroof.analyze(matmul, chip="tpu-v5e", symbolic=["hbm_bw"]).threshold("B").rule
+    assert half.xreplace({W_hbm: v5e.hbm_bw}) == symroof.analyze(matmul, chip="tpu-v5e").threshold("B").rule
+
+
+def test_symbolic_chip_model_is_the_chip_model_with_figures_put_back():
+    v5p = machine("tpu-v5p")
+    figures = {sympy.Symbol("C", positive=True): v5p.peak("bf16"),
+               sympy.Symbol("C_vec", positive=True): v5p.vector_peak(symroof.dtypes.DTYPES["fp32"])[1],
+               sympy.Symbol("W_hbm", positive=True): v5p.hbm_bw,
+               sympy.Symbol("M_hbm", positive=True): v5p.chip.figure("hbm_capacity_bytes")}
+    symbolic = symroof.model("llama-3-8b", "decode", chip="symbolic", sizes={"B": 16, "S": 2048})
+    real = symroof.model("llama-3-8b", "decode", chip="tpu-v5p", sizes={"B": 16, "S": 2048})
+    assert symbolic.t_step.xreplace(figures) == real.t_step
+    assert symbolic.hbm_left_per_chip.xreplace(figures) == real.hbm_left_per_chip
+    assert symbolic.decode_batch(False).root.xreplace(figures) == real.decode_batch(False).root
+
+
+def test_throughput_against_latency(tmp_path, capsys):
+    from symroof import model_plot
+    m = _model("llama-3-70b", "decode", chip="h100", sizes={"S": 4096}, chips=8)
+    rows = model_plot.sweep(m, [1, 16, 256, 1024])
+    # a bigger batch: each step takes longer, more tokens come out, and at some batch the
+    # KV cache no longer fits
+    assert all(a["t_step"] < b["t_step"] and a["tokens_per_s"] < b["tokens_per_s"] for a, b in zip(rows, rows[1:]))
+    assert [r["fits"] for r in rows] == [True, True, True, False]
+    assert rows[1]["tokens_per_s"] == 16 / rows[1]["t_step"]
+    path = tmp_path / "tl.png"
+    assert main(["model", "llama-3-70b", "--decode", "--chip", "h100", "--chips", "8", "--set", "S=4096",
+                 "--batches", "1,16,256", "-o", str(path)]) == 0
+    assert path.stat().st_size > 1000 and "tokens/s/chip" in capsys.readouterr().out
+    assert main(["model", "llama-3-70b", "--chip", "h100", "--chips", "3", "--set", "B=1,T=4096"]) == 2
+    assert "do not split evenly over 3 chips" in capsys.readouterr().err

@@ -1,0 +1,119 @@
+"""Claims about whole models: a claim that names `model:` (a models.json id or alias) in
+place of a spec, checked against `symroof.model` in the frame and with the comparisons of
+claims.py (numbers within a relative `tolerance`, expressions exactly).
+
+    id: llama-3-70b-kv-cache
+    model: llama-3-70b
+    mode: decode                      # train (the default), prefill or decode
+    chip: h100                        # a name, or {name: h100, variant: ..., peak_flops, hbm_bw}
+    sizes: {B: 32, S: 4096}           # default B = 1 and the model's context
+    chips: 8                          # also optimizer, remat, mfu: as `symroof model` takes them
+    expect:
+      params: 70.55e9
+      kv_bytes_per_token: 327680
+    tolerance: 0.01
+
+The keys of `expect` are the model quantities (`model.MODEL_QUANTITIES`); one that does not
+apply to the claim (a training one in decode, a chip's without a chip) is an error, as an
+unknown key or an unknown model is. `check_case` takes either kind of claim.
+
+Examples:
+    >>> r = check_case({"id": "kv", "model": "llama-3-70b", "mode": "decode",
+    ...                 "expect": {"kv_bytes_per_token": 327680}})
+    >>> r.ok, r.outcomes[0].got
+    (True, 327680)
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+
+from . import claims
+from .claims import CaseResult, Outcome
+from .errors import SymroofError
+from .machine import machine
+from .model import MODEL_QUANTITY, Model
+from .model_report import model
+from .sizes import size_value
+
+# The keys a model claim may have: a typo (`size:`, or a spec claim's `set:`) is an error,
+# never a setting silently left at its default.
+KEYS = ("id", "model", "mode", "chip", "sizes", "chips", "optimizer", "remat", "mfu", "expect", "tolerance",
+        "book", "quote", "issue")
+_CHIP_KEYS = ("name", "variant", "peak_flops", "hbm_bw")
+
+
+def check_case(case: Mapping, hardware=None) -> CaseResult:
+    """A claim about a model (it names `model:`) or about a spec (claims.check_case)."""
+    if isinstance(case, Mapping) and "model" in case:
+        return check_model_case(case, hardware)
+    return claims.check_case(case, hardware)
+
+
+def check_model_case(case: Mapping, hardware=None) -> CaseResult:
+    """Build the model a claim names and compare each expected quantity."""
+
+    def outcomes(expect: Mapping, tolerance: float) -> list[Outcome]:
+        m = _model(case, hardware)
+        names = set(m.structured.program.dims) | {s.name for s in m.structured.relations}
+        stray = sorted(set(m.sizes) - names)
+        if stray:  # a typo (`s: 4096` for S) would otherwise leave the default in place
+            raise SymroofError(f"sizes: no dim {', '.join(stray)} in {case['model']} (its dims: "
+                               f"{', '.join(sorted(names))})")
+        return [claims.compared(str(key), _quantity(m, str(key)), value, tolerance, names)
+                for key, value in expect.items()]
+
+    return claims.checked(case, outcomes)
+
+
+def _model(case: Mapping, hardware) -> Model:
+    unknown = [str(k) for k in case if k not in KEYS]
+    if unknown:
+        hint = " (a model claim's sizes go in 'sizes')" if "set" in unknown else ""
+        raise SymroofError(f"unknown key(s) {', '.join(unknown)} in a model claim{hint}; "
+                           f"known: {', '.join(KEYS)}")
+    name = case["model"]
+    if not isinstance(name, str) or not name.strip():
+        raise SymroofError(f"'model' must name a model in models.json (llama-3-70b), not {name!r}")
+    sizes = case.get("sizes") or {}
+    if not isinstance(sizes, Mapping):
+        raise SymroofError("'sizes' must be a mapping such as {B: 32, S: 4096}")
+    given = {str(dim): size_value(value, f"sizes: {dim}") for dim, value in sizes.items()}
+    mfu = case.get("mfu")
+    if mfu is not None and (isinstance(mfu, bool) or not isinstance(mfu, (int, float))):
+        raise SymroofError(f"'mfu' must be a fraction of the peak such as 0.4, not {mfu!r}")
+    return model(name, str(case.get("mode", "train")), _machine(case.get("chip"), hardware), given,
+                 chips=size_value(case.get("chips", 1), "chips"), optimizer=case.get("optimizer", "adam"),
+                 remat=case.get("remat", "full"), mfu=mfu)
+
+
+def _machine(chip, hardware):
+    """The chip a claim names, from the hardware file `symroof check --hardware` reads."""
+    if chip is None:
+        return None
+    if isinstance(chip, str):
+        chip = {"name": chip}
+    if not isinstance(chip, Mapping) or not chip.get("name"):
+        raise SymroofError("'chip' must be a chip's name (h100) or a mapping such as {name: h100, variant: ...}")
+    unknown = set(chip) - set(_CHIP_KEYS)
+    if unknown:
+        raise SymroofError(f"unsupported chip figure(s) {sorted(unknown)} in a model claim "
+                           f"(known: {', '.join(_CHIP_KEYS)})")
+    return machine(str(chip["name"]), variant=chip.get("variant"), peak_flops=chip.get("peak_flops"),
+                   hbm_bw=chip.get("hbm_bw"), hardware=hardware)
+
+
+def _quantity(m: Model, key: str):
+    """A model quantity by name; why not, in one line, where the claim's model has none."""
+    q = MODEL_QUANTITY.get(key)
+    if q is None:
+        close = difflib.get_close_matches(key, list(MODEL_QUANTITY), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(MODEL_QUANTITY)})"
+        raise SymroofError(f"unknown model quantity '{key}'{hint}")
+    # Model.quantities() leaves these out; asked for by name, it would derive them anyway
+    if q.train_only and m.options.mode != "train":
+        raise SymroofError(f"'{key}' is a training quantity; this claim's mode is {m.options.mode}")
+    if q.needs_chip and (m.machine is None or m.machine.chip is None):
+        raise SymroofError(f"'{key}' needs a chip: name one, e.g. 'chip: h100'")
+    return getattr(m, key)  # tokens and the per-token ones say themselves when a program has no tokens
