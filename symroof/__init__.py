@@ -13,7 +13,7 @@ intensity, times on a chip and critical thresholds, as sympy expressions:
 """
 
 from .analysis import Analysis, analyze, roofline
-from .claims import check_case
+from .claims_model import check_case
 from .cost import Cost, StepCost, cost
 from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from .expr import read_expression

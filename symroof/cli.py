@@ -21,8 +21,9 @@ import warnings
 
 from . import cli_model, latex
 from .chip_card import chip_card, chips_table
-from .claims import check_case, load_claims
+from .claims import load_claims
 from .claims import report as claims_report
+from .claims_model import check_case
 from .collectives import time as collective_time
 from .errors import SpecError, SymroofError, SymroofWarning
 from .hardware import cited_keys, get_chip, list_chips, source_keys
