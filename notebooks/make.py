@@ -345,20 +345,15 @@ print(f"B = {batch} sequences of T = {context}: {human(run.tokens, 'tokens')} pe
 print(f"training FLOPs per step: {human(run.flops_train, 'FLOPs')}")
 print(f"t_step = {human(run.t_step, 's')}, {human(run.tokens_per_s, 'tokens/s')}")
 print(f"days to train on {human(TOKENS, 'tokens')}: {float(run.days_to_train(TOKENS)):.1f}")'''),
-    ("md", """What the MFU multiplies matters. symroof applies it to the rate the step's FLOPs run
-at: FLOPs over T_math, where the vector unit's share (norms, SiLU, softmax, at the v5p's
-vector rate) runs below the matrix peak. Papers quote MFU against the chip's bf16 matrix
-peak; and the back-of-the-envelope uses 6N FLOPs per token. The three side by side, from
-the same counts:"""),
-    ("code", '''peak, bf16_peak = run.analysis.peak_flops, symroof.get_chip("tpu-v5p").peak_flops("bf16")
-print(f"peak symroof applies the MFU to: {human(peak, 'FLOPs/s')}")
-print(f"the chip's bf16 matrix peak:     {human(bf16_peak, 'FLOPs/s')}")
-rate = CHIPS * bf16_peak * sympy.nsimplify(MFU)
-for label, per_token in [("symroof's t_step", None),
-                         ("training FLOPs at the bf16 peak", run.flops_train_per_token),
-                         ("6N at the bf16 peak", 6 * run.params)]:
+    ("md", """The MFU is a fraction of the matrix unit's bf16 peak, as papers quote it
+(`run.matrix_peak`): a step takes its training FLOPs, the vector unit's small share
+included, over chips x that peak x MFU. The back-of-the-envelope uses 6N FLOPs per token
+instead; the two side by side, from the same counts:"""),
+    ("code", '''print(f"the peak the MFU is a fraction of: {human(run.matrix_peak, 'FLOPs/s')}")
+rate = CHIPS * run.matrix_peak * sympy.nsimplify(MFU)
+for label, per_token in [("symroof's t_step", None), ("6N at the same rate", 6 * run.params)]:
     days = run.days_to_train(TOKENS) if per_token is None else sympy.Integer(TOKENS) * per_token / rate / 86400
-    print(f"  {label:33} {float(days):6.1f} days")'''),
+    print(f"  {label:20} {float(days):6.1f} days")'''),
     ("md", """## Memory for training
 
 Per parameter: 2 bytes of bf16 weights, 2 of gradients and 12 of Adam state (an fp32

@@ -240,17 +240,20 @@ class Model:
             return self.weight_bytes + self.grad_bytes + self.optimizer_bytes + self.activation_bytes
         return self.weight_bytes + self.kv_bytes
 
-    @functools.cached_property
-    def hbm_per_chip(self) -> sympy.Expr:
+    def _check_split(self) -> None:
+        """Training and prefill split the batch's tokens over the chips; decode may run one
+        sequence on many (its weights split), so it needs no such division."""
         chips = self.options.chips
-        # training and prefill split the batch's tokens over the chips; decode may run
-        # one sequence on many (its weights split), so it needs no such division
         if chips > 1 and self.options.mode != "decode" and dim_symbol("tokens") in self.structured.relations:
             tokens = self.tokens
             if tokens.is_Integer and tokens % chips:
                 raise SpecError(f"the step's {tokens} tokens do not split evenly over {chips} chips: "
                                 "give a batch (B, or B*T) that is a multiple of the chips")
-        return self.memory_bytes / chips
+
+    @functools.cached_property
+    def hbm_per_chip(self) -> sympy.Expr:
+        self._check_split()
+        return self.memory_bytes / self.options.chips
 
     def _usable(self) -> sympy.Expr:
         capacity = self._chip().capacity()
@@ -278,12 +281,24 @@ class Model:
     @functools.cached_property
     def t_step(self) -> sympy.Expr:
         self._chip()
+        self._check_split()
         factor = 3 if self.options.mode == "train" else 1
         chips = self.options.chips
         if self.options.mfu is not None:
-            a = self.analysis
-            return factor * a.flops / (chips * a.peak_flops * sympy.nsimplify(self.options.mfu))
+            return factor * self.flops / (chips * self.matrix_peak * sympy.nsimplify(self.options.mfu))
         return factor * self.analysis.t_lower / chips
+
+    @functools.cached_property
+    def matrix_peak(self) -> sympy.Expr:
+        """The matrix unit's peak for the dtype doing most of the work: what an MFU is a
+        fraction of (not FLOPs over T_math, which the vector unit's work drags down)."""
+        a = self.analysis
+        matrix = {name: work for name, work in a.work.items() if not name.startswith("vector")}
+        if not matrix:
+            raise SpecError("an MFU is a fraction of the matrix unit's peak, and this model has no matrix work")
+        busiest = max(matrix, key=lambda name: a._at(matrix[name]).xreplace(
+            {s: 1 for s in a._at(matrix[name]).free_symbols}))
+        return a.rates[busiest]
 
     @functools.cached_property
     def tokens_per_s(self) -> sympy.Expr:

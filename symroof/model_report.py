@@ -25,7 +25,7 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
     or a path to a file holding it), for one mode ("train", "prefill", "decode").
 
     `sizes` gives B, T (S in decode) and any other dim; a named model defaults to B = 1
-    and its context. The result's quantities are attributes (`params`, `kv_bytes_per_token`,
+    and its context (`{"T": None}` leaves T a symbol). The result's quantities are attributes (`params`, `kv_bytes_per_token`,
     `t_step`, ...; see `symroof.model.MODEL_QUANTITIES`), `quantities()` has them all and
     `analysis` is the whole step's roofline analysis. `weights` and `kv` store a named
     model's weight matrices and KV cache in another dtype (int8, fp8).
@@ -47,6 +47,7 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
     dims = set(structured.program.dims)
     defaults = {"B": 1, ("S" if mode == "decode" else "T"): context} if context else {}
     given = {**{k: v for k, v in defaults.items() if k in dims}, **(sizes or {})}
+    given = {k: v for k, v in given.items() if v is not None}  # {"T": None}: T left free, a symbol
     target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)  # a name, a Chip or a Machine
     return Model(structured, target, given, Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat,
                                                     mfu=mfu))
