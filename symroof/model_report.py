@@ -25,8 +25,9 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
     or a path to a file holding it), for one mode ("train", "prefill", "decode").
 
     `sizes` gives B, T (S in decode) and any other dim; a named model defaults to B = 1
-    and its context (`{"T": None}` leaves T a symbol). The result's quantities are attributes (`params`, `kv_bytes_per_token`,
-    `t_step`, ...; see `symroof.model.MODEL_QUANTITIES`), `quantities()` has them all and
+    and its context (`{"T": None}` leaves T a symbol). The result's quantities are
+    attributes (`params`, `kv_bytes_per_token`, `t_step`, ...; see
+    `symroof.model.MODEL_QUANTITIES`), `quantities()` has them all and
     `analysis` is the whole step's roofline analysis. `weights` and `kv` store a named
     model's weight matrices and KV cache in another dtype (int8, fp8).
 
