@@ -274,6 +274,11 @@ def _analyze(args) -> str:
                          **_machine_kwargs(args))
     except ShardingError as error:
         raise _with_fix_times(error, args, values) from None
+    except SpecError as error:
+        if error.text is not None and re.search(r"^\s*(let|repeat|part|param|embedding|cache)\b", spec, re.M):
+            raise SpecError(error.message + "; a program with let, repeat, part or declarations is a "
+                            "model: run it with 'symroof model FILE'", error.text, error.start, error.end) from None
+        raise
     if args.command == "latex":
         return latex.derivation(result, solve=args.solve, limit=limit, markdown=args.format == "markdown")
     if args.json:

@@ -321,6 +321,18 @@ class Model:
         t_math, t_comms = cleared(a.t_math, t_comms)  # a symbolic chip's figures out of the denominators
         return positive_region(sympy.expand(t_math - t_comms), B)
 
+    def per_block(self) -> dict[str, sympy.Expr]:
+        """One pass through the (first, outermost) repeated block: its parameters, forward
+        FLOPs and HBM bytes; empty for a program without one."""
+        s = self.structured
+        block = next((b for b in s.blocks if b.parent is None), None)
+        if block is None:
+            return {}
+        each, count = self.analysis.cost.statements, self.at(block.count)
+        return {"params": self.params_per_block,
+                "flops": sympy.expand(sympy.Add(*(each[i].flops for i in block.statements)) / count),
+                "bytes": sympy.expand(sympy.Add(*(each[i].bytes for i in block.statements)) / count)}
+
     def time_split(self) -> dict[str, sympy.Expr]:
         """Each named part's time in a step (the template's attention and mlp; "rest" for
         what is in no part): its statements' roofline times, each bound on its own, run as

@@ -84,6 +84,10 @@ def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[
         if isinstance(formula, sympy.Expr) and not formula.is_number and formula != value:
             text += f"   = {pretty(formula)}"
         out.append((name, text))
+    block = model.per_block()
+    if block:
+        out.append(("per_block", f"params {beside(block['params'], '')}, FLOPs {beside(block['flops'], 'FLOPs')}, "
+                                 f"bytes {beside(block['bytes'], 'bytes')} (one pass through the repeated block)"))
     left = found.get("hbm_left_per_chip")
     if left is not None and left.is_number:
         chips = model.options.chips
@@ -140,6 +144,7 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens=None
     out["formulas"] = {name: json_value(value) for name, value in symbolic.items() if not value.is_number}
     for name, value in model.quantities().items():
         out[name] = json_value(value)
+    out["per_block"] = {name: json_value(value) for name, value in model.per_block().items()}
     left = out.get("hbm_left_per_chip")
     if isinstance(left, (int, float)):
         out["fits"] = left >= 0

@@ -222,3 +222,14 @@ def test_throughput_against_latency(tmp_path, capsys):
     assert path.stat().st_size > 1000 and "tokens/s/chip" in capsys.readouterr().out
     assert main(["model", "llama-3-70b", "--chip", "h100", "--chips", "3", "--set", "B=1,T=4096"]) == 2
     assert "do not split evenly over 3 chips" in capsys.readouterr().err
+
+
+def test_per_block_is_the_total_over_L_without_the_rest():
+    m = _model("llama-3-8b", sizes={"B": 2, "T": 512})
+    s = get_model("llama-3-8b")["sizes"]
+    block = m.per_block()
+    assert block["params"] == m.params_per_block
+    # the block's FLOPs: its matmuls (2 per parameter per token, norms aside) and attention
+    matrix = 2 * 2 * 512 * (m.params_per_block - 2 * s["D"]) + 4 * 2 * 512 * 512 * s["N"] * s["H"]
+    assert block["flops"] > matrix and block["flops"] - matrix < block["flops"] / 100  # the rest: vector work
+    assert s["L"] * block["flops"] < m.flops  # plus the final norm and the output layer
