@@ -13,7 +13,7 @@ claims.py (numbers within a relative `tolerance`, expressions exactly).
       kv_bytes_per_token: 327680
     tolerance: 0.01
 
-The keys of `expect` are the model quantities (`model.MODEL_QUANTITIES`); one that does not
+The keys of `expect` are the model quantities (`model_decls.MODEL_QUANTITIES`); one that does not
 apply to the claim (a training one in decode, a chip's without a chip) is an error, as an
 unknown key or an unknown model is. `check_case` takes either kind of claim.
 
@@ -33,7 +33,8 @@ from . import claims
 from .claims import CaseResult, Outcome
 from .errors import SymroofError
 from .machine import machine
-from .model import MODEL_QUANTITY, Model
+from .model import Model
+from .model_decls import MODEL_QUANTITY
 from .model_report import model
 from .sizes import size_value
 

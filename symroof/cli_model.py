@@ -15,7 +15,8 @@ from . import model_report
 from .errors import SpecError
 from .json_report import json_value
 from .machine import machine
-from .model import Model, Options
+from .model import Model
+from .model_decls import Options
 from .models_file import get_model
 from .show import number, seconds
 from .sizes import size_value

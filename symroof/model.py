@@ -4,7 +4,7 @@ prefill or decode.
 The program is costed once: each statement's counts are multiplied by how many times it
 runs (its `repeat` blocks' counts, symbolic: L, not L copies), relations substituted
 (`let F = 4*D`), then handed to the roofline as one analysis. On top of it come what
-models are asked about, each declared once in `MODEL_QUANTITIES`: parameters, FLOPs per
+models are asked about, each declared once in `model_decls.MODEL_QUANTITIES`: parameters, FLOPs per
 token, training FLOPs (forward + backward, the backward twice the forward), the bytes of
 weights, gradients, optimizer state, activations and KV cache, the chips they need, and
 the time of a step.
@@ -27,81 +27,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
 
 import sympy
 
 from .cost import Cost, MoveCost, combine, cost
 from .errors import SpecError
 from .ir import dim_symbol
+from .model_decls import MODEL_QUANTITIES, OPTIMIZER_BYTES, Options
 from .relations import check_sizes
 from .roofline import Analysis
 from .sized import ratio
 from .solve import positive_region
 from .structure import Structured
 from .thresholds import cleared
-
-MODES = ("train", "prefill", "decode")
-OPTIMIZER_BYTES = {"adam": 12, "adafactor": 4, "sgd": 0}  # bytes per parameter beyond its gradient
-REMAT = ("full", "none")
-
-
-@dataclass(frozen=True)
-class ModelQuantity:
-    name: str
-    unit: str
-    meaning: str
-    train_only: bool = False
-    needs_chip: bool = False
-
-
-MODEL_QUANTITIES: tuple[ModelQuantity, ...] = (
-    ModelQuantity("params", "", "parameters, all of them"),
-    ModelQuantity("params_embedding", "", "parameters of the embeddings (declared `embedding`)"),
-    ModelQuantity("params_per_block", "", "parameters of one pass through the repeated block"),
-    ModelQuantity("tokens", "", "tokens one step processes (`let tokens = ...`)"),
-    ModelQuantity("flops", "FLOPs", "FLOPs of one forward step"),
-    ModelQuantity("flops_per_token", "FLOPs", "forward FLOPs per token"),
-    ModelQuantity("flops_train", "FLOPs", "training FLOPs of one step: forward + backward (2x forward)",
-                  train_only=True),
-    ModelQuantity("flops_train_per_token", "FLOPs", "training FLOPs per token", train_only=True),
-    ModelQuantity("weight_bytes", "bytes", "bytes of the parameters"),
-    ModelQuantity("grad_bytes", "bytes", "bytes of the gradients (the parameters' dtype)", train_only=True),
-    ModelQuantity("optimizer_bytes", "bytes", "bytes of the optimizer state", train_only=True),
-    ModelQuantity("activation_bytes", "bytes", "activations kept for the backward pass", train_only=True),
-    ModelQuantity("kv_bytes", "bytes", "bytes of the KV cache (declared `cache`)"),
-    ModelQuantity("kv_bytes_per_token", "bytes", "KV cache bytes per token of context, per sequence"),
-    ModelQuantity("memory_bytes", "bytes", "all of the above that must be in HBM at once"),
-    ModelQuantity("hbm_per_chip", "bytes", "memory_bytes over the chips"),
-    ModelQuantity("hbm_left_per_chip", "bytes", "usable HBM a chip has left", needs_chip=True),
-    ModelQuantity("min_chips", "", "the fewest chips whose usable HBM holds memory_bytes", needs_chip=True),
-    ModelQuantity("t_step", "s", "time of one step: the roofline's lower bound (3x for training), or "
-                  "at the given MFU, over the chips", needs_chip=True),
-    ModelQuantity("tokens_per_s", "tokens/s", "tokens over t_step", needs_chip=True),
-)
-MODEL_QUANTITY = {q.name: q for q in MODEL_QUANTITIES}
-
-
-@dataclass(frozen=True)
-class Options:
-    mode: str = "train"
-    chips: int = 1
-    optimizer: str = "adam"
-    remat: str = "full"
-    mfu: float | None = None
-    headroom: sympy.Rational = sympy.Rational(9, 10)
-
-    def __post_init__(self):
-        if self.mode not in MODES:
-            raise SpecError(f"mode is one of {', '.join(MODES)}, not {self.mode!r}")
-        if self.optimizer not in OPTIMIZER_BYTES:
-            raise SpecError(f"optimizer is one of {', '.join(OPTIMIZER_BYTES)}, not {self.optimizer!r}")
-        if self.remat not in REMAT:
-            raise SpecError(f"remat is one of {', '.join(REMAT)}, not {self.remat!r}")
-        if not isinstance(self.chips, int) or self.chips < 1:
-            raise SpecError(f"chips must be a positive whole number, not {self.chips!r}")
-        if self.mfu is not None and not 0 < self.mfu <= 1:
-            raise SpecError(f"MFU is a fraction of the peak in (0, 1], not {self.mfu}")
 
 
 class Model:

@@ -10,7 +10,8 @@ import sympy
 
 from .json_report import json_value
 from .machine import machine
-from .model import MODEL_QUANTITY, Model, Options
+from .model import Model
+from .model_decls import MODEL_QUANTITY, Options
 from .models_file import get_model
 from .show import beside, human, number, pretty, seconds, wrapped
 from .solve import Region
@@ -27,7 +28,7 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
     `sizes` gives B, T (S in decode) and any other dim; a named model defaults to B = 1
     and its context (`{"T": None}` leaves T a symbol). The result's quantities are
     attributes (`params`, `kv_bytes_per_token`, `t_step`, ...; see
-    `symroof.model.MODEL_QUANTITIES`), `quantities()` has them all and
+    `symroof.model_decls.MODEL_QUANTITIES`), `quantities()` has them all and
     `analysis` is the whole step's roofline analysis. `weights` and `kv` store a named
     model's weight matrices and KV cache in another dtype (int8, fp8).
 

@@ -21,6 +21,7 @@ The property, per call of `symroof.cli.main(argv, out=StringIO, err=StringIO)`:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -148,16 +149,23 @@ class Case:
     stdin: bytes | None = None
     files: dict = field(default_factory=dict)
     kind: str = ""
+    # Runs after argv exits 0, in the same folder, its stdout first written to
+    # {tmp}/printed.sr (`symroof model NAME --print`, then the printed program passed back).
+    followups: tuple = ()
 
-    def concrete(self, tmp: str) -> list:
-        return [a.replace("{tmp}", tmp) if isinstance(a, str) else a for a in self.argv]
+    def concrete(self, tmp: str, argv=None) -> list:
+        return [a.replace("{tmp}", tmp) if isinstance(a, str) else a for a in (argv or self.argv)]
 
     def reproducer(self) -> str:
         lines = [f"argv = {self.argv!r}"]
+        for k, then in enumerate(self.followups):
+            lines.append(f"then ({'{tmp}/printed.sr holding the output above' if k == 0 else 'and'}): "
+                         f"argv = {list(then)!r}")
         if self.stdin is not None:
             lines.append(f"stdin = {self.stdin!r}")
+        every = list(self.argv) + [a for then in self.followups for a in then]
         for name, data in self.files.items():
-            if not any(isinstance(a, str) and f"{{tmp}}/{name}" in a for a in self.argv):
+            if not any(isinstance(a, str) and f"{{tmp}}/{name}" in a for a in every):
                 continue
             shown = data if len(data) < 3000 else data[:3000] + b"...(truncated)"
             lines.append(f"file {{tmp}}/{name} = {shown!r}")
@@ -1519,6 +1527,552 @@ def gen_junk_argv(r) -> Case:
     return Case(argv, kind="junk")
 
 
+# ----------------------------------------------------------------------------- models
+
+_MODELS: list = []
+
+
+def _models() -> list:
+    """The shipped models.json's entries (read once)."""
+    if not _MODELS:
+        _MODELS.extend(json.loads((ROOT / "models.json").read_text(encoding="utf-8"))["models"])
+    return _MODELS
+
+
+def model_names() -> list:
+    """Every id and alias in models.json."""
+    return [n for m in _models() for n in [m["id"], *m.get("aliases", ())]]
+
+
+MODEL_NEAR = ["llama-3-70", "llama3-70", "LLaMA-3 70B", "llama-3-80b", "lama-3-8b", "llama-3.1-70b", "gemma-2b",
+              "gemma7b", "mixtral", "mixtral-8x22b", "gpt-3", "gpt3-175b", "gpt-3-175", "llama_2_7b", "llama-2",
+              "llama-2-7b.sr", "llama-2-7b.txt", "./llama-2-7b", "mixtral-8x7b/", "gpt-3-175b.json", "Gemma 7B",
+              "llama2-7b-chat", "llama-3-8b-instruct", "llama 3 8b", "l", "llama-3-8", "mistral-7b"]
+MODEL_JUNK = ["", " ", "-", ".", "/", "/dev/null", "{tmp}", "{tmp}/missing.sr", "{tmp}/missing", "\x00", "ｌｌａｍａ2-7b",
+              "llama-2-7b\x00", "a" * 300, "None", "models.json", "*", "symbolic", "v5e", "../models.json", "\u200b",
+              "llama-2-7b;rm", "🙂", "{tmp}/hw.json", "\udcff", "llama-2-7b\n", "{", "let D = 4"]
+MODEL_CHIPS = CHIPS + ["symbolic", "symbolic", "v5e", "v5p", "h100", "TPU v5e", "B200", " symbolic ", "SYMBOLIC"]
+MODEL_CHIP_JUNK = CHIP_JUNK[:12] + ["symbol", "symbolic2", "Symbolic chip", "custom"]
+CHIP_COUNTS = ["1", "1", "2", "4", "8", "8", "16", "64", "256", "1024", "3", "5", "7", "9", "12", "96"]
+CHIP_COUNT_JUNK = ["0", "-1", "-8", "abc", "1.5", "2**3", "", "99999999999999999999", "1e3", " 8", "0x10", "٨"]
+MFUS = ["0.4", "0.5", "0.35", "1", "1.0", "0.01", "1e-3"]
+MFU_JUNK = ["0", "-0.4", "1.5", "nan", "inf", "-inf", "abc", "40%", "", "1e-400", "1e-320", "1.0000001"]
+OPTIMIZERS = ["adam", "adafactor", "sgd"]
+OPTIMIZER_JUNK = ["Adam", "adamw", "", "lion", "ADAM", " adam", "sgd,adam", "None"]
+REMATS = ["full", "none"]
+REMAT_JUNK = ["Full", "partial", "", "selective", "None", "NONE", "full "]
+TRAIN_TOKENS = ["15e12", "1e12", "2T", "1", "15_000_000_000_000", "1e9", "300e9", "2**40", "4096", "128k"]
+TRAIN_TOKENS_JUNK = ["0", "-1", "abc", "1e18", "1e19", "nan", "inf", "", "1.5", "15 T", "9" * 40, "1e-3"]
+BATCHES = ["1,2,4,8", "1,2,4,8,16,32,64,128,256", "1", "256", "1,8,64,256", "3,1,2", "1,1,1", " 1, 2",
+           "32", "1,1024", "4,16,64"]
+BATCHES_JUNK = ["", ",", "0", "-1", "0,1", "a", "1.5", "1e3", "1,,2", "1,2,...,256", ",".join(map(str, range(1, 65))),
+                ",".join(map(str, range(1, 66))), "99999999999999999999", "1;2", "٣", "1 2", "10**3"]
+MODEL_SET_VALUES = ["1", "2", "4", "8", "32", "128", "512", "2048", "4096", "8192", "32k", "128k", "1M", "3", "7"]
+
+
+def _model_dims(config) -> list:
+    """The dims a named model's program has (the template's), roughly."""
+    dims = ["B", "T", "S", "D", "F", "K", "H", "L", "V", "G", "N", "tokens"]
+    if config.get("moe"):
+        dims += ["E", "A", "C", "M", "R"]
+    if config.get("positions") == "learned":
+        dims.append("Tmax")
+    return dims
+
+
+def _mode_flags(r) -> list:
+    x = r.random()
+    flags = [] if x < 0.25 else [r.choice(["--train", "--prefill", "--decode"])]
+    if junk(r, 0.03):
+        flags.append(r.choice(["--train", "--prefill", "--decode"]))   # two modes: argparse refuses
+    return flags
+
+
+def _mode_of(argv) -> str:
+    return next((a[2:] for a in reversed(argv) if a in ("--train", "--prefill", "--decode")), "train")
+
+
+def _model_set(r, dims, known: dict, mode: str) -> list:
+    """--set values: the batch and sequence, now and then another dim (its own value, or one
+    that contradicts a relation), or junk."""
+    parts = []
+    seq = "S" if mode == "decode" else "T"
+    if r.random() < 0.7:
+        parts.append(f"B={r.choice(MODEL_SET_VALUES[:9])}")
+    if r.random() < 0.5:
+        parts.append(f"{seq}={r.choice(MODEL_SET_VALUES)}")
+    if r.random() < 0.1:
+        parts.append(f"{'T' if seq == 'S' else 'S'}={r.choice(MODEL_SET_VALUES)}")
+    if r.random() < 0.15 and dims:
+        d = r.choice(dims)
+        parts.append(f"{d}={known[d] if d in known and r.random() < 0.5 else r.choice(MODEL_SET_VALUES)}")
+    if junk(r, 0.3):
+        d = r.choice(dims + ["B", "T", "S", "X", "", " B", "B_X", "ℌ"]) if dims else "B"
+        v = r.choice(SET_VALUES)
+        parts.append(r.choice([f"{d}={v}"] * 6 + [f"{d}", f"={v}", f"{d}=={v}", f"{d} = {v}", ""]))
+    if not parts:
+        return []
+    if r.random() < 0.2 and len(parts) > 1:          # given as several --set flags
+        return [x for p in parts for x in ("--set", p)]
+    return ["--set", r.choice([",", ",", ", "] if not junk(r, 0.2) else [";", ",,", " "]).join(parts)]
+
+
+def _model_flags(r, dims, known: dict, mode: str, *, chip_p=0.6) -> list:
+    """The flags of `symroof model` other than the mode, --print and --json."""
+    argv = []
+    if r.random() < chip_p:
+        argv += ["--chip", r.choice(MODEL_CHIP_JUNK) if junk(r, 0.1) else r.choice(MODEL_CHIPS)]
+    if r.random() < 0.4:
+        argv += ["--chips", r.choice(CHIP_COUNT_JUNK) if junk(r, 0.15) else r.choice(CHIP_COUNTS)]
+    argv += _model_set(r, dims, known, mode) if r.random() < 0.75 else []
+    for flag, p, good, bad in (("--mfu", 0.2, MFUS, MFU_JUNK), ("--optimizer", 0.15, OPTIMIZERS, OPTIMIZER_JUNK),
+                               ("--remat", 0.15, REMATS, REMAT_JUNK),
+                               ("--train-tokens", 0.12, TRAIN_TOKENS, TRAIN_TOKENS_JUNK)):
+        if r.random() < p:
+            argv += [flag, r.choice(bad) if junk(r, 0.2) else r.choice(good)]
+    for flag in ("--weights", "--kv"):
+        if r.random() < 0.2:
+            argv += [flag, r.choice(DTYPE_NEAR + ["", " ", "int8 ", "Half", "half"]) if junk(r, 0.25) else
+                     r.choice(["int8", "fp8", "bf16", "int8", "fp8_e4m3", "fp16", "int4", "fp32", "e5m2"])]
+    if r.random() < 0.12:
+        argv += ["--batches", r.choice(BATCHES_JUNK) if junk(r, 0.3) else r.choice(BATCHES)]
+        if r.random() < 0.5:
+            ext = r.choice([".png", ".svg", ".pdf"]) if not junk(r, 0.1) else r.choice([".jpg", "", ".PNG", ".txt"])
+            argv += [r.choice(["-o", "--output"]), "{tmp}/" + r.choice(["batches", "a b", "ü"]) + ext]
+    elif junk(r, 0.03):
+        argv += ["-o", "{tmp}/x.png"]                   # -o without --batches
+    if r.random() < 0.45:
+        argv.append("--json")
+    return argv
+
+
+def _shuffle_flags(r, argv: list, head: int = 2) -> list:
+    """The flags after the first `head` arguments in another order, each kept with its value."""
+    rest, pairs, i = argv[head:], [], 0
+    while i < len(rest):
+        take = 2 if rest[i].startswith("-") and rest[i] not in ("--json", "--print", "--train", "--prefill",
+                                                                "--decode") and i + 1 < len(rest) else 1
+        pairs.append(rest[i:i + take])
+        i += take
+    r.shuffle(pairs)
+    return argv[:head] + [x for p in pairs for x in p]
+
+
+def gen_model(r) -> Case:
+    """`symroof model NAME`: a model of models.json by id or alias (in another case, with
+    spaces), a near miss or junk, in a mode, on a chip or none, with sizes and options."""
+    x = r.random()
+    files = {}
+    if x < 0.8 or not junk(r, 1):
+        name = r.choice(model_names())
+        if r.random() < 0.1:
+            name = r.choice([name.upper(), name.title(), f"  {name} ", f"{name}\t"])
+    elif x < 0.92:
+        name = r.choice(MODEL_NEAR)
+    else:
+        name = r.choice(MODEL_JUNK)
+    config = next((m for m in _models() if name.strip().lower() in [m["id"], *m.get("aliases", ())]), _models()[0])
+    mode_flags = _mode_flags(r)
+    mode = _mode_of(mode_flags)
+    argv = ["model", name] + mode_flags
+    if r.random() < 0.06:
+        argv.append("--print")
+        for flag in ("--weights", "--kv"):
+            if r.random() < 0.3:
+                argv += [flag, r.choice(DTYPE_NEAR) if junk(r, 0.3) else r.choice(["int8", "fp8", "bf16"])]
+    else:
+        argv += _model_flags(r, _model_dims(config), dict(config["sizes"]), mode)
+    if name == "{tmp}/hw.json":
+        files["hw.json"] = _hardware_file(r)
+    if junk(r, 0.05):
+        argv += ["--models", "{tmp}/models.json"]
+        files["models.json"] = _models_file(r)
+        if r.random() < 0.5:
+            argv[1] = r.choice(model_names())
+    if r.random() < 0.3:
+        argv = _shuffle_flags(r, argv)
+    return Case(argv, files=files, kind="model")
+
+
+def _models_file(r) -> bytes:
+    """The shipped models.json with one field broken, or junk."""
+    if r.random() < 0.12:
+        return r.choice([b"", b"[]", b"{}", b'{"models": []}', b'{"models": {}}', b"not json", b"\xff\xfe",
+                         b'{"models": [1]}', b'{"models": [null]}', b"NaN", b'{"models": [{}]}', b"[" * 5000])
+    data = json.loads((ROOT / "models.json").read_text(encoding="utf-8"))
+    model = r.choice(data["models"])
+    for _ in range(r.randint(1, 2)):
+        k = r.randint(0, 11)
+        bad = r.choice([None, 0, -1, 1.5, "x", "", True, [], {}, [1], {"a": 1}, 10**30, float("nan")])
+        if k == 0:
+            model.pop(r.choice(["id", "name", "sizes", "params_published", "sources", "mlp", "norm", "aliases"]), None)
+        elif k == 1:
+            model["sizes"][r.choice(list(model["sizes"]))] = bad
+        elif k == 2:
+            model["sizes"].pop(r.choice(list(model["sizes"])))
+        elif k == 3:
+            model["sources"] = bad if r.random() < 0.6 else {"sizes": model["sources"]["sizes"]}
+        elif k == 4:
+            model["aliases"] = r.choice([bad, [1, None], "llama", [["x"]], [""], [model["id"]]])
+        elif k == 5:
+            model[r.choice(["mlp", "norm", "positions"])] = r.choice([bad, "relu", "rms", "learned", "rope", "GELU"])
+        elif k == 6:
+            model["moe"] = r.choice([bad, {"experts": 0, "active": 1}, {"experts": 8}, {"active": 2},
+                                     {"experts": 3, "active": 5}, {"experts": 8, "active": 0},
+                                     {"experts": "8", "active": 2}, {"experts": 8, "active": 2.5}])
+        elif k == 7:
+            model["sizes"]["K"] = r.choice([3, 5, 7, 1, 0, model["sizes"]["N"] + 1])
+        elif k == 8:
+            model[r.choice(["tied_embeddings", "bias"])] = bad
+        elif k == 9:
+            model["id"] = r.choice([bad, data["models"][0]["id"], "LLaMA", " x ", "a" * 300])
+        elif k == 10:
+            model["name"] = r.choice([bad, "{", "\x00", "a\nb", "$x$"])
+        else:
+            data[r.choice(["models", "about"])] = bad
+    return json.dumps(data, allow_nan=True).encode()
+
+
+# ---- program files with structure
+
+_STRUCT_NAMES = ["W", "Wq", "Wk", "Wv", "Wo", "W1", "W2", "Wg", "Wu", "Wd", "Emb", "Wout", "Kc", "Vc", "Wn", "Ω",
+                 "Wé", "bias", "gamma"]
+BAD_LETS = ["4*", "(D", "D)", "D/0", "4.5*D", "D**2", "D^2", "-D", "0", "3/2", "D - D", "2 - 3", "", " ",
+            "4 * * D", "()", "D D", "4D", "D,", "sqrt(D)", "1e3", "0x10", "D/(D - D)", "D % 2", "ℌ*2", "4*-D",
+            "--4", "(" * 300 + "D" + ")" * 300, "9" * 4000, "D/(2 - 2)", "max(D, F)", "D = 4", "𝔇", "D_X"]
+BAD_REPEATS = ["repeat {", "repeat L", "repeat L { bf16[B] -> bf16[B] }", "repeat L {{", "repeat ( {", "repeat L* {",
+               "repeat 1e3 {", "repeat 0 {", "repeat -2 {", "repeat L/0 {", "repeat L L {", "repeat ∞ {",
+               "repeat L { }", "repeat{", "repeat: L {", "repeat L {  # comment", "repeat (L) {", "repeat L-L {",
+               "repeat 1/2 {", "repeat L/2 {", "repeat 99999999999999999999 {", "Repeat L {", "repeat\tL {"]
+BAD_PARTS = ["part {", "part 1 {", "part a b {", "part attention", "part attention { x }", "part _x {", "part ü {",
+             "part attention {{", "part: attention {", "part a_b {", "part rest {", "part attention{", "Part mlp {",
+             "part 🙂 {", "part attention } {"]
+BAD_DECLS = ["param W bf16[D]", "param : bf16[D]", "param W: bf16[D", "param W: bf16[D F]", "param W: bf16[D, 4.5]",
+             "param W: bf16[D],", "param W: bf16[], ", "param W: bf16[D_X]", "param 1W: bf16[D]", "cache: bf16[B, S]",
+             "param W: bf16[D], W: bf16[D]", "embedding E: [V, D]", "param W: bf16", "param W: bf16[D]] ",
+             "param W: bf16[D], , V: bf16[D]", "cache K: bf16[B]", "param W: bf16[0]", "param W: bf16[D, D]",
+             "param W: bf16[99999999999999999999]", "param W: bf16[-1]", "param W:: bf16[D]", "param W: bf16 [D]",
+             "param W: bf16[(D)]", "param W: bf16[2*D]", "param W: bf16[ℌ]", "param W: bf16[D]{U_X}"]
+
+
+class _Prog:
+    """A program being built: its lines, the dims its statements use, the sizes its lets fix."""
+
+    def __init__(self, r):
+        self.r = r
+        self.lines: list[str] = []
+        self.dims: list[str] = []
+        self.known: dict[str, str] = {}       # dim -> the value a let gives it (a number)
+        self.names: list[str] = []            # declared tensor names
+        self.decode = r.random() < 0.3
+        self.seq = [] if self.decode else ["T"]
+        self.indent = r.choice(["  ", "  ", "    ", "\t", ""])
+
+    def dim(self, *names):
+        for n in names:
+            if n not in self.dims:
+                self.dims.append(n)
+
+    def t(self, dt, *dims) -> str:
+        self.dim(*dims)
+        return f"{dt}[{', '.join(dims)}]"
+
+    def x(self, dt="bf16") -> str:
+        return self.t(dt, "B", *self.seq, "D")
+
+    def decl(self, word, dims, depth, dt=None) -> str:
+        r = self.r
+        name = r.choice(_STRUCT_NAMES)
+        while name in self.names:
+            name = name + str(len(self.names))
+        self.names.append(name)
+        dt = dt or (r.choice(["bf16", "bf16", "int8", "fp8", "fp32", "bfloat16", "f32", "int4"]) if r.random() < 0.3
+                    else "bf16")
+        return self.indent * depth + f"{word} {name}: {self.t(dt, *dims)}"
+
+
+def _lets(p: _Prog) -> None:
+    """let lines: numbers and relations with + - * / and parentheses, in dims the program uses."""
+    r = p.r
+    parts = []
+    H = r.choice(["64", "128", "128", "(64 + 64)", "2*64", "256/2"])
+    N = r.choice(["K*G", "32", "(K)*G", "8*4", "K*G + 0*K"])
+    D = r.choice(["N*H", "N*H", "4096", "(N*H)", "2*(N*H)/2", "N*H - H + H", "1024*4"])
+    F = r.choice(["4*D", "(8*D)/2", "2*(D + D)", "D*4 - D + D", "14336", "(D + D)*2", "D*(3 + 1)", "4*(D)"])
+    chosen = {"H": H, "D": D, "F": F, "N": N, "K": r.choice(["8", "4", "1", "32"]), "G": r.choice(["4", "1", "8"]),
+              "L": r.choice(["2", "4", "32", "80", "L0*2"]), "V": r.choice(["32000", "128256", "50257", "V0"])}
+    for name, value in chosen.items():
+        if r.random() < 0.75:
+            parts.append((name, value))
+    r.shuffle(parts)
+    if r.random() < 0.6:
+        parts.append(("tokens", "B" if p.decode else r.choice(["B*T", "B*T", "T*B", "(B)*(T)"])))
+    if not p.decode and r.random() < 0.5:
+        parts.append(("S", "T"))
+    per_line = r.choice([1, 2, 3, 99])
+    for i in range(0, len(parts), per_line):
+        p.lines.append("let " + ", ".join(f"{n} = {v}" for n, v in parts[i:i + per_line]))
+    for n, v in parts:
+        if re.fullmatch(r"\d+", v):
+            p.known[n] = v
+
+
+def _attention(p: _Prog, depth: int) -> list:
+    r = p.r
+    ind = p.indent * depth
+    x = p.x()
+    out = []
+    if r.random() < 0.6:
+        out.append(p.decl("param", ["D", "N", "H"], depth) + (", " + p.decl("param", ["D", "N", "H"], 0).split(" ", 1)[1]
+                                                              if r.random() < 0.4 else ""))
+    q = p.t("bf16", "B", *p.seq, "N", "H")
+    out.append(ind + f"{x} *_D {p.t('bf16', 'D', 'N', 'H')} -> {q}")
+    if p.decode or r.random() < 0.3:
+        if r.random() < 0.7:
+            out.append(p.decl("cache", ["B", "S", "N", "H"], depth))
+    kv = p.t("bf16", "B", "S", "N", "H")
+    scores = p.t("fp32", "B", "N", *p.seq, "S")
+    probs = p.t("bf16", "B", "N", *p.seq, "S")
+    body = [f"{q} *_H {kv} -> {scores}", f"softmax_S {scores} -> {probs}", f"{probs} *_S {kv} -> {q}"]
+    if r.random() < 0.7:
+        if r.random() < 0.5:
+            out.append(ind + "fused {   # the scores stay on chip")
+            out += [ind + p.indent + b for b in body]
+            out.append(ind + "}")
+        else:
+            out.append(ind + "fused { " + "; ".join(body) + " }")
+    else:
+        out += [ind + b for b in body]
+    out.append(ind + f"{q} *_{{N,H}} {p.t('bf16', 'N', 'H', 'D')} -> {x}")
+    out.append(ind + f"{x} + {x} -> {x}   # residual")
+    return out
+
+
+def _mlp(p: _Prog, depth: int) -> list:
+    r = p.r
+    ind = p.indent * depth
+    x = p.x()
+    h = p.t("bf16", "B", *p.seq, "F")
+    out = []
+    if r.random() < 0.5:
+        out.append(p.decl(r.choice(["param", "param", "embedding"]), ["D"], depth))
+        out.append(ind + f"{r.choice(['rmsnorm_D', 'layernorm_D'])} {x}, {p.t('bf16', 'D')} -> {x}")
+    if r.random() < 0.6:
+        out.append(p.decl("param", ["D", "F"], depth))
+        out.append(p.decl("param", ["F", "D"], depth))
+    if r.random() < 0.3:
+        out.append(ind + "fused {")
+        out.append(ind + p.indent + f"{x} *_D {p.t('bf16', 'D', 'F')} -> {h}")
+        out.append(ind + p.indent + f"{r.choice(['gelu', 'silu', 'relu'])}({h}) -> {h}")
+        out.append(ind + "}")
+    else:
+        out.append(ind + f"{x} *_D {p.t('bf16', 'D', 'F')} -> {h}")
+        out.append(ind + f"{r.choice(['gelu', 'silu', 'relu', 'gelu_erf'])}({h}) -> {h}")
+    out.append(ind + f"{h} *_F {p.t('bf16', 'F', 'D')} -> {x}")
+    return out
+
+
+def _experts(p: _Prog, depth: int) -> list:
+    """A nested repeat: the experts' MLPs inside the layer's."""
+    r = p.r
+    ind = p.indent * depth
+    count = r.choice(["E", "8", "2", "(E)", "E/2", "2*E"])
+    if count.startswith(("E", "(", "2*")):
+        p.dim("E")
+    inner = _mlp(p, depth + 1)
+    return [ind + f"repeat {count} {{"] + inner + [ind + "}"]
+
+
+def _block(p: _Prog, depth: int) -> list:
+    """A repeated block's body: attention and an MLP, each in a part now and then, an
+    expert block (a repeat within the repeat) now and then."""
+    r = p.r
+    out = []
+    for name, make in (("attention", _attention), ("mlp", _experts if r.random() < 0.2 else _mlp)):
+        if r.random() < 0.15:
+            continue
+        if r.random() < 0.6:
+            out.append(p.indent * depth + f"part {r.choice([name, name, 'a', 'Mlp2', 'ß'])} {{")
+            out += make(p, depth + 1)
+            out.append(p.indent * depth + "}")
+        else:
+            out += make(p, depth)
+    return out or [p.indent * depth + f"{p.x()} + {p.x()} -> {p.x()}"]
+
+
+def _program_lines(p: _Prog) -> list:
+    r = p.r
+    _lets(p)
+    if r.random() < 0.3:
+        p.lines.append("")
+    if r.random() < 0.8:
+        p.lines.append(p.decl("embedding", ["V", "D"], 0, "bf16"))
+    p.lines.append(f"gather {p.t('bf16', 'V', 'D')}, {p.t('int32', 'B', *p.seq)} -> {p.x()}")
+    p.dim("B", *p.seq)
+    count = r.choice(["L", "L", "L", "2", "4", "(L)", "L/2", "2*L", "L + 1", "(L - 1)*2", "1"])
+    if "L" in count:
+        p.dim("L")
+    nested = r.random() < 0.1
+    p.lines.append(f"repeat {count} {{" + (r.choice(["", "  # the layers"]) if r.random() < 0.2 else ""))
+    if nested:
+        p.lines.append(p.indent + "repeat 2 {")
+        p.lines += _block(p, 2)
+        p.lines.append(p.indent + "}")
+    else:
+        p.lines += _block(p, 1)
+    p.lines.append("}")
+    if r.random() < 0.7:
+        p.lines.append(p.decl("param", ["D"], 0))
+        p.lines.append(f"rmsnorm_D {p.x()}, {p.t('bf16', 'D')} -> {p.x()}")
+    if r.random() < 0.7:
+        p.lines.append(p.decl("embedding", ["D", "V"], 0))
+        p.lines.append(f"{p.x()} *_D {p.t('bf16', 'D', 'V')} -> {p.t('bf16', 'B', *p.seq, 'V')}")
+    return p.lines
+
+
+def _break_program(r, p: _Prog, lines: list) -> list:
+    """One structural edit that must be refused, or a near miss a reader may take."""
+    lines = list(lines)
+    k = r.randint(0, 15)
+    closers = [i for i, ln in enumerate(lines) if ln.strip() == "}"]
+    fused = [i for i, ln in enumerate(lines) if ln.strip().startswith("fused {") and ln.strip().endswith("{")
+             or ln.strip() == "fused {   # the scores stay on chip"]
+    lets = [i for i, ln in enumerate(lines) if ln.startswith("let ")]
+    decls = [i for i, ln in enumerate(lines) if ln.strip().split(" ", 1)[0] in ("param", "embedding", "cache")]
+    if k == 0 and closers:                            # an unclosed block
+        del lines[r.choice(closers)]
+    elif k == 1:                                      # a '}' too many
+        lines.insert(r.randint(0, len(lines)), r.choice(["}", "  }", "}}", "} }"]))
+    elif k == 2 and fused:                            # a repeat (or a part) inside a fused block
+        i = r.choice(fused)
+        lines.insert(i + 1, r.choice(["repeat 2 {", "part inner {", "repeat L {"]))
+        lines.insert(i + 3, "}")
+    elif k == 3 and lets:                             # a bad let expression
+        i = r.choice(lets)
+        name = r.choice(["F", "D", "tokens", "L", "X"])
+        lines[i] = lines[i] + f", {name} = {r.choice(BAD_LETS)}" if r.random() < 0.5 else f"let {name} = {r.choice(BAD_LETS)}"
+    elif k == 4:                                      # a cycle
+        lines.insert(0, r.choice(["let P = Q + 1, Q = 2*P", "let D = F/4, F = 4*D", "let A1 = A1", "let X = Y, Y = Z, Z = X",
+                                  "let tokens = tokens*2", "let F = 4*D\nlet D = F - 3*D"]))
+    elif k == 5 and lets:                             # defined twice
+        name = r.choice(["D", "F", "tokens", "H"])
+        lines.insert(r.choice(lets) + 1, f"let {name} = {r.choice(['4096', 'N*H', 'B*T', '8'])}")
+    elif k == 6 and decls:                            # declared twice
+        i = r.choice(decls)
+        lines.insert(i + r.randint(0, 3), lines[i])
+    elif k == 7 and decls:                            # an unknown dtype
+        i = r.choice(decls)
+        lines[i] = re.sub(r":\s*\w+\[", ": " + r.choice(DTYPE_NEAR + ["bf61", "float", "", "int"]) + "[", lines[i], count=1)
+    elif k == 8:                                      # a broken declaration
+        lines.insert(r.randint(0, len(lines)), r.choice(BAD_DECLS))
+    elif k == 9:                                      # a broken repeat line
+        i = r.randint(0, len(lines))
+        lines.insert(i, r.choice(BAD_REPEATS))
+        if r.random() < 0.5:
+            lines.insert(r.randint(i + 1, len(lines)), "}")
+    elif k == 10:                                     # a broken part line
+        i = r.randint(0, len(lines))
+        lines.insert(i, r.choice(BAD_PARTS))
+        if r.random() < 0.5:
+            lines.insert(r.randint(i + 1, len(lines)), "}")
+    elif k == 11:                                     # let lines out of the ordinary
+        lines.insert(r.randint(0, len(lines)), r.choice(["let", "let ,", "let D = 4096,", "let = 3", "let F 4",
+                                                         "let 4F = D", "let D = 4096 # width", "let D=4096,F=4*D",
+                                                         "let tokens = B*T*0", "let B = 0", "let ℌ = 2",
+                                                         "let D = 4096; let F = 4", "let D_X = 2", "letD = 4"]))
+    elif k == 12:                                     # a statement broken
+        stmts = [i for i, ln in enumerate(lines) if "->" in ln]
+        if stmts:
+            i = r.choice(stmts)
+            lines[i] = mutate(r, lines[i])
+    elif k == 13:                                     # the block's lines on one line
+        lines = [" ".join(lines)] if r.random() < 0.3 else [ln.strip() for ln in lines]
+    elif k == 14:                                     # a mesh, or a statement outside the grammar
+        lines.insert(r.randint(0, len(lines)), r.choice(["mesh X=2", "AllReduce_X bf16[B, D] -> bf16[B, D]",
+                                                         "bf16[B, D_X] -> bf16[B, D_X]", "$", "{", "{U_X}"]))
+    else:                                             # a repeat's or part's '{' on the next line
+        opens = [i for i, ln in enumerate(lines) if ln.rstrip().endswith("{") and ln.strip().split(" ")[0] in
+                 ("repeat", "part")]
+        if opens:
+            i = r.choice(opens)
+            lines[i] = lines[i].rstrip()[:-1].rstrip()
+            lines.insert(i + 1, "{")
+    return lines
+
+
+def gen_program(r) -> tuple[str, _Prog]:
+    """A program with structure, valid in a clean case; broken or mutated in a noisy one."""
+    p = _Prog(r)
+    lines = _program_lines(p)
+    if r.random() < 0.1:
+        lines.insert(r.randint(0, len(lines)), "# " + r.choice(["a comment", "repeat L {", "}", "let D = 0"]))
+    if junk(r, 0.6):
+        for _ in range(r.randint(1, 2)):
+            lines = _break_program(r, p, lines)
+    text = "\n".join(lines) + r.choice(["\n", "\n", "", "\n\n"])
+    x = r.random()
+    if x < 0.05:
+        text = text.replace("\n", "\r\n")
+    elif x < 0.08:
+        text = "\ufeff" + text
+    elif x < 0.1:
+        text = text.replace("[", "［").replace("]", "］")
+    if junk(r, 0.15):
+        text = mutate(r, text)
+    return text, p
+
+
+def gen_model_file(r) -> Case:
+    """`symroof model FILE`: a program file with structure (lets, repeat blocks, nested
+    ones, parts, declarations, fused blocks), valid or broken, with the model's flags."""
+    text, p = gen_program(r)
+    data = text.encode("utf-8", "surrogatepass")
+    if junk(r, 0.04):
+        data = r.choice([b"", b"\xff\xfe" + data, data[: len(data) // 2] + b"\xe9" + data[len(data) // 2:],
+                         b"\x00" * 10, data + b"\x80"])
+    name = r.choice(["prog.sr", "prog.sr", "prog.sr", "prog.txt", "prog", "my model.sr", "ü.sr"])
+    path = "{tmp}/" + name
+    if junk(r, 0.04):
+        path = r.choice(["{tmp}/missing.sr", "{tmp}", "{tmp}/", "prog.sr", "{tmp}/prog.sr/x.sr", "/dev/null"])
+    mode_flags = _mode_flags(r)
+    if p.decode and r.random() < 0.7 and not any(f == "--decode" for f in mode_flags):
+        mode_flags = ["--decode"]
+    argv = ["model", path] + mode_flags
+    if r.random() < 0.04:
+        argv.append("--print")
+    else:
+        argv += _model_flags(r, p.dims, p.known, _mode_of(mode_flags))
+    if r.random() < 0.3:
+        argv = _shuffle_flags(r, argv)
+    return Case(argv, files={name: data}, kind="model-file")
+
+
+ROUNDTRIP_KEYS = ("params", "params_embedding", "params_per_block", "tokens", "flops", "flops_per_token",
+                  "flops_train", "weight_bytes", "grad_bytes", "optimizer_bytes", "activation_bytes", "kv_bytes",
+                  "kv_bytes_per_token", "memory_bytes", "hbm_per_chip", "t_step")
+
+
+def gen_model_print(r) -> Case:
+    """`symroof model NAME --print`, the printed program passed back as a FILE: its --json
+    must give what the model's own --json gives (params first of all) at the same sizes."""
+    name = r.choice(model_names())
+    mode_flags = [r.choice(["--train", "--prefill", "--decode"])] if r.random() < 0.8 else []
+    mode = _mode_of(mode_flags)
+    stored = []
+    for flag in ("--weights", "--kv"):
+        if r.random() < 0.3:
+            stored += [flag, r.choice(["int8", "fp8", "bf16", "fp8_e4m3", "fp16"])]
+    sizes = f"B={r.choice(['1', '4', '32'])},{'S' if mode == 'decode' else 'T'}={r.choice(['128', '2048', '4096'])}"
+    common = mode_flags + ["--set", sizes, "--json"]
+    if r.random() < 0.5:
+        common += ["--chip", r.choice(["h100", "tpu-v5e", "b200", "symbolic", "mi300x"])]
+        if r.random() < 0.3:
+            common += ["--chips", r.choice(["2", "8", "64"])]
+    printed = ["model", "{tmp}/printed.sr"] + common
+    named = ["model", name] + stored + common
+    return Case(["model", name, "--print"] + mode_flags + stored, kind="model-print", followups=(printed, named))
+
+
 def gen_case(r, weights=None) -> Case:
     """Any case; `weights` maps subcommand kinds to relative weights."""
     weights = weights or DEFAULT_WEIGHTS
@@ -1545,10 +2099,13 @@ GENERATORS = {
     "extreme": gen_extreme,
     "hardware": gen_hardware_edge,
     "ops": gen_ops,
+    "model": gen_model,
+    "model-file": gen_model_file,
+    "model-print": gen_model_print,
 }
 DEFAULT_WEIGHTS = {"analyze": 22, "analyze-json": 27, "latex": 14, "roofline": 8, "check": 11,
                    "chips": 1.5, "chip": 5, "plot": 1, "junk": 3, "extreme": 8,
-                   "hardware": 3, "ops": 14}
+                   "hardware": 3, "ops": 14, "model": 6, "model-file": 6, "model-print": 1}
 
 
 # ----------------------------------------------------------------------------- running
@@ -1568,6 +2125,7 @@ class Result:
     tb: str = ""
     seconds: float = 0.0
     files: dict = field(default_factory=dict)   # output file name -> size, for plots
+    steps: list = field(default_factory=list)   # the Results of the case's followups
 
 
 def _on_alarm(signum, frame):
@@ -1609,12 +2167,17 @@ def run_case(case: Case, tmp: str, deadline: float = 30.0) -> Result:
         sys.stdin = old_stdin
     seconds = time.perf_counter() - start
     files = {}
-    if case.kind == "plot":
+    if case.kind == "plot" or "-o" in argv or "--output" in argv:
         for p in Path(tmp).rglob("*"):
             if p.is_file() and p.name not in case.files:
                 files[str(p.relative_to(tmp))] = p.stat().st_size
-    return Result(code, out.getvalue(), err.getvalue(), sys_out.getvalue(), sys_err.getvalue(),
-                  exc, tb, seconds, files)
+    res = Result(code, out.getvalue(), err.getvalue(), sys_out.getvalue(), sys_err.getvalue(),
+                 exc, tb, seconds, files)
+    if case.followups and code == 0 and exc is None:
+        Path(tmp, "printed.sr").write_text(res.out, encoding="utf-8")
+        for then in case.followups:
+            res.steps.append(run_case(Case(list(then), kind=case.kind), tmp, deadline))
+    return res
 
 
 # ----------------------------------------------------------------------------- the property
@@ -1669,6 +2232,77 @@ def _check_expressions(obj, symbols: dict, where="") -> str | None:
     return None
 
 
+# what a model's --json holds as text, not as an expression
+_MODEL_TEXT_KEYS = {"model", "name", "mode", "chip", "conventions", "kind"}
+_MODEL_FUNCTIONS = {"Max", "Min", "ceiling", "floor", "sqrt", "Abs", "log", "exp", "Piecewise", "oo", "Rational",
+                    "Integer", "Float"}
+
+
+def _model_expressions(obj, where="") -> str | None:
+    """Every string in a model's --json that is not text reads back through parse_expr
+    (each name a dim, or a function of sympy's), to an expression with no nan or zoo."""
+    import sympy
+    from sympy.parsing.sympy_parser import parse_expr
+
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k in _MODEL_TEXT_KEYS and (isinstance(v, str) or v is None or k == "conventions"):
+                continue
+            bad = _model_expressions(v, f"{where}.{k}")
+            if bad:
+                return bad
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            bad = _model_expressions(v, f"{where}[{i}]")
+            if bad:
+                return bad
+    elif isinstance(obj, float) and not math.isfinite(obj):
+        return f"{where} is {obj}"
+    elif isinstance(obj, str) and obj not in _WORDS:
+        names = set(re.findall(r"[^\W\d]\w*", obj)) - _MODEL_FUNCTIONS
+        local = {n: sympy.Symbol(n, positive=True) for n in names}
+        try:
+            e = parse_expr(obj, local_dict=local)
+        except Exception as error:  # noqa: BLE001
+            return f"{where} = {obj[:200]!r} does not read back: {type(error).__name__}: {str(error)[:100]}"
+        if not isinstance(e, sympy.Expr):
+            return f"{where} = {obj[:200]!r} reads back as a {type(e).__name__}, not an expression"
+        if e.has(sympy.nan, sympy.zoo):
+            return f"{where} = {obj[:200]!r} holds nan or zoo"
+    return None
+
+
+def _judge_model(case: Case, res: Result) -> str | None:
+    """A model's output: with --print a program (text), with --json one strict JSON object
+    whose expressions read back, else a table with no nan or zoo in it; with --batches and
+    -o, the plot written."""
+    argv = case.argv
+    if "--print" in argv:
+        return None
+    if "--json" in argv:
+        try:
+            data = _strict_json(res.out)
+        except ValueError as error:
+            return f"--json output is not strict JSON: {error}"
+        if not isinstance(data, dict):
+            return f"model --json is a {type(data).__name__}, not an object"
+        bad = _model_expressions(data)
+        if bad:
+            return f"--json expression: {bad}"
+        if "--batches" in argv and not isinstance(data.get("batches"), list):
+            return "model --batches --json without a list of batches"
+    else:
+        said = " ".join(a for a in argv if isinstance(a, str))
+        if re.search(r"\b(nan|zoo)\b", res.out) and not re.search(r"\b(nan|zoo)\b", said):
+            return "model output shows nan/zoo"
+    for flag in ("-o", "--output"):
+        if flag in argv[:-1] and "--batches" in argv:
+            name = argv[argv.index(flag) + 1].replace("{tmp}/", "", 1)
+            if res.files.get(name, 0) <= 0:
+                return f"model --batches -o exit 0 but {name!r} not written (wrote {res.files})"
+    return None
+
+
 def _balanced(tex: str) -> bool:
     t = tex.replace("\\\\", "").replace("\\{", "").replace("\\}", "")
     depth = 0
@@ -1682,7 +2316,41 @@ def _balanced(tex: str) -> bool:
 
 def judge(case: Case, res: Result, katex: KaTeX | None = None) -> str | None:
     """None if the invocation satisfies the property, else what is wrong (one line first).
-    With `katex`, LaTeX output must also render through KaTeX (strict), as docs sites do."""
+    With `katex`, LaTeX output must also render through KaTeX (strict), as docs sites do.
+    A case with followups: each of them too, and what they print must agree."""
+    problem = _judge_one(case, res, katex)
+    if problem is not None or not case.followups or not res.steps:
+        return problem
+    for k, (then, step) in enumerate(zip(case.followups, res.steps)):
+        problem = _judge_one(Case(list(then), kind=case.kind), step, katex)
+        if problem is not None:
+            return f"--print round trip, run {k + 1} ({' '.join(then[:2])}): {problem}"
+    return _same_model(case, res.steps)
+
+
+def _same_model(case: Case, steps: list) -> str | None:
+    """The printed program (steps[0]) and the named model (steps[1]) give the same figures."""
+    (printed, named) = steps[:2]
+    if printed.code != named.code:
+        first = (printed.err or named.err).strip().splitlines()[:1]
+        return (f"--print round trip: the printed program exits {printed.code}, the model itself "
+                f"{named.code}: {first[0][:200] if first else ''}")
+    if printed.code != 0:
+        return None
+    a, b = _strict_json(printed.out), _strict_json(named.out)
+    if "params" not in a or "params" not in b:
+        return f"--print round trip: no params in --json ({sorted(a)[:8]} / {sorted(b)[:8]})"
+    for key in ROUNDTRIP_KEYS:
+        if key not in a and key not in b:
+            continue
+        x, y = a.get(key), b.get(key)
+        if x == y or (isinstance(x, float) and isinstance(y, (int, float)) and math.isclose(x, y, rel_tol=1e-9)):
+            continue
+        return f"--print round trip: {key} differs: the printed program gives {x!r}, the model {y!r}"
+    return None
+
+
+def _judge_one(case: Case, res: Result, katex: KaTeX | None = None) -> str | None:
     argv = case.argv
     cmd = argv[0] if argv else ""
     if isinstance(res.exception, Hang):
@@ -1754,6 +2422,10 @@ def judge(case: Case, res: Result, katex: KaTeX | None = None) -> str | None:
         wrote = {k: v for k, v in res.files.items() if v > 0}
         if not wrote:
             return f"plot exit 0 but no non-empty file written: {res.files}"
+    if cmd == "model":
+        bad = _judge_model(case, res)
+        if bad:
+            return bad
     said = " ".join(a for a in argv if isinstance(a, str))
     if cmd in ("analyze", "roofline") and "--json" not in argv and re.search(r"\b(nan|zoo)\b", text) \
             and not re.search(r"\b(nan|zoo)\b", said):
@@ -1834,7 +2506,7 @@ def shrink(case: Case, tmp_factory, key_of, budget_s: float = 20.0) -> Case:
                 if i + width > len(best.argv):
                     continue
                 argv = best.argv[:i] + best.argv[i + width:]
-                c = Case(argv, best.stdin, best.files, best.kind)
+                c = dataclasses.replace(best, argv=argv)
                 if same(c):
                     best, changed = c, True
                     break
@@ -1852,7 +2524,7 @@ def shrink(case: Case, tmp_factory, key_of, budget_s: float = 20.0) -> Case:
                 t = s[:i] + s[i + chunk:]
                 argv = list(best.argv)
                 argv[idx] = t
-                c = Case(argv, best.stdin, best.files, best.kind)
+                c = dataclasses.replace(best, argv=argv)
                 if t and same(c):
                     best, s = c, t
                 else:
@@ -1866,7 +2538,7 @@ def shrink(case: Case, tmp_factory, key_of, budget_s: float = 20.0) -> Case:
         while i < len(lines) and len(lines) > 1:
             trial = lines[:i] + lines[i + 1:]
             files = {**best.files, name: b"\n".join(trial)}
-            c = Case(best.argv, best.stdin, files, best.kind)
+            c = dataclasses.replace(best, files=files)
             if same(c):
                 best, lines = c, trial
             else:

@@ -1,0 +1,72 @@
+"""What a model analysis offers, declared once: its quantities (name, unit, meaning; the
+report, the JSON and `symroof check` take them from here) and its options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from .errors import SpecError
+
+MODES = ("train", "prefill", "decode")
+OPTIMIZER_BYTES = {"adam": 12, "adafactor": 4, "sgd": 0}  # bytes per parameter beyond its gradient
+REMAT = ("full", "none")
+
+
+@dataclass(frozen=True)
+class ModelQuantity:
+    name: str
+    unit: str
+    meaning: str
+    train_only: bool = False
+    needs_chip: bool = False
+
+
+MODEL_QUANTITIES: tuple[ModelQuantity, ...] = (
+    ModelQuantity("params", "", "parameters, all of them"),
+    ModelQuantity("params_embedding", "", "parameters of the embeddings (declared `embedding`)"),
+    ModelQuantity("params_per_block", "", "parameters of one pass through the repeated block"),
+    ModelQuantity("tokens", "", "tokens one step processes (`let tokens = ...`)"),
+    ModelQuantity("flops", "FLOPs", "FLOPs of one forward step"),
+    ModelQuantity("flops_per_token", "FLOPs", "forward FLOPs per token"),
+    ModelQuantity("flops_train", "FLOPs", "training FLOPs of one step: forward + backward (2x forward)",
+                  train_only=True),
+    ModelQuantity("flops_train_per_token", "FLOPs", "training FLOPs per token", train_only=True),
+    ModelQuantity("weight_bytes", "bytes", "bytes of the parameters"),
+    ModelQuantity("grad_bytes", "bytes", "bytes of the gradients (the parameters' dtype)", train_only=True),
+    ModelQuantity("optimizer_bytes", "bytes", "bytes of the optimizer state", train_only=True),
+    ModelQuantity("activation_bytes", "bytes", "activations kept for the backward pass", train_only=True),
+    ModelQuantity("kv_bytes", "bytes", "bytes of the KV cache (declared `cache`)"),
+    ModelQuantity("kv_bytes_per_token", "bytes", "KV cache bytes per token of context, per sequence"),
+    ModelQuantity("memory_bytes", "bytes", "all of the above that must be in HBM at once"),
+    ModelQuantity("hbm_per_chip", "bytes", "memory_bytes over the chips"),
+    ModelQuantity("hbm_left_per_chip", "bytes", "usable HBM a chip has left", needs_chip=True),
+    ModelQuantity("min_chips", "", "the fewest chips whose usable HBM holds memory_bytes", needs_chip=True),
+    ModelQuantity("t_step", "s", "time of one step: the roofline's lower bound (3x for training), or "
+                  "at the given MFU, over the chips", needs_chip=True),
+    ModelQuantity("tokens_per_s", "tokens/s", "tokens over t_step", needs_chip=True),
+)
+MODEL_QUANTITY = {q.name: q for q in MODEL_QUANTITIES}
+
+
+@dataclass(frozen=True)
+class Options:
+    mode: str = "train"
+    chips: int = 1
+    optimizer: str = "adam"
+    remat: str = "full"
+    mfu: float | None = None
+    headroom: sympy.Rational = sympy.Rational(9, 10)
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise SpecError(f"mode is one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.optimizer not in OPTIMIZER_BYTES:
+            raise SpecError(f"optimizer is one of {', '.join(OPTIMIZER_BYTES)}, not {self.optimizer!r}")
+        if self.remat not in REMAT:
+            raise SpecError(f"remat is one of {', '.join(REMAT)}, not {self.remat!r}")
+        if not isinstance(self.chips, int) or self.chips < 1:
+            raise SpecError(f"chips must be a positive whole number, not {self.chips!r}")
+        if self.mfu is not None and not 0 < self.mfu <= 1:
+            raise SpecError(f"MFU is a fraction of the peak in (0, 1], not {self.mfu}")
