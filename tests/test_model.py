@@ -233,3 +233,29 @@ def test_per_block_is_the_total_over_L_without_the_rest():
     matrix = 2 * 2 * 512 * (m.params_per_block - 2 * s["D"]) + 4 * 2 * 512 * 512 * s["N"] * s["H"]
     assert block["flops"] > matrix and block["flops"] - matrix < block["flops"] / 100  # the rest: vector work
     assert s["L"] * block["flops"] < m.flops  # plus the final norm and the output layer
+
+
+def test_step_time_tokens_and_days_by_hand():
+    config = get_model("llama-3-8b")
+    m = _model("llama-3-8b", chip="tpu-v5p", sizes={"B": 64, "T": 4096}, chips=64, mfu=0.5)
+    peak = machine("tpu-v5p").peak("bf16")
+    assert m.t_step == 3 * m.flops / (64 * peak * sympy.Rational(1, 2))  # 3x forward, over chips x peak x MFU
+    assert m.tokens_per_s == 64 * 4096 / m.t_step
+    assert m.days_to_train(15 * 10**12) == 15 * 10**12 / m.tokens_per_s / 86400
+    roof = _model("llama-3-8b", chip="tpu-v5p", sizes={"B": 64, "T": 4096}, chips=64)
+    assert roof.t_step == 3 * roof.analysis.t_lower / 64
+    assert config["sizes"]["context"] == 8192
+
+
+def test_models_file_entry_missing_a_field(tmp_path):
+    entries = models()
+    broken = [dict(entries[0])]
+    del broken[0]["params_published"]
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps({"models": broken}))
+    with pytest.raises(SpecError, match="missing field 'params_published'"):
+        get_model(broken[0]["id"], str(path))
+    unsourced = [dict(entries[0], sources={"sizes": "x"})]
+    path.write_text(json.dumps({"models": unsourced}))
+    with pytest.raises(SpecError, match="sources.params_published is missing"):
+        get_model(unsourced[0]["id"], str(path))
