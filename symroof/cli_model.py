@@ -80,7 +80,10 @@ def run(args: argparse.Namespace) -> str:
     formulas = Model(structured, target, {k: v for k, v in sizes.items() if k not in ("B", "T", "S")}, options)
     total = size_value(args.train_tokens, "--train-tokens") if args.train_tokens else None
     shown = ", ".join(f"{k} = {v}" for k, v in sizes.items())
-    on = f" on {args.chips} x {target.name}" if target is not None else ""
+    mesh = structured.program.mesh
+    chips = f"a {mesh.chips}-chip mesh ({str(mesh).removeprefix('mesh ')}) of" if mesh is not None else \
+        f"{args.chips} x"
+    on = f" on {chips} {target.name}" if target is not None else ""
     about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=args.chips)
     if args.batches:
         return _batches(args, at_sizes, about)

@@ -81,10 +81,12 @@ class StepCost(Counts):
 
 @dataclass(frozen=True, slots=True)
 class MoveCost:
-    """A collective and V, the bytes each chip holds of its larger side."""
+    """A collective and V, the bytes each chip holds of its larger side; `count` times
+    (a repeated block's collectives: L of them, each of V bytes, each paying its latency)."""
 
     move: Move
     bytes: sympy.Expr
+    count: sympy.Expr = sympy.Integer(1)
 
     def __repr__(self) -> str:
         return move_line(self)

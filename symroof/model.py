@@ -114,7 +114,9 @@ class Model:
 
     @functools.cached_property
     def flops(self) -> sympy.Expr:
-        return self.analysis.flops
+        """The whole step's FLOPs (on a mesh: over all chips, each counted once)."""
+        a = self.analysis
+        return a.flops_total if a.mesh is not None else a.flops
 
     @functools.cached_property
     def flops_per_token(self) -> sympy.Expr:
@@ -130,9 +132,12 @@ class Model:
 
     # ---- memory -------------------------------------------------------------------------
 
+    # On a mesh (a `mesh` line), bytes are per chip, as every count on a mesh is: each
+    # declared tensor's shard (bf16[D_X, F] on X=8: an eighth), a replica where unsplit.
+
     @functools.cached_property
     def weight_bytes(self) -> sympy.Expr:
-        return self.at(sympy.Add(*(d.count * d.bytes for d in self.structured.declared
+        return self.at(sympy.Add(*(d.count * d.local_bytes for d in self.structured.declared
                                    if d.word in ("param", "embedding"))))
 
     @functools.cached_property
@@ -141,7 +146,9 @@ class Model:
 
     @functools.cached_property
     def optimizer_bytes(self) -> sympy.Expr:
-        return OPTIMIZER_BYTES[self.options.optimizer] * self.params
+        here = sympy.Add(*(d.count * d.elements / d.split for d in self.structured.declared
+                           if d.word in ("param", "embedding")))  # the parameters a chip updates
+        return OPTIMIZER_BYTES[self.options.optimizer] * self.at(here)
 
     @functools.cached_property
     def activation_bytes(self) -> sympy.Expr:
@@ -155,12 +162,15 @@ class Model:
             if block.parent is None and block.statements:
                 first = statements[block.statements[0]]
                 tensor = _first_input(first)
-                kept.append(block.count * tensor.dtype.bytes * sympy.Mul(*(_size(d) for d in tensor.dims)))
+                mesh = s.program.mesh
+                local = [_size(d) / sympy.Mul(*(mesh.axis(a).size for a in d.axes)) if mesh is not None else _size(d)
+                         for d in tensor.dims]  # each chip keeps its shard
+                kept.append(block.count * tensor.dtype.bytes * sympy.Mul(*local))
         return self.at(sympy.Add(*kept))
 
     @functools.cached_property
     def kv_bytes(self) -> sympy.Expr:
-        return self.at(sympy.Add(*(d.count * d.bytes for d in self.structured.declared if d.word == "cache")))
+        return self.at(sympy.Add(*(d.count * d.local_bytes for d in self.structured.declared if d.word == "cache")))
 
     @functools.cached_property
     def kv_bytes_per_token(self) -> sympy.Expr:
@@ -178,6 +188,11 @@ class Model:
             return self.weight_bytes + self.grad_bytes + self.optimizer_bytes + self.activation_bytes
         return self.weight_bytes + self.kv_bytes
 
+    def _check_mesh(self) -> None:
+        if self.structured.program.mesh is not None and self.options.chips != 1:
+            raise SpecError(f"the program's mesh ({self.structured.program.mesh.chips} chips) already splits "
+                            "the work: drop --chips")
+
     def _check_split(self) -> None:
         """Training and prefill split the batch's tokens over the chips; decode may run one
         sequence on many (its weights split), so it needs no such division."""
@@ -190,6 +205,7 @@ class Model:
 
     @functools.cached_property
     def hbm_per_chip(self) -> sympy.Expr:
+        self._check_mesh()
         self._check_split()
         return self.memory_bytes / self.options.chips
 
@@ -219,12 +235,14 @@ class Model:
     @functools.cached_property
     def t_step(self) -> sympy.Expr:
         self._chip()
+        self._check_mesh()
         self._check_split()
         factor = 3 if self.options.mode == "train" else 1
-        chips = self.options.chips
-        if self.options.mfu is not None:
+        mesh = self.structured.program.mesh
+        if self.options.mfu is not None:  # the whole step's FLOPs over every chip's share of the peak
+            chips = mesh.chips if mesh is not None else self.options.chips
             return factor * self.flops / (chips * self.matrix_peak * sympy.nsimplify(self.options.mfu))
-        return factor * self.analysis.t_lower / chips
+        return factor * self.analysis.t_lower / self.options.chips  # on a mesh, per chip already
 
     @functools.cached_property
     def matrix_peak(self) -> sympy.Expr:
@@ -305,6 +323,8 @@ class Model:
                 continue
             if q.needs_chip and self.machine is None:
                 continue
+            if q.name == "min_chips" and self.structured.program.mesh is not None:
+                continue  # the mesh fixes the chips: `fits` says whether they hold it
             if q.name == "tokens" and dim_symbol("tokens") not in self.structured.relations:
                 continue
             if q.name in ("flops_per_token", "flops_train_per_token", "tokens_per_s") and \
@@ -325,7 +345,7 @@ def _scaled(c: Cost, k: sympy.Expr, subs: dict) -> Cost:
                                       transcendentals=f(s.transcendentals), flops_vector=f(s.flops_vector),
                                       kept=s.kept.xreplace(subs))
                   for s in c.steps)
-    moves = tuple(MoveCost(m.move, f(m.bytes)) for m in c.moves)
+    moves = tuple(MoveCost(m.move, m.bytes.xreplace(subs), (m.count * k).xreplace(subs)) for m in c.moves)
     return Cost(flops=f(c.flops), flops_exact=f(c.flops_exact), bytes_read=f(c.bytes_read),
                 bytes_written=f(c.bytes_written), transcendentals=f(c.transcendentals),
                 flops_vector=f(c.flops_vector), steps=steps, moves=moves,

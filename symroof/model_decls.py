@@ -39,7 +39,8 @@ MODEL_QUANTITIES: tuple[ModelQuantity, ...] = (
     ModelQuantity("activation_bytes", "bytes", "activations kept for the backward pass", train_only=True),
     ModelQuantity("kv_bytes", "bytes", "bytes of the KV cache (declared `cache`)"),
     ModelQuantity("kv_bytes_per_token", "bytes", "KV cache bytes per token of context, per sequence"),
-    ModelQuantity("memory_bytes", "bytes", "all of the above that must be in HBM at once"),
+    ModelQuantity("memory_bytes", "bytes", "all of the above that must be in HBM at once (on a mesh, as every "
+                  "byte count there, per chip)"),
     ModelQuantity("hbm_per_chip", "bytes", "memory_bytes over the chips"),
     ModelQuantity("hbm_left_per_chip", "bytes", "usable HBM a chip has left", needs_chip=True),
     ModelQuantity("min_chips", "", "the fewest chips whose usable HBM holds memory_bytes", needs_chip=True),

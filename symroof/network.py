@@ -53,8 +53,9 @@ class Network(Compute):
             return ()
         ici = self.machine.ici_bw if self.machine is not None else None
         check_domain(list(self.mesh.axes), self.chip)
-        return tuple((move, collective_time(move.move.kind, [self.mesh.axis(a) for a in move.move.axes],
-                                            move.bytes, self.chip, ici)) for move in self.cost.moves)
+        return tuple((move, _times(collective_time(move.move.kind, [self.mesh.axis(a) for a in move.move.axes],
+                                                   move.bytes, self.chip, ici), move.count))
+                     for move in self.cost.moves)
 
     @functools.cached_property
     def collectives(self) -> tuple:
@@ -85,7 +86,7 @@ class Network(Compute):
 
     @functools.cached_property
     def _network_bytes_base(self) -> sympy.Expr:
-        return sympy.Add(*(m.bytes for m, _ in self._collectives_base))
+        return sympy.Add(*(m.count * m.bytes for m, _ in self._collectives_base))
 
     @functools.cached_property
     def network_bytes(self) -> sympy.Expr:
@@ -105,3 +106,11 @@ class Network(Compute):
         if self.peak_flops is sympy.nan or self.network_bytes == 0:  # no FLOPs, or no collectives
             return sympy.nan
         return ratio(self.peak_flops * self.t_network, self.network_bytes)
+
+
+def _times(t: CollectiveTime, count: sympy.Expr) -> CollectiveTime:
+    """A collective run `count` times (in a repeated block): each pays its bandwidth time and
+    its latency."""
+    if count == 1:
+        return t
+    return dataclasses.replace(t, bandwidth=count * t.bandwidth, latency=count * t.latency)

@@ -29,8 +29,9 @@ def _move_text(move) -> str:
     """`AllReduce_Y bf16[B_X, F] {U_Y}: V = 16777216 bytes (16.78 MB)`."""
     m, V = move.move, move.bytes
     shown = f"{pretty(V)} bytes" + (f" ({human(V, 'bytes')})" if V.is_number and V >= 1000 else "")
+    times = f", {move.count} times" if move.count != 1 else ""
     return (f"{m.kind}{subscript((*m.axes, label_text(m.dim)) if m.dim else m.axes)} "
-            f"{m.before.text(m.dtype)}: V = {shown}")
+            f"{m.before.text(m.dtype)}: V = {shown}{times}")
 
 
 def _time_parts(t) -> tuple[str, str]:

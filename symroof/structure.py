@@ -38,6 +38,20 @@ _NAME = r"[^\W\d_][^\W_]*"
 _REPEAT = re.compile(r"repeat\b(?P<count>[^{]*)\{\s*$")
 _PART = re.compile(rf"part\s+(?P<name>{_NAME})\s*\{{\s*$")
 _DECLARED = re.compile(rf"\s*(?P<name>{_NAME})\s*:\s*(?P<dtype>[\w]+)\s*\[(?P<dims>[^\]]*)\]\s*(,|$)")
+_DIM = re.compile(rf"(?P<dim>{_NAME}|\d+)(?:_(?P<sub>\{{[^}}]*\}}|[^\W_]+))?")
+
+
+def _dim_items(text: str) -> list[str]:
+    """A declared tensor's dims, split at the commas outside braces (D_{X,Y} is one)."""
+    items, depth, current = [], 0, ""
+    for ch in text:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += ch
+    return [*items, current]
 
 
 @dataclass(frozen=True)
@@ -52,14 +66,21 @@ class Declared:
     dims: tuple[sympy.Expr, ...]
     count: sympy.Expr
     block: int | None
+    split: int = 1  # the chips its sharded dims split it over (bf16[D_X, F] on X=8: 8)
 
     @property
     def elements(self) -> sympy.Expr:
+        """Its elements, all of them (one copy)."""
         return sympy.Mul(*self.dims)
 
     @property
     def bytes(self) -> sympy.Expr:
         return self.elements * self.dtype.bytes
+
+    @property
+    def local_bytes(self) -> sympy.Expr:
+        """The bytes each chip holds of it (its shard; a replica where it is not split)."""
+        return self.bytes / self.split
 
     def __str__(self) -> str:
         return f"{self.word} {self.name}: {self.dtype}[{', '.join(str(d) for d in self.dims)}]"
@@ -116,14 +137,25 @@ def read_structured(text: str, dtype: str = "bf16", mesh: Mesh | str | dict | No
     blocks = tuple(Block(count, tuple(i for i, inside in enumerate(blocks_of) if k in inside), parent)
                    for k, (_, _, count, parent) in enumerate(regions))
     declared = tuple(Declared(word, name, dt, dims, sympy.Mul(*(regions[k][2] for k in scan.enclosing(at))),
-                              _innermost(scan.enclosing(at)))
-                     for word, name, dt, dims, at in scan.declared)
+                              _innermost(scan.enclosing(at)), _split(axes, program.mesh, text, at))
+                     for word, name, dt, dims, axes, at in scan.declared)
     names = [d.name for d in declared]
-    for d, (_, _, _, _, at) in zip(declared, scan.declared):
+    for d, (*_, at) in zip(declared, scan.declared):
         if names.count(d.name) > 1:
             raise SpecError(f"{d.name} is declared twice", text, at)
     relations = resolve_relations(scan.lets, scan.let_spans)
     return Structured(text, program, counts, parts, blocks, declared, relations, tuple(scan.lets))
+
+
+def _split(axes: tuple[str, ...], mesh: Mesh | None, text: str, at: int) -> int:
+    """The chips a declared tensor's sharded dims split it over."""
+    chips = 1
+    for axis in axes:
+        if mesh is None or axis not in mesh.names:
+            where = "there is no mesh" if mesh is None else f"the mesh has {', '.join(mesh.names)}"
+            raise SpecError(f"a declared dim is split over axis {axis}, but {where}", text, at)
+        chips *= mesh.axis(axis).size
+    return chips
 
 
 def _innermost(blocks: list[int]) -> int | None:
@@ -137,7 +169,7 @@ class _Scan:
         self.text = text
         self.lets: list[tuple[str, sympy.Expr]] = []
         self.let_spans: list[tuple[str, int, int]] = []
-        self.declared: list[tuple[str, str, dtypes.DType, tuple[sympy.Expr, ...], int]] = []
+        self.declared: list[tuple[str, str, dtypes.DType, tuple[sympy.Expr, ...], tuple[str, ...], int]] = []
         # repeat blocks: (start offset, end offset, count, parent block)
         self.regions: list[tuple[int, int, sympy.Expr, int | None]] = []
         self.parts: list[tuple[int, int, str]] = []  # named parts: (start, end, name)
@@ -230,15 +262,15 @@ class _Scan:
                 also = f"; did you mean '{hint}'?" if hint else ""
                 raise SpecError(f"unknown dtype '{match.group('dtype')}'{also}", self.text,
                                 at + match.start("dtype"), at + match.end("dtype"))
-            dims = []
-            for item in match.group("dims").split(","):
-                item = item.strip()
-                if re.fullmatch(r"\d+", item):
-                    dims.append(sympy.Integer(int(item)))
-                elif re.fullmatch(_NAME, item):
-                    dims.append(dim_symbol(item))
-                else:
-                    raise SpecError(f"a declared tensor's dims are names or sizes, not {item!r}", self.text,
-                                    at + match.start("dims"))
-            self.declared.append((word, match.group("name"), dtype, tuple(dims), at + match.start("name")))
+            dims, axes = [], []
+            for item in _dim_items(match.group("dims")):
+                found = _DIM.fullmatch(item.strip())
+                if found is None:
+                    raise SpecError(f"a declared tensor's dims are names or sizes (D, D_X, 4096), not "
+                                    f"{item.strip()!r}", self.text, at + match.start("dims"))
+                dims.append(sympy.Integer(int(found["dim"])) if found["dim"].isdigit() else dim_symbol(found["dim"]))
+                sub = (found["sub"] or "").strip("{}")
+                axes += [a.strip() for a in sub.split(",")] if "," in sub else list(sub)
+            self.declared.append((word, match.group("name"), dtype, tuple(dims), tuple(axes),
+                                  at + match.start("name")))
             pos = match.end()

@@ -2515,7 +2515,7 @@ def shrink(case: Case, tmp_factory, key_of, budget_s: float = 20.0) -> Case:
     # 2. shrink the longest argument that is not a flag (the spec), by chunks, then by chars
     for idx in sorted(range(1, len(best.argv)), key=lambda i: -len(best.argv[i])):
         s = best.argv[idx]
-        if s.startswith("-") or len(s) < 2:
+        if s.startswith("-") or len(s) < 2 or "{tmp}" in s:   # a path: never one outside {tmp}
             continue
         chunk = max(1, len(s) // 2)
         while chunk >= 1:

@@ -80,6 +80,11 @@ test_fuzz_check = _fuzz({"check": 1}, 70)
 test_fuzz_roofline_chip_chips = _fuzz({"roofline": 3, "chip": 2, "chips": 1}, 60)
 test_fuzz_argv_junk = _fuzz({"junk": 1}, 30)
 test_fuzz_plot = _fuzz({"plot": 1}, 8)
+# symroof model: named models with every flag, program files with structure (built from
+# pieces, or broken), and --print's program passed back as a file
+test_fuzz_model_names_and_flags = _fuzz({"model": 1}, 30)
+test_fuzz_model_program_files = _fuzz({"model-file": 1}, 30)
+test_fuzz_model_print_round_trip = _fuzz({"model-print": 1}, 5)
 
 
 def test_the_generator_makes_valid_cases_too():
@@ -92,6 +97,17 @@ def test_the_generator_makes_valid_cases_too():
             case = fs.gen_case(random.Random(i), {"analyze-json": 1})
             codes.append(fs.run_case(case, tmp).code)
     assert codes.count(0) >= 15, codes
+
+
+def test_the_model_generators_make_valid_cases_too():
+    """Program files and named models that run, not only ones refused."""
+    import random
+
+    codes = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in ("model", "model-file"):
+            codes[kind] = [fs.run_case(fs.gen_case(random.Random(i), {kind: 1}), tmp).code for i in range(12)]
+    assert all(c.count(0) >= 4 for c in codes.values()), codes
 
 
 # ----------------------------------------------------------------------------- regressions

@@ -259,3 +259,34 @@ def test_models_file_entry_missing_a_field(tmp_path):
     path.write_text(json.dumps({"models": unsourced}))
     with pytest.raises(SpecError, match="sources.params_published is missing"):
         get_model(unsourced[0]["id"], str(path))
+
+
+MEGATRON = """mesh X=4
+let tokens = B*T
+repeat L {
+  param W1: bf16[D, F_X], W2: bf16[F_X, D]
+  bf16[B, T, D] *_D bf16[D, F_X] -> bf16[B, T, F_X]
+  bf16[B, T, F_X] *_F bf16[F_X, D] -> bf16[B, T, D]
+}
+"""
+
+
+def test_a_sharded_model_costs_its_collectives_each_time_and_its_shards_per_chip():
+    structured = read_structured(MEGATRON)
+    sizes = {"L": 3, "B": 8, "T": 1024, "D": 4096, "F": 16384}
+    rolled = Model(structured, machine("tpu-v5p"), sizes, Options(mode="decode"))
+    body = MEGATRON.split("repeat L {\n")[1].split("}")[0].splitlines()
+    unrolled_text = "mesh X=4\n" + "\n".join(line for line in body * 3 if "param" not in line)
+    unrolled = symroof.analyze(unrolled_text, chip="tpu-v5p", values={k: v for k, v in sizes.items() if k != "L"})
+    a = rolled.analysis
+    # three AllReduces, each paying its own latency: the unrolled program's network time exactly
+    assert a.t_network == unrolled.t_network and a.t_network_latency == unrolled.t_network_latency
+    assert a.t_network_latency == 3 * unrolled.at().collectives[0][1].latency
+    assert a.flops == unrolled.flops and a.t_lower == unrolled.t_lower
+    # each chip holds a quarter of each weight matrix
+    assert rolled.weight_bytes == 3 * 2 * 4096 * 16384 * 2 // 4
+    assert rolled.params == 3 * 2 * 4096 * 16384  # all of them, counted once
+    assert rolled.flops == 2 * rolled.params * 8 * 1024  # the whole step's, over the four chips
+    assert "min_chips" not in rolled.quantities()
+    with pytest.raises(SpecError, match="already splits the work"):
+        Model(structured, machine("tpu-v5p"), sizes, Options(mode="decode", chips=2)).hbm_per_chip
