@@ -107,9 +107,9 @@ def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[
                         + " (each statement at its own roofline)"))
         largest = model.max_batch()
         if largest is not None:
-            chips = "each chip of the mesh" if model.structured.program.mesh is not None else \
+            where = "each chip of the mesh" if model.structured.program.mesh is not None else \
                 f"{model.options.chips} chip{'s' if model.options.chips > 1 else ''}"
-            out.append(("max_batch", f"{largest}: the largest B whose memory fits {chips} at 0.9 of HBM"))
+            out.append(("max_batch", f"{largest}: the largest B whose memory fits {where} at 0.9 of HBM"))
     if model.options.mode == "decode" and model.machine is not None:
         for with_kv in (True, False):
             label = "decode_batch" + ("" if with_kv else "_no_kv")
