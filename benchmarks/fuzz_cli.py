@@ -1,6 +1,7 @@
 """Fuzz the symroof command line at scale.
 
     python benchmarks/fuzz_cli.py --cases 100000 [--workers 2] [--seed N] [--deadline S]
+    python benchmarks/fuzz_cli.py --cases 3000 --kinds models     # `symroof model` alone
 
 Generates cases with tests/fuzz_strategies.py (random and mutated specs, flags, meshes, chips,
 claims files, over every subcommand), runs each in-process through `symroof.cli.main`,
@@ -9,6 +10,8 @@ with a one-line error and an optional caret, never 3, never an exception, never 
 Prints the cases run, counts per subcommand, the exit-code histogram, the failures found
 (deduplicated, each with a shrunk reproducer and the traceback's innermost symroof frame)
 and the wall time. Case i of seed N is always the same case: `--only I` runs it again.
+`--kinds` draws from some kinds only; a group name stands for several (`models`: named
+models with their flags, program files with structure, and --print's round trip).
 Exits 1 if anything failed.
 """
 
@@ -36,6 +39,8 @@ import fuzz_strategies as fs  # noqa: E402
 from katex_renderer import KaTeX  # noqa: E402
 
 _STATE: dict = {}
+# `--kinds` groups: a name that stands for several kinds
+KIND_GROUPS = {"models": ("model", "model-file", "model-print")}
 
 
 def case_random(seed: int, i: int) -> random.Random:
@@ -127,7 +132,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shrink", type=float, default=20.0, help="seconds to shrink each new failure (0: off)")
     ap.add_argument("--only", type=int, help="run case I of the seed alone and show everything")
     ap.add_argument("--kinds", help="comma-separated subcommand kinds to draw from "
-                                    f"({', '.join(fs.DEFAULT_WEIGHTS)})")
+                                    f"({', '.join(fs.DEFAULT_WEIGHTS)}), or groups of them "
+                                    f"({', '.join(f'{g}: {chr(43).join(ks)}' for g, ks in KIND_GROUPS.items())})")
     ap.add_argument("--no-katex", action="store_true",
                     help="skip rendering LaTeX output through KaTeX (on where node and the KaTeX "
                          "the test suite installs are found)")
@@ -136,7 +142,8 @@ def main(argv=None) -> int:
 
     weights = dict(fs.DEFAULT_WEIGHTS)
     if args.kinds:
-        wanted = [k.strip() for k in args.kinds.split(",") if k.strip()]
+        wanted = [k for name in args.kinds.split(",") if name.strip()
+                  for k in KIND_GROUPS.get(name.strip(), (name.strip(),))]
         unknown = set(wanted) - set(weights)
         if unknown:
             ap.error(f"unknown kinds {sorted(unknown)}")

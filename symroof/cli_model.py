@@ -41,7 +41,9 @@ def add_parser(commands) -> None:
                           "model's context")
     cmd.add_argument("--mfu", type=float, help="time a step at this fraction of the peak, not the roofline")
     cmd.add_argument("--optimizer", default="adam", help="adam (12 bytes/param), adafactor (4) or sgd (0)")
-    cmd.add_argument("--remat", default="full", help="activations kept: full (each block's input) or none")
+    cmd.add_argument("--remat", default="full",
+                     help="activations kept: full (each block's input), none (every output), or save=x,o,h "
+                          "(the tensors so named; the templates name x, q, k, v, o, a, g, u, h, m)")
     cmd.add_argument("--train-tokens", metavar="N", help="days to train on N tokens (15e12)")
     cmd.add_argument("--weights", default="bf16", metavar="DTYPE",
                      help="the weight matrices' dtype: int8 or fp8 for weight-only quantization (bf16)")

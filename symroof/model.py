@@ -32,7 +32,7 @@ import sympy
 
 from .cost import Cost, MoveCost, combine, cost
 from .errors import SpecError
-from .ir import dim_symbol
+from .ir import dim_symbol, tensors_of
 from .model_decls import MODEL_QUANTITIES, OPTIMIZER_BYTES, Options
 from .relations import check_sizes
 from .roofline import Analysis
@@ -154,18 +154,24 @@ class Model:
     def activation_bytes(self) -> sympy.Expr:
         s = self.structured
         statements = s.program.statements
+        mesh = s.program.mesh
         if self.options.remat == "none":
             each = cost(s.program).statements
             return self.at(sympy.Add(*(k * _output_bytes(c) for c, k in zip(each, s.counts))))
-        kept = []
-        for block in s.blocks:
-            if block.parent is None and block.statements:
-                first = statements[block.statements[0]]
-                tensor = _first_input(first)
-                mesh = s.program.mesh
-                local = [_size(d) / sympy.Mul(*(mesh.axis(a).size for a in d.axes)) if mesh is not None else _size(d)
-                         for d in tensor.dims]  # each chip keeps its shard
-                kept.append(block.count * tensor.dtype.bytes * sympy.Mul(*local))
+        if self.options.saved:  # the named tensors, each once per pass where it first appears
+            found: dict[str, sympy.Expr] = {}
+            for statement, count in zip(statements, s.counts):
+                for tensor in tensors_of(statement):
+                    if tensor.name in self.options.saved and tensor.name not in found:
+                        found[tensor.name] = count * _local_bytes(tensor, mesh)
+            missing = [n for n in self.options.saved if n not in found]
+            if missing:
+                names = sorted({t.name for st in statements for t in tensors_of(st) if t.name})
+                raise SpecError(f"remat save: no tensor named {', '.join(missing)} in the program (named: "
+                                f"{', '.join(names) or 'none'})")
+            return self.at(sympy.Add(*found.values()))
+        kept = [block.count * _local_bytes(_first_input(statements[block.statements[0]]), mesh)
+                for block in s.blocks if block.parent is None and block.statements]
         return self.at(sympy.Add(*kept))
 
     @functools.cached_property
@@ -364,6 +370,10 @@ def _first_input(statement):
     return operands[0]
 
 
-def _size(dim) -> sympy.Expr:
-    return dim_symbol(dim.name) if dim.name is not None else sympy.Integer(dim.size)
+def _local_bytes(tensor, mesh) -> sympy.Expr:
+    """The bytes of a tensor each chip holds: its shard on a mesh."""
+    sizes = [dim_symbol(d.name) if d.name is not None else sympy.Integer(d.size) for d in tensor.dims]
+    if mesh is not None:
+        sizes = [size / sympy.Mul(*(mesh.axis(a).size for a in d.axes)) for size, d in zip(sizes, tensor.dims)]
+    return tensor.dtype.bytes * sympy.Mul(*sizes)
 

@@ -65,8 +65,15 @@ class Options:
             raise SpecError(f"mode is one of {', '.join(MODES)}, not {self.mode!r}")
         if self.optimizer not in OPTIMIZER_BYTES:
             raise SpecError(f"optimizer is one of {', '.join(OPTIMIZER_BYTES)}, not {self.optimizer!r}")
-        if self.remat not in REMAT:
-            raise SpecError(f"remat is one of {', '.join(REMAT)}, not {self.remat!r}")
+        if self.remat not in REMAT and not (self.remat.startswith("save=") and self.saved):
+            raise SpecError(f"remat is one of {', '.join(REMAT)} or save=NAME,NAME (the named tensors "
+                            f"kept: save=x,o,h), not {self.remat!r}")
+
+    @property
+    def saved(self) -> tuple[str, ...]:
+        """The tensors a `save=...` remat policy keeps, by name."""
+        names = self.remat.removeprefix("save=").split(",") if self.remat.startswith("save=") else []
+        return tuple(n.strip() for n in names if n.strip())
         if not isinstance(self.chips, int) or self.chips < 1:
             raise SpecError(f"chips must be a positive whole number, not {self.chips!r}")
         if self.mfu is not None and not 0 < self.mfu <= 1:

@@ -60,7 +60,8 @@ CONVENTIONS = [
     "training = forward + backward, the backward 2x the forward: 3x the FLOPs and 3x the forward's "
     "roofline time",
     "Adam keeps 12 bytes per parameter (fp32 master copy and two moments); gradients in the parameters' dtype",
-    "activations kept (remat full): each repeated block's input; (remat none): every statement's output",
+    "activations kept (remat full): each repeated block's input; (remat none): every statement's output; "
+    "(remat save=x,o,h): the tensors so named",
     "attention counts the full T x S scores (a causal mask's skipped half is not subtracted)",
     "on N chips memory and time split evenly (no collectives); a chip's usable HBM is 0.9 of its capacity",
 ]

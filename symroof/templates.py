@@ -5,7 +5,10 @@ Dims: B batch, T tokens per sequence in this step, S tokens attended to (S = T i
 and prefill; the cached context in decode), D model width, F MLP width, K KV heads, G query
 heads per KV head (N = K*G query heads), H head dim, L layers, V vocabulary; for a mixture
 of experts E experts of which A are active per token, C = tokens*A/E tokens per expert.
-Every config field the template reads is listed in `FIELDS`.
+Every config field the template reads is listed in `FIELDS`. The tensors a remat policy
+may keep are named: x (a block's input), q, k, v, o (attention's output), a (its
+projection), g, u (the gated MLP's two projections), h (the MLP's hidden activation), m (its
+output): `--remat save=x,o,h`.
 """
 
 from __future__ import annotations
@@ -71,24 +74,24 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
     return text if stored["weights"] == "bf16" else _weights_in(text, stored["weights"])
 
 
-def _norm(x: str, norm: str, bias: bool, w: str, b: str) -> list[str]:
+def _norm(x: str, norm: str, bias: bool, w: str, b: str, name: str = "") -> list[str]:
     if norm == "layernorm":
-        return [f"param {w}: bf16[D], {b}: bf16[D]", f"layernorm_D {x}, bf16[D], bf16[D] -> {x}"]
-    return [f"param {w}: bf16[D]", f"rmsnorm_D {x}, bf16[D] -> {x}"]
+        return [f"param {w}: bf16[D], {b}: bf16[D]", f"layernorm_D {name}{x}, bf16[D], bf16[D] -> {x}"]
+    return [f"param {w}: bf16[D]", f"rmsnorm_D {name}{x}, bf16[D] -> {x}"]
 
 
 def _attention(x: str, seq: str, norm: str, bias: bool, decode: bool, cache: str) -> list[str]:
     q, kv = f"bf16[B{seq}, K, G, H]", f"{cache}[B, S, K, H]"
     new_kv = f"{cache}[B, K, H]" if decode else kv
-    lines = _norm(x, norm, bias, "Wn1", "bn1")
+    lines = _norm(x, norm, bias, "Wn1", "bn1", "x: ")  # x: the block's input
     lines += ["param Wq: bf16[D, K, G, H], Wk: bf16[D, K, H], Wv: bf16[D, K, H], Wo: bf16[K, G, H, D]"]
     if bias:
         lines += ["param bq: bf16[K, G, H], bk: bf16[K, H], bv: bf16[K, H], bo: bf16[D]"]
     if decode:
         lines += [f"cache Kc: {kv}, Vc: {kv}   # the context's keys and values"]
     source = x if decode else "bf16[B, S, D]"
-    lines += [f"{x} *_D bf16[D, K, G, H] -> {q}", f"{source} *_D bf16[D, K, H] -> {new_kv}",
-              f"{source} *_D bf16[D, K, H] -> {new_kv}"]
+    lines += [f"{x} *_D bf16[D, K, G, H] -> q: {q}", f"{source} *_D bf16[D, K, H] -> k: {new_kv}",
+              f"{source} *_D bf16[D, K, H] -> v: {new_kv}"]
     if bias:
         lines += [f"{q} + bf16[K, G, H] -> {q}", f"{new_kv} + bf16[K, H] -> {new_kv}",
                   f"{new_kv} + bf16[K, H] -> {new_kv}"]
@@ -96,9 +99,9 @@ def _attention(x: str, seq: str, norm: str, bias: bool, decode: bool, cache: str
     lines += ["fused {   # attention: the scores stay on chip",
               f"  {q} *_H {kv} -> {scores}",
               f"  softmax_S {scores} -> {scores.replace('fp32', 'bf16')}",
-              f"  {scores.replace('fp32', 'bf16')} *_S {kv} -> {q}",
+              f"  {scores.replace('fp32', 'bf16')} *_S {kv} -> o: {q}",
               "}",
-              f"{q} *_{{K,G,H}} bf16[K, G, H, D] -> {x}"]
+              f"{q} *_{{K,G,H}} bf16[K, G, H, D] -> a: {x}"]
     if bias:
         lines.append(f"{x} + bf16[D] -> {x}")
     lines.append(f"{x} + {x} -> {x}   # residual")
@@ -116,13 +119,13 @@ def _mlp(x: str, seq: str, norm: str, bias: bool, mlp: str, moe: dict | None) ->
                   f"{x} *_D bf16[D, F] -> {h}"]
         if bias:
             lines.append(f"{h} + bf16[F] -> {h}")
-        lines += [f"{act}({h}) -> {h}", f"{h} *_F bf16[F, D] -> {x}"]
+        lines += [f"{act}({h}) -> h: {h}", f"{h} *_F bf16[F, D] -> m: {x}"]
         if bias:
             lines.append(f"{x} + bf16[D] -> {x}")
     else:
         lines += ["param Wg: bf16[D, F], Wu: bf16[D, F], Wd: bf16[F, D]",
-                  f"{x} *_D bf16[D, F] -> {h}", f"{x} *_D bf16[D, F] -> {h}",
-                  f"{act}({h}) -> {h}", f"{h} * {h} -> {h}", f"{h} *_F bf16[F, D] -> {x}"]
+                  f"{x} *_D bf16[D, F] -> g: {h}", f"{x} *_D bf16[D, F] -> u: {h}",
+                  f"{act}({h}) -> {h}", f"{h} * {h} -> h: {h}", f"{h} *_F bf16[F, D] -> m: {x}"]
     return lines + [f"{x} + {x} -> {x}   # residual"]
 
 

@@ -290,3 +290,12 @@ def test_a_sharded_model_costs_its_collectives_each_time_and_its_shards_per_chip
     assert "min_chips" not in rolled.quantities()
     with pytest.raises(SpecError, match="already splits the work"):
         Model(structured, machine("tpu-v5p"), sizes, Options(mode="decode", chips=2)).hbm_per_chip
+
+
+def test_remat_save_keeps_the_named_tensors():
+    s = get_model("llama-3-8b")["sizes"]
+    m = _model("llama-3-8b", sizes={"B": 2, "T": 1024}, remat="save=x,o,h")
+    per_token = s["D"] * 2 + s["N"] * s["H"] * 2 + s["F"] * 2  # x, attention's output o, the MLP's h; bf16
+    assert m.activation_bytes == s["L"] * 2 * 1024 * per_token
+    with pytest.raises(SpecError, match="no tensor named zz"):
+        _model("llama-3-8b", remat="save=x,zz").activation_bytes
