@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> str:
     options = Options(mode=args.mode, chips=args.chips, optimizer=args.optimizer, remat=args.remat, mfu=args.mfu)
     at_sizes = Model(structured, target, sizes, options)
     formulas = Model(structured, target, {k: v for k, v in sizes.items() if k not in ("B", "T", "S")}, options)
+    if args.train_tokens and args.mode != "train":
+        raise SpecError(f"--train-tokens gives the days to train: it goes with --train, not --{args.mode}")
     total = size_value(args.train_tokens, "--train-tokens") if args.train_tokens else None
     shown = ", ".join(f"{k} = {v}" for k, v in sizes.items())
     mesh = structured.program.mesh

@@ -220,7 +220,7 @@ def pretty(expr: sympy.Basic) -> str:
     num, den = sympy.fraction(expr)  # analyses hand over expressions already cancelled
     if den == 1:
         shown = expr
-    elif not den.is_number and _large_coefficients(num, den):
+    elif not den.is_number and not den.has(sympy.Max, sympy.Min) and _large_coefficients(num, den):
         lead = sympy.Poly(den, *sorted(den.free_symbols, key=str)).LC()
         shown = sympy.expand(num / lead) / sympy.expand(den / lead)
     elif len(sympy.Add.make_args(num)) + len(sympy.Add.make_args(den)) <= _FACTOR_TERMS:
