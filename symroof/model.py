@@ -26,6 +26,7 @@ Conventions (stated in the README and in every report):
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 
 import sympy
@@ -58,11 +59,17 @@ class Model:
         self.machine = machine
         self.options = options or Options()
         self.sizes = dict(sizes or {})
+        known = _names(structured)
+        for name in self.sizes:
+            if name not in known:  # a typo (b for B) would leave the size it meant at its default
+                close = [k for k in sorted(known) if k.lower() == name.lower()] or \
+                    difflib.get_close_matches(name, sorted(known), n=1)
+                raise SpecError(f"the program has no dim {name}" + (f"; did you mean {close[0]}?" if close else
+                                                                       f" (its dims: {', '.join(sorted(known))})"))
         check_sizes(structured.relations, self.sizes)
         given = {dim_symbol(k): sympy.Integer(v) for k, v in self.sizes.items()}
         # relations first (in the free dims), then the sizes: a number where all are given
-        self._free = {s: e for s, e in structured.relations.items()}
-        self._subs = {s: e.xreplace(given) for s, e in self._free.items()} | given
+        self._subs = {s: e.xreplace(given) for s, e in structured.relations.items()} | given
 
     def at(self, expr: sympy.Expr) -> sympy.Expr:
         """An expression in the program's dims, relations and sizes substituted."""
@@ -96,13 +103,14 @@ class Model:
 
     @functools.cached_property
     def params_per_block(self) -> sympy.Expr:
-        inner = [d for d in self.structured.declared if d.word == "param" and d.block is not None]
-        if not inner:
+        """The parameters of one pass through the first outermost repeated block (its
+        nested blocks' included)."""
+        blocks = self.structured.blocks
+        outer = next((k for k, b in enumerate(blocks) if b.parent is None), None)
+        if outer is None:
             return sympy.Integer(0)
-        outer = inner[0].block
-        assert outer is not None
-        per = self.structured.blocks[outer].count
-        return self.at(sympy.Add(*(d.elements * d.count / per for d in inner if d.block == outer)))
+        inside = [d for d in self.structured.declared if d.word == "param" and _within(blocks, d.block, outer)]
+        return self.at(sympy.Add(*(d.elements * d.count for d in inside)) / blocks[outer].count)
 
     @functools.cached_property
     def tokens(self) -> sympy.Expr:
@@ -368,6 +376,23 @@ def _first_input(statement):
     inner = statement.statements[0] if hasattr(statement, "statements") else statement
     operands = getattr(inner, "operands", None) or (inner.input,)
     return operands[0]
+
+
+def _within(blocks, block: int | None, outer: int) -> bool:
+    """Whether a block is `outer` or lies inside it."""
+    while block is not None and block != outer:
+        block = blocks[block].parent
+    return block == outer
+
+
+def _names(structured: Structured) -> set[str]:
+    """Every name a size may be given for: the program's dims, the `let` names, and the
+    symbols in repeat counts, relations and declarations."""
+    symbols: set = set()
+    for expr in (*structured.relations.values(), *(b.count for b in structured.blocks),
+                 *(dim for d in structured.declared for dim in d.dims)):
+        symbols |= sympy.sympify(expr).free_symbols
+    return {*structured.program.dims, *(s.name for s in structured.relations), *(s.name for s in symbols)}
 
 
 def _local_bytes(tensor, mesh) -> sympy.Expr:

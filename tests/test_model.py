@@ -299,3 +299,13 @@ def test_remat_save_keeps_the_named_tensors():
     assert m.activation_bytes == s["L"] * 2 * 1024 * per_token
     with pytest.raises(SpecError, match="no tensor named zz"):
         _model("llama-3-8b", remat="save=x,zz").activation_bytes
+
+
+def test_a_size_for_a_dim_the_model_lacks_is_refused():
+    with pytest.raises(SpecError, match="no dim b; did you mean B"):
+        _model("llama-3-8b", sizes={"b": 4})
+    nested = read_structured("repeat L {\n  param W: bf16[D]\n  repeat 2 {\n    param U: bf16[D, D2]\n"
+                             "    bf16[B, D] *_D bf16[D, D2] -> bf16[B, D2]\n  }\n}\n")
+    m = Model(nested, sizes={"L": 3, "D": 8, "D2": 4})
+    assert m.params_per_block == 8 + 2 * 8 * 4  # W once, U twice per pass through the outer block
+    assert m.params == 3 * m.params_per_block

@@ -63,7 +63,7 @@ def test_what_cannot_be_checked_is_a_one_line_error(claim, message):
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"sizes": {"s": 4096}}, "sizes: no dim s in llama-3-70b"),
+    ({"sizes": {"s": 4096}}, "the program has no dim s; did you mean S"),
     ({"sizes": "B=1,S=4096"}, "'sizes' must be a mapping"),
     ({"chips": 0}, "chips: 0 must be a positive integer"),
     ({"mfu": "fast"}, "'mfu' must be a fraction of the peak"),
