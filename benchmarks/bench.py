@@ -138,7 +138,7 @@ def model_405b(mode: str) -> None:
     models.json entry: every model quantity and its text report, on 8960 TPU v5p."""
     from symroof.model_report import table
     m = symroof.model("llama-3-405b", mode, chip="tpu-v5p", chips=8960,
-                      sizes={"B": 2048, "T": 8192} if mode == "train" else {"B": 64, "S": 8192})
+                      sizes={"B": 2240, "T": 8192} if mode == "train" else {"B": 64, "S": 8192})
     table(m, None, "llama-3-405b")
 
 
