@@ -24,6 +24,7 @@ from .chip_card import chip_card, chips_table
 from .claims import load_claims
 from .claims import report as claims_report
 from .claims_model import check_case
+from .cli_options import machine_kwargs, machine_options, pair
 from .collectives import time as collective_time
 from .errors import SpecError, SymroofError, SymroofWarning
 from .hardware import cited_keys, get_chip, list_chips, source_keys
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "symroof analyze 'bf16[B, D] @ bf16[D, F] -> bf16[B, F]' "
                                                   "--chip v5e --solve B")
     analyze_cmd.add_argument("spec", help="the spec; '-' reads it from stdin")
-    _machine_options(analyze_cmd)
+    machine_options(analyze_cmd)
     _spec_options(analyze_cmd)
     analyze_cmd.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -61,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     description="Print the analysis as aligned equations (align*), or "
                                                 "as $$...$$ for docs sites with --format markdown.")
     latex_cmd.add_argument("spec", help="the spec; '-' reads it from stdin")
-    _machine_options(latex_cmd)
+    machine_options(latex_cmd)
     _spec_options(latex_cmd)
     latex_cmd.add_argument("--format", choices=("latex", "markdown"), default="latex")
 
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                "symroof plot sweep SPEC... --chip v5e --sweep B=1:512 -o s.png")
     plot_cmd.add_argument("kind", choices=("roofline", "sweep"))
     plot_cmd.add_argument("specs", nargs="+", metavar="SPEC", help="one or more specs")
-    _machine_options(plot_cmd)
+    machine_options(plot_cmd)
     plot_cmd.add_argument("--dtype", default="bf16", help="dtype of tensors written without one (bf16)")
     plot_cmd.add_argument("--set", action="append", default=[], metavar="DIM=VALUE",
                           help="sizes for named dims, for every spec")
@@ -84,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     roof_cmd.add_argument("--flops", required=True, help="FLOPs (e.g. 1e12)")
     roof_cmd.add_argument("--bytes", default="0", help="HBM bytes (e.g. 4e9)")
     roof_cmd.add_argument("--dtype", default="bf16", help="the dtype whose peak applies (bf16)")
-    _machine_options(roof_cmd)
+    machine_options(roof_cmd)
     roof_cmd.add_argument("--json", action="store_true", help="print one JSON object")
 
     check_cmd = commands.add_parser("check", help="check claims in a YAML file against what symroof derives",
@@ -143,25 +144,6 @@ def _spec_options(parser: argparse.ArgumentParser) -> None:
                         help="the device mesh for sharded dims, e.g. X=16,Y=16 or X=8,Z=4@dcn")
 
 
-def _machine_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--chip", help="chip name: tpu-v5e, v5e, 'TPU v5e', h100, ... (see symroof chips)")
-    parser.add_argument("--variant", help="a named variant of the chip's figures (see symroof chip CHIP)")
-    parser.add_argument("--peak-flops", metavar="X", help="peak FLOPs/s to use (overrides the chip's)")
-    parser.add_argument("--hbm-bw", metavar="X", help="HBM bandwidth in bytes/s (overrides the chip's)")
-    parser.add_argument("--vector-flops", metavar="X",
-                        help="vector-unit FLOPs/s for elementwise ops, reductions, softmax and norms "
-                             "(overrides the chip's; needed where the chip has no vector figure)")
-    parser.add_argument("--ici-bw", metavar="X",
-                        help="ICI bandwidth in bytes/s, one way per link (overrides the chip's)")
-    parser.add_argument("--override", action="append", default=[], metavar="FIELD=VALUE",
-                        help="replace any chip figure for this analysis, e.g. "
-                             "peak_flops_per_s.int8=3.94e14 (repeatable)")
-    parser.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
-    parser.add_argument("--symbolic", metavar="FIELD[,FIELD...]",
-                        help="make chip figures symbols: peak (C), hbm_bw (W_hbm), ici_bw (W_ici), vector "
-                             "(C_vec), hbm_capacity (M_hbm); --chip symbolic makes them all symbols")
-
-
 def main(argv=None, out=None, err=None) -> int:
     """Run the command line; returns the exit code: 0, 1 when a claim fails (`check`), 2 for
     bad input, 3 for an internal error (a bug in symroof)."""
@@ -196,7 +178,7 @@ def _run(args) -> tuple[str, int]:
     if args.command in ("analyze", "latex"):
         return _analyze(args), 0
     if args.command == "roofline":
-        figures = _machine_kwargs(args)
+        figures = machine_kwargs(args)
         if figures.pop("ici_bw") is not None:
             raise SymroofError("--ici-bw costs collectives on a mesh; bare counts have none")
         if figures.pop("vector_flops") is not None:
@@ -213,20 +195,12 @@ def _run(args) -> tuple[str, int]:
     return _chip(args), 0
 
 
-def _machine_kwargs(args) -> dict:
-    overrides = dict(_pair(item, "--override") for item in args.override)
-    symbolic = tuple(f.strip() for f in (getattr(args, "symbolic", None) or "").split(",") if f.strip())
-    return dict(chip=args.chip, peak_flops=args.peak_flops, hbm_bw=args.hbm_bw, ici_bw=args.ici_bw,
-                overrides=overrides or None, variant=args.variant, hardware=args.hardware,
-                vector_flops=args.vector_flops, **({"symbolic": symbolic} if symbolic else {}))
-
-
 def _sizes(items) -> dict[str, int]:
     values = {}
     for item in items:
         for part in item.split(","):
             if part.strip():
-                name, value = _pair(part, "--set")
+                name, value = pair(part, "--set")
                 values[name] = size_value(value, f"--set {part.strip()}")
     return values
 
@@ -240,7 +214,7 @@ def _plot(args) -> str:
     values = _sizes(args.set)
     analyses = []
     for spec in args.specs:
-        a = analyze(spec, dtype=args.dtype, mesh=args.mesh, **_machine_kwargs(args))
+        a = analyze(spec, dtype=args.dtype, mesh=args.mesh, **machine_kwargs(args))
         analyses.append(a.at(**{k: v for k, v in values.items() if k in a.dims}))
     labels = args.label or None
     if args.kind == "roofline":
@@ -271,7 +245,7 @@ def _analyze(args) -> str:
     limit = [d.strip() for d in args.limit.split(",") if d.strip()] if args.limit else None
     try:
         result = analyze(spec, dtype=args.dtype, values=values, mesh=args.mesh, grow=args.grow,
-                         **_machine_kwargs(args))
+                         **machine_kwargs(args))
     except ShardingError as error:
         raise _with_fix_times(error, args, values) from None
     except SpecError as error:
@@ -321,7 +295,7 @@ def _with_fix_times(error: ShardingError, args, values: dict) -> SymroofError:
     if not error.fixes or error.mesh is None or not (args.chip or args.ici_bw):
         return error
     try:
-        target = machine(**_machine_kwargs(args))
+        target = machine(**machine_kwargs(args))
         if target is None:
             return error
         sizes = {dim_symbol(k): v for k, v in values.items()}
@@ -336,13 +310,6 @@ def _with_fix_times(error: ShardingError, args, values: dict) -> SymroofError:
         return error
     return ShardingError(fix_message(getattr(error, "problem", error.message), error.fixes, times), error.fixes,
                          error.text, error.start, error.end, error.mesh)
-
-
-def _pair(item: str, flag: str) -> tuple[str, str]:
-    name, sep, value = item.strip().partition("=")
-    if not sep or not name.strip() or not value.strip():
-        raise SymroofError(f"{flag} {item!r}: expected NAME=VALUE")
-    return name.strip(), value.strip()
 
 
 def _chips(args) -> str:

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from . import model_report
+from .cli_options import machine_kwargs, machine_options
 from .errors import SpecError
 from .json_report import json_value
 from .machine import machine
@@ -34,7 +35,7 @@ def add_parser(commands) -> None:
         mode.add_argument(f"--{m}", dest="mode", action="store_const", const=m, help=f"the {m} step")
     cmd.set_defaults(mode="train")
     cmd.add_argument("--print", action="store_true", help="print the model's program and stop")
-    cmd.add_argument("--chip", help="chip name (see symroof chips)")
+    machine_options(cmd)
     cmd.add_argument("--chips", type=int, default=1, help="chips the step runs on (an even split)")
     cmd.add_argument("--set", action="append", default=[], metavar="DIM=VALUE",
                      help="sizes: B, T (train, prefill), S (decode's context); default B=1 and the "
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> str:
     defaults = {"B": 1, **({"S": context} if args.mode == "decode" else {"T": context})} if context else {}
     dims = set(structured.program.dims)
     sizes = {**{k: v for k, v in defaults.items() if k in dims}, **sizes}
-    target = machine(args.chip) if args.chip else None
+    target = machine(**machine_kwargs(args))
     options = Options(mode=args.mode, chips=args.chips, optimizer=args.optimizer, remat=args.remat, mfu=args.mfu)
     at_sizes = Model(structured, target, sizes, options)
     formulas = Model(structured, target, {k: v for k, v in sizes.items() if k not in ("B", "T", "S")}, options)
