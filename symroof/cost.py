@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy
 
@@ -221,3 +221,24 @@ def step_cost(step: Step, sizes: dict[str, sympy.Expr], kept: Kept | None = None
     vector = counted.flops if kind.unit == ops.VECTOR else _ZERO
     return StepCost(counted.flops, counted.flops_exact, read, _ZERO if output_kept else out,
                     counted.transcendentals, vector, step=step, kept=out if output_kept else _ZERO)
+
+
+def repeated(c: Cost, k: sympy.Expr, subs: dict) -> Cost:
+    """A statement's cost run k times (a `repeat` block's: k may be a symbol, L), with
+    `subs` (relations, sizes) put in. Collectives keep their V and count k times each, so
+    that each pays its latency."""
+
+    def f(e):
+        return (e * k).xreplace(subs)
+
+    steps = tuple(replace(s, flops=f(s.flops), flops_exact=f(s.flops_exact),
+                                      bytes_read=f(s.bytes_read), bytes_written=f(s.bytes_written),
+                                      transcendentals=f(s.transcendentals), flops_vector=f(s.flops_vector),
+                                      kept=s.kept.xreplace(subs))
+                  for s in c.steps)
+    moves = tuple(MoveCost(m.move, m.bytes.xreplace(subs), (m.count * k).xreplace(subs)) for m in c.moves)
+    return Cost(flops=f(c.flops), flops_exact=f(c.flops_exact), bytes_read=f(c.bytes_read),
+                bytes_written=f(c.bytes_written), transcendentals=f(c.transcendentals),
+                flops_vector=f(c.flops_vector), steps=steps, moves=moves,
+                flops_total=None if c.flops_total is None else f(c.flops_total), mesh=c.mesh, plans=c.plans,
+                statements=c.statements)

@@ -25,13 +25,12 @@ Conventions (stated in the README and in every report):
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import functools
 
 import sympy
 
-from .cost import Cost, MoveCost, combine, cost
+from .cost import Cost, combine, cost, repeated
 from .errors import SpecError
 from .ir import dim_symbol, tensors_of
 from .model_decls import MODEL_QUANTITIES, OPTIMIZER_BYTES, Options
@@ -85,7 +84,7 @@ class Model:
     def _analysis(self, subs: dict) -> Analysis:
         program = self.structured.program
         each = cost(program).statements
-        scaled = [_scaled(c, k, subs) for c, k in zip(each, self.structured.counts)]
+        scaled = [repeated(c, k, subs) for c, k in zip(each, self.structured.counts)]
         return Analysis(combine(scaled, program.mesh), self.machine, program=program)
 
     # ---- parameters and counts --------------------------------------------------------
@@ -346,25 +345,6 @@ class Model:
                 continue
             found[q.name] = getattr(self, q.name)
         return found
-
-
-def _scaled(c: Cost, k: sympy.Expr, subs: dict) -> Cost:
-    """A statement's cost, run k times, relations and sizes substituted."""
-
-    def f(e):
-        return (e * k).xreplace(subs)
-
-    steps = tuple(dataclasses.replace(s, flops=f(s.flops), flops_exact=f(s.flops_exact),
-                                      bytes_read=f(s.bytes_read), bytes_written=f(s.bytes_written),
-                                      transcendentals=f(s.transcendentals), flops_vector=f(s.flops_vector),
-                                      kept=s.kept.xreplace(subs))
-                  for s in c.steps)
-    moves = tuple(MoveCost(m.move, m.bytes.xreplace(subs), (m.count * k).xreplace(subs)) for m in c.moves)
-    return Cost(flops=f(c.flops), flops_exact=f(c.flops_exact), bytes_read=f(c.bytes_read),
-                bytes_written=f(c.bytes_written), transcendentals=f(c.transcendentals),
-                flops_vector=f(c.flops_vector), steps=steps, moves=moves,
-                flops_total=None if c.flops_total is None else f(c.flops_total), mesh=c.mesh, plans=c.plans,
-                statements=c.statements)
 
 
 def _output_bytes(c: Cost) -> sympy.Expr:
