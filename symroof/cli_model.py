@@ -63,6 +63,9 @@ def run(args: argparse.Namespace) -> str:
             text = path.read_text(encoding="utf-8")
         except OSError as err:
             raise SpecError(f"cannot read program file {args.name}: {err.strerror}") from None
+        if not text.strip():
+            raise SpecError(f"program file {args.name} is empty: write a model's statements in it "
+                            "(symroof model llama-3-8b --print shows one)")
         about = {"model": args.name, "name": args.name}
         context = None
     else:
