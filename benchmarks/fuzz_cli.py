@@ -157,6 +157,9 @@ def main(argv=None) -> int:
         print(f"code: {_code_label(res)}  ({res.seconds:.2f} s)\nstdout:\n{res.out}\nstderr:\n{res.err}")
         if res.sys_err:
             print(f"sys.stderr:\n{res.sys_err}")
+        for k, step in enumerate(res.steps):          # the case's followups (model --print's round trip)
+            print(f"then {case.followups[k]!r}\ncode: {_code_label(step)}\nstdout:\n{step.out[:2000]}\n"
+                  f"stderr:\n{step.err}")
         print("problem:", problem)
         if res.code == 3:
             print(fs.debug_traceback(case, _fresh_tmp(), args.deadline))

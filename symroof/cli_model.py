@@ -56,13 +56,22 @@ def add_parser(commands) -> None:
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _is_file(name: str) -> bool:
+    path = Path(name)
+    try:
+        return path.suffix in (".sr", ".txt") or (path.is_file() and "/" in name)
+    except (OSError, ValueError):  # a name too long for a path, or with a NUL: a model's name, then
+        return False
+
+
 def run(args: argparse.Namespace) -> str:
-    path = Path(args.name)
-    if path.suffix in (".sr", ".txt") or (path.is_file() and "/" in args.name):
+    if _is_file(args.name):
         try:
-            text = path.read_text(encoding="utf-8")
+            text = Path(args.name).read_text(encoding="utf-8")
         except OSError as err:
-            raise SpecError(f"cannot read program file {args.name}: {err.strerror}") from None
+            raise SpecError(f"cannot read program file {args.name}: {err.strerror or err}") from None
+        except UnicodeDecodeError as err:
+            raise SpecError(f"program file {args.name} is not UTF-8 text (byte {err.start + 1})") from None
         if not text.strip():
             raise SpecError(f"program file {args.name} is empty: write a model's statements in it "
                             "(symroof model llama-3-8b --print shows one)")
@@ -74,7 +83,8 @@ def run(args: argparse.Namespace) -> str:
         about = {"model": config["id"], "name": config["name"]}
         context = config["sizes"]["context"]
     if args.print:
-        return text.rstrip("\n")
+        return json.dumps({**about, "mode": args.mode, "program": text}, indent=2) if args.json \
+            else text.rstrip("\n")
     structured = read_structured(text)
     sizes = _sizes(args.set)
     defaults = {"B": 1, **({"S": context} if args.mode == "decode" else {"T": context})} if context else {}
@@ -126,6 +136,9 @@ def _batches(args, model: Model, about: dict) -> str:
     if not batches or batches[0] < 1 or len(batches) > 64:
         raise SpecError("--batches takes 1 to 64 positive batch sizes")
     rows = model_plot.sweep(model, batches)
+    if not all(r["t_step"].is_number for r in rows):
+        raise SpecError("throughput against latency needs numbers: give every dim but B a size (--set) and a "
+                        "chip whose figures are numbers (not --chip symbolic)")
     if args.output:
         model_plot.plot(rows, f"{about['name']}, {args.mode} on {args.chips} x {model.machine.name}", args.output)
     if args.json:

@@ -254,7 +254,7 @@ class Model:
         mesh = self.structured.program.mesh
         if self.options.mfu is not None:  # the whole step's FLOPs over every chip's share of the peak
             chips = mesh.chips if mesh is not None else self.options.chips
-            return factor * self.flops / (chips * self.matrix_peak * sympy.nsimplify(self.options.mfu))
+            return factor * self.flops / (chips * self.matrix_peak * self.options.mfu_exact)
         return factor * self.analysis.t_lower / self.options.chips  # on a mesh, per chip already
 
     @functools.cached_property
@@ -315,7 +315,10 @@ class Model:
 
     def max_batch(self) -> sympy.Expr | None:
         """The largest batch B whose memory fits the chips' usable HBM (memory grows
-        linearly in B); None where memory does not depend on B, 0 where not even B = 1 fits."""
+        linearly in B); None where memory does not depend on B or the chip has no capacity
+        figure, 0 where not even B = 1 fits."""
+        if self.machine is None or self.machine.capacity() is None:
+            return None
         free = Model(self.structured, self.machine, {k: v for k, v in self.sizes.items() if k != "B"},
                      self.options)
         B = dim_symbol("B")
@@ -336,6 +339,8 @@ class Model:
                 continue
             if q.needs_chip and self.machine is None:
                 continue
+            if q.name in ("hbm_left_per_chip", "min_chips") and self.machine.capacity() is None:
+                continue  # bare figures (--peak-flops, --hbm-bw): no capacity to fill
             if q.name == "min_chips" and self.structured.program.mesh is not None:
                 continue  # the mesh fixes the chips: `fits` says whether they hold it
             if q.name == "tokens" and dim_symbol("tokens") not in self.structured.relations:

@@ -68,13 +68,20 @@ class Options:
         if self.remat not in REMAT and not (self.remat.startswith("save=") and self.saved):
             raise SpecError(f"remat is one of {', '.join(REMAT)} or save=NAME,NAME (the named tensors "
                             f"kept: save=x,o,h), not {self.remat!r}")
+        if isinstance(self.chips, bool) or not isinstance(self.chips, int) or not 1 <= self.chips <= 10**7:
+            raise SpecError(f"chips must be a whole number from 1 to 1e7, not {self.chips!r}")
+        if self.mfu is not None and (isinstance(self.mfu, bool) or not isinstance(self.mfu, (int, float))
+                                     or not 1e-6 <= self.mfu <= 1):
+            raise SpecError(f"MFU is a fraction of the peak, from 1e-6 to 1, not {self.mfu}")
 
     @property
     def saved(self) -> tuple[str, ...]:
         """The tensors a `save=...` remat policy keeps, by name."""
         names = self.remat.removeprefix("save=").split(",") if self.remat.startswith("save=") else []
         return tuple(n.strip() for n in names if n.strip())
-        if not isinstance(self.chips, int) or self.chips < 1:
-            raise SpecError(f"chips must be a positive whole number, not {self.chips!r}")
-        if self.mfu is not None and not 0 < self.mfu <= 1:
-            raise SpecError(f"MFU is a fraction of the peak in (0, 1], not {self.mfu}")
+
+    @property
+    def mfu_exact(self) -> sympy.Rational:
+        """The MFU as an exact rational (0.4 is 2/5, not a binary float)."""
+        assert self.mfu is not None
+        return sympy.Rational(repr(float(self.mfu)))

@@ -21,8 +21,8 @@ _REQUIRED = ("id", "name", "sizes", "params_published", "sources")
 def _load(path: str) -> tuple[dict, ...]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise SpecError(f"cannot read models file {path}: {err}") from None
+    except (OSError, ValueError, RecursionError) as err:
+        raise SpecError(f"cannot read models file {path}: {str(err) or type(err).__name__}") from None
     models = data.get("models") if isinstance(data, dict) else None
     if not isinstance(models, list):
         raise SpecError(f"models file {path}: expected an object with a list 'models'")
@@ -33,6 +33,17 @@ def _load(path: str) -> tuple[dict, ...]:
         for field in _REQUIRED:
             if field not in model:
                 raise SpecError(f"{where}: missing field '{field}'")
+        for field, kind in (("id", str), ("name", str), ("sizes", dict), ("sources", dict)):
+            if not isinstance(model[field], kind) or kind is str and not model[field].strip():
+                raise SpecError(f"{where}: '{field}' must be {'text' if kind is str else 'an object'}")
+        aliases = model.get("aliases", [])
+        if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+            raise SpecError(f"{where}: 'aliases' must be a list of names")
+        moe = model.get("moe")
+        if moe is not None and not (isinstance(moe, dict) and all(
+                isinstance(moe.get(k), int) and not isinstance(moe.get(k), bool) and moe[k] > 0
+                for k in ("experts", "active"))):
+            raise SpecError(f"{where}: 'moe' must be an object with whole numbers 'experts' and 'active'")
         sizes = model["sizes"]
         for field in FIELDS:
             value = sizes.get(field) if isinstance(sizes, dict) else None

@@ -134,12 +134,12 @@ def _experts(x: str, seq: str, mlp: str) -> list[str]:
     h = "bf16[E, C, F]"
     return ["param Wr: bf16[D, E], Wg: bf16[E, D, F], Wu: bf16[E, D, F], Wd: bf16[E, F, D]",
             f"{x} *_D bf16[D, E] -> fp32[B{seq}, E]   # router",
-            f"softmax_E fp32[B{seq}, E] -> fp32[B{seq}, E]",
+            f"softmax_E fp32[B{seq}, E] -> bf16[B{seq}, E]   # the gates (the top A of them)",
             "gather bf16[M, D], int32[E, C] -> bf16[E, C, D]   # dispatch: each expert its C tokens",
             f"bf16[E, C, D] *_D bf16[E, D, F] -> {h}", f"bf16[E, C, D] *_D bf16[E, D, F] -> {h}",
             f"{act}({h}) -> {h}", f"{h} * {h} -> {h}", f"{h} *_F bf16[E, F, D] -> bf16[E, C, D]",
             f"gather bf16[R, D], int32[B{seq}, A] -> bf16[B{seq}, A, D]   # combine: each token its A experts",
-            f"bf16[B{seq}, A, D] *_A fp32[B{seq}, A] -> {x}",
+            f"bf16[B{seq}, A, D] *_A bf16[B{seq}, A] -> {x}",
             f"{x} + {x} -> {x}   # residual"]
 
 

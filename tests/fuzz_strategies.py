@@ -1555,12 +1555,17 @@ MODEL_CHIPS = CHIPS + ["symbolic", "symbolic", "v5e", "v5p", "h100", "TPU v5e", 
 MODEL_CHIP_JUNK = CHIP_JUNK[:12] + ["symbol", "symbolic2", "Symbolic chip", "custom"]
 CHIP_COUNTS = ["1", "1", "2", "4", "8", "8", "16", "64", "256", "1024", "3", "5", "7", "9", "12", "96"]
 CHIP_COUNT_JUNK = ["0", "-1", "-8", "abc", "1.5", "2**3", "", "99999999999999999999", "1e3", " 8", "0x10", "٨"]
+SYMBOLIC_FIELDS = ["peak", "hbm_bw", "hbm_capacity", "vector", "ici_bw", "peak,hbm_bw", "hbm_bw,hbm_capacity",
+                   "peak,hbm_bw,vector,hbm_capacity"]
+SYMBOLIC_FIELDS_JUNK = ["", "nope", "C", "W_hbm", "peak,,hbm_bw", "PEAK", "peak hbm_bw", "all", ","]
 MFUS = ["0.4", "0.5", "0.35", "1", "1.0", "0.01", "1e-3"]
 MFU_JUNK = ["0", "-0.4", "1.5", "nan", "inf", "-inf", "abc", "40%", "", "1e-400", "1e-320", "1.0000001"]
 OPTIMIZERS = ["adam", "adafactor", "sgd"]
 OPTIMIZER_JUNK = ["Adam", "adamw", "", "lion", "ADAM", " adam", "sgd,adam", "None"]
-REMATS = ["full", "none"]
-REMAT_JUNK = ["Full", "partial", "", "selective", "None", "NONE", "full "]
+REMATS = ["full", "none", "save=x,o,h", "save=x", "save=q,k,v,o", "save=x,a,m", "save=h,g,u"]
+REMAT_JUNK = ["Full", "partial", "", "selective", "None", "NONE", "full ", "save=", "save=nope", "save=x,,o",
+              "save=x,x", "save= x", "SAVE=x", "save=x;o", "save:x", "save=x,o,", "save=X", "save=ℌ", "save"]
+TEMPLATE_TENSORS = ["x", "q", "k", "v", "o", "a", "g", "u", "h", "m"]   # the names the templates give
 TRAIN_TOKENS = ["15e12", "1e12", "2T", "1", "15_000_000_000_000", "1e9", "300e9", "2**40", "4096", "128k"]
 TRAIN_TOKENS_JUNK = ["0", "-1", "abc", "1e18", "1e19", "nan", "inf", "", "1.5", "15 T", "9" * 40, "1e-3"]
 BATCHES = ["1,2,4,8", "1,2,4,8,16,32,64,128,256", "1", "256", "1,8,64,256", "3,1,2", "1,1,1", " 1, 2",
@@ -1570,9 +1575,9 @@ BATCHES_JUNK = ["", ",", "0", "-1", "0,1", "a", "1.5", "1e3", "1,,2", "1,2,...,2
 MODEL_SET_VALUES = ["1", "2", "4", "8", "32", "128", "512", "2048", "4096", "8192", "32k", "128k", "1M", "3", "7"]
 
 
-def _model_dims(config) -> list:
+def _model_dims(config, mode) -> list:
     """The dims a named model's program has (the template's), roughly."""
-    dims = ["B", "T", "S", "D", "F", "K", "H", "L", "V", "G", "N", "tokens"]
+    dims = ["B", "S", "D", "F", "K", "H", "L", "V", "G", "N", "tokens"] + ([] if mode == "decode" else ["T"])
     if config.get("moe"):
         dims += ["E", "A", "C", "M", "R"]
     if config.get("positions") == "learned":
@@ -1596,16 +1601,16 @@ def _model_set(r, dims, known: dict, mode: str) -> list:
     """--set values: the batch and sequence, now and then another dim (its own value, or one
     that contradicts a relation), or junk."""
     parts = []
-    seq = "S" if mode == "decode" else "T"
+    seq = "S" if mode == "decode" or "T" not in dims else "T"
     if r.random() < 0.7:
         parts.append(f"B={r.choice(MODEL_SET_VALUES[:9])}")
     if r.random() < 0.5:
         parts.append(f"{seq}={r.choice(MODEL_SET_VALUES)}")
     if r.random() < 0.1:
         parts.append(f"{'T' if seq == 'S' else 'S'}={r.choice(MODEL_SET_VALUES)}")
-    if r.random() < 0.15 and dims:
-        d = r.choice(dims)
-        parts.append(f"{d}={known[d] if d in known and r.random() < 0.5 else r.choice(MODEL_SET_VALUES)}")
+    if r.random() < 0.2 and dims:                    # other dims: a let's own value, or one that contradicts it
+        for d in r.sample(dims, min(len(dims), r.choice([1, 1, 2, 3]))):
+            parts.append(f"{d}={known[d] if d in known and r.random() < 0.5 else r.choice(MODEL_SET_VALUES)}")
     if junk(r, 0.3):
         d = r.choice(dims + ["B", "T", "S", "X", "", " B", "B_X", "ℌ"]) if dims else "B"
         v = r.choice(SET_VALUES)
@@ -1617,17 +1622,34 @@ def _model_set(r, dims, known: dict, mode: str) -> list:
     return ["--set", r.choice([",", ",", ", "] if not junk(r, 0.2) else [";", ",,", " "]).join(parts)]
 
 
-def _model_flags(r, dims, known: dict, mode: str, *, chip_p=0.6) -> list:
-    """The flags of `symroof model` other than the mode, --print and --json."""
+def _model_flags(r, dims, known: dict, mode: str, *, chip_p=0.6, tensors=(), mesh=False) -> list:
+    """The flags of `symroof model` other than the mode, --print and --json; `tensors`: the
+    names the program gives tensors (for --remat save=...); `mesh`: the program has one."""
     argv = []
-    if r.random() < chip_p:
-        argv += ["--chip", r.choice(MODEL_CHIP_JUNK) if junk(r, 0.1) else r.choice(MODEL_CHIPS)]
-    if r.random() < 0.4:
+    if tensors and r.random() < 0.2:
+        argv += ["--remat", "save=" + ",".join(r.sample(list(tensors), r.randint(1, len(tensors))))]
+    if r.random() < 0.3:
+        # the chip options analyze takes: a chip (or bare figures), its variant, figures
+        # replaced, --override, --hardware; a model's norms and softmax are vector work
+        s = _Spec()
+        s.vector, s.mesh_in_spec = True, mesh
+        argv += _machine_flags(r, s, chip_p=max(chip_p, 0.85))
+    elif r.random() < chip_p:
+        # most TPUs list no vector-unit figure, which a model's norms and softmax need
+        argv += ["--chip", r.choice(MODEL_CHIP_JUNK) if junk(r, 0.1) else
+                 r.choice(MODEL_CHIPS) if r.random() < 0.4 else r.choice(VECTOR_CHIPS + ["symbolic"])]
+        if argv[-1] in CHIPS[:6] and r.random() < 0.5:
+            argv += ["--vector-flops", r.choice(VECTOR_FLOPS)]
+    if "--chip" in argv and r.random() < 0.08:
+        argv += ["--symbolic", r.choice(SYMBOLIC_FIELDS_JUNK) if junk(r, 0.3) else r.choice(SYMBOLIC_FIELDS)]
+    if r.random() < (0.05 if mesh and _NOISE[0] else 0 if mesh else 0.4):
         argv += ["--chips", r.choice(CHIP_COUNT_JUNK) if junk(r, 0.15) else r.choice(CHIP_COUNTS)]
     argv += _model_set(r, dims, known, mode) if r.random() < 0.75 else []
     for flag, p, good, bad in (("--mfu", 0.2, MFUS, MFU_JUNK), ("--optimizer", 0.15, OPTIMIZERS, OPTIMIZER_JUNK),
-                               ("--remat", 0.15, REMATS, REMAT_JUNK),
+                               ("--remat", 0.15, REMATS[:2] if tensors else REMATS, REMAT_JUNK),
                                ("--train-tokens", 0.12, TRAIN_TOKENS, TRAIN_TOKENS_JUNK)):
+        if flag == "--train-tokens" and mode != "train" and not junk(r, 0.3):
+            continue
         if r.random() < p:
             argv += [flag, r.choice(bad) if junk(r, 0.2) else r.choice(good)]
     for flag in ("--weights", "--kv"):
@@ -1681,8 +1703,8 @@ def gen_model(r) -> Case:
             if r.random() < 0.3:
                 argv += [flag, r.choice(DTYPE_NEAR) if junk(r, 0.3) else r.choice(["int8", "fp8", "bf16"])]
     else:
-        argv += _model_flags(r, _model_dims(config), dict(config["sizes"]), mode)
-    if name == "{tmp}/hw.json":
+        argv += _model_flags(r, _model_dims(config, mode), dict(config["sizes"]), mode)
+    if name == "{tmp}/hw.json" or "{tmp}/hw.json" in argv:
         files["hw.json"] = _hardware_file(r)
     if junk(r, 0.05):
         argv += ["--models", "{tmp}/models.json"]
@@ -1702,35 +1724,42 @@ def _models_file(r) -> bytes:
     data = json.loads((ROOT / "models.json").read_text(encoding="utf-8"))
     model = r.choice(data["models"])
     for _ in range(r.randint(1, 2)):
-        k = r.randint(0, 11)
-        bad = r.choice([None, 0, -1, 1.5, "x", "", True, [], {}, [1], {"a": 1}, 10**30, float("nan")])
-        if k == 0:
-            model.pop(r.choice(["id", "name", "sizes", "params_published", "sources", "mlp", "norm", "aliases"]), None)
-        elif k == 1:
-            model["sizes"][r.choice(list(model["sizes"]))] = bad
-        elif k == 2:
-            model["sizes"].pop(r.choice(list(model["sizes"])))
-        elif k == 3:
-            model["sources"] = bad if r.random() < 0.6 else {"sizes": model["sources"]["sizes"]}
-        elif k == 4:
-            model["aliases"] = r.choice([bad, [1, None], "llama", [["x"]], [""], [model["id"]]])
-        elif k == 5:
-            model[r.choice(["mlp", "norm", "positions"])] = r.choice([bad, "relu", "rms", "learned", "rope", "GELU"])
-        elif k == 6:
-            model["moe"] = r.choice([bad, {"experts": 0, "active": 1}, {"experts": 8}, {"active": 2},
-                                     {"experts": 3, "active": 5}, {"experts": 8, "active": 0},
-                                     {"experts": "8", "active": 2}, {"experts": 8, "active": 2.5}])
-        elif k == 7:
-            model["sizes"]["K"] = r.choice([3, 5, 7, 1, 0, model["sizes"]["N"] + 1])
-        elif k == 8:
-            model[r.choice(["tied_embeddings", "bias"])] = bad
-        elif k == 9:
-            model["id"] = r.choice([bad, data["models"][0]["id"], "LLaMA", " x ", "a" * 300])
-        elif k == 10:
-            model["name"] = r.choice([bad, "{", "\x00", "a\nb", "$x$"])
-        else:
-            data[r.choice(["models", "about"])] = bad
-    return json.dumps(data, allow_nan=True).encode()
+        # an edit of what an earlier edit broke is skipped
+        with contextlib.suppress(KeyError, TypeError, AttributeError, IndexError, ValueError):
+            _edit_model(r, data, model)
+    return json.dumps(data, allow_nan=True, indent=1).encode()    # a line a field: shrink drops lines
+
+
+def _edit_model(r, data: dict, model: dict) -> None:
+    """One edit of a models.json entry (or of the file's top level)."""
+    k = r.randint(0, 11)
+    bad = r.choice([None, 0, -1, 1.5, "x", "", True, [], {}, [1], {"a": 1}, 10**30, float("nan")])
+    if k == 0:
+        model.pop(r.choice(["id", "name", "sizes", "params_published", "sources", "mlp", "norm", "aliases"]), None)
+    elif k == 1:
+        model["sizes"][r.choice(list(model["sizes"]))] = bad
+    elif k == 2:
+        model["sizes"].pop(r.choice(list(model["sizes"])))
+    elif k == 3:
+        model["sources"] = bad if r.random() < 0.6 else {"sizes": model["sources"]["sizes"]}
+    elif k == 4:
+        model["aliases"] = r.choice([bad, [1, None], "llama", [["x"]], [""], [model["id"]]])
+    elif k == 5:
+        model[r.choice(["mlp", "norm", "positions"])] = r.choice([bad, "relu", "rms", "learned", "rope", "GELU"])
+    elif k == 6:
+        model["moe"] = r.choice([bad, {"experts": 0, "active": 1}, {"experts": 8}, {"active": 2},
+                                 {"experts": 3, "active": 5}, {"experts": 8, "active": 0},
+                                 {"experts": "8", "active": 2}, {"experts": 8, "active": 2.5}])
+    elif k == 7:
+        model["sizes"]["K"] = r.choice([3, 5, 7, 1, 0, model["sizes"]["N"] + 1])
+    elif k == 8:
+        model[r.choice(["tied_embeddings", "bias"])] = bad
+    elif k == 9:
+        model["id"] = r.choice([bad, data["models"][0]["id"], "LLaMA", " x ", "a" * 300])
+    elif k == 10:
+        model["name"] = r.choice([bad, "{", "\x00", "a\nb", "$x$"])
+    else:
+        data[r.choice(["models", "about"])] = bad
 
 
 # ---- program files with structure
@@ -1767,6 +1796,15 @@ class _Prog:
         self.decode = r.random() < 0.3
         self.seq = [] if self.decode else ["T"]
         self.indent = r.choice(["  ", "  ", "    ", "\t", ""])
+        self.tensors: list[str] = []          # names given to tensors (x: bf16[...]), for remat save=
+        # on a mesh now and then: the batch split over X (data parallel), the MLP's F over Y
+        # (its down projection's partial sums reduced by an AllReduce)
+        self.mesh, self.layout = None, {}
+        if r.random() < 0.15:
+            self.mesh = r.choice(["X=2", "X=4", "X=2, Y=4", "X=8, Y=2", "X=2@dcn, Y=4", "X=2, Y=2"])
+            self.layout = {"B": "_X"} if r.random() < 0.8 else {}
+            if "Y" in self.mesh and r.random() < 0.6:
+                self.layout["F"] = "_Y"
 
     def dim(self, *names):
         for n in names:
@@ -1775,7 +1813,15 @@ class _Prog:
 
     def t(self, dt, *dims) -> str:
         self.dim(*dims)
-        return f"{dt}[{', '.join(dims)}]"
+        return f"{dt}[{', '.join(d + self.layout.get(d, '') for d in dims)}]"
+
+    def out(self, t: str) -> str:
+        """A statement's output, named now and then (the names remat save=... keeps)."""
+        free = [n for n in TEMPLATE_TENSORS + ["y", "z", "ŷ"] if n not in self.tensors]
+        if free and self.r.random() < 0.3:
+            self.tensors.append(self.r.choice(free))
+            return f"{self.tensors[-1]}: {t}"
+        return t
 
     def x(self, dt="bf16") -> str:
         return self.t(dt, "B", *self.seq, "D")
@@ -1826,7 +1872,7 @@ def _attention(p: _Prog, depth: int) -> list:
         out.append(p.decl("param", ["D", "N", "H"], depth) + (", " + p.decl("param", ["D", "N", "H"], 0).split(" ", 1)[1]
                                                               if r.random() < 0.4 else ""))
     q = p.t("bf16", "B", *p.seq, "N", "H")
-    out.append(ind + f"{x} *_D {p.t('bf16', 'D', 'N', 'H')} -> {q}")
+    out.append(ind + f"{x} *_D {p.t('bf16', 'D', 'N', 'H')} -> {p.out(q)}")
     if p.decode or r.random() < 0.3:
         if r.random() < 0.7:
             out.append(p.decl("cache", ["B", "S", "N", "H"], depth))
@@ -1843,7 +1889,7 @@ def _attention(p: _Prog, depth: int) -> list:
             out.append(ind + "fused { " + "; ".join(body) + " }")
     else:
         out += [ind + b for b in body]
-    out.append(ind + f"{q} *_{{N,H}} {p.t('bf16', 'N', 'H', 'D')} -> {x}")
+    out.append(ind + f"{q} *_{{N,H}} {p.t('bf16', 'N', 'H', 'D')} -> {p.out(x)}")
     out.append(ind + f"{x} + {x} -> {x}   # residual")
     return out
 
@@ -1863,12 +1909,17 @@ def _mlp(p: _Prog, depth: int) -> list:
     if r.random() < 0.3:
         out.append(ind + "fused {")
         out.append(ind + p.indent + f"{x} *_D {p.t('bf16', 'D', 'F')} -> {h}")
-        out.append(ind + p.indent + f"{r.choice(['gelu', 'silu', 'relu'])}({h}) -> {h}")
+        out.append(ind + p.indent + f"{r.choice(['gelu', 'silu', 'relu'])}({h}) -> {p.out(h)}")
         out.append(ind + "}")
     else:
-        out.append(ind + f"{x} *_D {p.t('bf16', 'D', 'F')} -> {h}")
-        out.append(ind + f"{r.choice(['gelu', 'silu', 'relu', 'gelu_erf'])}({h}) -> {h}")
-    out.append(ind + f"{h} *_F {p.t('bf16', 'F', 'D')} -> {x}")
+        out.append(ind + f"{x} *_D {p.t('bf16', 'D', 'F')} -> {p.out(h)}")
+        out.append(ind + f"{r.choice(['gelu', 'silu', 'relu', 'gelu_erf'])}({h}) -> {p.out(h)}")
+    if "F" in p.layout:                       # F split over Y: partial sums, then their AllReduce
+        axis = p.layout["F"][1:]
+        out.append(ind + f"{h} *_F {p.t('bf16', 'F', 'D')} -> {x} {{U_{axis}}}")
+        out.append(ind + f"AllReduce_{axis} {x} {{U_{axis}}} -> {p.out(x)}")
+    else:
+        out.append(ind + f"{h} *_F {p.t('bf16', 'F', 'D')} -> {p.out(x)}")
     return out
 
 
@@ -1902,6 +1953,8 @@ def _block(p: _Prog, depth: int) -> list:
 
 def _program_lines(p: _Prog) -> list:
     r = p.r
+    if p.mesh:
+        p.lines.append("mesh " + p.mesh)
     _lets(p)
     if r.random() < 0.3:
         p.lines.append("")
@@ -1978,7 +2031,8 @@ def _break_program(r, p: _Prog, lines: list) -> list:
     elif k == 11:                                     # let lines out of the ordinary
         lines.insert(r.randint(0, len(lines)), r.choice(["let", "let ,", "let D = 4096,", "let = 3", "let F 4",
                                                          "let 4F = D", "let D = 4096 # width", "let D=4096,F=4*D",
-                                                         "let tokens = B*T*0", "let B = 0", "let ℌ = 2",
+                                                         "let tokens = B*T*0", "let B = 0", "let ℌ = 2", "let B = 4", "let T = 128",
+                                                         "let S = 2*T", "let tokens = B*S", "let L = 0",
                                                          "let D = 4096; let F = 4", "let D_X = 2", "letD = 4"]))
     elif k == 12:                                     # a statement broken
         stmts = [i for i, ln in enumerate(lines) if "->" in ln]
@@ -2041,10 +2095,11 @@ def gen_model_file(r) -> Case:
     if r.random() < 0.04:
         argv.append("--print")
     else:
-        argv += _model_flags(r, p.dims, p.known, _mode_of(mode_flags))
+        argv += _model_flags(r, p.dims, p.known, _mode_of(mode_flags), tensors=p.tensors,
+                             chip_p=0.85 if p.mesh else 0.6, mesh=bool(p.mesh))
     if r.random() < 0.3:
         argv = _shuffle_flags(r, argv)
-    return Case(argv, files={name: data}, kind="model-file")
+    return Case(argv, files={name: data, **_hardware_files(r, argv)}, kind="model-file")
 
 
 ROUNDTRIP_KEYS = ("params", "params_embedding", "params_per_block", "tokens", "flops", "flops_per_token",
@@ -2065,7 +2120,7 @@ def gen_model_print(r) -> Case:
     sizes = f"B={r.choice(['1', '4', '32'])},{'S' if mode == 'decode' else 'T'}={r.choice(['128', '2048', '4096'])}"
     common = mode_flags + ["--set", sizes, "--json"]
     if r.random() < 0.5:
-        common += ["--chip", r.choice(["h100", "tpu-v5e", "b200", "symbolic", "mi300x"])]
+        common += ["--chip", r.choice(["h100", "a100-sxm-80gb", "b200", "symbolic", "mi300x"])]
         if r.random() < 0.3:
             common += ["--chips", r.choice(["2", "8", "64"])]
     printed = ["model", "{tmp}/printed.sr"] + common
@@ -2272,10 +2327,42 @@ def _model_expressions(obj, where="") -> str | None:
     return None
 
 
+# a model's quantities that are never negative, nor nan (JSON null): counts, bytes, times, rates
+MODEL_NONNEGATIVE = ("params", "params_embedding", "params_per_block", "tokens", "flops", "flops_per_token",
+                     "flops_train", "flops_train_per_token", "weight_bytes", "grad_bytes", "optimizer_bytes",
+                     "activation_bytes", "kv_bytes", "kv_bytes_per_token", "memory_bytes", "hbm_per_chip",
+                     "min_chips", "t_step", "tokens_per_s", "tokens_per_s_per_chip", "days_to_train")
+
+
+def _model_signs(data: dict, where="") -> str | None:
+    """A quantity that must be >= 0 given as null (nan), a negative number, or an
+    expression negative for every positive value of its symbols."""
+    for key in MODEL_NONNEGATIVE:
+        v = data.get(key, 0)
+        if v is None or isinstance(v, (int, float)) and v < 0 or isinstance(v, str) and _negative(v):
+            return f"{key} negative or nan in --json: {where}{key} is {v!r} (a count, size, time or rate is >= 0)"
+    return None
+
+
+def _negative(text: str) -> bool:
+    import sympy
+    from sympy.parsing.sympy_parser import parse_expr
+
+    if text in _WORDS:
+        return text == "-oo"
+    names = set(re.findall(r"[^\W\d]\w*", text)) - _MODEL_FUNCTIONS
+    try:
+        e = parse_expr(text, local_dict={n: sympy.Symbol(n, positive=True) for n in names})
+    except Exception:  # noqa: BLE001 - _model_expressions reports what does not read back
+        return False
+    return isinstance(e, sympy.Expr) and e.is_negative is True
+
+
 def _judge_model(case: Case, res: Result) -> str | None:
     """A model's output: with --print a program (text), with --json one strict JSON object
-    whose expressions read back, else a table with no nan or zoo in it; with --batches and
-    -o, the plot written."""
+    whose expressions read back and whose counts, sizes, times and rates are numbers >= 0,
+    else a table with no nan or zoo and no such figure negative; with --batches and -o, the
+    plot written."""
     argv = case.argv
     if "--print" in argv:
         return None
@@ -2289,12 +2376,25 @@ def _judge_model(case: Case, res: Result) -> str | None:
         bad = _model_expressions(data)
         if bad:
             return f"--json expression: {bad}"
-        if "--batches" in argv and not isinstance(data.get("batches"), list):
+        bad = _model_signs(data)
+        if bad:
+            return bad
+        rows = data.get("batches")
+        if "--batches" in argv and not isinstance(rows, list):
             return "model --batches --json without a list of batches"
+        for row in rows or ():
+            bad = _model_signs(row, f"batches[B={row.get('B')}].") if isinstance(row, dict) else \
+                f"a batch row in --json that is not an object: {row!r}"
+            if bad:
+                return bad
     else:
-        said = " ".join(a for a in argv if isinstance(a, str))
-        if re.search(r"\b(nan|zoo)\b", res.out) and not re.search(r"\b(nan|zoo)\b", said):
+        body = res.out.split("\n", 1)[-1]            # the first line echoes the name and the sizes
+        if re.search(r"\b(nan|zoo)\b", body):
             return "model output shows nan/zoo"
+        for line in body.splitlines():
+            name, _, value = line.partition(" ")
+            if name in MODEL_NONNEGATIVE and re.match(r"-\s*[0-9]", value.strip()):
+                return f"{name} negative in the table: {line.strip()[:120]!r} (a count, size, time or rate is >= 0)"
     for flag in ("-o", "--output"):
         if flag in argv[:-1] and "--batches" in argv:
             name = argv[argv.index(flag) + 1].replace("{tmp}/", "", 1)
@@ -2485,6 +2585,15 @@ def check_case_property(case: Case, tmp: str, deadline: float = 30.0,
 
 # ----------------------------------------------------------------------------- shrinking
 
+def _writes_outside(case: Case) -> bool:
+    """An output file (-o) named anywhere but in the case's folder: a candidate the
+    shrinker made by dropping the path after -o, which would write into the current folder."""
+    argv = [a for a in case.argv if isinstance(a, str)]
+    return any(a in ("-o", "--output") and (i + 1 >= len(argv) or "{tmp}" not in argv[i + 1])
+               for i, a in enumerate(argv)) or any(a.startswith(("-o", "--output=")) and len(a) > 2 and
+                                                   "{tmp}" not in a and a != "--output" for a in argv)
+
+
 def shrink(case: Case, tmp_factory, key_of, budget_s: float = 20.0) -> Case:
     """Greedy: drop flags, then characters of the spec and of claims files, while the
     failure keeps its key. `tmp_factory()` gives a fresh folder; `key_of(case) -> key|None`."""
@@ -2492,7 +2601,7 @@ def shrink(case: Case, tmp_factory, key_of, budget_s: float = 20.0) -> Case:
     start = time.perf_counter()
 
     def same(c):
-        if time.perf_counter() - start > budget_s:
+        if time.perf_counter() - start > budget_s or _writes_outside(c):
             return False
         return key_of(c) == target
 
@@ -2543,4 +2652,18 @@ def shrink(case: Case, tmp_factory, key_of, budget_s: float = 20.0) -> Case:
                 best, lines = c, trial
             else:
                 i += 1
+    # 4. the files' bytes (a program's long line), by chunks
+    for name in list(best.files):
+        data = best.files[name]
+        chunk = max(1, len(data) // 2)
+        while chunk >= 1 and len(data) > 1:
+            i = 0
+            while i < len(data):
+                trial = data[:i] + data[i + chunk:]
+                c = dataclasses.replace(best, files={**best.files, name: trial})
+                if trial and same(c):
+                    best, data = c, trial
+                else:
+                    i += chunk
+            chunk //= 2
     return best
