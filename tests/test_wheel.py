@@ -1,5 +1,5 @@
-"""The wheel carries the grammar and hardware.json: build it, install it in a fresh venv,
-and run `symroof analyze` from there, away from the checkout."""
+"""The wheel carries the grammar, hardware.json and models.json: build it, install it in a
+fresh venv, and run `symroof analyze` and `symroof model` from there, away from the checkout."""
 
 import json
 import os
@@ -34,7 +34,12 @@ def test_wheel_installs_and_runs(tmp_path):
     assert abs(data["threshold"]["rule"] - 240.2439) < 1e-3
     where = subprocess.run([str(bin_dir / "python"), "-c",
                             "import symroof.resources as r; print(r.resource_path('symroof.lark')); "
-                            "print(r.resource_path('hardware.json'))"],
+                            "print(r.resource_path('hardware.json')); print(r.resource_path('models.json'))"],
                            capture_output=True, text=True, cwd=tmp_path, env=clean, check=True)
+    assert len(where.stdout.split()) == 3
     for line in where.stdout.split():
         assert str(env_dir) in line and "_data" in line  # from the wheel, not the checkout
+    model = subprocess.run([str(bin_dir / "symroof"), "model", "llama-3-70b", "--decode", "--json"],
+                           capture_output=True, text=True, cwd=tmp_path, env=clean)
+    assert model.returncode == 0, model.stderr
+    assert json.loads(model.stdout)["kv_bytes_per_token"] == 327680
