@@ -21,6 +21,7 @@ from .model_decls import Options
 from .models_file import get_model
 from .show import number, seconds
 from .sizes import size_value
+from .strategies import strategy_of
 from .structure import read_structured
 from .templates import program
 
@@ -52,6 +53,10 @@ def add_parser(commands) -> None:
     cmd.add_argument("--batches", metavar="B1,B2,...",
                      help="a table of throughput against latency over these batches (1,2,4,...,256)")
     cmd.add_argument("-o", "--output", metavar="FILE", help="with --batches: plot it (png, svg, pdf)")
+    cmd.add_argument("--strategy", metavar="KIND=SIZE,...",
+                     help="shard a named model for prefill or decode: dp=4,tp=8 (data over X=4, tensor over "
+                          "Y=8), or dp=X,tp=Y with --mesh")
+    cmd.add_argument("--mesh", metavar="AXIS=N,...", help="with --strategy KIND=AXIS: the mesh's axes")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -75,11 +80,17 @@ def run(args: argparse.Namespace) -> str:
         if not text.strip():
             raise SpecError(f"program file {args.name} is empty: write a model's statements in it "
                             "(symroof model llama-3-8b --print shows one)")
+        for flag, given in (("--strategy", args.strategy), ("--mesh", args.mesh), ("--weights", args.weights != "bf16"),
+                            ("--kv", args.kv != "bf16")):
+            if given:  # they write a named model's template; a file says all of it itself
+                raise SpecError(f"{flag} rewrites a named model's template; a program file carries its own "
+                                "dtypes and mesh (write them in it)")
         about = {"model": args.name, "name": args.name}
         context = None
     else:
         config = get_model(args.name, args.models)
-        text = program(config, args.mode, args.weights, args.kv)
+        text = program(config, args.mode, args.weights, args.kv, strategy_of(args.strategy, args.mesh, args.mode,
+                                                                             config, args.chips))
         about = {"model": config["id"], "name": config["name"]}
         context = config["sizes"]["context"]
     if args.print:

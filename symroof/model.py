@@ -25,7 +25,6 @@ Conventions (stated in the README and in every report):
 
 from __future__ import annotations
 
-import difflib
 import functools
 
 import sympy
@@ -33,6 +32,7 @@ import sympy
 from .cost import Cost, combine, cost, repeated
 from .errors import SpecError
 from .ir import dim_symbol, tensors_of
+from .model_checks import both, check_names, check_shards
 from .model_decls import MODEL_QUANTITIES, OPTIMIZER_BYTES, Options
 from .relations import check_sizes
 from .roofline import Analysis
@@ -58,17 +58,12 @@ class Model:
         self.machine = machine
         self.options = options or Options()
         self.sizes = dict(sizes or {})
-        known = _names(structured)
-        for name in self.sizes:
-            if name not in known:  # a typo (b for B) would leave the size it meant at its default
-                close = [k for k in sorted(known) if k.lower() == name.lower()] or \
-                    difflib.get_close_matches(name, sorted(known), n=1)
-                raise SpecError(f"the program has no dim {name}" + (f"; did you mean {close[0]}?" if close else
-                                                                       f" (its dims: {', '.join(sorted(known))})"))
+        check_names(structured, self.sizes)
         check_sizes(structured.relations, self.sizes)
         given = {dim_symbol(k): sympy.Integer(v) for k, v in self.sizes.items()}
         # relations first (in the free dims), then the sizes: a number where all are given
         self._subs = {s: e.xreplace(given) for s, e in structured.relations.items()} | given
+        check_shards(structured, self.at)
 
     def at(self, expr: sympy.Expr) -> sympy.Expr:
         """An expression in the program's dims, relations and sizes substituted."""
@@ -278,17 +273,22 @@ class Model:
         return sympy.Integer(total_tokens) / self.tokens_per_s / 86400
 
     def decode_batch(self, with_kv: bool = True):
-        """The batch B above which a decode step is compute-bound (T_math > T_comms), with
-        the KV cache's reads counted or left out: a `solve.Region`."""
-        a = self._analysis({s: e for s, e in self._subs.items() if s.name != "B"})
+        """The batch B above which a decode step is compute-bound (T_math above T_comms, and
+        on a mesh above the collectives' bandwidth-bound T_network too), with the KV cache's
+        reads counted or left out: a `solve.Region`."""
+        free = {s: e for s, e in self._subs.items() if s.name != "B"}
+        a = self._analysis(free)
         B = dim_symbol("B")
         t_comms = a.t_comms
-        if not with_kv:
-            kv = sympy.Add(*(d.count * d.bytes for d in self.structured.declared if d.word == "cache"))
-            t_comms = (a.bytes - kv.xreplace({s: e for s, e in self._subs.items() if s.name != "B"})) \
-                / self.machine.bandwidth()
-        t_math, t_comms = cleared(a.t_math, t_comms)  # a symbolic chip's figures out of the denominators
-        return positive_region(sympy.expand(t_math - t_comms), B)
+        if not with_kv:  # each chip's shard of the cache, read once a step
+            kv = sympy.Add(*(d.count * d.local_bytes for d in self.structured.declared if d.word == "cache"))
+            t_comms = (a.bytes - kv.xreplace(free)) / self.machine.bandwidth()
+        roofs = [t_comms] + ([a.t_network] if a.collectives else [])
+        regions = []
+        for roof in roofs:
+            t_math, t_roof = cleared(a.t_math, roof)  # a symbolic chip's figures out of the denominators
+            regions.append(positive_region(sympy.expand(t_math - t_roof), B))
+        return both(regions)
 
     def per_block(self) -> dict[str, sympy.Expr]:
         """One pass through the (first, outermost) repeated block: its parameters, forward
@@ -299,7 +299,8 @@ class Model:
             return {}
         each, count = self.analysis.cost.statements, self.at(block.count)
         return {"params": self.params_per_block,
-                "flops": sympy.expand(sympy.Add(*(each[i].flops for i in block.statements)) / count),
+                "flops": sympy.expand(sympy.Add(*(each[i].flops if each[i].flops_total is None else each[i].flops_total
+                                                   for i in block.statements)) / count),  # all chips', as `flops`
                 "bytes": sympy.expand(sympy.Add(*(each[i].bytes for i in block.statements)) / count)}
 
     def time_split(self) -> dict[str, sympy.Expr]:
@@ -370,20 +371,9 @@ def _within(blocks, block: int | None, outer: int) -> bool:
     return block == outer
 
 
-def _names(structured: Structured) -> set[str]:
-    """Every name a size may be given for: the program's dims, the `let` names, and the
-    symbols in repeat counts, relations and declarations."""
-    symbols: set = set()
-    for expr in (*structured.relations.values(), *(b.count for b in structured.blocks),
-                 *(dim for d in structured.declared for dim in d.dims)):
-        symbols |= sympy.sympify(expr).free_symbols
-    return {*structured.program.dims, *(s.name for s in structured.relations), *(s.name for s in symbols)}
-
-
 def _local_bytes(tensor, mesh) -> sympy.Expr:
     """The bytes of a tensor each chip holds: its shard on a mesh."""
     sizes = [dim_symbol(d.name) if d.name is not None else sympy.Integer(d.size) for d in tensor.dims]
     if mesh is not None:
         sizes = [size / sympy.Mul(*(mesh.axis(a).size for a in d.axes)) for size, d in zip(sizes, tensor.dims)]
     return tensor.dtype.bytes * sympy.Mul(*sizes)
-

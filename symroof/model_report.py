@@ -15,13 +15,14 @@ from .model_decls import MODEL_QUANTITY, Options
 from .models_file import get_model
 from .show import beside, human, number, pretty, seconds, wrapped
 from .solve import Region
+from .strategies import strategy_of
 from .structure import read_structured
 from .templates import program
 
 
 def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, *, chips: int = 1,
           optimizer: str = "adam", remat: str = "full", mfu: float | None = None, weights: str = "bf16",
-          kv: str = "bf16", models_file=None) -> Model:
+          kv: str = "bf16", strategy: str | None = None, mesh: str | None = None, models_file=None) -> Model:
     """A model by name (models.json: "llama-3-70b"), or a program with structure (its text,
     or a path to a file holding it), for one mode ("train", "prefill", "decode").
 
@@ -30,7 +31,8 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
     attributes (`params`, `kv_bytes_per_token`, `t_step`, ...; see
     `symroof.model_decls.MODEL_QUANTITIES`), `quantities()` has them all and
     `analysis` is the whole step's roofline analysis. `weights` and `kv` store a named
-    model's weight matrices and KV cache in another dtype (int8, fp8).
+    model's weight matrices and KV cache in another dtype (int8, fp8); `strategy` shards it
+    for prefill or decode ("dp=4,tp=8", or "dp=X,tp=Y" with `mesh`: strategies.py).
 
     Examples:
         >>> import symroof
@@ -44,7 +46,8 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
         text, context = Path(name).read_text(encoding="utf-8"), None
     else:
         config = get_model(name, models_file)
-        text, context = program(config, mode, weights, kv), config["sizes"]["context"]
+        text = program(config, mode, weights, kv, strategy_of(strategy, mesh, mode, config, chips))
+        context = config["sizes"]["context"]
     structured = read_structured(text)
     dims = set(structured.program.dims)
     defaults = {"B": 1, ("S" if mode == "decode" else "T"): context} if context else {}

@@ -16,12 +16,14 @@ from __future__ import annotations
 from . import dtypes
 from .errors import SpecError
 from .models_file import FIELDS, MLPS
+from .strategies import shard
 
 
-def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "bf16") -> str:
+def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "bf16",
+            strategy: dict | None = None) -> str:
     """The program of a model configuration (a `models.json` entry) for one mode, its
     parameters stored in `weights` (int8, fp8: weight-only quantization, computing in
-    bf16) and its KV cache in `kv`."""
+    bf16) and its KV cache in `kv`, sharded by `strategy` (strategies.parse_strategy)."""
     sizes = config["sizes"]
     missing = [f for f in FIELDS if f not in sizes]
     if missing:
@@ -71,7 +73,8 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
         lines += ["embedding Wout: bf16[D, V]", f"{x} *_D bf16[D, V] -> bf16[B{seq}, V]"]
     text = "\n".join(lines) + "\n"
     # the weight matrices (declared, and read as matmul operands) in their own dtype
-    return text if stored["weights"] == "bf16" else _weights_in(text, stored["weights"])
+    text = text if stored["weights"] == "bf16" else _weights_in(text, stored["weights"])
+    return shard(text, strategy or {})
 
 
 def _norm(x: str, norm: str, bias: bool, w: str, b: str, name: str = "") -> list[str]:

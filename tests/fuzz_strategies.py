@@ -1597,6 +1597,11 @@ def _mode_of(argv) -> str:
     return next((a[2:] for a in reversed(argv) if a in ("--train", "--prefill", "--decode")), "train")
 
 
+STRATEGIES = ["tp=8", "tp=2", "dp=4", "dp=2,tp=4", "tp=1", "dp=8,tp=8", "tensor=4", "data=2,tensor=2", "tp=16"]
+STRATEGIES_JUNK = ["fsdp=8", "pp=4", "sp=2", "ep=8", "tp", "tp=", "tp=0", "tp=-2", "tp=1e9", "tp=8,tp=8",
+                   "xx=2", "tp=Y", "dp=2;tp=4", ""]
+
+
 def _model_set(r, dims, known: dict, mode: str) -> list:
     """--set values: the batch and sequence, now and then another dim (its own value, or one
     that contradicts a relation), or junk."""
@@ -1622,7 +1627,7 @@ def _model_set(r, dims, known: dict, mode: str) -> list:
     return ["--set", r.choice([",", ",", ", "] if not junk(r, 0.2) else [";", ",,", " "]).join(parts)]
 
 
-def _model_flags(r, dims, known: dict, mode: str, *, chip_p=0.6, tensors=(), mesh=False) -> list:
+def _model_flags(r, dims, known: dict, mode: str, *, chip_p=0.6, tensors=(), mesh=False, named=True) -> list:
     """The flags of `symroof model` other than the mode, --print and --json; `tensors`: the
     names the program gives tensors (for --remat save=...); `mesh`: the program has one."""
     argv = []
@@ -1652,10 +1657,17 @@ def _model_flags(r, dims, known: dict, mode: str, *, chip_p=0.6, tensors=(), mes
             continue
         if r.random() < p:
             argv += [flag, r.choice(bad) if junk(r, 0.2) else r.choice(good)]
+    template = named or junk(r, 0.05)  # --weights, --kv and --strategy rewrite a named model's template
     for flag in ("--weights", "--kv"):
-        if r.random() < 0.2:
+        if template and r.random() < 0.2:
             argv += [flag, r.choice(DTYPE_NEAR + ["", " ", "int8 ", "Half", "half"]) if junk(r, 0.25) else
                      r.choice(["int8", "fp8", "bf16", "int8", "fp8_e4m3", "fp16", "int4", "fp32", "e5m2"])]
+    if template and r.random() < 0.15:  # parallelism strategies: sizes, or axes of a mesh given beside them
+        if r.random() < 0.6:
+            argv += ["--strategy", r.choice(STRATEGIES_JUNK) if junk(r, 0.25) else r.choice(STRATEGIES)]
+        else:
+            argv += ["--strategy", r.choice(["dp=X,tp=Y", "tp=Y", "dp=X", "tp=X,dp=Y", "tp=Z"]),
+                     "--mesh", r.choice(["X=2,Y=4", "X=4,Y=8", "Y=8", "X=1,Y=2", "X=2", "Y=0", "X=2,Y=4@dcn"])]
     if r.random() < 0.12:
         argv += ["--batches", r.choice(BATCHES_JUNK) if junk(r, 0.3) else r.choice(BATCHES)]
         if r.random() < 0.5:
@@ -2095,7 +2107,7 @@ def gen_model_file(r) -> Case:
     if r.random() < 0.04:
         argv.append("--print")
     else:
-        argv += _model_flags(r, p.dims, p.known, _mode_of(mode_flags), tensors=p.tensors,
+        argv += _model_flags(r, p.dims, p.known, _mode_of(mode_flags), named=False, tensors=p.tensors,
                              chip_p=0.85 if p.mesh else 0.6, mesh=bool(p.mesh))
     if r.random() < 0.3:
         argv = _shuffle_flags(r, argv)
