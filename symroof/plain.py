@@ -125,12 +125,32 @@ class Printer(StrPrinter):
         # sympy sorts the arguments by their sort keys, which compare the class first and,
         # for sums, the number of terms next: where those differ, no deeper key is needed
         heads = [a if a.is_Number else a.as_coeff_Mul()[1] for a in expr.args]
-        keys = [(type(h).class_key(), len(h.args) if h.is_Add else 0) for h in heads]
-        if any(not (h.is_Number or h.is_Add or h.is_Mul or h.is_Symbol) for h in heads) \
-                or len(set(keys)) != len(keys):
+        found = [_head_key(h) for h in heads]
+        keys = [k for k in found if k is not None]
+        if len(keys) != len(found) or len(set(keys)) != len(keys):
             return super()._print_LatticeOp(expr)
         ordered = [a for _, a in sorted(zip(keys, expr.args), key=lambda ka: ka[0])]
         return f"{expr.func.__name__}({', '.join(self._print(a) for a in ordered)})"
+
+
+def _head_key(head) -> tuple | None:
+    """The part of sympy's sort key that orders Max/Min arguments by what is left of each
+    without its coefficient: the class; then for a sum its number of terms; for a product of
+    plain symbols its number of factors and their (name, power) in order; for a symbol its
+    name. None for anything else (sympy then orders them itself)."""
+    key = type(head).class_key()
+    if head.is_Number:
+        return (key,)
+    if head.is_Add:
+        return key, (len(head.args),)
+    if type(head) is sympy.Symbol:
+        return key, (head.name,)
+    if head.is_Mul:
+        factors = [_power(f) for f in head.args]
+        if any(f is None for f in factors):
+            return None
+        return key, (len(factors), tuple(sorted((f[0].name, f[1]) for f in factors if f is not None)))
+    return None
 
 
 def _factor_key(factor) -> tuple | None:

@@ -37,6 +37,8 @@ costs = st.one_of(
     st.tuples(monomials, sums).map(lambda p: sympy.Max(p[0], p[1], evaluate=False)),
     st.tuples(monomials, monomials, sums).map(lambda p: sympy.Min(p[0], p[1] / p[2], evaluate=False)),
     st.tuples(coefficients, sums).map(lambda p: sympy.Min(p[0], p[1], evaluate=False)),
+    st.tuples(monomials, monomials).map(lambda p: sympy.Max(p[0], p[1], evaluate=False)),  # a line's T_lower
+    st.tuples(monomials, monomials, monomials).map(lambda p: sympy.Min(*p, evaluate=False)),
 )
 
 
