@@ -309,3 +309,18 @@ def test_a_size_for_a_dim_the_model_lacks_is_refused():
     m = Model(nested, sizes={"L": 3, "D": 8, "D2": 4})
     assert m.params_per_block == 8 + 2 * 8 * 4  # W once, U twice per pass through the outer block
     assert m.params == 3 * m.params_per_block
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(["llama-2-7b", "gemma-7b", "mixtral-8x7b", "gpt-3-175b"]),
+       st.sampled_from(["train", "prefill", "decode"]), st.integers(1, 64), st.integers(1, 4096))
+def test_formulas_at_sizes_are_the_model_at_those_sizes(name, mode, b, t):
+    config = get_model(name)
+    structured = read_structured(program(config, mode))
+    seq = "S" if mode == "decode" else "T"
+    free = Model(structured, machine("tpu-v5p"), {}, Options(mode=mode))
+    sized = Model(structured, machine("tpu-v5p"), {"B": b, seq: t}, Options(mode=mode))
+    at = {dim_symbol("B"): b, dim_symbol(seq): t}
+    for name_ in ("params", "flops", "flops_per_token", "weight_bytes", "kv_bytes", "memory_bytes", "t_step",
+                  "tokens_per_s"):
+        assert getattr(free, name_).xreplace(at) == getattr(sized, name_), name_
