@@ -23,7 +23,8 @@ from __future__ import annotations
 import re
 
 from .errors import SpecError
-from .sizes import size_value
+from .ir import Mesh
+from .parse import parse_mesh
 
 KINDS = {"dp": "dp", "data": "dp", "tp": "tp", "tensor": "tp"}
 LATER = ("fsdp", "sp", "sequence", "pp", "pipeline", "ep", "expert")
@@ -31,10 +32,10 @@ _AXES = {"dp": "X", "tp": "Y"}  # the axes a strategy given by sizes builds
 _DIMS = {"dp": ("B",), "tp": ("K", "F")}  # the dims each kind splits
 
 
-def parse_strategy(text: str, mesh: dict[str, int] | None = None) -> dict[str, tuple[str, int]]:
-    """`dp=4,tp=8` (sizes: the mesh is built) or `dp=X,tp=Y` (axes of `mesh`), as
-    {kind: (axis, size)}."""
-    found: dict[str, tuple[str, int]] = {}
+def parse_strategy(text: str, mesh: Mesh | None = None) -> dict[str, tuple[str, int, str]]:
+    """`dp=4,tp=8` (sizes: the mesh is built, on ICI) or `dp=X,tp=Y` (axes of `mesh`, with
+    their links), as {kind: (axis, size, link)}."""
+    found: dict[str, tuple[str, int, str]] = {}
     for part in text.split(","):
         kind, eq, value = (p.strip() for p in part.partition("="))
         if not eq or not kind or not value:
@@ -52,24 +53,30 @@ def parse_strategy(text: str, mesh: dict[str, int] | None = None) -> dict[str, t
             size = int(value)
             if not 1 <= size <= 65536:
                 raise SpecError(f"{kind}={size}: a strategy's size is from 1 to 65536 chips")
-            found[kind] = (_AXES[kind], size)
+            found[kind] = (_AXES[kind], size, "ici")
         else:
-            if not mesh or value not in mesh:
-                have = ", ".join(mesh) if mesh else "no mesh: give --mesh X=4,Y=8, or sizes (dp=4,tp=8)"
+            if mesh is None or value not in mesh.names:
+                have = ", ".join(mesh.names) if mesh else "no mesh: give --mesh X=4,Y=8, or sizes (dp=4,tp=8)"
                 raise SpecError(f"strategy {kind}={value}: no mesh axis {value} ({have})")
-            if any(axis == value for axis, _ in found.values()):
+            if any(axis == value for axis, *_ in found.values()):
                 raise SpecError(f"mesh axis {value} is used by two strategies")
-            found[kind] = (value, mesh[value])
+            axis = mesh.axis(value)
+            found[kind] = (value, axis.size, axis.link)
+    unused = [a for a in (mesh.names if mesh else ()) if a not in {axis for axis, *_ in found.values()}]
+    if unused:
+        raise SpecError(f"mesh axis {', '.join(unused)} is given to no strategy: name it (dp={unused[0]}) or "
+                        "drop it")
     return found
 
 
-def shard(text: str, strategy: dict[str, tuple[str, int]]) -> str:
+def shard(text: str, strategy: dict[str, tuple[str, int, str]]) -> str:
     """The program written sharded: a mesh line, and each dim a kind splits subscripted
     with its axis inside every tensor's brackets (never in `let` lines)."""
     if not strategy:
         return text
-    axes = {dim: axis for kind, (axis, _) in strategy.items() for dim in _DIMS[kind]}
-    mesh = "mesh " + ", ".join(f"{axis}={size}" for axis, size in strategy.values())
+    axes = {dim: axis for kind, (axis, *_) in strategy.items() for dim in _DIMS[kind]}
+    mesh = "mesh " + ", ".join(f"{axis}={size}" + ("" if link == "ici" else f"@{link}")
+                               for axis, size, link in strategy.values())
 
     def dims(match: re.Match) -> str:
         items = [d.strip() for d in match.group(1).split(",")]
@@ -108,9 +115,4 @@ def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict,
         raise SpecError(f"{config['name']} is a mixture of experts: expert parallelism is not costed yet")
     if chips != 1:
         raise SpecError("--strategy builds the mesh: drop --chips")
-    sizes = {}
-    for part in (mesh or "").split(","):
-        if part.strip():
-            axis, _, size = part.partition("=")
-            sizes[axis.strip()] = size_value(size.strip().split("@")[0], part)
-    return parse_strategy(strategy, sizes or None)
+    return parse_strategy(strategy, parse_mesh(mesh) if mesh else None)
