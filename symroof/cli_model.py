@@ -89,8 +89,8 @@ def run(args: argparse.Namespace) -> str:
         context = None
     else:
         config = get_model(args.name, args.models)
-        text = program(config, args.mode, args.weights, args.kv, strategy_of(args.strategy, args.mesh, args.mode,
-                                                                             config, args.chips))
+        plan = strategy_of(args.strategy, args.mesh, args.mode, config, args.chips, machine(**machine_kwargs(args)))
+        text = program(config, args.mode, args.weights, args.kv, plan)
         about = {"model": config["id"], "name": config["name"]}
         context = config["sizes"]["context"]
     if args.print:

@@ -46,7 +46,8 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
         text, context = Path(name).read_text(encoding="utf-8"), None
     else:
         config = get_model(name, models_file)
-        text = program(config, mode, weights, kv, strategy_of(strategy, mesh, mode, config, chips))
+        target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)
+        text = program(config, mode, weights, kv, strategy_of(strategy, mesh, mode, config, chips, target))
         context = config["sizes"]["context"]
     structured = read_structured(text)
     dims = set(structured.program.dims)

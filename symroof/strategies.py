@@ -20,6 +20,7 @@ steps and are refused by name.
 
 from __future__ import annotations
 
+import math
 import re
 
 from .errors import SpecError
@@ -32,9 +33,11 @@ _AXES = {"dp": "X", "tp": "Y"}  # the axes a strategy given by sizes builds
 _DIMS = {"dp": ("B",), "tp": ("K", "F")}  # the dims each kind splits
 
 
-def parse_strategy(text: str, mesh: Mesh | None = None) -> dict[str, tuple[str, int, str]]:
-    """`dp=4,tp=8` (sizes: the mesh is built, on ICI) or `dp=X,tp=Y` (axes of `mesh`, with
-    their links), as {kind: (axis, size, link)}."""
+def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = None) -> dict[str, tuple[str, int, str]]:
+    """`dp=4,tp=8` (sizes: the mesh is built) or `dp=X,tp=Y` (axes of `mesh`, with their
+    links), as {kind: (axis, size, link)}. A mesh built from sizes sits on the chip's fast
+    links (ICI, NVLink) while it fits its `domain`; past it, data parallelism goes on the
+    slower network between domains (DCN: pods, or nodes), as it is deployed."""
     found: dict[str, tuple[str, int, str]] = {}
     for part in text.split(","):
         kind, eq, value = (p.strip() for p in part.partition("="))
@@ -62,6 +65,10 @@ def parse_strategy(text: str, mesh: Mesh | None = None) -> dict[str, tuple[str, 
                 raise SpecError(f"mesh axis {value} is used by two strategies")
             axis = mesh.axis(value)
             found[kind] = (value, axis.size, axis.link)
+    chips = math.prod(size for _, size, _ in found.values())
+    if mesh is None and domain and chips > domain and "dp" in found and chips // found["dp"][1] <= domain:
+        name, size, _ = found["dp"]
+        found["dp"] = (name, size, "dcn")
     unused = [a for a in (mesh.names if mesh else ()) if a not in {axis for axis, *_ in found.values()}]
     if unused:
         raise SpecError(f"mesh axis {', '.join(unused)} is given to no strategy: name it (dp={unused[0]}) or "
@@ -102,7 +109,8 @@ def _unembedding(line: str) -> bool:
     return line.startswith("embedding Wout") or bool(re.search(r"->\s*\w+\[[^\]]*\bV\]", line))
 
 
-def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict, chips: int) -> dict:
+def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict, chips: int,
+                target=None) -> dict:
     """The strategy a named model is sharded with ({} for none), checked against the mode."""
     if not strategy:
         if mesh:
@@ -115,4 +123,6 @@ def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict,
         raise SpecError(f"{config['name']} is a mixture of experts: expert parallelism is not costed yet")
     if chips != 1:
         raise SpecError("--strategy builds the mesh: drop --chips")
-    return parse_strategy(strategy, parse_mesh(mesh) if mesh else None)
+    domain = target.chip.figure("interconnect.domain_size") if target is not None and target.chip is not None \
+        else None
+    return parse_strategy(strategy, parse_mesh(mesh) if mesh else None, int(domain) if domain else None)
