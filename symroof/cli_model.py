@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from . import model_report
 from .cli_options import machine_kwargs, machine_options
@@ -18,12 +17,9 @@ from .json_report import json_value
 from .machine import machine
 from .model import Model
 from .model_decls import Options
-from .models_file import get_model
 from .show import number, seconds
 from .sizes import size_value
-from .strategies import strategy_of
 from .structure import read_structured
-from .templates import program
 
 
 def add_parser(commands) -> None:
@@ -61,47 +57,16 @@ def add_parser(commands) -> None:
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _is_file(name: str) -> bool:
-    path = Path(name)
-    try:
-        return path.suffix in (".sr", ".txt") or (path.is_file() and "/" in name)
-    except (OSError, ValueError):  # a name too long for a path, or with a NUL: a model's name, then
-        return False
-
-
 def run(args: argparse.Namespace) -> str:
-    if _is_file(args.name):
-        try:
-            text = Path(args.name).read_text(encoding="utf-8")
-        except OSError as err:
-            raise SpecError(f"cannot read program file {args.name}: {err.strerror or err}") from None
-        except UnicodeDecodeError as err:
-            raise SpecError(f"program file {args.name} is not UTF-8 text (byte {err.start + 1})") from None
-        if not text.strip():
-            raise SpecError(f"program file {args.name} is empty: write a model's statements in it "
-                            "(symroof model llama-3-8b --print shows one)")
-        for flag, given in (("--strategy", args.strategy), ("--mesh", args.mesh), ("--weights", args.weights != "bf16"),
-                            ("--kv", args.kv != "bf16")):
-            if given:  # they write a named model's template; a file says all of it itself
-                raise SpecError(f"{flag} rewrites a named model's template; a program file carries its own "
-                                "dtypes and mesh (write them in it)")
-        about = {"model": args.name, "name": args.name}
-        context = None
-    else:
-        config = get_model(args.name, args.models)
-        plan = strategy_of(args.strategy, args.mesh, args.mode, config, args.chips, machine(**machine_kwargs(args)))
-        text = program(config, args.mode, args.weights, args.kv, plan)
-        about = {"model": config["id"], "name": config["name"]}
-        context = config["sizes"]["context"]
+    target = machine(**machine_kwargs(args))
+    text, about, context = model_report.source(args.name, args.mode, weights=args.weights, kv=args.kv,
+                                               strategy=args.strategy, mesh=args.mesh, chips=args.chips,
+                                               target=target, models_file=args.models)
     if args.print:
         return json.dumps({**about, "mode": args.mode, "program": text}, indent=2) if args.json \
             else text.rstrip("\n")
     structured = read_structured(text)
-    sizes = _sizes(args.set)
-    defaults = {"B": 1, **({"S": context} if args.mode == "decode" else {"T": context})} if context else {}
-    dims = set(structured.program.dims)
-    sizes = {**{k: v for k, v in defaults.items() if k in dims}, **sizes}
-    target = machine(**machine_kwargs(args))
+    sizes = model_report.with_defaults(structured, args.mode, context, _sizes(args.set))
     options = Options(mode=args.mode, chips=args.chips, optimizer=args.optimizer, remat=args.remat, mfu=args.mfu)
     at_sizes = Model(structured, target, sizes, options)
     formulas = Model(structured, target, {k: v for k, v in sizes.items() if k not in ("B", "T", "S")}, options)

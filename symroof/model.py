@@ -67,7 +67,7 @@ class Model:
 
     def at(self, expr: sympy.Expr) -> sympy.Expr:
         """An expression in the program's dims, relations and sizes substituted."""
-        return sympy.sympify(expr).xreplace(self._subs)
+        return (sympy.Integer(expr) if isinstance(expr, int) else expr).xreplace(self._subs)
 
     # ---- the program, costed once ---------------------------------------------------
 

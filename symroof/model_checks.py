@@ -7,8 +7,6 @@ from __future__ import annotations
 import difflib
 import math
 
-import sympy
-
 from .errors import SpecError
 from .ir import dim_symbol, tensors_of
 from .solve import Region
@@ -67,5 +65,5 @@ def _names(structured: Structured) -> set[str]:
     symbols: set = set()
     for expr in (*structured.relations.values(), *(b.count for b in structured.blocks),
                  *(dim for d in structured.declared for dim in d.dims)):
-        symbols |= sympy.sympify(expr).free_symbols
+        symbols |= expr.free_symbols  # relations, counts and dims: sympy expressions, never text
     return {*structured.program.dims, *(s.name for s in structured.relations), *(s.name for s in symbols)}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import sympy
 
+from .errors import SpecError
 from .json_report import json_value
 from .machine import machine
 from .model import Model
@@ -40,24 +41,57 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
         >>> m.params, m.kv_bytes_per_token
         (70553706496, 327680)
     """
-    if "\n" in name or "{" in name:
-        text, context = name, None
-    elif Path(name).suffix in (".sr", ".txt") and Path(name).is_file():
-        text, context = Path(name).read_text(encoding="utf-8"), None
-    else:
-        config = get_model(name, models_file)
-        target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)
-        text = program(config, mode, weights, kv, strategy_of(strategy, mesh, mode, config, chips, target))
-        context = config["sizes"]["context"]
-    structured = read_structured(text)
-    dims = set(structured.program.dims)
-    defaults = {"B": 1, ("S" if mode == "decode" else "T"): context} if context else {}
-    given = {**{k: v for k, v in defaults.items() if k in dims}, **(sizes or {})}
-    given = {k: v for k, v in given.items() if v is not None}  # {"T": None}: T left free, a symbol
     target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)  # a name, a Chip or a Machine
-    return Model(structured, target, given, Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat,
-                                                    mfu=mfu))
+    if "\n" in name or "{" in name:  # the program's own text
+        text, context = name, None
+    else:
+        text, _, context = source(name, mode, weights=weights, kv=kv, strategy=strategy, mesh=mesh, chips=chips,
+                                  target=target, models_file=models_file)
+    structured = read_structured(text)
+    return Model(structured, target, with_defaults(structured, mode, context, sizes or {}),
+                 Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat, mfu=mfu))
 
+
+def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", strategy: str | None = None,
+           mesh: str | None = None, chips: int = 1, target=None, models_file=None) -> tuple[str, dict, int | None]:
+    """What `symroof model NAME|FILE` and `symroof.model` run: the program's text, what to
+    call it ({"model", "name"}), and the model's context (None for a program file)."""
+    if not _is_file(name):
+        config = get_model(name, models_file)
+        text = program(config, mode, weights, kv, strategy_of(strategy, mesh, mode, config, chips, target))
+        return text, {"model": config["id"], "name": config["name"]}, config["sizes"]["context"]
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except OSError as err:
+        raise SpecError(f"cannot read program file {name}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise SpecError(f"program file {name} is not UTF-8 text (byte {err.start + 1})") from None
+    if not text.strip():
+        raise SpecError(f"program file {name} is empty: write a model's statements in it "
+                        "(symroof model llama-3-8b --print shows one)")
+    for flag, given in (("--strategy", strategy), ("--mesh", mesh), ("--weights", weights != "bf16"),
+                        ("--kv", kv != "bf16")):
+        if given:  # they write a named model's template; a file says all of it itself
+            raise SpecError(f"{flag} rewrites a named model's template; a program file carries its own "
+                            "dtypes and mesh (write them in it)")
+    return text, {"model": name, "name": name}, None
+
+
+def _is_file(name: str) -> bool:
+    path = Path(name)
+    try:
+        return path.suffix in (".sr", ".txt") or (path.is_file() and "/" in name)
+    except (OSError, ValueError):  # a name too long for a path, or with a NUL: a model's name, then
+        return False
+
+
+def with_defaults(structured, mode: str, context: int | None, sizes: dict) -> dict:
+    """The sizes given, over a named model's defaults: B = 1 and its context (T; S in
+    decode). A size given as None leaves that dim a symbol."""
+    defaults = {"B": 1, ("S" if mode == "decode" else "T"): context} if context else {}
+    dims = set(structured.program.dims)
+    given = {**{k: v for k, v in defaults.items() if k in dims}, **sizes}
+    return {k: v for k, v in given.items() if v is not None}
 
 CONVENTIONS = [
     "1 FLOP = one multiply or one add (a multiply-add is 2); GB = 1e9 bytes",
