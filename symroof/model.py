@@ -29,9 +29,10 @@ import functools
 
 import sympy
 
+from .activations import activation_bytes
 from .cost import Cost, combine, cost, repeated
 from .errors import SpecError
-from .ir import dim_symbol, tensors_of
+from .ir import dim_symbol
 from .model_checks import both, check_names, check_shards
 from .model_decls import MODEL_QUANTITIES, OPTIMIZER_BYTES, Options
 from .relations import check_sizes
@@ -78,9 +79,27 @@ class Model:
 
     def _analysis(self, subs: dict) -> Analysis:
         program = self.structured.program
-        each = cost(program).statements
-        scaled = [repeated(c, k, subs) for c, k in zip(each, self.structured.counts)]
-        return Analysis(combine(scaled, program.mesh), self.machine, program=program)
+        return Analysis(combine(_scaled(self.structured, subs), program.mesh), self.machine, program=program)
+
+    @functools.cached_property
+    def step_analysis(self) -> Analysis:
+        """The whole step as one roofline analysis: in training with a written backward
+        section, forward and backward together (their collectives overlapping the work of
+        the whole step); otherwise the forward's."""
+        back = self.structured.backward
+        if self.options.mode != "train" or back is None:
+            return self.analysis
+        check_names(back, self.sizes)
+        given = {dim_symbol(k): sympy.Integer(v) for k, v in self.sizes.items()}
+        subs = {s: e.xreplace(given) for s, e in back.relations.items()} | given
+        check_shards(back, lambda e: e.xreplace(subs))
+        both_ = _scaled(self.structured, self._subs) + _scaled(back, subs)
+        return Analysis(combine(both_, self.structured.program.mesh), self.machine)
+
+    @property
+    def written_backward(self) -> bool:
+        """Whether a training step is costed from its written backward section (else 3x)."""
+        return self.options.mode == "train" and self.structured.backward is not None
 
     # ---- parameters and counts --------------------------------------------------------
 
@@ -126,6 +145,9 @@ class Model:
 
     @functools.cached_property
     def flops_train(self) -> sympy.Expr:
+        if self.written_backward:
+            a = self.step_analysis
+            return a.flops_total if a.mesh is not None else a.flops
         return 3 * self.flops
 
     @functools.cached_property
@@ -154,27 +176,7 @@ class Model:
 
     @functools.cached_property
     def activation_bytes(self) -> sympy.Expr:
-        s = self.structured
-        statements = s.program.statements
-        mesh = s.program.mesh
-        if self.options.remat == "none":
-            each = cost(s.program).statements
-            return self.at(sympy.Add(*(k * _output_bytes(c) for c, k in zip(each, s.counts))))
-        if self.options.saved:  # the named tensors, each once per pass where it first appears
-            found: dict[str, sympy.Expr] = {}
-            for statement, count in zip(statements, s.counts):
-                for tensor in tensors_of(statement):
-                    if tensor.name in self.options.saved and tensor.name not in found:
-                        found[tensor.name] = count * _local_bytes(tensor, mesh)
-            missing = [n for n in self.options.saved if n not in found]
-            if missing:
-                names = sorted({t.name for st in statements for t in tensors_of(st) if t.name})
-                raise SpecError(f"remat save: no tensor named {', '.join(missing)} in the program (named: "
-                                f"{', '.join(names) or 'none'})")
-            return self.at(sympy.Add(*found.values()))
-        kept = [block.count * _local_bytes(_first_input(statements[block.statements[0]]), mesh)
-                for block in s.blocks if block.parent is None and block.statements]
-        return self.at(sympy.Add(*kept))
+        return self.at(activation_bytes(self.structured, self.options))
 
     @functools.cached_property
     def kv_bytes(self) -> sympy.Expr:
@@ -245,12 +247,13 @@ class Model:
         self._chip()
         self._check_mesh()
         self._check_split()
-        factor = 3 if self.options.mode == "train" else 1
+        factor = 3 if self.options.mode == "train" and not self.written_backward else 1
         mesh = self.structured.program.mesh
         if self.options.mfu is not None:  # the whole step's FLOPs over every chip's share of the peak
             chips = mesh.chips if mesh is not None else self.options.chips
-            return factor * self.flops / (chips * self.matrix_peak * self.options.mfu_exact)
-        return factor * self.analysis.t_lower / self.options.chips  # on a mesh, per chip already
+            work = self.flops_train if self.written_backward else factor * self.flops
+            return work / (chips * self.matrix_peak * self.options.mfu_exact)
+        return factor * self.step_analysis.t_lower / self.options.chips  # on a mesh, per chip already
 
     @functools.cached_property
     def matrix_peak(self) -> sympy.Expr:
@@ -308,9 +311,12 @@ class Model:
         what is in no part): its statements' roofline times, each bound on its own, run as
         often as they run (3x in training), over the chips."""
         self._chip()
-        factor = (3 if self.options.mode == "train" else 1) / sympy.Integer(self.options.chips)
+        written = self.written_backward
+        factor = (3 if self.options.mode == "train" and not written else 1) / sympy.Integer(self.options.chips)
+        back = self.structured.backward
+        parts = self.structured.parts + (back.parts if written and back is not None else ())
         found: dict[str, sympy.Expr] = {}
-        for line, part in zip(self.analysis.lines, self.structured.parts):
+        for line, part in zip(self.step_analysis.lines, parts):
             found[part or "rest"] = found.get(part or "rest", sympy.Integer(0)) + factor * line.t_lower
         return found
 
@@ -353,15 +359,10 @@ class Model:
         return found
 
 
-def _output_bytes(c: Cost) -> sympy.Expr:
-    """What a statement leaves in HBM: its last step's output (a fused block's outputs)."""
-    return c.bytes_written
-
-
-def _first_input(statement):
-    inner = statement.statements[0] if hasattr(statement, "statements") else statement
-    operands = getattr(inner, "operands", None) or (inner.input,)
-    return operands[0]
+def _scaled(structured: Structured, subs: dict) -> list[Cost]:
+    """Each statement's cost times how often it runs."""
+    each = cost(structured.program).statements
+    return [repeated(c, k, subs) for c, k in zip(each, structured.counts)]
 
 
 def _within(blocks, block: int | None, outer: int) -> bool:
@@ -369,11 +370,3 @@ def _within(blocks, block: int | None, outer: int) -> bool:
     while block is not None and block != outer:
         block = blocks[block].parent
     return block == outer
-
-
-def _local_bytes(tensor, mesh) -> sympy.Expr:
-    """The bytes of a tensor each chip holds: its shard on a mesh."""
-    sizes = [dim_symbol(d.name) if d.name is not None else sympy.Integer(d.size) for d in tensor.dims]
-    if mesh is not None:
-        sizes = [size / sympy.Mul(*(mesh.axis(a).size for a in d.axes)) for size, d in zip(sizes, tensor.dims)]
-    return tensor.dtype.bytes * sympy.Mul(*sizes)

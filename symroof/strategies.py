@@ -1,25 +1,32 @@
-"""Parallelism strategies as shardings of a template's program (the start of issue 12).
+"""Parallelism strategies as shardings of a template's program (issue 12).
 
 A strategy maps kinds of parallelism to mesh axes: `dp=4,tp=8` builds the mesh X=4, Y=8
 with data parallelism over X and tensor parallelism over Y; `dp=X,tp=Y` uses the axes of a
-mesh given beside it. The template's program is then written sharded, as a person would
-write it, and the sharding engine finds the collectives:
+mesh given beside it, and `fsdp=XY` puts one kind over two axes. The template's program is
+then written sharded, as a person would write it, and the sharding engine finds the
+collectives:
 
 * data (dp): the batch B is split over the axis (`B_X`); every chip holds all the weights;
-* tensor (tp, Megatron): the attention heads (`K_Y`, each chip its KV heads and their query
-  groups) and the MLP width (`F_Y`) are split; the attention output and MLP down projections
-  then hold partial sums, which the engine all-reduces: two AllReduces per layer. The
-  output layer is split by vocabulary (`V_Y`: each chip its slice of the logits); the input
-  embedding table is kept whole on every chip.
+  in training each weight's gradient is all-reduced (the engine infers it: the gradient
+  matmul contracts the split batch);
+* fsdp (ZeRO-3): the batch is split as in data parallelism, and every parameter too, along
+  its model width D (`bf16[D_Z, F]`): each use gathers it first (`AllGather_Z`, written
+  into the program before the statement, again in the backward pass), and each gradient
+  is reduce-scattered back to its shard (inferred from the gradient's sharded result);
+  parameters without a D (biases) stay whole and their gradients are all-reduced;
+* tensor (tp, Megatron): the attention heads (`K_Y`, each chip its KV heads and their
+  query groups) and the MLP width (`F_Y`) are split; the attention output and MLP down
+  projections then hold partial sums, which the engine all-reduces: two AllReduces per
+  layer forward, two backward (the gradients into each sublayer's input). The output
+  layer is split by vocabulary (`V_Y`); the input embedding table is kept whole.
 
-Only the forward pass is written, so strategies apply to prefill and decode; training needs
-the backward pass's collectives (gradients), which are not written yet, and is refused
-rather than guessed. FSDP, sequence, pipeline and expert parallelism are issue 12's next
-steps and are refused by name.
+The backward pass is written by `backward.py`. Sequence, pipeline and expert parallelism
+are refused by name until they are costed.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -27,26 +34,38 @@ from .errors import SpecError
 from .ir import Mesh
 from .parse import parse_mesh
 
-KINDS = {"dp": "dp", "data": "dp", "tp": "tp", "tensor": "tp"}
-LATER = ("fsdp", "sp", "sequence", "pp", "pipeline", "ep", "expert")
-_AXES = {"dp": "X", "tp": "Y"}  # the axes a strategy given by sizes builds
-_DIMS = {"dp": ("B",), "tp": ("K", "F")}  # the dims each kind splits
+KINDS = {"dp": "dp", "data": "dp", "fsdp": "fsdp", "tp": "tp", "tensor": "tp"}
+LATER = ("sp", "sequence", "pp", "pipeline", "ep", "expert")
+_AXES = {"dp": "X", "fsdp": "Z", "tp": "Y"}  # the axes a strategy given by sizes builds
+Axis = tuple[str, int, str]  # name, size, link
+Strategy = dict[str, tuple[Axis, ...]]
+_TENSOR = re.compile(r"(\w+)\[([^\]]*)\]")
 
 
-def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = None) -> dict[str, tuple[str, int, str]]:
-    """`dp=4,tp=8` (sizes: the mesh is built) or `dp=X,tp=Y` (axes of `mesh`, with their
-    links), as {kind: (axis, size, link)}. A mesh built from sizes sits on the chip's fast
-    links (ICI, NVLink) while it fits its `domain`; past it, data parallelism goes on the
-    slower network between domains (DCN: pods, or nodes), as it is deployed."""
-    found: dict[str, tuple[str, int, str]] = {}
+def _axes_named(value: str, mesh: Mesh, kind: str) -> list[str]:
+    """`X`, or `XY`: one axis name, or axis names run together (each a letter)."""
+    if value in mesh.names:
+        return [value]
+    if all(ch in mesh.names for ch in value) and len(set(value)) == len(value):
+        return list(value)
+    raise SpecError(f"strategy {kind}={value}: no mesh axis {value} (the mesh has {', '.join(mesh.names)})")
+
+
+def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = None) -> Strategy:
+    """`dp=4,tp=8` (sizes: the mesh is built) or `dp=X,tp=Y`, `fsdp=XY` (axes of `mesh`,
+    with their links), as {kind: ((axis, size, link), ...)}. A mesh built from sizes sits
+    on the chip's fast links (ICI, NVLink) while it fits its `domain`; past it, data
+    parallelism (or else FSDP) goes on the slower network between domains (DCN: pods, or
+    nodes), as it is deployed."""
+    found: Strategy = {}
     for part in text.split(","):
         kind, eq, value = (p.strip() for p in part.partition("="))
         if not eq or not kind or not value:
             raise SpecError(f"--strategy takes KIND=SIZE or KIND=AXIS, e.g. dp=4,tp=8; got {part.strip()!r}")
         if kind.lower() in LATER:
-            raise SpecError(f"strategy '{kind}' is not costed yet: dp (data) and tp (tensor) are")
+            raise SpecError(f"strategy '{kind}' is not costed yet: dp (data), fsdp and tp (tensor) are")
         if kind.lower() not in KINDS:
-            raise SpecError(f"unknown strategy '{kind}': dp (data) or tp (tensor)")
+            raise SpecError(f"unknown strategy '{kind}': dp (data), fsdp or tp (tensor)")
         kind = KINDS[kind.lower()]
         if kind in found:
             raise SpecError(f"strategy {kind} is given twice")
@@ -56,52 +75,108 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
             size = int(value)
             if not 1 <= size <= 65536:
                 raise SpecError(f"{kind}={size}: a strategy's size is from 1 to 65536 chips")
-            found[kind] = (_AXES[kind], size, "ici")
-        else:
-            if mesh is None or value not in mesh.names:
-                have = ", ".join(mesh.names) if mesh else "no mesh: give --mesh X=4,Y=8, or sizes (dp=4,tp=8)"
-                raise SpecError(f"strategy {kind}={value}: no mesh axis {value} ({have})")
-            if any(axis == value for axis, *_ in found.values()):
-                raise SpecError(f"mesh axis {value} is used by two strategies")
-            axis = mesh.axis(value)
-            found[kind] = (value, axis.size, axis.link)
-    chips = math.prod(size for _, size, _ in found.values())
-    if mesh is None and domain and chips > domain and "dp" in found and chips // found["dp"][1] <= domain:
-        name, size, _ = found["dp"]
-        found["dp"] = (name, size, "dcn")
-    unused = [a for a in (mesh.names if mesh else ()) if a not in {axis for axis, *_ in found.values()}]
+            found[kind] = ((_AXES[kind], size, "ici"),)
+            continue
+        if mesh is None:
+            raise SpecError(f"strategy {kind}={value}: no mesh to name axes of: give --mesh X=4,Y=8, "
+                            "or sizes (dp=4,tp=8)")
+        names = _axes_named(value, mesh, kind)
+        used = {a for axes in found.values() for a, *_ in axes}
+        twice = [a for a in names if a in used]
+        if twice:
+            raise SpecError(f"mesh axis {twice[0]} is used by two strategies")
+        found[kind] = tuple((a, mesh.axis(a).size, mesh.axis(a).link) for a in names)
+    chips = math.prod(size for axes in found.values() for _, size, _ in axes)
+    if mesh is None and domain and chips > domain:
+        outer = "dp" if "dp" in found else "fsdp" if "fsdp" in found else None
+        if outer and chips // found[outer][0][1] <= domain:
+            (name, size, _), = found[outer]
+            found[outer] = ((name, size, "dcn"),)
+    unused = [a for a in (mesh.names if mesh else ()) if a not in {n for axes in found.values() for n, *_ in axes}]
     if unused:
         raise SpecError(f"mesh axis {', '.join(unused)} is given to no strategy: name it (dp={unused[0]}) or "
                         "drop it")
     return found
 
 
-def shard(text: str, strategy: dict[str, tuple[str, int, str]]) -> str:
-    """The program written sharded: a mesh line, and each dim a kind splits subscripted
-    with its axis inside every tensor's brackets (never in `let` lines)."""
+def names(strategy: Strategy, *kinds: str) -> str:
+    """The axis names of the kinds, run together ("XZ")."""
+    return "".join(a for kind in kinds for a, *_ in strategy.get(kind, ()))
+
+
+def sub(dim: str, axes: str) -> str:
+    """A dim written split over axes: D, D_X, D_{XZ}."""
+    return dim if not axes else f"{dim}_{axes}" if len(axes) == 1 else f"{dim}_{{{axes}}}"
+
+
+def mesh_line(strategy: Strategy) -> str:
+    return "mesh " + ", ".join(f"{a}={size}" + ("" if link == "ici" else f"@{link}")
+                               for axes in strategy.values() for a, size, link in axes)
+
+
+def subscripted(text: str, strategy: Strategy) -> str:
+    """The program with a mesh line, and each dim a kind splits subscripted with its axes
+    inside every tensor's brackets (never in `let` lines); FSDP's parameters are written
+    sharded but still used whole (`gathered` writes their gathers)."""
     if not strategy:
         return text
-    axes = {dim: axis for kind, (axis, *_) in strategy.items() for dim in _DIMS[kind]}
-    mesh = "mesh " + ", ".join(f"{axis}={size}" + ("" if link == "ici" else f"@{link}")
-                               for axis, size, link in strategy.values())
+    batch, tensor, fsdp = names(strategy, "dp", "fsdp"), names(strategy, "tp"), names(strategy, "fsdp")
 
-    def dims(match: re.Match) -> str:
-        items = [d.strip() for d in match.group(1).split(",")]
-        return "[" + ", ".join(f"{d}_{axes[d]}" if d in axes else d for d in items) + "]"
+    def dims(match: re.Match, output_layer: bool) -> str:
+        items = [d.strip() for d in match.group(2).split(",")]
+        weight = "B" not in items  # activations and caches carry the batch; parameters do not
+        split = {"B": batch, "K": tensor, "F": tensor, "D": fsdp if weight else "",
+                 "V": tensor if output_layer else ""}
+        return f"{match.group(1)}[" + ", ".join(sub(d, split.get(d, "")) for d in items) + "]"
 
-    lines = text.split("\n")
     out = []
-    for k, line in enumerate(lines):
+    for k, line in enumerate(text.split("\n")):
         if k == 1:
-            out.append(mesh)
+            out.append(mesh_line(strategy))
         if line.lstrip().startswith(("let ", "#")):
             out.append(line)
             continue
-        line = re.sub(r"\[([^\]]*)\]", dims, line)
-        if "tp" in strategy and _unembedding(line):  # the output layer is split by vocabulary
-            line = re.sub(r"\bV\]", f"V_{strategy['tp'][0]}]", re.sub(r"\[V,", f"[V_{strategy['tp'][0]},", line))
+        out.append(_TENSOR.sub(functools.partial(dims, output_layer=_unembedding(line)), line))
+    return "\n".join(out)
+
+
+def gathered(text: str, strategy: Strategy) -> str:
+    """FSDP: before each statement that reads a sharded parameter, an AllGather of it over
+    the FSDP axes, and the statement reads the gathered whole."""
+    fsdp = names(strategy, "fsdp")
+    if not fsdp:
+        return text
+    mark = sub("D", fsdp)
+    out: list[str] = []
+    previous = None
+    for line in text.split("\n"):
+        if line == previous:  # a statement written twice (a backward's) reads what was gathered for the first
+            out.append(line)
+            continue
+        previous = line
+        code = line.split("#", 1)[0]
+        word = code.strip().split(None, 1)[0] if code.strip() else ""
+        if word in ("let", "mesh", "param", "embedding", "cache", "repeat", "part", "}") or \
+                word.startswith(("AllGather", "AllReduce", "ReduceScatter", "AllToAll")) or "->" not in code:
+            out.append(line)
+            continue
+        reads = code.split("->", 1)[0]
+        lead = line[:len(line) - len(line.lstrip())]
+        for tensor in dict.fromkeys(m.group(0) for m in _TENSOR.finditer(reads)):
+            inside = [d.strip() for d in tensor[tensor.index("[") + 1:-1].split(",")]
+            if "B" in {d.split("_")[0] for d in inside} or mark not in inside:
+                continue
+            whole = tensor.replace(mark, "D")
+            out.append(f"{lead}AllGather_{fsdp if len(fsdp) == 1 else '{' + fsdp + '}'} {tensor} -> {whole}")
+            head, arrow, tail = line.partition("->")
+            line = head.replace(tensor, whole) + arrow + tail  # the result keeps its own form
         out.append(line)
     return "\n".join(out)
+
+
+def shard(text: str, strategy: Strategy) -> str:
+    """The forward program written sharded (`subscripted`, then `gathered`)."""
+    return gathered(subscripted(text, strategy), strategy)
 
 
 def _unembedding(line: str) -> bool:
@@ -110,19 +185,20 @@ def _unembedding(line: str) -> bool:
 
 
 def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict, chips: int,
-                target=None) -> dict:
-    """The strategy a named model is sharded with ({} for none), checked against the mode."""
+                target=None) -> Strategy:
+    """The strategy a named model is sharded with ({} for none), checked against the model."""
     if not strategy:
         if mesh:
             raise SpecError("--mesh goes with --strategy KIND=AXIS (dp=X,tp=Y)")
         return {}
-    if mode == "train":
-        raise SpecError("strategies shard the forward pass (prefill, decode); training's backward collectives "
-                        "are not costed yet: use --chips N for an even split")
     if config.get("moe"):
         raise SpecError(f"{config['name']} is a mixture of experts: expert parallelism is not costed yet")
     if chips != 1:
         raise SpecError("--strategy builds the mesh: drop --chips")
     domain = target.chip.figure("interconnect.domain_size") if target is not None and target.chip is not None \
         else None
-    return parse_strategy(strategy, parse_mesh(mesh) if mesh else None, int(domain) if domain else None)
+    found = parse_strategy(strategy, parse_mesh(mesh) if mesh else None, int(domain) if domain else None)
+    if "fsdp" in found and mode != "train":
+        raise SpecError("fsdp shards the parameters and their optimizer state for training; to serve, "
+                        "split the weights with tp (tensor) or copy them with dp")
+    return found

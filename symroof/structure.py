@@ -110,6 +110,7 @@ class Structured:
     declared: tuple[Declared, ...]
     relations: dict[sympy.Symbol, sympy.Expr]
     lets: tuple[tuple[str, sympy.Expr], ...]
+    backward: Structured | None = None  # the `backward { ... }` section, read as a program of its own
 
 
 def read_structured(text: str, dtype: str = "bf16", mesh: Mesh | str | dict | None = None) -> Structured:
@@ -121,6 +122,39 @@ def read_structured(text: str, dtype: str = "bf16", mesh: Mesh | str | dict | No
     if not isinstance(text, str):
         raise SpecError(f"a program is text, not {type(text).__name__}")
     text = normalize(text)
+    forward, backward = _sections(text)
+    if backward is not None:
+        return _read(text, forward, dtype, mesh, _read(text, backward, dtype, mesh, None))
+    return _read(text, text, dtype, mesh, None)
+
+
+def _sections(text: str) -> tuple[str, str | None]:
+    """The forward program and the `backward {` ... `}` section (None without one), each
+    the whole text with the other's statements blanked out, so that offsets stay where
+    they are: the backward keeps the `let` and `mesh` lines it shares with the forward."""
+    lines = text.split("\n")
+    start = next((k for k, line in enumerate(lines) if re.fullmatch(r"backward\s*\{\s*(#.*)?", line.strip())), None)
+    if start is None:
+        return text, None
+    if lines[start] != lines[start].lstrip():
+        raise SpecError("a backward section starts at the left margin: 'backward {' on a line of its own",
+                        text, sum(len(line) + 1 for line in lines[:start]))
+    end = next((k for k in range(len(lines) - 1, start, -1) if lines[k].rstrip() == "}"), None)
+    if end is None or any(line.split("#", 1)[0].strip() for line in lines[end + 1:]):
+        raise SpecError("a backward section ends the program, with '}' alone on its last line", text,
+                        sum(len(line) + 1 for line in lines[:start]))
+
+    def blank(keep) -> str:
+        return "\n".join(line if keep(k, line) else " " * len(line) for k, line in enumerate(lines))
+
+    shared = ("let ", "mesh ", "#")
+    forward = blank(lambda k, line: k < start)
+    backward = blank(lambda k, line: start < k < end or line.lstrip().startswith(shared))
+    return forward, backward
+
+
+def _read(text: str, blanked_forward: str, dtype: str, mesh, backward: Structured | None) -> Structured:
+    whole, text = text, blanked_forward
     scan = _Scan(text)
     blanked = scan.run()
     written = read(blanked)
@@ -144,7 +178,7 @@ def read_structured(text: str, dtype: str = "bf16", mesh: Mesh | str | dict | No
         if names.count(d.name) > 1:
             raise SpecError(f"{d.name} is declared twice", text, at)
     relations = resolve_relations(scan.lets, scan.let_spans)
-    return Structured(text, program, counts, parts, blocks, declared, relations, tuple(scan.lets))
+    return Structured(whole, program, counts, parts, blocks, declared, relations, tuple(scan.lets), backward)
 
 
 def _split(axes: tuple[str, ...], mesh: Mesh | None, text: str, at: int) -> int:

@@ -14,9 +14,10 @@ output): `--remat save=x,o,h`.
 from __future__ import annotations
 
 from . import dtypes
+from .backward import backward
 from .errors import SpecError
 from .models_file import FIELDS, MLPS
-from .strategies import shard
+from .strategies import gathered, shard, subscripted
 
 
 def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "bf16",
@@ -74,7 +75,10 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
     text = "\n".join(lines) + "\n"
     # the weight matrices (declared, and read as matmul operands) in their own dtype
     text = text if stored["weights"] == "bf16" else _weights_in(text, stored["weights"])
-    return shard(text, strategy or {})
+    if mode != "train" or not strategy:
+        return shard(text, strategy or {})
+    split = subscripted(text, strategy)  # training on a mesh: the backward written out, for its collectives
+    return gathered(split, strategy) + "\n" + gathered(backward(split, strategy), strategy)
 
 
 def _norm(x: str, norm: str, bias: bool, w: str, b: str, name: str = "") -> list[str]:
