@@ -10,7 +10,7 @@ import sympy
 
 from .cost import Cost, cost
 from .errors import SpecError
-from .ir import dim_symbol, tensors_of
+from .ir import Collective, dim_symbol, tensors_of
 from .model_decls import Options
 from .structure import Structured
 
@@ -34,8 +34,12 @@ def activation_bytes(s: Structured, options: Options) -> sympy.Expr:
             raise SpecError(f"remat save: no tensor named {', '.join(missing)} in the program (named: "
                             f"{', '.join(names) or 'none'})")
         return sympy.Add(*found.values())
-    kept = [block.count * _local_bytes(_first_input(statements[block.statements[0]]), mesh)
-            for block in s.blocks if block.parent is None and block.statements]
+    kept = []
+    for block in s.blocks:
+        # the block's input: what its first computation reads (FSDP's gathers of parameters come before it)
+        work = [statements[i] for i in block.statements if not isinstance(statements[i], Collective)]
+        if block.parent is None and work:
+            kept.append(block.count * _local_bytes(_first_input(work[0]), mesh))
     return sympy.Add(*kept)
 
 

@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> str:
             else text.rstrip("\n")
     structured = read_structured(text)
     sizes = model_report.with_defaults(structured, args.mode, context, _sizes(args.set))
-    options = Options(mode=args.mode, chips=args.chips, optimizer=args.optimizer, remat=args.remat, mfu=args.mfu)
+    options = Options(mode=args.mode, chips=args.chips, optimizer=args.optimizer, remat=args.remat, mfu=args.mfu,
+                      strategy=tuple(about.get("strategy", {}).items()))
     at_sizes = Model(structured, target, sizes, options)
     formulas = Model(structured, target, {k: v for k, v in sizes.items() if k not in ("B", "T", "S")}, options)
     if args.train_tokens and args.mode != "train":

@@ -32,7 +32,7 @@ import sympy
 from .activations import activation_bytes
 from .cost import Cost, combine, cost, repeated
 from .errors import SpecError
-from .ir import dim_symbol
+from .ir import Program, dim_symbol
 from .model_checks import both, check_names, check_shards
 from .model_decls import MODEL_QUANTITIES, OPTIMIZER_BYTES, Options
 from .relations import check_sizes
@@ -94,7 +94,9 @@ class Model:
         subs = {s: e.xreplace(given) for s, e in back.relations.items()} | given
         check_shards(back, lambda e: e.xreplace(subs))
         both_ = _scaled(self.structured, self._subs) + _scaled(back, subs)
-        return Analysis(combine(both_, self.structured.program.mesh), self.machine)
+        forward = self.structured.program
+        program = Program(forward.statements + back.program.statements, (), forward.mesh)
+        return Analysis(combine(both_, forward.mesh), self.machine, program=program)
 
     @property
     def written_backward(self) -> bool:

@@ -59,6 +59,7 @@ class Options:
     remat: str = "full"
     mfu: float | None = None
     headroom: sympy.Rational = sympy.Rational(9, 10)
+    strategy: tuple[tuple[str, str], ...] = ()  # each kind of parallelism and its axes: (("dp", "X"),)
 
     def __post_init__(self):
         if self.mode not in MODES:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import sympy
 
+from . import model_strategy
 from .errors import SpecError
 from .json_report import json_value
 from .machine import machine
@@ -43,13 +44,15 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
     """
     target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)  # a name, a Chip or a Machine
     if "\n" in name or "{" in name:  # the program's own text
-        text, context = name, None
+        text, context, about = name, None, {}
     else:
-        text, _, context = source(name, mode, weights=weights, kv=kv, strategy=strategy, mesh=mesh, chips=chips,
+        text, about, context = source(name, mode, weights=weights, kv=kv, strategy=strategy, mesh=mesh, chips=chips,
                                   target=target, models_file=models_file)
     structured = read_structured(text)
+    kinds = about.get("strategy", {}) if "\n" not in name and "{" not in name else {}
     return Model(structured, target, with_defaults(structured, mode, context, sizes or {}),
-                 Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat, mfu=mfu))
+                 Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat, mfu=mfu,
+                         strategy=tuple(kinds.items())))
 
 
 def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", strategy: str | None = None,
@@ -58,8 +61,12 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
     call it ({"model", "name"}), and the model's context (None for a program file)."""
     if not _is_file(name):
         config = get_model(name, models_file)
-        text = program(config, mode, weights, kv, strategy_of(strategy, mesh, mode, config, chips, target))
-        return text, {"model": config["id"], "name": config["name"]}, config["sizes"]["context"]
+        kinds = strategy_of(strategy, mesh, mode, config, chips, target)
+        text = program(config, mode, weights, kv, kinds)
+        about = {"model": config["id"], "name": config["name"]}
+        if kinds:
+            about["strategy"] = {kind: "".join(a for a, *_ in axes) for kind, axes in kinds.items()}
+        return text, about, config["sizes"]["context"]
     try:
         text = Path(name).read_text(encoding="utf-8")
     except OSError as err:
@@ -102,6 +109,9 @@ CONVENTIONS = [
     "(remat save=x,o,h): the tensors so named",
     "attention counts the full T x S scores (a causal mask's skipped half is not subtracted)",
     "on N chips memory and time split evenly (no collectives); a chip's usable HBM is 0.9 of its capacity",
+    "with --strategy the program is sharded and its collectives costed; in training its backward pass is "
+    "written out (each matmul's two gradient matmuls, every other statement twice: still 3x the FLOPs); "
+    "t_step overlaps every collective, t_step_exposed waits for those on activations",
 ]
 
 
@@ -149,6 +159,8 @@ def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[
             where = "each chip of the mesh" if model.structured.program.mesh is not None else \
                 f"{model.options.chips} chip{'s' if model.options.chips > 1 else ''}"
             out.append(("max_batch", f"{largest}: the largest B whose memory fits {where} at 0.9 of HBM"))
+    out += model_strategy.rows(model, lambda v: beside(v, "") if v.is_Integer else pretty(v) if not v.is_number
+                               else number(v, 4), seconds)
     if model.options.mode == "decode" and model.machine is not None:
         for with_kv in (True, False):
             label = "decode_batch" + ("" if with_kv else "_no_kv")
@@ -199,5 +211,6 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens=None
             region = model.decode_batch(with_kv)
             out["decode_batch" + ("" if with_kv else "_no_kv")] = {
                 "kind": region.kind, "root": json_value(region.root) if region.root is not None else None}
+    out.update(model_strategy.as_json(model, json_value))
     out["conventions"] = CONVENTIONS
     return out

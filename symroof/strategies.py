@@ -151,7 +151,7 @@ def gathered(text: str, strategy: Strategy) -> str:
     previous = None
     for line in text.split("\n"):
         if line == previous:  # a statement written twice (a backward's) reads what was gathered for the first
-            out.append(line)
+            out.append(out[-1])
             continue
         previous = line
         code = line.split("#", 1)[0]

@@ -1,0 +1,188 @@
+"""What a strategy costs a model: its collectives (forward and backward, which of them can
+overlap with compute), the communication a step cannot hide, and each kind's threshold.
+
+Overlap: a collective on parameters or their gradients (FSDP's gathers, the gradients'
+AllReduce and ReduceScatter) does not feed the very next statement, so it can run while
+other layers compute (prefetched, or deferred); a collective on activations (tensor
+parallelism's AllReduces) does, and waits on the critical path unless it is written as a
+collective matmul. So beside the roofline's `t_step` (everything overlapped:
+max(T_math, T_comms, T_network)) comes `t_step_exposed`: max(T_math, T_comms, T_network of
+the overlappable ones) + T_network of the activations' ones.
+
+Thresholds (each kind's collectives against the step's T_math, both per chip):
+* dp, fsdp: their collectives do not grow with the batch while T_math does, so there is a
+  batch B above which the kind is compute-bound: given as per-chip tokens (B x T over the
+  chips the batch is split over), the figure the "per-chip batch > C / W_ici" rule names;
+* tp: its AllReduces grow with the batch as T_math does, so the batch does not decide it:
+  the ratio T_math / T_network(tp) does (above 1: compute-bound), set by the model's width
+  over the axis's size.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import sympy
+
+from .collectives import link
+from .errors import SpecError
+from .ir import dim_symbol
+from .model import Model
+from .solve import positive_region
+from .thresholds import cleared
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective of a step: in which pass, over which axes, on what, how often."""
+
+    backward: bool
+    kind: str
+    axes: str
+    tensor: str        # as written, e.g. bf16[D_Z, F_Y]
+    bytes: sympy.Expr  # V, each time
+    count: sympy.Expr  # how many times a step (L for a layer's)
+    time: sympy.Expr   # all `count` of them, bandwidth-bound
+    overlaps: bool     # on parameters or gradients (True), or on activations (False)
+
+
+def collectives(model: Model) -> list[Collective]:
+    """The step's collectives in order (forward, then a written backward's)."""
+    a = model.step_analysis
+    if a.mesh is None:
+        return []
+    forward = len(model.structured.program.statements)
+    passes = [k >= forward for k, c in enumerate(a.cost.statements) for _ in c.moves]
+    out = []
+    for backward, (move, t) in zip(passes, a.collectives):
+        tensor = move.move.before.text(move.move.dtype)
+        out.append(Collective(backward, move.move.kind, "".join(move.move.axes), tensor, move.bytes,
+                              model.at(move.count), t.bandwidth, not _activation(tensor)))
+    return out
+
+
+def _activation(tensor: str) -> bool:
+    return "B" in {d.strip().split("_")[0] for d in re.sub(r"\{U[^}]*\}", "", tensor).split("[", 1)[1]
+                   .rstrip("] ").split(",")}
+
+
+def times(model: Model) -> dict[str, sympy.Expr]:
+    """t_network split into what can overlap and what cannot, and the step's time with the
+    latter exposed (see the module docstring)."""
+    a = model.step_analysis
+    rows = collectives(model)
+    hidden = sympy.Add(*(c.time for c in rows if c.overlaps))
+    exposed = sympy.Add(*(c.time for c in rows if not c.overlaps))
+    factor = 3 if model.options.mode == "train" and not model.written_backward else 1
+    work = sympy.Max(a.t_math, a.t_comms)
+    t_step = factor * sympy.Max(work, hidden) + exposed
+    return {"t_network_overlapped": hidden, "t_network_exposed": exposed,
+            "t_comm_exposed": t_step - factor * work, "t_step_exposed": t_step}
+
+
+def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
+    """Each kind's collectives against T_math (see the module docstring); `strategy` maps
+    each kind to its axes ({"dp": "X", "tp": "Y"})."""
+    if not strategy:
+        return {}
+    rows = collectives(model)
+    a = model.step_analysis
+    out: dict[str, dict] = {}
+    for kind, axes in strategy.items():
+        names = set(axes)
+        mine = [c for c in rows if set(c.axes) & names]
+        t_net = sympy.Add(*(c.time for c in mine))
+        entry: dict = {"axes": "".join(sorted(names)), "t_network": t_net, "collectives": len(mine)}
+        entry["ratio"] = a.t_math / t_net if mine else None
+        if kind in ("dp", "fsdp") and mine:
+            entry["per_chip_tokens"] = _batch_threshold(model, strategy, names)
+        out[kind] = entry
+    return out
+
+
+def _batch_threshold(model: Model, strategy: dict[str, str], names: set[str]):
+    """The per-chip tokens above which T_math exceeds the collectives over `names`."""
+    free = Model(model.structured, model.machine, {k: v for k, v in model.sizes.items() if k != "B"},
+                 model.options)
+    a = free.step_analysis
+    t_net = sympy.Add(*(c.time for c in collectives(free) if set(c.axes) & names))
+    B = dim_symbol("B")
+    if not (a.t_math.has(B) and not t_net.has(B)):
+        raise SpecError("a batch threshold needs T_math to grow with the batch B and the collectives not to")
+    t_math, t_roof = cleared(a.t_math, t_net)
+    region = positive_region(sympy.expand(t_math - t_roof), B)
+    if region.root is None:
+        return None
+    return free.at(region.root * free.tokens / B / _split(model, strategy))
+
+
+def _link(model: Model, axes: str) -> str:
+    mesh = model.structured.program.mesh
+    machine = model.machine
+    return ", ".join(f"{mesh.axis(a).size} over {link(mesh.axis(a), machine.chip, machine.ici_bw).name}"
+                     for a in axes)
+
+
+def report(model: Model) -> dict:
+    """A strategy's figures as sympy values: the strategy, its collectives, the exposed
+    communication and step time, memory per chip and each kind's threshold."""
+    kinds = dict(model.options.strategy)
+    if not kinds or model.machine is None:
+        return {}
+    found = times(model)
+    return {"strategy": kinds, "collectives": collectives(model), **found,
+            "memory_per_chip": model.hbm_per_chip, "threshold": thresholds(model, kinds)}
+
+
+def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
+    """The report's rows for a strategy (`show` writes a value, `seconds` a time)."""
+    found = report(model)
+    if not found:
+        return []
+    out = [("strategy", ", ".join(f"{kind} over {axes} ({_link(model, axes)})"
+                                  for kind, axes in found["strategy"].items()))]
+    groups: dict[tuple, list] = {}
+    for c in found["collectives"]:
+        groups.setdefault((c.backward, c.kind, c.axes, c.overlaps), []).append(c)
+    for (backward, kind, axes, overlaps), group in groups.items():
+        count = sympy.Add(*(c.count for c in group))
+        what = "params/grads: can overlap" if overlaps else "activations: on the critical path"
+        out.append(("collectives", f"{'backward' if backward else 'forward'}: {show(count)} x {kind} over {axes}, "
+                                   f"{seconds(sympy.Add(*(c.time for c in group)))} ({what})"))
+    out.append(("t_step_exposed", f"{seconds(found['t_step_exposed'])} (the activations' collectives exposed; "
+                                  f"t_comm_exposed {seconds(found['t_comm_exposed'])})"))
+    for kind, entry in found["threshold"].items():
+        text = []
+        tokens = entry.get("per_chip_tokens")
+        if tokens is not None:
+            now = model.tokens / _split(model, found["strategy"])
+            text.append(f"compute-bound once per-chip tokens > {show(tokens)} (now {show(now)})")
+        if entry["ratio"] is not None:
+            text.append(f"T_math / T_network over {entry['axes']} = {show(entry['ratio'])}"
+                        + (" (above 1: compute-bound; the batch does not change it)" if kind == "tp" else ""))
+        out.append((f"threshold {kind}", "; ".join(text) or "no collectives"))
+    return out
+
+
+def _split(model: Model, kinds: dict[str, str]) -> int:
+    mesh = model.structured.program.mesh
+    split = 1
+    for axis in kinds.get("dp", "") + kinds.get("fsdp", ""):
+        split *= mesh.axis(axis).size
+    return split
+
+
+def as_json(model: Model, value) -> dict:
+    """A strategy's figures for the JSON report (`value` turns a sympy value into JSON)."""
+    found = report(model)
+    if not found:
+        return {}
+    return {"strategy": found["strategy"],
+            "collectives": [{"pass": "backward" if c.backward else "forward", "kind": c.kind, "axes": c.axes,
+                             "tensor": c.tensor, "bytes": value(c.bytes), "count": value(c.count),
+                             "t": value(c.time), "overlaps": c.overlaps} for c in found["collectives"]],
+            **{k: value(found[k]) for k in ("t_network_overlapped", "t_network_exposed", "t_comm_exposed",
+                                            "t_step_exposed", "memory_per_chip")},
+            "threshold": {kind: {k: v if isinstance(v, str) else value(v) if v is not None else None
+                                 for k, v in entry.items()} for kind, entry in found["threshold"].items()}}
