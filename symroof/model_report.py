@@ -44,7 +44,7 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
     """
     target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)  # a name, a Chip or a Machine
     if "\n" in name or "{" in name:  # the program's own text
-        text, context, about = name, None, {}
+        text, context, about = name, None, dict[str, dict]()
     else:
         text, about, context = source(name, mode, weights=weights, kv=kv, strategy=strategy, mesh=mesh, chips=chips,
                                   target=target, models_file=models_file)

@@ -119,6 +119,7 @@ def _batch_threshold(model: Model, strategy: dict[str, str], names: set[str]):
 
 def _link(model: Model, axes: str) -> str:
     mesh = model.structured.program.mesh
+    assert mesh is not None  # a strategy writes one
     machine = model.machine
     return ", ".join(f"{mesh.axis(a).size} over {link(mesh.axis(a), machine.chip, machine.ici_bw).name}"
                      for a in axes)
@@ -167,6 +168,7 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
 
 def _split(model: Model, kinds: dict[str, str]) -> int:
     mesh = model.structured.program.mesh
+    assert mesh is not None  # a strategy writes one
     split = 1
     for axis in kinds.get("dp", "") + kinds.get("fsdp", ""):
         split *= mesh.axis(axis).size
