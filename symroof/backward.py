@@ -197,9 +197,8 @@ class _Writer:
             whole = _tensor(_dtype(tensor), ["D" if d == fsdp else d for d in dims])
             if fsdp in dims and self.fsdp:
                 grad = _tensor(_dtype(tensor), dims)
-                out.append(f"ReduceScatter_{{{self.fsdp[0]},D}} {whole} {{U_{_braced(self.fsdp)}}} -> {grad}"
-                           if len(self.fsdp) == 1 else
-                           f"ReduceScatter_{_braced(self.fsdp)} {whole} {{U_{_braced(self.fsdp)}}} -> {grad}")
+                over = ",".join(self.fsdp)
+                out.append(f"ReduceScatter_{{{over},D}} {whole} {{U_{_braced(self.fsdp)}}} -> {grad}")
                 rest = self.batch
                 reduced = grad
             else:

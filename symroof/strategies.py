@@ -37,6 +37,7 @@ from .parse import parse_mesh
 KINDS = {"dp": "dp", "data": "dp", "fsdp": "fsdp", "tp": "tp", "tensor": "tp"}
 LATER = ("sp", "sequence", "pp", "pipeline", "ep", "expert")
 _AXES = {"dp": "X", "fsdp": "Z", "tp": "Y"}  # the axes a strategy given by sizes builds
+_OUTER = {"dp": "R", "fsdp": "Q", "tp": "O"}  # and each kind's part between fast-link domains (DCN)
 Axis = tuple[str, int, str]  # name, size, link
 Strategy = dict[str, tuple[Axis, ...]]
 _TENSOR = re.compile(r"(\w+)\[([^\]]*)\]")
@@ -88,15 +89,28 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
         found[kind] = tuple((a, mesh.axis(a).size, mesh.axis(a).link) for a in names)
     chips = math.prod(size for axes in found.values() for _, size, _ in axes)
     if mesh is None and domain and chips > domain:
-        outer = "dp" if "dp" in found else "fsdp" if "fsdp" in found else None
-        if outer and chips // found[outer][0][1] <= domain:
-            (name, size, _), = found[outer]
-            found[outer] = ((name, size, "dcn"),)
+        found = _across_domains(found, domain)
     unused = [a for a in (mesh.names if mesh else ()) if a not in {n for axes in found.values() for n, *_ in axes}]
     if unused:
         raise SpecError(f"mesh axis {', '.join(unused)} is given to no strategy: name it (dp={unused[0]}) or "
                         "drop it")
     return found
+
+
+def _across_domains(found: Strategy, domain: int) -> Strategy:
+    """A mesh built from sizes, past the chip's fast-link domain (an NVLink node, a TPU
+    pod): the domain is filled from the innermost kind out (tp, then fsdp, then dp), and
+    what is left of a kind goes between domains, on DCN, as its own axis (`_OUTER`)."""
+    budget, out = domain, {}
+    for kind in ("tp", "fsdp", "dp"):
+        if kind not in found:
+            continue
+        (name, size, _), = found[kind]
+        inner = math.gcd(size, budget)
+        budget //= inner
+        axes = ((_OUTER[kind], size // inner, "dcn"),) if size > inner else ()
+        out[kind] = axes + (((name, inner, "ici"),) if inner > 1 or not axes else ())
+    return {kind: out[kind] for kind in found}
 
 
 def names(strategy: Strategy, *kinds: str) -> str:

@@ -75,9 +75,13 @@ def test_a_given_mesh_keeps_its_links_and_every_axis_has_a_strategy():
     assert [(a.name, a.size, a.link) for a in m.analysis.mesh.axes] == [("X", 2, "dcn"), ("Y", 8, "ici")]
     # built from sizes past the NVLink domain of 8: data parallelism goes between the nodes
     built = symroof.model("llama-3-70b", "decode", chip="h100", sizes={"B": 32, "S": 1024}, strategy="dp=2,tp=8")
-    assert [(a.name, a.size, a.link) for a in built.analysis.mesh.axes] == [("X", 2, "dcn"), ("Y", 8, "ici")]
+    assert [(a.name, a.size, a.link) for a in built.analysis.mesh.axes] == [("R", 2, "dcn"), ("Y", 8, "ici")]
     assert built.t_step == m.t_step
-    with pytest.raises(symroof.HardwareError, match="NVLink reaches 8"):  # tensor parallelism past it: refused
-        symroof.model("llama-2-7b", "decode", chip="h100", sizes={"B": 32}, strategy="tp=16").analysis.t_network
+    # tensor parallelism past it: the domain filled, the rest between nodes, costed on InfiniBand
+    wide = symroof.model("llama-2-7b", "decode", chip="h100", sizes={"B": 32}, strategy="tp=16")
+    assert [(a.name, a.size, a.link) for a in wide.analysis.mesh.axes] == [("O", 2, "dcn"), ("Y", 8, "ici")]
+    with pytest.raises(symroof.HardwareError, match="NVLink reaches 8"):  # a mesh given by hand: refused
+        symroof.model("llama-2-7b", "decode", chip="h100", sizes={"B": 32}, strategy="tp=Y",
+                      mesh="Y=16").analysis.t_network
     with pytest.raises(SpecError, match="given to no strategy"):
         symroof.model("llama-3-70b", "decode", strategy="tp=Y", mesh="X=2,Y=8")

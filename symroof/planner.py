@@ -1,0 +1,172 @@
+"""The planner: every way to split N chips among data, FSDP and tensor parallelism, those
+that fit in memory ranked by step time, each with its binding roof and its thresholds.
+
+    symroof plan llama-3-70b --chip tpu-v5p --chips 256 --batch 1M --train
+
+Candidates are the factorizations N = dp x fsdp x tp (fsdp in training only). Before any is
+costed, arithmetic on the model's figures prunes those that cannot work: tp must divide
+the KV heads, the MLP width and the vocabulary (Megatron's splits), dp x fsdp the batch of
+sequences; tp must stay inside the chip's fast-link domain (an NVLink node); and memory has
+a floor, the parameters' bytes per chip (with their gradients and optimizer state in
+training) over fsdp x tp, which no sharding lowers. Each survivor is then costed whole,
+forward and backward, by the sharding engine (model_strategy.py), and ranked by
+`t_step_exposed`: the roofline step with the activations' collectives on the critical path.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import sympy
+
+from . import model_strategy
+from .errors import HardwareError, SpecError
+from .model import Model
+from .model_decls import OPTIMIZER_BYTES
+from .model_report import model
+from .models_file import get_model
+
+
+@dataclass
+class Candidate:
+    """One strategy: its sizes, and either why it was set aside or what it costs."""
+
+    sizes: dict[str, int]
+    rejected: str | None = None
+    model: Model | None = None
+    figures: dict = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.sizes.items() if v > 1) or "dp=1"
+
+
+@dataclass
+class Plan:
+    mode: str
+    chips: int
+    batch: dict[str, int]
+    candidates: list[Candidate]
+    seconds: float
+
+    @property
+    def ranked(self) -> list[Candidate]:
+        fits = [c for c in self.candidates if c.rejected is None]
+        # ties (all compute-bound) go to the one with the least network time, then memory: the most slack
+        return sorted(fits, key=lambda c: (float(c.figures["t_step_exposed"]), float(c.figures["t_step"]),
+                                           float(c.model.step_analysis.t_network), float(c.figures["memory_per_chip"])))
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def plan(name: str, chip: str, chips: int, tokens: int, mode: str = "train", context: int | None = None,
+         models_file=None) -> Plan:
+    """Every strategy for `name` on `chips` chips of `chip` with a batch of `tokens` tokens
+    (sequences of `context`, the model's by default; in decode, `tokens` sequences of one
+    new token each over a context of `context`)."""
+    started = time.perf_counter()
+    config = get_model(name, models_file)
+    if config.get("moe"):
+        raise SpecError(f"{config['name']} is a mixture of experts: expert parallelism is not planned yet")
+    if not isinstance(chips, int) or not 1 <= chips <= 65536:
+        raise SpecError(f"--chips is from 1 to 65536, not {chips}")
+    s = config["sizes"]
+    context = context or s["context"]
+    if mode == "decode":
+        batch = {"B": tokens, "S": context}
+        sequences = tokens
+    else:
+        if tokens % context:
+            raise SpecError(f"a batch of {tokens} tokens is not a whole number of {context}-token sequences: "
+                            f"give a multiple of {context} (or --context)")
+        sequences = tokens // context
+        batch = {"B": sequences, "T": context}
+    kinds = ("dp", "fsdp", "tp") if mode == "train" else ("dp", "tp")
+    found = []
+    for tp in _divisors(chips):
+        for fsdp in (_divisors(chips // tp) if "fsdp" in kinds else [1]):
+            dp = chips // tp // fsdp
+            found.append(Candidate({"dp": dp, "fsdp": fsdp, "tp": tp} if "fsdp" in kinds else {"dp": dp, "tp": tp}))
+    probe = model(name, mode, chip, batch, models_file=models_file)  # one chip, unsharded: the floors
+    usable = probe._usable()
+    per_param = 2 + (2 + OPTIMIZER_BYTES["adam"] if mode == "train" else 0)
+    domain = probe.machine.chip.figure("interconnect.domain_size") if probe.machine.chip is not None else None
+    for c in found:
+        c.rejected = _pruned(c.sizes, s, sequences, probe.params, per_param, usable, domain)
+        if c.rejected is None:
+            _cost(c, name, mode, chip, batch, models_file, usable)
+    return Plan(mode, chips, batch, found, time.perf_counter() - started)
+
+
+def _pruned(sizes: dict, s: dict, sequences: int, params, per_param: int, usable, domain) -> str | None:
+    tp = sizes["tp"]
+    split = sizes["dp"] * sizes.get("fsdp", 1)
+    for dim, what in (("K", "KV heads"), ("F", "MLP width"), ("V", "vocabulary")):
+        if s[dim] % tp:
+            return f"tp={tp} does not divide the {what} ({dim} = {s[dim]})"
+    if sequences % split:
+        return f"{sequences} sequences do not split over dp x fsdp = {split}"
+    if domain and tp > domain:
+        return f"tp={tp} spans more than the fast-link domain of {int(domain)} chips"
+    floor = sympy.Integer(per_param) * params / (sizes.get("fsdp", 1) * tp)
+    if floor > usable:
+        return f"out of memory: the parameters alone take {float(floor) / 1e9:.4g} GB a chip"
+    return None
+
+
+def _cost(c: Candidate, name: str, mode: str, chip: str, batch: dict, models_file, usable) -> None:
+    try:
+        m = model(name, mode, chip, batch, strategy=c.text, models_file=models_file)
+        m.step_analysis.t_network  # noqa: B018 (costs it; a mesh past the chip's domain is refused here)
+    except (SpecError, HardwareError) as err:
+        c.rejected = str(err).split("\n", 1)[0]
+        return
+    if m.hbm_per_chip > usable:
+        c.rejected = f"out of memory: {float(m.hbm_per_chip) / 1e9:.4g} GB a chip (usable {float(usable) / 1e9:.4g})"
+        return
+    a = m.step_analysis
+    roofs = {"compute": a.t_math, "HBM": a.t_comms, "network": a.t_network}
+    c.model = m
+    c.figures = {"t_step": m.t_step, **model_strategy.times(m), "memory_per_chip": m.hbm_per_chip,
+                 "bound": max(roofs, key=lambda k: float(roofs[k])), "tokens_per_s": m.tokens / m.t_step,
+                 "threshold": model_strategy.thresholds(m, dict(m.options.strategy))}
+
+
+def why(p: Plan) -> str:
+    """Why the best strategy wins, against the runner-up and the simplest alternatives."""
+    ranked = p.ranked
+    if not ranked:
+        reasons = sorted({c.rejected for c in p.candidates if c.rejected}, key=len)[:3]
+        return "no strategy fits: " + "; ".join(reasons)
+    best = ranked[0]
+    f = best.figures
+    text = [f"{best.text} wins: {f['bound']}-bound, {float(f['memory_per_chip']) / 1e9:.3g} GB a chip"]
+    if f["t_network_exposed"] == 0:
+        text.append("no collective waits on the critical path")
+    else:
+        text.append(f"{_ms(f['t_network_exposed'])} of activation collectives exposed")
+    for kind, entry in f["threshold"].items():
+        tokens = entry.get("per_chip_tokens")
+        if tokens is not None:
+            now = best.model.tokens / _batch_split(best.sizes)
+            text.append(f"{kind} per-chip tokens {float(now):.4g} {'>' if now > tokens else '<'} "
+                        f"threshold {float(tokens):.4g}")
+    if len(ranked) > 1:
+        second = ranked[1]
+        ratio = float(second.figures["t_step_exposed"] / f["t_step_exposed"])
+        text.append(f"next: {second.text}, {ratio:.3g}x the time ({second.figures['bound']}-bound"
+                    + (f", {_ms(second.figures['t_network_exposed'])} exposed" if second.figures["t_network_exposed"]
+                       else "") + ")")
+    return "; ".join(text)
+
+
+def _batch_split(sizes: dict) -> int:
+    return sizes["dp"] * sizes.get("fsdp", 1)
+
+
+def _ms(t) -> str:
+    return f"{float(t) * 1e3:.4g} ms"
+
