@@ -19,7 +19,7 @@ import re
 import sys
 import warnings
 
-from . import cli_model, latex
+from . import cli_model, cli_plan, latex
 from .chip_card import chip_card, chips_table
 from .claims import load_claims
 from .claims import report as claims_report
@@ -106,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     chip_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
     chip_cmd.add_argument("--json", action="store_true", help="print JSON")
     cli_model.add_parser(commands)
+    cli_plan.add_parser(commands)
     return parser
 
 
@@ -192,6 +193,8 @@ def _run(args) -> tuple[str, int]:
         return _plot(args), 0
     if args.command == "model":
         return cli_model.run(args), 0
+    if args.command == "plan":
+        return cli_plan.run(args), 0
     return _chip(args), 0
 
 

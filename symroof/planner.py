@@ -55,14 +55,14 @@ class Plan:
         fits = [c for c in self.candidates if c.rejected is None]
         # ties (all compute-bound) go to the one with the least network time, then memory: the most slack
         return sorted(fits, key=lambda c: (float(c.figures["t_step_exposed"]), float(c.figures["t_step"]),
-                                           float(c.model.step_analysis.t_network), float(c.figures["memory_per_chip"])))
+                                           float(c.figures["t_network"]), float(c.figures["memory_per_chip"])))
 
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def plan(name: str, chip: str, chips: int, tokens: int, mode: str = "train", context: int | None = None,
+def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context: int | None = None,
          models_file=None) -> Plan:
     """Every strategy for `name` on `chips` chips of `chip` with a batch of `tokens` tokens
     (sequences of `context`, the model's by default; in decode, `tokens` sequences of one
@@ -130,8 +130,9 @@ def _cost(c: Candidate, name: str, mode: str, chip: str, batch: dict, models_fil
     a = m.step_analysis
     roofs = {"compute": a.t_math, "HBM": a.t_comms, "network": a.t_network}
     c.model = m
-    c.figures = {"t_step": m.t_step, **model_strategy.times(m), "memory_per_chip": m.hbm_per_chip,
-                 "bound": max(roofs, key=lambda k: float(roofs[k])), "tokens_per_s": m.tokens / m.t_step,
+    c.figures = {"t_step": m.t_step, "t_network": a.t_network, **model_strategy.times(m),
+                 "memory_per_chip": m.hbm_per_chip, "bound": max(roofs, key=lambda k: float(roofs[k])),
+                 "tokens_per_s": m.tokens / m.t_step, "tokens": m.tokens,
                  "threshold": model_strategy.thresholds(m, dict(m.options.strategy))}
 
 
@@ -151,7 +152,7 @@ def why(p: Plan) -> str:
     for kind, entry in f["threshold"].items():
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
-            now = best.model.tokens / _batch_split(best.sizes)
+            now = best.figures["tokens"] / _batch_split(best.sizes)
             text.append(f"{kind} per-chip tokens {float(now):.4g} {'>' if now > tokens else '<'} "
                         f"threshold {float(tokens):.4g}")
     if len(ranked) > 1:

@@ -101,7 +101,7 @@ def _across_domains(found: Strategy, domain: int) -> Strategy:
     """A mesh built from sizes, past the chip's fast-link domain (an NVLink node, a TPU
     pod): the domain is filled from the innermost kind out (tp, then fsdp, then dp), and
     what is left of a kind goes between domains, on DCN, as its own axis (`_OUTER`)."""
-    budget, out = domain, {}
+    budget, out = domain, Strategy()
     for kind in ("tp", "fsdp", "dp"):
         if kind not in found:
             continue

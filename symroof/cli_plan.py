@@ -1,0 +1,116 @@
+"""`symroof plan MODEL`: the parallelism strategies that fit, ranked by step time.
+
+    symroof plan llama-3-70b --chip h100 --chips 64 --batch 512k --train
+    symroof plan llama-3-70b --chip tpu-v5p --chips 16 --batch 64 --decode --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from . import planner
+from .cli_options import machine_kwargs, machine_options
+from .errors import SpecError
+from .json_report import json_value
+from .machine import machine
+from .model_report import CONVENTIONS
+from .show import number, seconds, wrapped
+from .sizes import size_value
+
+
+def add_parser(commands) -> None:
+    cmd = commands.add_parser("plan", help="rank the parallelism strategies that fit a model on N chips",
+                              description="Every split of the chips into data, FSDP and tensor parallelism, "
+                                          "the ones that fit in memory ranked by step time.")
+    cmd.add_argument("name", metavar="MODEL", help="a model in models.json (llama-3-70b)")
+    mode = cmd.add_mutually_exclusive_group()
+    for m in ("train", "prefill", "decode"):
+        mode.add_argument(f"--{m}", dest="mode", action="store_const", const=m, help=f"the {m} step")
+    cmd.set_defaults(mode="train")
+    machine_options(cmd)
+    cmd.add_argument("--chips", required=True, help="how many chips (64, 256, 8k)")
+    cmd.add_argument("--batch", required=True,
+                     help="tokens a step processes (train, prefill: 512k, a multiple of the context); "
+                          "sequences in decode (64)")
+    cmd.add_argument("--context", help="tokens per sequence (train, prefill) or of context (decode); "
+                                       "the model's by default")
+    cmd.add_argument("--top", type=int, default=10, help="how many ranked strategies to show (10)")
+    cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
+    cmd.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> str:
+    target = machine(**machine_kwargs(args))
+    if target is None or target.chip is None:
+        raise SpecError("a plan needs a chip's figures, links and HBM: give --chip (see symroof chips)")
+    chips = size_value(args.chips, "--chips")
+    tokens = size_value(args.batch, "--batch")
+    context = size_value(args.context, "--context") if args.context else None
+    found = planner.plan(args.name, target, chips, tokens, args.mode, context, args.models)
+    if args.json:
+        return json.dumps(_as_json(found, args), indent=2)
+    return _table(found, args, target.name)
+
+
+def _as_json(p: planner.Plan, args) -> dict:
+    ranked = p.ranked
+    return {"model": args.name, "mode": p.mode, "chips": p.chips, "batch": p.batch, "seconds": round(p.seconds, 3),
+            "considered": len(p.candidates), "ranked": [_row(c) for c in ranked],
+            "set_aside": [{"strategy": c.text, "why": c.rejected} for c in p.candidates if c.rejected],
+            "why": planner.why(p), "conventions": CONVENTIONS}
+
+
+def _row(c: planner.Candidate) -> dict:
+    f = c.figures
+    assert c.model is not None
+    mesh = c.model.structured.program.mesh
+    return {"strategy": c.text, "mesh": str(mesh).removeprefix("mesh "), "bound": f["bound"],
+            **{k: json_value(f[k]) for k in ("t_step", "t_step_exposed", "t_comm_exposed", "memory_per_chip",
+                                              "tokens_per_s")},
+            "threshold": {kind: {k: v if isinstance(v, str) else json_value(v) if v is not None else None
+                                 for k, v in entry.items()} for kind, entry in f["threshold"].items()}}
+
+
+def _table(p: planner.Plan, args, chip: str) -> str:
+    ranked = p.ranked
+    batch = ", ".join(f"{k} = {v}" for k, v in p.batch.items())
+    aside = [c for c in p.candidates if c.rejected]
+    kinds: dict[str, int] = {}
+    for c in aside:
+        key = "out of memory" if "memory" in (c.rejected or "") else "does not divide" \
+            if "divide" in (c.rejected or "") or "split" in (c.rejected or "") else "other"
+        kinds[key] = kinds.get(key, 0) + 1
+    lines = [f"{args.name}, {p.mode} on {p.chips} x {chip}; {batch}",
+             f"considered {len(p.candidates)} strategies in {p.seconds:.2f} s: {len(ranked)} fit and are ranked; "
+             + (", ".join(f"{n} set aside ({k})" for k, n in kinds.items()) or "none set aside"), ""]
+    head = f"{'#':>2}  {'strategy':<18} {'mesh':<26} {'HBM/chip':>9} {'t_step':>11} {'exposed':>11} " \
+           f"{'bound':<8} thresholds (per-chip tokens: now / where compute-bound; tp: T_math/T_net)"
+    lines.append(head)
+    for k, c in enumerate(ranked[:args.top], 1):
+        f = c.figures
+        assert c.model is not None
+        mesh = str(c.model.structured.program.mesh).removeprefix("mesh ")
+        lines.append(f"{k:>2}  {c.text:<18} {mesh:<26} {float(f['memory_per_chip']) / 1e9:>6.3g} GB "
+                     f"{seconds(f['t_step']):>11} {seconds(f['t_step_exposed']):>11} {f['bound']:<8} "
+                     + _thresholds(c))
+    if len(ranked) > args.top:
+        lines.append(f"    ... {len(ranked) - args.top} more (--top {len(ranked)})")
+    lines += ["", *wrapped("why: " + planner.why(p)), ""]
+    lines += wrapped("t_step: the roofline's bound, every collective overlapped; exposed: the activations' "
+                     "collectives (tensor parallelism's) waiting on the critical path; ranked by exposed. "
+                     "Pipeline, sequence and expert parallelism are not planned yet.")
+    return "\n".join(lines)
+
+
+def _thresholds(c: planner.Candidate) -> str:
+    out = []
+    assert c.model is not None
+    for kind, entry in c.figures["threshold"].items():
+        tokens = entry.get("per_chip_tokens")
+        if tokens is not None:
+            now = c.model.tokens / (c.sizes["dp"] * c.sizes.get("fsdp", 1))
+            out.append(f"{kind} {number(now, 4)}/{number(tokens, 4)}")
+        elif entry.get("ratio") is not None:
+            out.append(f"{kind} {number(entry['ratio'], 3)}")
+    return ", ".join(out)

@@ -1,0 +1,91 @@
+"""The planner: its ranking on cases whose answer is known by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import symroof
+from symroof import model_strategy, planner
+from symroof.cli import main
+from symroof.models_file import get_model
+
+
+def test_a_model_too_big_for_data_parallelism_is_sharded():
+    # LLaMA-3 70B in training keeps 2 + 2 + 12 = 16 bytes a parameter: 1.13 TB, on every chip
+    # under pure data parallelism, where an H100 has 80 GB; sharding it (FSDP) is the answer
+    p = planner.plan("llama-3-70b", "h100", 64, 64 * 8192, "train")
+    params = get_model("llama-3-70b")["params_published"]
+    dp = next(c for c in p.candidates if c.sizes == {"dp": 64, "fsdp": 1, "tp": 1})
+    assert dp.rejected == f"out of memory: the parameters alone take {16 * params / 1e9:.4g} GB a chip"
+    best = p.ranked[0]
+    assert best.sizes["fsdp"] > 1 and best.figures["memory_per_chip"] <= 80e9 * 0.9
+    assert all(c.figures["memory_per_chip"] <= 80e9 * 0.9 for c in p.ranked)  # every ranked one fits
+    times = [c.figures["t_step_exposed"] for c in p.ranked]
+    assert times == sorted(times)
+
+
+def test_a_batch_too_small_for_fsdp_alone_loses_to_a_mixed_strategy():
+    # 256 sequences of 1024 tokens on 256 v5p: FSDP alone leaves each chip 1024 tokens, fewer
+    # than it needs to hide its gathers: 3x the forward's T_math against gathering every
+    # parameter twice and reduce-scattering its gradient once, on the 256-chip ring
+    p = planner.plan("llama-3-8b", "tpu-v5p", 256, 256 * 1024, "train", context=1024)
+    fsdp = next(c for c in p.ranked if c.sizes == {"dp": 1, "fsdp": 256, "tp": 1})
+    s, params = get_model("llama-3-8b")["sizes"], get_model("llama-3-8b")["params_published"]
+
+    def alone(kind, n):
+        spec = "AllGather_Z bf16[W_Z] -> bf16[W]" if kind == "AllGather" else \
+            "ReduceScatter_{Z,W} bf16[W] {U_Z} -> bf16[W_Z]"
+        return symroof.analyze(spec, chip="tpu-v5p", mesh="Z=256", values={"W": n}).t_network
+
+    # AllGather and ReduceScatter cost V / W on the ring whatever V is split into
+    t_net = 2 * alone("AllGather", params) - alone("AllGather", s["V"] * s["D"]) + alone("ReduceScatter", params)
+    assert fsdp.model.step_analysis.t_network == t_net
+    one = symroof.model("llama-3-8b", "prefill", chip="tpu-v5p", sizes={"B": 1, "T": 1024}).analysis.t_math
+    threshold = t_net / (3 * one) * 1024  # per-chip tokens where 3 x T_math reaches t_net
+    found = model_strategy.thresholds(fsdp.model, {"fsdp": "Z"})["fsdp"]["per_chip_tokens"]
+    assert found == threshold and threshold > 1024  # so FSDP alone is network-bound ...
+    assert fsdp.figures["bound"] == "network"
+    best = p.ranked[0]
+    assert best.sizes != fsdp.sizes and best.figures["t_step_exposed"] < fsdp.figures["t_step_exposed"]
+    assert "wins" in planner.why(p) and best.text in planner.why(p)
+
+
+def test_decode_plans_tensor_parallelism_inside_the_nvlink_node():
+    p = planner.plan("llama-3-70b", "h100", 16, 64, "decode")
+    assert all("fsdp" not in c.sizes for c in p.candidates)  # FSDP is for training
+    best = p.ranked[0]
+    mesh = best.model.structured.program.mesh
+    assert best.sizes == {"dp": 2, "tp": 8}  # the weights split over a node, each node a replica
+    assert [(a.name, a.size, a.link) for a in mesh.axes] == [("R", 2, "dcn"), ("Y", 8, "ici")]
+
+
+def test_plan_command(capsys):
+    assert main(["plan", "llama-3-8b", "--chip", "tpu-v5p", "--chips", "16", "--batch", "128k", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["considered"] == len(out["ranked"]) + len(out["set_aside"]) and out["ranked"]
+    first = out["ranked"][0]
+    assert {"strategy", "mesh", "bound", "t_step", "t_step_exposed", "t_comm_exposed", "memory_per_chip",
+            "threshold"} <= set(first)
+    assert main(["plan", "llama-3-8b", "--chip", "tpu-v5p", "--chips", "16", "--batch", "128k"]) == 0
+    text = capsys.readouterr().out
+    assert "considered" in text and "why:" in text and first["strategy"] in text
+    for argv, message in ((["--batch", "1000"], "not a whole number of 8192-token sequences"),
+                          (["--chips", "0"], "--chips: 0 must be a positive integer"),
+                          (["--chips", "100000"], "--chips is from 1 to 65536")):
+        base = ["plan", "llama-3-8b", "--chip", "tpu-v5p", "--chips", "16", "--batch", "128k"]
+        assert main([*base, *argv]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["plan", "mixtral-8x7b", "--chip", "h100", "--chips", "8", "--batch", "32k"]) == 2
+    assert "mixture of experts" in capsys.readouterr().err
+    assert main(["plan", "llama-3-8b", "--chips", "8", "--batch", "64k"]) == 2
+    assert "needs a chip" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("chips", [1, 3])
+def test_small_and_odd_chip_counts(chips):
+    p = planner.plan("llama-2-7b", "h100", chips, 6 * 4096, "train")
+    for c in p.candidates:
+        assert c.sizes["dp"] * c.sizes["fsdp"] * c.sizes["tp"] == chips
+    assert all(c.rejected for c in p.candidates if c.sizes["tp"] == 3)  # 32 KV heads do not split 3 ways
