@@ -155,7 +155,13 @@ def why(p: Plan) -> str:
             now = best.figures["tokens"] / _batch_split(best.sizes)
             text.append(f"{kind} per-chip tokens {float(now):.4g} {'>' if now > tokens else '<'} "
                         f"threshold {float(tokens):.4g}")
-    if len(ranked) > 1:
+    ties = [c for c in ranked[1:] if c.figures["t_step_exposed"] == f["t_step_exposed"]
+            and c.figures["t_step"] == f["t_step"]]
+    if ties:
+        text.append(f"{len(ties)} other{'s' if len(ties) > 1 else ''} take the same time ({ties[0].text}"
+                    f"{', ...' if len(ties) > 1 else ''}); it has the least network time among them "
+                    f"({_ms(f['t_network'])} against {_ms(ties[0].figures['t_network'])}), the most slack")
+    elif len(ranked) > 1:
         second = ranked[1]
         ratio = float(second.figures["t_step_exposed"] / f["t_step_exposed"])
         text.append(f"next: {second.text}, {ratio:.3g}x the time ({second.figures['bound']}-bound"
