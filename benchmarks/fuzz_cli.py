@@ -40,7 +40,7 @@ from katex_renderer import KaTeX  # noqa: E402
 
 _STATE: dict = {}
 # `--kinds` groups: a name that stands for several kinds
-KIND_GROUPS = {"models": ("model", "model-file", "model-print")}
+KIND_GROUPS = {"models": ("model", "model-file", "model-print", "plan")}
 
 
 def case_random(seed: int, i: int) -> random.Random:

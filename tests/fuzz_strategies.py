@@ -1597,8 +1597,9 @@ def _mode_of(argv) -> str:
     return next((a[2:] for a in reversed(argv) if a in ("--train", "--prefill", "--decode")), "train")
 
 
-STRATEGIES = ["tp=8", "tp=2", "dp=4", "dp=2,tp=4", "tp=1", "dp=8,tp=8", "tensor=4", "data=2,tensor=2", "tp=16"]
-STRATEGIES_JUNK = ["fsdp=8", "pp=4", "sp=2", "ep=8", "tp", "tp=", "tp=0", "tp=-2", "tp=1e9", "tp=8,tp=8",
+STRATEGIES = ["tp=8", "tp=2", "dp=4", "dp=2,tp=4", "tp=1", "dp=8,tp=8", "tensor=4", "data=2,tensor=2", "tp=16",
+              "fsdp=8", "fsdp=4,tp=2", "dp=2,fsdp=2,tp=2", "fsdp=16"]
+STRATEGIES_JUNK = ["fsdp=0", "pp=4", "sp=2", "ep=8", "tp", "tp=", "tp=0", "tp=-2", "tp=1e9", "tp=8,tp=8",
                    "xx=2", "tp=Y", "dp=2;tp=4", ""]
 
 
@@ -1666,7 +1667,7 @@ def _model_flags(r, dims, known: dict, mode: str, *, chip_p=0.6, tensors=(), mes
         if r.random() < 0.6:
             argv += ["--strategy", r.choice(STRATEGIES_JUNK) if junk(r, 0.25) else r.choice(STRATEGIES)]
         else:
-            argv += ["--strategy", r.choice(["dp=X,tp=Y", "tp=Y", "dp=X", "tp=X,dp=Y", "tp=Z"]),
+            argv += ["--strategy", r.choice(["dp=X,tp=Y", "tp=Y", "dp=X", "tp=X,dp=Y", "tp=Z", "fsdp=XY", "fsdp=X,tp=Y"]),
                      "--mesh", r.choice(["X=2,Y=4", "X=4,Y=8", "Y=8", "X=1,Y=2", "X=2", "Y=0", "X=2,Y=4@dcn"])]
     if r.random() < 0.12:
         argv += ["--batches", r.choice(BATCHES_JUNK) if junk(r, 0.3) else r.choice(BATCHES)]
@@ -2088,6 +2089,26 @@ def gen_program(r) -> tuple[str, _Prog]:
     return text, p
 
 
+def gen_plan(r) -> Case:
+    """`symroof plan MODEL`: a model, a chip, chips and a batch (good, or junk), a mode."""
+    name = r.choice(model_names()) if not junk(r, 0.1) else r.choice(MODEL_NEAR + MODEL_JUNK)
+    argv = ["plan", name] + _mode_flags(r)
+    if not junk(r, 0.05):
+        argv += ["--chip", r.choice(["tpu-v5p", "h100", "tpu-v5e", "b200", "gb200"]) if not junk(r, 0.1)
+                 else r.choice(CHIP_JUNK)]
+    argv += ["--chips", r.choice(["1", "2", "8", "16", "64"]) if not junk(r, 0.15)
+             else r.choice(["0", "-4", "1e9", "x", "3", "100000", ""])]
+    argv += ["--batch", r.choice(["8", "64", "64k", "128k", "512k"]) if not junk(r, 0.15)
+             else r.choice(["0", "1000", "-1", "abc", "1e30", ""])]
+    if r.random() < 0.3:
+        argv += ["--context", r.choice(["1024", "2048", "4096"]) if not junk(r, 0.2) else r.choice(["0", "7", "x"])]
+    if r.random() < 0.2:
+        argv += ["--top", r.choice(["1", "3", "100"])]
+    if r.random() < 0.45:
+        argv.append("--json")
+    return Case(argv, kind="plan")
+
+
 def gen_model_file(r) -> Case:
     """`symroof model FILE`: a program file with structure (lets, repeat blocks, nested
     ones, parts, declarations, fused blocks), valid or broken, with the model's flags."""
@@ -2169,10 +2190,11 @@ GENERATORS = {
     "model": gen_model,
     "model-file": gen_model_file,
     "model-print": gen_model_print,
+    "plan": gen_plan,
 }
 DEFAULT_WEIGHTS = {"analyze": 22, "analyze-json": 27, "latex": 14, "roofline": 8, "check": 11,
                    "chips": 1.5, "chip": 5, "plot": 1, "junk": 3, "extreme": 8,
-                   "hardware": 3, "ops": 14, "model": 6, "model-file": 6, "model-print": 1}
+                   "hardware": 3, "ops": 14, "model": 6, "model-file": 6, "model-print": 1, "plan": 1}
 
 
 # ----------------------------------------------------------------------------- running
@@ -2300,7 +2322,7 @@ def _check_expressions(obj, symbols: dict, where="") -> str | None:
 
 
 # what a model's --json holds as text, not as an expression
-_MODEL_TEXT_KEYS = {"model", "name", "mode", "chip", "conventions", "kind"}
+_MODEL_TEXT_KEYS = {"model", "name", "mode", "chip", "conventions", "kind", "tensor", "pass", "axes"}
 _MODEL_FUNCTIONS = {"Max", "Min", "ceiling", "floor", "sqrt", "Abs", "log", "exp", "Piecewise", "oo", "Rational",
                     "Integer", "Float"}
 
@@ -2343,7 +2365,8 @@ def _model_expressions(obj, where="") -> str | None:
 MODEL_NONNEGATIVE = ("params", "params_embedding", "params_per_block", "tokens", "flops", "flops_per_token",
                      "flops_train", "flops_train_per_token", "weight_bytes", "grad_bytes", "optimizer_bytes",
                      "activation_bytes", "kv_bytes", "kv_bytes_per_token", "memory_bytes", "hbm_per_chip",
-                     "min_chips", "t_step", "tokens_per_s", "tokens_per_s_per_chip", "days_to_train")
+                     "min_chips", "t_step", "tokens_per_s", "tokens_per_s_per_chip", "days_to_train",
+                     "memory_per_chip", "t_step_exposed", "t_comm_exposed")
 
 
 def _model_signs(data: dict, where="") -> str | None:
