@@ -11,7 +11,7 @@ import argparse
 import json
 
 from . import model_report
-from .cli_options import machine_kwargs, machine_options
+from .cli_options import machine_kwargs, machine_options, mode_options
 from .errors import SpecError
 from .json_report import json_value
 from .machine import machine
@@ -27,10 +27,7 @@ def add_parser(commands) -> None:
                               description="Analyse a model from models.json (or a program file with "
                                           "let, repeat and param lines) for training, prefill or decode.")
     cmd.add_argument("name", metavar="NAME|FILE", help="a model in models.json (llama-3-70b) or a program file")
-    mode = cmd.add_mutually_exclusive_group()
-    for m in ("train", "prefill", "decode"):
-        mode.add_argument(f"--{m}", dest="mode", action="store_const", const=m, help=f"the {m} step")
-    cmd.set_defaults(mode="train")
+    mode_options(cmd)
     cmd.add_argument("--print", action="store_true", help="print the model's program and stop")
     machine_options(cmd)
     cmd.add_argument("--chips", type=int, default=1, help="chips the step runs on (an even split)")

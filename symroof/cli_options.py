@@ -40,3 +40,11 @@ def pair(item: str, flag: str) -> tuple[str, str]:
     if not sep or not name.strip() or not value.strip():
         raise SymroofError(f"{flag} {item!r}: expected NAME=VALUE")
     return name.strip(), value.strip()
+
+
+def mode_options(parser: argparse.ArgumentParser) -> None:
+    """--train (the default), --prefill, --decode: a model's step."""
+    mode = parser.add_mutually_exclusive_group()
+    for m in ("train", "prefill", "decode"):
+        mode.add_argument(f"--{m}", dest="mode", action="store_const", const=m, help=f"the {m} step")
+    parser.set_defaults(mode="train")

@@ -10,7 +10,7 @@ import argparse
 import json
 
 from . import planner
-from .cli_options import machine_kwargs, machine_options
+from .cli_options import machine_kwargs, machine_options, mode_options
 from .errors import SpecError
 from .json_report import json_value
 from .machine import machine
@@ -24,10 +24,7 @@ def add_parser(commands) -> None:
                               description="Every split of the chips into data, FSDP and tensor parallelism, "
                                           "the ones that fit in memory ranked by step time.")
     cmd.add_argument("name", metavar="MODEL", help="a model in models.json (llama-3-70b)")
-    mode = cmd.add_mutually_exclusive_group()
-    for m in ("train", "prefill", "decode"):
-        mode.add_argument(f"--{m}", dest="mode", action="store_const", const=m, help=f"the {m} step")
-    cmd.set_defaults(mode="train")
+    mode_options(cmd)
     machine_options(cmd)
     cmd.add_argument("--chips", required=True, help="how many chips (64, 256, 8k)")
     cmd.add_argument("--batch", required=True,
