@@ -11,15 +11,18 @@ the time of a step.
 
 Conventions (stated in the README and in every report):
 * training FLOPs are 3x the forward FLOPs (backward = 2x forward); its time on a chip is
-  3x the forward's roofline time (the backward has the forward's intensity);
+  3x the forward's roofline time (the backward has the forward's intensity), unless the
+  program carries its backward pass written out (a `backward { ... }` section, as the
+  templates write under a parallelism strategy): then forward and backward are costed
+  together, collectives and all (`step_analysis`);
 * Adam keeps 12 bytes per parameter (fp32 master copy and two fp32 moments) unless
   told otherwise; gradients are in the parameters' dtype;
 * activations kept for the backward pass: with remat "full" (the default), each
   repeated block keeps its input (the first tensor its first statement reads); with
   "none", every statement keeps its output (a fused block's intermediates are
   recomputed, as flash attention does);
-* on N chips, memory and time split evenly (an ideal split: the collectives a real
-  sharding needs are issue 12's planner's business), and a chip's usable HBM is
+* on N chips (`chips`), memory and time split evenly (an ideal split, no collectives; a
+  program with a mesh costs its collectives instead), and a chip's usable HBM is
   `headroom` (0.9) of its capacity.
 """
 

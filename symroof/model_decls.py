@@ -44,8 +44,8 @@ MODEL_QUANTITIES: tuple[ModelQuantity, ...] = (
     ModelQuantity("hbm_per_chip", "bytes", "memory_bytes over the chips"),
     ModelQuantity("hbm_left_per_chip", "bytes", "usable HBM a chip has left", needs_chip=True),
     ModelQuantity("min_chips", "", "the fewest chips whose usable HBM holds memory_bytes", needs_chip=True),
-    ModelQuantity("t_step", "s", "time of one step: the roofline's lower bound (3x for training), or "
-                  "at the given MFU, over the chips", needs_chip=True),
+    ModelQuantity("t_step", "s", "time of one step: the roofline's lower bound (3x for training, or the "
+                  "forward and a written backward together), or at the given MFU, over the chips", needs_chip=True),
     ModelQuantity("tokens_per_s", "tokens/s", "tokens over t_step", needs_chip=True),
 )
 MODEL_QUANTITY = {q.name: q for q in MODEL_QUANTITIES}

@@ -11,6 +11,10 @@
       }
     }
 
+A program may end with its backward pass written out, `backward {` ... `}` at the left
+margin (the templates write one for training under a parallelism strategy): it is read as
+a program of its own (`Structured.backward`), sharing the `let` and `mesh` lines.
+
 Structure lines stand on their own lines. They are read here and blanked out (replaced
 by spaces, so every offset stays where it was) before the rest goes to the spec parser;
 each statement then belongs to the `repeat` blocks its position lies in, and errors in it
