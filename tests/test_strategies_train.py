@@ -145,3 +145,17 @@ def test_training_strategy_errors_and_json(capsys):
     assert main(["model", "llama-3-8b", "--chip", "tpu-v5p", "--strategy", "fsdp=4", "--print"]) == 0
     printed = capsys.readouterr().out
     assert "backward {" in printed and "AllGather_Z" in printed
+
+
+def test_a_printed_program_with_its_backward_reads_back_the_same(tmp_path):
+    named = symroof.model("llama-3-8b", "train", chip="h100", sizes={"B": 8, "T": 2048}, strategy="fsdp=4,tp=2")
+    path = tmp_path / "fsdp.sr"
+    path.write_text(named.structured.text)
+    again = symroof.model(str(path), "train", chip="h100", sizes={"B": 8, "T": 2048})
+    assert again.written_backward and again.t_step == named.t_step and again.flops_train == named.flops_train
+    text = named.structured.text
+    for broken, message in ((text.replace("\nbackward {", "\n  backward {"), "starts at the left margin"),
+                            (text.rstrip("\n").rstrip("}") + "}\nbf16[B] + bf16[B] -> bf16[B]\n",
+                             "ends the program")):
+        with pytest.raises(SpecError, match=message):
+            symroof.model(broken, "train")
