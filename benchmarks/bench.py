@@ -142,6 +142,20 @@ def model_405b(mode: str) -> None:
     table(m, None, "llama-3-405b")
 
 
+def model_strategy_train() -> None:
+    """LLaMA-3 70B training under fsdp=64,tp=4 on TPU v5p: forward and written backward
+    costed with their collectives, and the strategy's report rows."""
+    from symroof.model_report import table
+    m = symroof.model("llama-3-70b", "train", chip="tpu-v5p", sizes={"B": 256, "T": 4096}, strategy="fsdp=64,tp=4")
+    table(m, None, "llama-3-70b")
+
+
+def plan_256() -> None:
+    """symroof plan llama-3-70b --chip tpu-v5p --chips 256 --batch 1M --context 4096."""
+    from symroof import planner
+    planner.why(planner.plan("llama-3-70b", "tpu-v5p", 256, 2**20, "train", context=4096))
+
+
 def largest(spec: str) -> None:
     from symroof.json_report import to_json_dict
     from symroof.render import table
@@ -178,6 +192,8 @@ def main() -> None:
                  2.0))
     for mode in ("train", "decode"):
         rows.append((f"LLaMA-3 405B model, {mode}, report", median_time(lambda i, m=mode: model_405b(m), 5), 2.0))
+    rows.append(("LLaMA-3 70B train, fsdp=64,tp=4, report", median_time(lambda i: model_strategy_train(), 3), 2.0))
+    rows.append(("plan: LLaMA-3 70B on 256 v5p (45 strategies)", median_time(lambda i: plan_256(), 3), 10.0))
     for name, spec in LARGEST:
         rows.append((name, median_time(lambda i, spec=spec: largest(spec), 3), 10.0))
     for name, seconds, target in rows:

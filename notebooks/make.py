@@ -440,6 +440,201 @@ for with_kv in (True, False):
 ]
 
 
+PARALLELISM = [
+    ("md", """# Training on a slice: LLaMA-3 70B on TPU v5p, with symroof
+
+The third notebook costed the model as if one ideal chip held it all. Here it is trained on
+a real slice: 256 TPU v5p chips, a global batch of 2^20 (about 1M) tokens, sequences of
+4096. symroof's planner tries every way to split the chips among data parallelism (dp),
+fully sharded data parallelism (fsdp: ZeRO-3, each weight split along D and gathered
+before use) and tensor parallelism (tp: Megatron's split of the heads and the MLP width),
+sets aside those that cannot work, writes each of the others out as a sharded program,
+forward and backward, and costs it. Every number below is derived; the inputs are the
+model, the chip, the chip count and the batch.
+
+Conventions: a FLOP is one multiply or one add; training is the forward pass plus a
+written-out backward pass (about 3x the forward's FLOPs); GB = 1e9 bytes; peaks are dense
+bf16. `t_step` is the roofline's step, max(T_math, T_HBM, T_network), every collective
+overlapped with compute. `t_step_exposed` is the same with the collectives on activations
+(tp's AllReduces, which the very next statement needs) waiting on the critical path;
+those on weights and gradients (FSDP's gathers, the gradients' reductions) can be
+prefetched or deferred, and stay overlapped. The planner ranks by `t_step_exposed`."""),
+    ("code", SETUP),
+    ("md", """## The plan on 256 chips
+
+The candidates are the factorizations 256 = dp x fsdp x tp. Arithmetic on the model's
+figures sets some aside before any is costed (tp must divide the KV heads, the MLP width
+and the vocabulary; dp x fsdp must divide the 256 sequences; the parameters with their
+gradients and Adam state, 16 bytes each, over fsdp x tp must fit in a chip's usable HBM);
+the rest are costed whole, and those whose memory per chip then overflows are set aside
+too. The best eight, and why the first wins:"""),
+    ("code", '''import re
+
+from symroof import model_strategy, planner
+
+NAME, CHIP, CONTEXT = "llama-3-70b", "tpu-v5p", 4096
+SEQUENCES = 256
+TOKENS = SEQUENCES * CONTEXT      # the global batch: 2^20 tokens
+p = planner.plan(NAME, CHIP, 256, TOKENS, "train", context=CONTEXT)
+print(f"{len(p.candidates)} ways to split 256 chips; {len(p.ranked)} fit and are costed")
+print()
+print(f"{'strategy':18} {'mesh':16} {'HBM/chip':>9} {'t_step':>9} {'t_step_exposed':>15}  bound")
+for c in p.ranked[:8]:
+    f = c.figures
+    mesh = str(c.model.structured.program.mesh).removeprefix("mesh ")
+    print(f"{c.text:18} {mesh:16} {float(f['memory_per_chip']) / 1e9:6.1f} GB {float(f['t_step']):7.3f} s"
+          f" {float(f['t_step_exposed']):13.3f} s  {f['bound']}")
+print()
+print(planner.why(p))'''),
+    ("md", """The ones set aside, by reason (numbers replaced by #):"""),
+    ("code", '''set_aside = {}
+for c in p.candidates:
+    if c.rejected:
+        set_aside.setdefault(re.sub(r"\\d+(\\.\\d+)?", "#", c.rejected), []).append(c.text)
+for reason, strategies in set_aside.items():
+    print(f"{len(strategies):3} {reason}")
+    print(f"      {', '.join(strategies[:4])}{', ...' if len(strategies) > 4 else ''}")'''),
+    ("md", """Several strategies tie at the compute roof: once every collective hides under the
+math, the step is the FLOPs over 256 chips whatever the split. The ties go to the one with
+the least network time, then the least memory: pure FSDP over all 256 chips. Strategies
+with tp are compute-bound in `t_step` too, but their AllReduces on activations are exposed,
+so they rank below.
+
+## What the winner communicates
+
+Every weight is stored split along D over the 256 chips. Each layer gathers its weights
+before the forward uses them, gathers them again for the backward, and reduce-scatters
+their gradients back to the shards; nothing on activations moves. The step's collectives,
+grouped by pass, kind and axis (counts are per step, over the 80 layers and the
+embeddings):"""),
+    ("code", '''best = p.ranked[0]
+m = best.model
+groups = {}
+for c in model_strategy.collectives(m):
+    key = ("backward" if c.backward else "forward", c.kind, c.axes,
+           "params/grads: overlaps" if c.overlaps else "activations: exposed")
+    count, moved, seconds = groups.get(key, (0, 0, 0))
+    groups[key] = (count + c.count, moved + c.count * c.bytes, seconds + c.time)
+mesh = str(m.structured.program.mesh).removeprefix("mesh ")
+print(f"{best.text} on the mesh {mesh}:")
+for (which, kind, axes, what), (count, moved, seconds) in groups.items():
+    print(f"  {which:8} {int(count):4} x {kind:13} over {axes}  {float(moved) / 1e9:7.1f} GB  "
+          f"{float(seconds) * 1e3:7.1f} ms  ({what})")
+a = m.step_analysis
+split = model_strategy.times(m)
+print()
+print(f"T_math {float(a.t_math):.3f} s   T_HBM {float(a.t_comms):.3f} s   T_network {float(a.t_network):.3f} s "
+      f"(overlapped {float(split['t_network_overlapped']):.3f} s, exposed {float(split['t_network_exposed']):.3f} s)")
+print(f"t_step {float(m.t_step):.3f} s   t_step_exposed {float(split['t_step_exposed']):.3f} s   "
+      f"HBM per chip {float(m.hbm_per_chip) / 1e9:.1f} GB   training FLOPs {float(m.flops_train):.4g}")
+print()
+batch_split = best.sizes["dp"] * best.sizes["fsdp"]
+for kind, entry in best.figures["threshold"].items():
+    now = m.tokens / batch_split
+    print(f"threshold {kind} (over {entry['axes']}): compute-bound once per-chip tokens > "
+          f"{float(entry['per_chip_tokens']):.0f}; now {float(now):.0f} "
+          f"(T_math / T_network over {entry['axes']} = {float(entry['ratio']):.2f})")'''),
+    ("md", """## The FSDP threshold
+
+FSDP's collectives move the weights, whose size does not depend on the batch, while the
+FLOPs grow with it: there is a batch above which the math outlasts the gathers. Per chip,
+a step moves about 3 x 2 bytes per parameter (two AllGathers and a ReduceScatter of bf16
+weights) and does a little over 6 FLOPs per parameter per token it holds, so the rule of
+thumb is: compute-bound once the tokens per chip exceed C / W_ici, the chip's peak over
+the bandwidth a chip receives at along the axis. For a v5p that is 4.59e14 / 1.8e11 = 2550
+tokens; here 4096 tokens a chip clear the exact threshold above.
+
+On a symbolic chip (every figure a symbol: C the matrix peak, C_vec the vector unit's,
+W_ici the link) the same analysis gives the rule as a formula. symroof's symbolic axis is
+a line, each chip taking in (N - 1)/N of the array one way at W_ici; a v5p axis of 256
+closes into a ring whose two directions together give 2 x 9e10 = 1.8e11, so put that in
+for W_ici (the (N - 1)/N = 255/256 is the small difference left)."""),
+    ("code", '''import sympy
+
+from symroof.machine import figure_symbol
+
+C, W_ici, C_vec = (figure_symbol(f) for f in ("peak", "ici_bw", "vector"))
+sym = symroof.model(NAME, "train", chip="symbolic", sizes={"B": SEQUENCES, "T": CONTEXT}, strategy=best.text)
+rule = model_strategy.thresholds(sym, dict(sym.options.strategy))["fsdp"]["per_chip_tokens"]
+print("per-chip tokens >", rule)
+r = sympy.Symbol("r", positive=True)               # C / C_vec
+share = sympy.simplify((rule * W_ici / C).subs(C_vec, C / r))
+lead = share.subs(r, 0)
+vector = sympy.simplify((lead / share - 1) / r)
+print(f"               = {float(lead):.4f} x (C / W_ici) / (1 + {float(vector):.3e} x C / C_vec)")
+chip = symroof.get_chip(CHIP)
+v5p = {C: chip.figure("peak_flops_per_s.bf16"), C_vec: chip.figure("vector_flops_per_s.fp32"),
+       W_ici: chip.figure("interconnect.link_bandwidth_bidi_bytes_per_s")}
+print(f"v5p: C / W_ici = {float((C / W_ici).subs(v5p)):.0f}, C / C_vec = {float((C / C_vec).subs(v5p)):.1f}: "
+      f"per-chip tokens > {float(rule.subs(v5p)):.0f} (on the v5p's ring: "
+      f"{float(best.figures['threshold']['fsdp']['per_chip_tokens']):.0f})")'''),
+    ("md", """The leading factor is a little under 1: at T = 4096 attention adds FLOPs per token
+beyond 6 per parameter, and the input embedding, a gather, adds none but still moves. The
+vector unit's work (norms, SiLU, residuals, at C_vec, about 33 times slower than the
+matrix unit) lengthens T_math a little more, and lowers the threshold with it.
+
+## The tensor-parallel ratio
+
+Tensor parallelism's AllReduces move activations, B x T x D per layer, which grow with the
+batch exactly as the FLOPs do: the batch does not decide it. What does is the model's width
+over the axis, so symroof gives tp a ratio, T_math / T_network over tp's axis (above 1:
+compute-bound), and it falls as 1/tp. For a Megatron MLP alone a hand estimate is
+1.5 x F / tp / (C / W_ici); with the attention sublayer (fewer FLOPs per AllReduce) and the
+backward pass (3x the FLOPs for 2x the AllReduces) the whole layer lands close to it. The
+ratio staying above 1 does not make tp free: its AllReduces sit on the critical path."""),
+    ("code", '''F = symroof.model(NAME).at(symroof.dim_symbol("F"))
+print(f"1.5 x F / (C / W_ici) = 1.5 x {F} / {float((C / W_ici).subs(v5p)):.0f} = "
+      f"{float(1.5 * F / (C / W_ici).subs(v5p)):.1f}")
+print()
+print(f"{'strategy':14} {'tp ratio':>9} {'x tp':>6} {'t_step':>9} {'t_step_exposed':>15} {'HBM/chip':>9}")
+for tp in (2, 4, 8):
+    run = symroof.model(NAME, "train", chip=CHIP, sizes={"B": SEQUENCES, "T": CONTEXT},
+                        strategy=f"fsdp={256 // tp},tp={tp}")
+    ratio = model_strategy.thresholds(run, dict(run.options.strategy))["tp"]["ratio"]
+    print(f"fsdp={256 // tp},tp={tp:<3} {float(ratio):9.2f} {float(ratio * tp):6.1f} {float(run.t_step):7.3f} s "
+          f"{float(model_strategy.times(run)['t_step_exposed']):13.3f} s {float(run.hbm_per_chip) / 1e9:6.1f} GB")'''),
+    ("md", """tp past 8 is not an option for this model: it has 8 KV heads, and the planner's
+Megatron split gives each chip whole ones.
+
+## Step time against chips
+
+The same global batch, 1M tokens, on 64 to 1024 chips, each time the planner's best. Up to
+256 chips the batch's 256 sequences split over the chips by FSDP alone, and the step stays
+at the compute roof: the time halves with each doubling. Past 256 there are more chips than
+sequences, so the planner must add tp, whose exposed AllReduces cost a share of the step
+that grows as the step shrinks; each chip also holds fewer tokens, and tokens per second
+per chip falls. (The planner does not split a sequence: no sequence or pipeline
+parallelism yet.)"""),
+    ("code", '''CHIPS = [64, 128, 256, 512, 1024]
+plans = [planner.plan(NAME, CHIP, n, TOKENS, "train", context=CONTEXT) for n in CHIPS]
+print(f"{'chips':>5}  {'best':16} {'t_step':>9} {'t_step_exposed':>15} {'tokens/s/chip':>14} {'HBM/chip':>9}  bound")
+for n, q in zip(CHIPS, plans):
+    f = q.ranked[0].figures
+    per_chip = float(f["tokens"] / f["t_step_exposed"]) / n
+    print(f"{n:5}  {q.ranked[0].text:16} {float(f['t_step']):7.3f} s {float(f['t_step_exposed']):13.3f} s "
+          f"{per_chip:14.1f} {float(f['memory_per_chip']) / 1e9:6.1f} GB  {f['bound']}")'''),
+    ("code", '''from matplotlib.figure import Figure
+
+fig = Figure(figsize=(9, 3.6))
+left, right = fig.subplots(1, 2)
+best_figures = [q.ranked[0].figures for q in plans]
+exposed = [float(f["t_step_exposed"]) for f in best_figures]
+left.loglog(CHIPS, [float(f["t_step"]) for f in best_figures], "o-", label="t_step")
+left.loglog(CHIPS, exposed, "s--", label="t_step_exposed")
+left.set(xlabel="chips", ylabel="seconds per step", title="LLaMA-3 70B training, 1M tokens, TPU v5p")
+right.semilogx(CHIPS, [float(f["tokens"]) / t / n for f, t, n in zip(best_figures, exposed, CHIPS)], "o-")
+right.set(xlabel="chips", ylabel="tokens/s per chip (exposed)", title="throughput per chip")
+right.set_ylim(bottom=0)
+for ax in (left, right):
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_xticks(CHIPS, [str(n) for n in CHIPS])
+    ax.set_xticks([], minor=True)
+left.legend()
+fig.tight_layout()
+show(left)'''),
+]
+
+
 def build(name: str, cells) -> nbformat.NotebookNode:
     book = nbformat.v4.new_notebook()
     book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -475,7 +670,7 @@ def _joined_streams(outputs: list) -> list:
 
 
 NOTEBOOKS = {"01_rooflines.ipynb": ROOFLINES, "02_sharding.ipynb": SHARDING,
-             "03_transformers.ipynb": TRANSFORMERS}
+             "03_transformers.ipynb": TRANSFORMERS, "04_parallelism.ipynb": PARALLELISM}
 
 
 def pictures() -> None:

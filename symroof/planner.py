@@ -158,7 +158,7 @@ def why(p: Plan) -> str:
     ties = [c for c in ranked[1:] if c.figures["t_step_exposed"] == f["t_step_exposed"]
             and c.figures["t_step"] == f["t_step"]]
     if ties:
-        text.append(f"{len(ties)} other{'s' if len(ties) > 1 else ''} take the same time ({ties[0].text}"
+        text.append(f"{len(ties)} other{'s take' if len(ties) > 1 else ' takes'} the same time ({ties[0].text}"
                     f"{', ...' if len(ties) > 1 else ''}); it has the least network time among them "
                     f"({_ms(f['t_network'])} against {_ms(ties[0].figures['t_network'])}), the most slack")
     elif len(ranked) > 1:
