@@ -47,8 +47,8 @@ def add_parser(commands) -> None:
                      help="a table of throughput against latency over these batches (1,2,4,...,256)")
     cmd.add_argument("-o", "--output", metavar="FILE", help="with --batches: plot it (png, svg, pdf)")
     cmd.add_argument("--strategy", metavar="KIND=SIZE,...",
-                     help="shard a named model for prefill or decode: dp=4,tp=8 (data over X=4, tensor over "
-                          "Y=8), or dp=X,tp=Y with --mesh")
+                     help="shard a named model: dp=4,tp=8 (data over X=4, tensor over Y=8), fsdp=64 in "
+                          "training, or dp=X,tp=Y with --mesh")
     cmd.add_argument("--mesh", metavar="AXIS=N,...", help="with --strategy KIND=AXIS: the mesh's axes")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")

@@ -34,7 +34,7 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
     `symroof.model_decls.MODEL_QUANTITIES`), `quantities()` has them all and
     `analysis` is the whole step's roofline analysis. `weights` and `kv` store a named
     model's weight matrices and KV cache in another dtype (int8, fp8); `strategy` shards it
-    for prefill or decode ("dp=4,tp=8", or "dp=X,tp=Y" with `mesh`: strategies.py).
+    ("dp=4,tp=8", "fsdp=64,tp=4" in training, or "dp=X,tp=Y" with `mesh`: strategies.py).
 
     Examples:
         >>> import symroof
@@ -43,13 +43,14 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
         (70553706496, 327680)
     """
     target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)  # a name, a Chip or a Machine
+    about: dict = {}
     if "\n" in name or "{" in name:  # the program's own text
-        text, context, about = name, None, dict[str, dict]()
+        text, context = name, None
     else:
         text, about, context = source(name, mode, weights=weights, kv=kv, strategy=strategy, mesh=mesh, chips=chips,
                                   target=target, models_file=models_file)
     structured = read_structured(text)
-    kinds = about.get("strategy", {}) if "\n" not in name and "{" not in name else {}
+    kinds = about.get("strategy", {})  # a named model's, sharded by `strategy`
     return Model(structured, target, with_defaults(structured, mode, context, sizes or {}),
                  Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat, mfu=mfu,
                          strategy=tuple(kinds.items())))
