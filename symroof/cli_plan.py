@@ -40,7 +40,8 @@ def add_parser(commands) -> None:
 def run(args: argparse.Namespace) -> str:
     target = machine(**machine_kwargs(args))
     if target is None or target.chip is None:
-        raise SpecError("a plan needs a chip's figures, links and HBM: give --chip (see symroof chips)")
+        raise SpecError("a plan needs a named chip's figures, links and HBM (--chip tpu-v5p; see symroof chips), "
+                        "not bare figures or --chip symbolic")
     chips = size_value(args.chips, "--chips")
     tokens = size_value(args.batch, "--batch")
     context = size_value(args.context, "--context") if args.context else None

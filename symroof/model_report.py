@@ -161,7 +161,7 @@ def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[
                 f"{model.options.chips} chip{'s' if model.options.chips > 1 else ''}"
             out.append(("max_batch", f"{largest}: the largest B whose memory fits {where} at 0.9 of HBM"))
     out += model_strategy.rows(model, lambda v: beside(v, "") if v.is_Integer else pretty(v) if not v.is_number
-                               else number(v, 4), seconds)
+                               else number(v, 4), lambda t: _shown(t, "s"))
     if model.options.mode == "decode" and model.machine is not None:
         for with_kv in (True, False):
             label = "decode_batch" + ("" if with_kv else "_no_kv")

@@ -92,6 +92,9 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
             found.append(Candidate({"dp": dp, "fsdp": fsdp, "tp": tp} if "fsdp" in kinds else {"dp": dp, "tp": tp}))
     probe = model(name, mode, chip, batch, models_file=models_file)  # one chip, unsharded: the floors
     usable = probe._usable()
+    if not (usable.is_number and probe.analysis.t_lower.is_number):
+        raise SpecError("a plan ranks step times: it needs a chip whose figures are numbers (not --chip symbolic "
+                        "or --symbolic); symroof model NAME --strategy ... --chip symbolic gives the formulas")
     per_param = 2 + (2 + OPTIMIZER_BYTES["adam"] if mode == "train" else 0)
     domain = probe.machine.chip.figure("interconnect.domain_size") if probe.machine.chip is not None else None
     for c in found:

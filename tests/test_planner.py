@@ -79,8 +79,14 @@ def test_plan_command(capsys):
         assert message in capsys.readouterr().err
     assert main(["plan", "mixtral-8x7b", "--chip", "h100", "--chips", "8", "--batch", "32k"]) == 2
     assert "mixture of experts" in capsys.readouterr().err
-    assert main(["plan", "llama-3-8b", "--chips", "8", "--batch", "64k"]) == 2
-    assert "needs a chip" in capsys.readouterr().err
+    for chip in ([], ["--chip", "symbolic"]):
+        assert main(["plan", "llama-3-8b", *chip, "--chips", "8", "--batch", "64k"]) == 2
+        assert "needs a named chip" in capsys.readouterr().err
+    assert main(["plan", "llama-3-8b", "--chip", "v5p", "--symbolic", "hbm_bw", "--chips", "8", "--batch", "64k"]) == 2
+    assert "figures are numbers" in capsys.readouterr().err
+    # on a symbolic chip a strategy's report gives its threshold as a formula in the chip's figures
+    assert main(["model", "llama-3-8b", "--chip", "symbolic", "--strategy", "fsdp=16", "--set", "B=16,T=4096"]) == 0
+    assert "compute-bound once per-chip tokens > " in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("chips", [1, 3])
