@@ -144,7 +144,9 @@ def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[
         chips = model.options.chips
         out.append(("fits", f"yes: {human(left, 'bytes')} of usable HBM left on each chip" if left >= 0 else
                     f"NO: {human(-left, 'bytes')} too much on each of {chips} chip{'s' if chips > 1 else ''}; "
-                    f"it needs at least {found['min_chips']} chips at 0.9 of HBM"))
+                    f"it needs at least {found['min_chips']} chips at 0.9 of HBM" if "min_chips" in found else
+                    f"NO: {human(-left, 'bytes')} too much on each chip of the mesh: shard the weights (fsdp, tp), "
+                    "or give it more chips"))
     if total_tokens is not None and "tokens_per_s" in found:
         days = model.days_to_train(total_tokens)
         out.append(("days_to_train", f"{number(days, 4)} days for {human(total_tokens, 'tokens')}"))

@@ -159,3 +159,11 @@ def test_a_printed_program_with_its_backward_reads_back_the_same(tmp_path):
                              "ends the program")):
         with pytest.raises(SpecError, match=message):
             symroof.model(broken, "train")
+
+
+def test_a_strategy_that_does_not_fit_says_so(capsys):
+    # LLaMA-3 8B's 16 bytes a parameter on every chip of dp=2: 128 GB, where an H100 has 80
+    assert main(["model", "llama-3-8b", "--chip", "h100", "--strategy", "dp=2", "--set", "B=8,T=2048",
+                 "--mfu", "0.5"]) == 0
+    fits = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("fits"))
+    assert "NO:" in fits and "shard the weights (fsdp, tp)" in fits
