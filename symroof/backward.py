@@ -68,7 +68,7 @@ def backward(text: str, strategy: Strategy) -> str:
                and _is_weight(m.group("w"))}
     writer = _Writer(strategy, {_bare_tensor(w) for w in weights})
     tree, _ = _tree(body, 0)
-    out = writer.block(tree, "")
+    out = writer.block(tree)
     lets = [f"let {name} = {expr}" for name, expr in writer.widths]
     return "\n".join(["backward {   # the backward pass, written by symroof (backward.py)",
                       *("  " + line for line in lets + out), "}"]) + "\n"
@@ -112,21 +112,21 @@ class _Writer:
         self.matmul_weights = matmul_weights
         self.widths: list[tuple[str, str]] = []
 
-    def block(self, items: list, indent: str) -> list[str]:
+    def block(self, items: list) -> list[str]:
         out: list[str] = []
         k = len(items) - 1
         while k >= 0:  # the backward runs the forward in reverse
             item = items[k]
             if isinstance(item, tuple):
                 head, inner = item
-                out += [head, *self.block(inner, head[:len(head) - len(head.lstrip())] + "  "), indent + "}"]
+                out += [head, *self.block(inner), head[:len(head) - len(head.lstrip())] + "}"]
                 k -= 1
             elif isinstance(item, list):  # a fused block: its work twice
                 out += [_unnamed(line) for line in item] * 2
                 k -= 1
             else:
                 group = self._group(items, k)
-                out += self._statement(items[k - len(group) + 1:k + 1], indent)
+                out += self._statement(items[k - len(group) + 1:k + 1])
                 k -= len(group)
         return out
 
@@ -143,7 +143,7 @@ class _Writer:
             j -= 1
         return run
 
-    def _statement(self, run: list[str], indent: str) -> list[str]:
+    def _statement(self, run: list[str]) -> list[str]:
         lead = run[0][:len(run[0]) - len(run[0].lstrip())]
         matches = [_matmul(line) for line in run]
         if matches[0] is None:
