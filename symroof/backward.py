@@ -26,18 +26,13 @@ from __future__ import annotations
 
 import re
 
-from .strategies import Strategy, names, sub
+from .strategies import Strategy, dims_of, is_parameter, names, sub
 
-_TENSOR = re.compile(r"\w+\[[^\]]*\]")
 _MATMUL = re.compile(r"^(?P<a>\w+\[[^\]]*\])\s*\*_(?P<c>\{[^}]*\}|[^\W_]+)\s*(?P<w>\w+\[[^\]]*\])\s*->\s*"
                      r"(?:\w+:\s*)?(?P<y>\w+\[[^\]]*\])\s*$")
 _NAME = re.compile(r"(?<![\w\[])[^\W\d_][^\W_]*:\s*(?=\w+\[)")  # "x: " before a tensor
 _DECLARED = re.compile(r"(\w+):\s*(\w+\[[^\]]*\])")
 _HEADS = ("repeat", "part")
-
-
-def _dims(tensor: str) -> list[str]:
-    return [d.strip() for d in tensor[tensor.index("[") + 1:-1].split(",")]
 
 
 def _bare(dim: str) -> str:
@@ -65,7 +60,7 @@ def backward(text: str, strategy: Strategy) -> str:
     lines = text.split("\n")
     body = [line for line in lines if line.strip() and not line.lstrip().startswith(("let ", "mesh ", "#"))]
     weights = {m.group("w") for line in body if (m := _MATMUL.match(line.split("#", 1)[0].strip()))
-               and _is_weight(m.group("w"))}
+               and is_parameter(m.group("w"))}
     writer = _Writer(strategy, {_bare_tensor(w) for w in weights})
     tree, _ = _tree(body, 0)
     out = writer.block(tree)
@@ -74,12 +69,8 @@ def backward(text: str, strategy: Strategy) -> str:
                       *("  " + line for line in lets + out), "}"]) + "\n"
 
 
-def _is_weight(tensor: str) -> bool:
-    return "B" not in {_bare(d) for d in _dims(tensor)}
-
-
 def _bare_tensor(tensor: str) -> str:
-    return _tensor(_dtype(tensor), [_bare(d) for d in _dims(tensor)])
+    return _tensor(_dtype(tensor), [_bare(d) for d in dims_of(tensor)])
 
 
 def _tree(lines: list[str], k: int) -> tuple[list, int]:
@@ -159,8 +150,8 @@ class _Writer:
         for m in reversed(matches):
             assert m is not None
             a, w, y = m.group("a"), m.group("w"), m.group("y")
-            w_names = {_bare(d) for d in _dims(w)}
-            batch = [_bare(d) for d in _dims(a) if _bare(d) not in w_names]
+            w_names = {_bare(d) for d in dims_of(w)}
+            batch = [_bare(d) for d in dims_of(a) if _bare(d) not in w_names]
             out.append(f"{lead}{a} *_{_contracted(batch)} {y} -> {w}   # the gradient of a weight")
         return out
 
@@ -169,20 +160,20 @@ class _Writer:
         first = matches[0]
         a, w, y = first.group("a"), first.group("w"), first.group("y")
         c = {d.strip() for d in first.group("c").strip("{}").split(",")}
-        free = [d for d in _dims(w) if _bare(d) not in c]
+        free = [d for d in dims_of(w) if _bare(d) not in c]
         if len(matches) == 1:
             return f"{y} *_{_contracted([_bare(d) for d in free])} {w} -> {a}   # the gradient of the input"
         sizes, axes = [], set()
         for m in matches:
-            mfree = [d for d in _dims(m.group("w")) if _bare(d) not in c]
+            mfree = [d for d in dims_of(m.group("w")) if _bare(d) not in c]
             sizes.append("*".join(_bare(d) for d in mfree) or "1")
             axes |= {"".join(_axes(d) for d in mfree)}
         name = f"J{len(self.widths) + 1}"
         terms = dict.fromkeys(sizes)
         self.widths.append((name, " + ".join(t if sizes.count(t) == 1 else f"{sizes.count(t)}*{t}" for t in terms)))
         width = sub(name, axes.pop() if len(axes) == 1 else "")
-        kept = [d for d in _dims(w) if _bare(d) in c]
-        dy = _tensor(_dtype(y), [d for d in _dims(y) if _bare(d) not in {_bare(f) for f in free}] + [width])
+        kept = [d for d in dims_of(w) if _bare(d) in c]
+        dy = _tensor(_dtype(y), [d for d in dims_of(y) if _bare(d) not in {_bare(f) for f in free}] + [width])
         wide = _tensor(_dtype(w), kept + [width])
         return f"{dy} *_{name} {wide} -> {a}   # the input's gradient through {len(matches)} weights side by side"
 
@@ -192,7 +183,7 @@ class _Writer:
         for _, tensor in _DECLARED.findall(code.split(None, 1)[1]):
             if _bare_tensor(tensor) in self.matmul_weights or not (self.batch or self.fsdp):
                 continue
-            dims = _dims(tensor)
+            dims = dims_of(tensor)
             fsdp = sub("D", self.fsdp)
             whole = _tensor(_dtype(tensor), ["D" if d == fsdp else d for d in dims])
             if fsdp in dims and self.fsdp:
@@ -217,7 +208,7 @@ def _matmul(item) -> re.Match | None:
     if not isinstance(item, str):
         return None
     m = _MATMUL.match(item.split("#", 1)[0].strip())
-    return m if m is not None and _is_weight(m.group("w")) else None
+    return m if m is not None and is_parameter(m.group("w")) else None
 
 
 def _same_input(a: str, b: str) -> bool:

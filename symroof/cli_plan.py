@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from . import planner
+from . import model_strategy, planner
 from .cli_options import machine_kwargs, machine_options, mode_options
 from .errors import SpecError
 from .json_report import json_value
@@ -107,7 +107,7 @@ def _thresholds(c: planner.Candidate) -> str:
     for kind, entry in c.figures["threshold"].items():
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
-            now = c.model.tokens / (c.sizes["dp"] * c.sizes.get("fsdp", 1))
+            now = model_strategy.tokens_per_chip(c.model)
             out.append(f"{kind} {number(now, 4)}/{number(tokens, 4)}")
         elif entry.get("ratio") is not None:
             out.append(f"{kind} {number(entry['ratio'], 3)}")

@@ -20,7 +20,6 @@ Thresholds (each kind's collectives against the step's T_math, both per chip):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import sympy
@@ -56,15 +55,10 @@ def collectives(model: Model) -> list[Collective]:
     passes = [k >= forward for k, c in enumerate(a.cost.statements) for _ in c.moves]
     out = []
     for backward, (move, t) in zip(passes, a.collectives):
-        tensor = move.move.before.text(move.move.dtype)
-        out.append(Collective(backward, move.move.kind, "".join(move.move.axes), tensor, move.bytes,
-                              model.at(move.count), t.bandwidth, not _activation(tensor)))
+        before = move.move.before  # activations carry the batch B; parameters and gradients do not
+        out.append(Collective(backward, move.move.kind, "".join(move.move.axes), before.text(move.move.dtype),
+                              move.bytes, model.at(move.count), t.bandwidth, "B" not in before.labels))
     return out
-
-
-def _activation(tensor: str) -> bool:
-    return "B" in {d.strip().split("_")[0] for d in re.sub(r"\{U[^}]*\}", "", tensor).split("[", 1)[1]
-                   .rstrip("] ").split(",")}
 
 
 def times(model: Model) -> dict[str, sympy.Expr]:
@@ -88,6 +82,7 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
         return {}
     rows = collectives(model)
     a = model.step_analysis
+    free: Model | None = None  # the model with B a symbol, costed once for the batch thresholds
     out: dict[str, dict] = {}
     for kind, axes in strategy.items():
         names = set(axes)
@@ -96,15 +91,16 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
         entry: dict = {"axes": "".join(sorted(names)), "t_network": t_net, "collectives": len(mine)}
         entry["ratio"] = a.t_math / t_net if mine else None
         if kind in ("dp", "fsdp") and mine:
-            entry["per_chip_tokens"] = _batch_threshold(model, strategy, names)
+            free = free or Model(model.structured, model.machine,
+                                 {k: v for k, v in model.sizes.items() if k != "B"}, model.options)
+            entry["per_chip_tokens"] = _batch_threshold(free, names)
         out[kind] = entry
     return out
 
 
-def _batch_threshold(model: Model, strategy: dict[str, str], names: set[str]):
-    """The per-chip tokens above which T_math exceeds the collectives over `names`."""
-    free = Model(model.structured, model.machine, {k: v for k, v in model.sizes.items() if k != "B"},
-                 model.options)
+def _batch_threshold(free: Model, names: set[str]):
+    """The per-chip tokens above which T_math exceeds the collectives over `names`, from
+    the model with its batch B a symbol."""
     a = free.step_analysis
     t_net = sympy.Add(*(c.time for c in collectives(free) if set(c.axes) & names))
     B = dim_symbol("B")
@@ -114,7 +110,19 @@ def _batch_threshold(model: Model, strategy: dict[str, str], names: set[str]):
     region = positive_region(sympy.expand(t_math - t_roof), B)
     if region.root is None:
         return None
-    return free.at(region.root * free.tokens / B / _split(model, strategy))
+    return free.at(region.root * tokens_per_chip(free) / B)
+
+
+def tokens_per_chip(model: Model) -> sympy.Expr:
+    """The tokens each chip holds: the step's over the chips its batch is split over (the
+    data-parallel and FSDP axes)."""
+    mesh = model.structured.program.mesh
+    assert mesh is not None  # a strategy writes one
+    kinds = dict(model.options.strategy)
+    split = 1
+    for axis in kinds.get("dp", "") + kinds.get("fsdp", ""):
+        split *= mesh.axis(axis).size
+    return model.tokens / split
 
 
 def _link(model: Model, axes: str) -> str:
@@ -157,22 +165,13 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
         text = []
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
-            now = model.tokens / _split(model, found["strategy"])
+            now = tokens_per_chip(model)
             text.append(f"compute-bound once per-chip tokens > {show(tokens)} (now {show(now)})")
         if entry["ratio"] is not None:
             text.append(f"T_math / T_network over {entry['axes']} = {show(entry['ratio'])}"
                         + (" (above 1: compute-bound; the batch does not change it)" if kind == "tp" else ""))
         out.append((f"threshold {kind}", "; ".join(text) or "no collectives"))
     return out
-
-
-def _split(model: Model, kinds: dict[str, str]) -> int:
-    mesh = model.structured.program.mesh
-    assert mesh is not None  # a strategy writes one
-    split = 1
-    for axis in kinds.get("dp", "") + kinds.get("fsdp", ""):
-        split *= mesh.axis(axis).size
-    return split
 
 
 def as_json(model: Model, value) -> dict:

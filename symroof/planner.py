@@ -146,6 +146,7 @@ def why(p: Plan) -> str:
         reasons = sorted({c.rejected for c in p.candidates if c.rejected}, key=len)[:3]
         return "no strategy fits: " + "; ".join(reasons)
     best = ranked[0]
+    assert best.model is not None  # ranked ones are costed
     f = best.figures
     text = [f"{best.text} wins: {f['bound']}-bound, {float(f['memory_per_chip']) / 1e9:.3g} GB a chip"]
     if f["t_network_exposed"] == 0:
@@ -155,7 +156,7 @@ def why(p: Plan) -> str:
     for kind, entry in f["threshold"].items():
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
-            now = best.figures["tokens"] / _batch_split(best.sizes)
+            now = model_strategy.tokens_per_chip(best.model)
             text.append(f"{kind} per-chip tokens {float(now):.4g} {'>' if now > tokens else '<'} "
                         f"threshold {float(tokens):.4g}")
     ties = [c for c in ranked[1:] if c.figures["t_step_exposed"] == f["t_step_exposed"]
@@ -171,10 +172,6 @@ def why(p: Plan) -> str:
                     + (f", {_ms(second.figures['t_network_exposed'])} exposed" if second.figures["t_network_exposed"]
                        else "") + ")")
     return "; ".join(text)
-
-
-def _batch_split(sizes: dict) -> int:
-    return sizes["dp"] * sizes.get("fsdp", 1)
 
 
 def _ms(t) -> str:

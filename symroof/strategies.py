@@ -33,6 +33,7 @@ import re
 from .errors import SpecError
 from .ir import Mesh
 from .parse import parse_mesh
+from .syntax import COLLECTIVES
 
 KINDS = {"dp": "dp", "data": "dp", "fsdp": "fsdp", "tp": "tp", "tensor": "tp"}
 LATER = ("sp", "sequence", "pp", "pipeline", "ep", "expert")
@@ -113,6 +114,17 @@ def _across_domains(found: Strategy, domain: int) -> Strategy:
     return {kind: out[kind] for kind in found}
 
 
+def dims_of(tensor: str) -> list[str]:
+    """A written tensor's dims as written: `bf16[B_X, D]` -> ["B_X", "D"]."""
+    return [d.strip() for d in tensor[tensor.index("[") + 1:tensor.rindex("]")].split(",")]
+
+
+def is_parameter(tensor: str) -> bool:
+    """A parameter of the template (a weight, a table, a norm's scale): activations and
+    caches carry the batch B, parameters do not."""
+    return "B" not in {d.split("_", 1)[0] for d in dims_of(tensor)}
+
+
 def names(strategy: Strategy, *kinds: str) -> str:
     """The axis names of the kinds, run together ("XZ")."""
     return "".join(a for kind in kinds for a, *_ in strategy.get(kind, ()))
@@ -138,8 +150,7 @@ def subscripted(text: str, strategy: Strategy) -> str:
 
     def dims(match: re.Match, output_layer: bool) -> str:
         items = [d.strip() for d in match.group(2).split(",")]
-        weight = "B" not in items  # activations and caches carry the batch; parameters do not
-        split = {"B": batch, "K": tensor, "F": tensor, "D": fsdp if weight else "",
+        split = {"B": batch, "K": tensor, "F": tensor, "D": fsdp if is_parameter(match.group(0)) else "",
                  "V": tensor if output_layer else ""}
         return f"{match.group(1)}[" + ", ".join(sub(d, split.get(d, "")) for d in items) + "]"
 
@@ -171,14 +182,13 @@ def gathered(text: str, strategy: Strategy) -> str:
         code = line.split("#", 1)[0]
         word = code.strip().split(None, 1)[0] if code.strip() else ""
         if word in ("let", "mesh", "param", "embedding", "cache", "repeat", "part", "}") or \
-                word.startswith(("AllGather", "AllReduce", "ReduceScatter", "AllToAll")) or "->" not in code:
+                word.startswith(COLLECTIVES) or "->" not in code:
             out.append(line)
             continue
         reads = code.split("->", 1)[0]
         lead = line[:len(line) - len(line.lstrip())]
         for tensor in dict.fromkeys(m.group(0) for m in _TENSOR.finditer(reads)):
-            inside = [d.strip() for d in tensor[tensor.index("[") + 1:-1].split(",")]
-            if "B" in {d.split("_")[0] for d in inside} or mark not in inside:
+            if not is_parameter(tensor) or mark not in dims_of(tensor):
                 continue
             whole = tensor.replace(mark, "D")
             out.append(f"{lead}AllGather_{fsdp if len(fsdp) == 1 else '{' + fsdp + '}'} {tensor} -> {whole}")
