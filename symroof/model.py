@@ -64,9 +64,7 @@ class Model:
         self.sizes = dict(sizes or {})
         check_names(structured, self.sizes)
         check_sizes(structured.relations, self.sizes)
-        given = {dim_symbol(k): sympy.Integer(v) for k, v in self.sizes.items()}
-        # relations first (in the free dims), then the sizes: a number where all are given
-        self._subs = {s: e.xreplace(given) for s, e in structured.relations.items()} | given
+        self._subs = _substitutions(structured, self.sizes)
         check_shards(structured, self.at)
 
     def at(self, expr: sympy.Expr) -> sympy.Expr:
@@ -93,8 +91,7 @@ class Model:
         if self.options.mode != "train" or back is None:
             return self.analysis
         check_names(back, self.sizes)
-        given = {dim_symbol(k): sympy.Integer(v) for k, v in self.sizes.items()}
-        subs = {s: e.xreplace(given) for s, e in back.relations.items()} | given
+        subs = _substitutions(back, self.sizes)
         check_shards(back, lambda e: e.xreplace(subs))
         both_ = _scaled(self.structured, self._subs) + _scaled(back, subs)
         forward = self.structured.program
@@ -105,6 +102,12 @@ class Model:
     def written_backward(self) -> bool:
         """Whether a training step is costed from its written backward section (else 3x)."""
         return self.options.mode == "train" and self.structured.backward is not None
+
+    @property
+    def step_factor(self) -> int:
+        """How many times `step_analysis` a step is: 3 in training by the convention (no
+        written backward: the backward twice the forward), else 1."""
+        return 3 if self.options.mode == "train" and not self.written_backward else 1
 
     # ---- parameters and counts --------------------------------------------------------
 
@@ -141,8 +144,7 @@ class Model:
     @functools.cached_property
     def flops(self) -> sympy.Expr:
         """The whole step's FLOPs (on a mesh: over all chips, each counted once)."""
-        a = self.analysis
-        return a.flops_total if a.mesh is not None else a.flops
+        return _all_chips(self.analysis)
 
     @functools.cached_property
     def flops_per_token(self) -> sympy.Expr:
@@ -150,10 +152,7 @@ class Model:
 
     @functools.cached_property
     def flops_train(self) -> sympy.Expr:
-        if self.written_backward:
-            a = self.step_analysis
-            return a.flops_total if a.mesh is not None else a.flops
-        return 3 * self.flops
+        return self.step_factor * _all_chips(self.step_analysis)
 
     @functools.cached_property
     def flops_train_per_token(self) -> sympy.Expr:
@@ -252,13 +251,12 @@ class Model:
         self._chip()
         self._check_mesh()
         self._check_split()
-        factor = 3 if self.options.mode == "train" and not self.written_backward else 1
         mesh = self.structured.program.mesh
         if self.options.mfu is not None:  # the whole step's FLOPs over every chip's share of the peak
             chips = mesh.chips if mesh is not None else self.options.chips
-            work = self.flops_train if self.written_backward else factor * self.flops
+            work = self.step_factor * _all_chips(self.step_analysis)
             return work / (chips * self.matrix_peak * self.options.mfu_exact)
-        return factor * self.step_analysis.t_lower / self.options.chips  # on a mesh, per chip already
+        return self.step_factor * self.step_analysis.t_lower / self.options.chips  # on a mesh, per chip already
 
     @functools.cached_property
     def matrix_peak(self) -> sympy.Expr:
@@ -316,10 +314,9 @@ class Model:
         what is in no part): its statements' roofline times, each bound on its own, run as
         often as they run (3x in training), over the chips."""
         self._chip()
-        written = self.written_backward
-        factor = (3 if self.options.mode == "train" and not written else 1) / sympy.Integer(self.options.chips)
+        factor = self.step_factor / sympy.Integer(self.options.chips)
         back = self.structured.backward
-        parts = self.structured.parts + (back.parts if written and back is not None else ())
+        parts = self.structured.parts + (back.parts if self.written_backward and back is not None else ())
         found: dict[str, sympy.Expr] = {}
         for line, part in zip(self.step_analysis.lines, parts):
             found[part or "rest"] = found.get(part or "rest", sympy.Integer(0)) + factor * line.t_lower
@@ -362,6 +359,17 @@ class Model:
                 continue
             found[q.name] = getattr(self, q.name)
         return found
+
+
+def _substitutions(structured: Structured, sizes: dict[str, int]) -> dict:
+    """The relations first (in the free dims), then the sizes: a number where all are given."""
+    given = {dim_symbol(k): sympy.Integer(v) for k, v in sizes.items()}
+    return {s: e.xreplace(given) for s, e in structured.relations.items()} | given
+
+
+def _all_chips(a: Analysis) -> sympy.Expr:
+    """An analysis's FLOPs, on a mesh over all its chips (each counted once)."""
+    return a.flops_total if a.mesh is not None else a.flops
 
 
 def _scaled(structured: Structured, subs: dict) -> list[Cost]:

@@ -68,7 +68,7 @@ def times(model: Model) -> dict[str, sympy.Expr]:
     rows = collectives(model)
     hidden = sympy.Add(*(c.time for c in rows if c.overlaps))
     exposed = sympy.Add(*(c.time for c in rows if not c.overlaps))
-    factor = 3 if model.options.mode == "train" and not model.written_backward else 1
+    factor = model.step_factor
     work = sympy.Max(a.t_math, a.t_comms)
     t_step = factor * sympy.Max(work, hidden) + exposed
     return {"t_network_overlapped": hidden, "t_network_exposed": exposed,
