@@ -43,6 +43,17 @@ def activation_bytes(s: Structured, options: Options) -> sympy.Expr:
     return sympy.Add(*kept)
 
 
+def block_input_bytes(s: Structured) -> sympy.Expr:
+    """The bytes a chip holds of the first outermost repeated block's input (what a
+    pipeline stage receives from the one before it), in the program's dims; 0 without one."""
+    statements = s.program.statements
+    for block in s.blocks:
+        work = [statements[i] for i in block.statements if not isinstance(statements[i], Collective)]
+        if block.parent is None and work:
+            return _local_bytes(_first_input(work[0]), s.program.mesh)
+    return sympy.Integer(0)
+
+
 def _output_bytes(c: Cost) -> sympy.Expr:
     """What a statement leaves in HBM: its last step's output (a fused block's outputs)."""
     return c.bytes_written

@@ -50,6 +50,10 @@ def add_parser(commands) -> None:
                      help="shard a named model: dp=4,tp=8 (data over X=4, tensor over Y=8), fsdp=64 in "
                           "training, or dp=X,tp=Y with --mesh")
     cmd.add_argument("--mesh", metavar="AXIS=N,...", help="with --strategy KIND=AXIS: the mesh's axes")
+    cmd.add_argument("--microbatches", type=int, metavar="M",
+                     help="with --strategy pp=P: microbatches a step's batch is split into (default 4 x P)")
+    cmd.add_argument("--schedule", metavar="NAME",
+                     help="with --strategy pp=P: gpipe, 1f1b (default) or interleaved[:CHUNKS] (2 chunks a chip)")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -58,16 +62,22 @@ def run(args: argparse.Namespace) -> str:
     target = machine(**machine_kwargs(args))
     text, about, context = model_report.source(args.name, args.mode, weights=args.weights, kv=args.kv,
                                                strategy=args.strategy, mesh=args.mesh, chips=args.chips,
-                                               target=target, models_file=args.models)
+                                               target=target, microbatches=args.microbatches,
+                                               schedule=args.schedule, models_file=args.models)
+    stages = about.pop("stage_programs", None)
     if args.print:
+        if stages is not None:  # a pipeline runs its stages' programs: its two ends
+            return json.dumps({**about, "mode": args.mode, "stage_programs": list(stages)}, indent=2) \
+                if args.json else "\n\n".join(p.rstrip("\n") for p in stages)
         return json.dumps({**about, "mode": args.mode, "program": text}, indent=2) if args.json \
             else text.rstrip("\n")
     structured = read_structured(text)
     sizes = model_report.with_defaults(structured, args.mode, context, _sizes(args.set))
     options = Options(mode=args.mode, chips=args.chips, optimizer=args.optimizer, remat=args.remat, mfu=args.mfu,
                       strategy=tuple(about.get("strategy", {}).items()))
-    at_sizes = Model(structured, target, sizes, options)
-    formulas = Model(structured, target, {k: v for k, v in sizes.items() if k not in ("B", "T", "S")}, options)
+    at_sizes = model_report.assemble(structured, about, stages, target, sizes, options)
+    formulas = model_report.assemble(structured, about, stages, target,
+                                     {k: v for k, v in sizes.items() if k not in ("B", "T", "S")}, options)
     if args.train_tokens and args.mode != "train":
         raise SpecError(f"--train-tokens gives the days to train: it goes with --train, not --{args.mode}")
     total = size_value(args.train_tokens, "--train-tokens") if args.train_tokens else None

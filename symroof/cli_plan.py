@@ -96,8 +96,9 @@ def _table(p: planner.Plan, args, chip: str) -> str:
         lines.append(f"    ... {len(ranked) - args.top} more (--top {len(ranked)})")
     lines += ["", *wrapped("why: " + planner.why(p)), ""]
     lines += wrapped("t_step: the roofline's bound, every collective overlapped; exposed: the activations' "
-                     "collectives (tensor parallelism's) waiting on the critical path; ranked by exposed. "
-                     "Pipeline, sequence and expert parallelism are not planned yet.")
+                     "collectives (tensor parallelism's) waiting on the critical path, and a pipeline's bubble and "
+                     "exposed sends; ranked by exposed. Pipelines run 4 x pp microbatches, 1F1B. Sequence and "
+                     "expert parallelism are not planned yet.")
     return "\n".join(lines)
 
 
@@ -107,7 +108,7 @@ def _thresholds(c: planner.Candidate) -> str:
     for kind, entry in c.figures["threshold"].items():
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
-            now = model_strategy.tokens_per_chip(c.model)
+            now = entry.get("now", model_strategy.tokens_per_chip(c.model))
             out.append(f"{kind} {number(now, 4)}/{number(tokens, 4)}")
         elif entry.get("ratio") is not None:
             out.append(f"{kind} {number(entry['ratio'], 3)}")

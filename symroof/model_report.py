@@ -4,11 +4,12 @@ JSON object."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import sympy
 
-from . import model_strategy
+from . import model_strategy, pipeline
 from .errors import SpecError
 from .json_report import json_value
 from .machine import machine
@@ -19,12 +20,13 @@ from .show import beside, human, number, pretty, seconds, wrapped
 from .solve import Region
 from .strategies import strategy_of
 from .structure import read_structured
-from .templates import program
+from .templates import program, sharded
 
 
 def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, *, chips: int = 1,
           optimizer: str = "adam", remat: str = "full", mfu: float | None = None, weights: str = "bf16",
-          kv: str = "bf16", strategy: str | None = None, mesh: str | None = None, models_file=None) -> Model:
+          kv: str = "bf16", strategy: str | None = None, mesh: str | None = None, microbatches: int | None = None,
+          schedule: str | None = None, models_file=None) -> Model:
     """A model by name (models.json: "llama-3-70b"), or a program with structure (its text,
     or a path to a file holding it), for one mode ("train", "prefill", "decode").
 
@@ -34,7 +36,8 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
     `symroof.model_decls.MODEL_QUANTITIES`), `quantities()` has them all and
     `analysis` is the whole step's roofline analysis. `weights` and `kv` store a named
     model's weight matrices and KV cache in another dtype (int8, fp8); `strategy` shards it
-    ("dp=4,tp=8", "fsdp=64,tp=4" in training, or "dp=X,tp=Y" with `mesh`: strategies.py).
+    ("dp=4,tp=8", "fsdp=64,tp=4" in training, or "dp=X,tp=Y" with `mesh`: strategies.py);
+    a pipeline ("pp=4,dp=8") takes `microbatches` and a `schedule` (pipeline.py).
 
     Examples:
         >>> import symroof
@@ -48,18 +51,45 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
         text, context = name, None
     else:
         text, about, context = source(name, mode, weights=weights, kv=kv, strategy=strategy, mesh=mesh, chips=chips,
-                                  target=target, models_file=models_file)
+                                  target=target, microbatches=microbatches, schedule=schedule,
+                                  models_file=models_file)
     structured = read_structured(text)
-    kinds = about.get("strategy", {})  # a named model's, sharded by `strategy`
-    return Model(structured, target, with_defaults(structured, mode, context, sizes or {}),
-                 Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat, mfu=mfu,
-                         strategy=tuple(kinds.items())))
+    sized = with_defaults(structured, mode, context, sizes or {})
+    return assemble(structured, about, about.pop("stage_programs", None), target, sized,
+                    Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat, mfu=mfu,
+                            strategy=tuple(about.get("strategy", {}).items())))
+
+
+def assemble(structured, about: dict, stages: tuple[str, str] | None, target, sizes: dict,
+             options: Options) -> Model:
+    """The model of a program, or with a pipeline (`about["pipeline"]` and the stages'
+    programs, from `source`) the whole program's model with its end stages' (pipeline.py)."""
+    if stages is None:
+        return Model(structured, target, sizes, options)
+    plan = about["pipeline"]
+    schedule = pipeline.parse_schedule(plan["schedule"])
+    micro = dict(sizes)
+    if "B" in sizes:
+        mesh = structured.program.mesh
+        replicas = math.prod(mesh.axis(a).size for kind in ("dp", "fsdp") for a in about["strategy"].get(kind, ""))
+        if sizes["B"] % replicas:
+            raise SpecError(f"a batch of {sizes['B']} sequences does not split over {replicas} data-parallel "
+                            "replicas: give a multiple of them")
+        pipeline.check(plan["layers"], plan["stages"], plan["microbatches"], sizes["B"] // replicas, schedule)
+        micro["B"] = sizes["B"] // plan["microbatches"]
+    first, last = (Model(read_structured(text), target, micro, options) for text in stages)
+    pipe = pipeline.Pipeline(first, last, plan["stages"], plan["microbatches"], schedule,
+                             about["strategy"]["pp"], about["strategy"].get("dp", ""))
+    return pipeline.PipelinedModel(structured, target, sizes, options, pipe)
 
 
 def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", strategy: str | None = None,
-           mesh: str | None = None, chips: int = 1, target=None, models_file=None) -> tuple[str, dict, int | None]:
+           mesh: str | None = None, chips: int = 1, target=None, microbatches: int | None = None,
+           schedule: str | None = None, models_file=None) -> tuple[str, dict, int | None]:
     """What `symroof model NAME|FILE` and `symroof.model` run: the program's text, what to
-    call it ({"model", "name"}), and the model's context (None for a program file)."""
+    call it ({"model", "name"}), and the model's context (None for a program file). With a
+    pipeline, `about` carries it ("pipeline") and its two end stages' programs
+    ("stage_programs": take them out before `about` is printed)."""
     if not _is_file(name):
         config = get_model(name, models_file)
         kinds = strategy_of(strategy, mesh, mode, config, chips, target)
@@ -67,6 +97,10 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
         about = {"model": config["id"], "name": config["name"]}
         if kinds:
             about["strategy"] = {kind: "".join(a for a, *_ in axes) for kind, axes in kinds.items()}
+        if "pp" in kinds:
+            about.update(_pipeline(config, mode, weights, kv, kinds, microbatches, schedule))
+        elif microbatches is not None or schedule is not None:
+            raise SpecError("--microbatches and --schedule go with a pipeline: --strategy pp=4,...")
         return text, about, config["sizes"]["context"]
     try:
         text = Path(name).read_text(encoding="utf-8")
@@ -83,6 +117,23 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
             raise SpecError(f"{flag} rewrites a named model's template; a program file carries its own "
                             "dtypes and mesh (write them in it)")
     return text, {"model": name, "name": name}, None
+
+
+def _pipeline(config: dict, mode: str, weights: str, kv: str, kinds: dict, microbatches: int | None,
+              schedule: str | None) -> dict:
+    """A pipeline's figures for `about`, and its two end stages' programs."""
+    stages = math.prod(size for _, size, _ in kinds["pp"])
+    layers = config["sizes"]["L"]
+    plan = pipeline.parse_schedule(schedule)
+    count = 4 * stages if microbatches is None else microbatches
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 65536:
+        raise SpecError(f"--microbatches takes a whole number from 1 to 65536, not {microbatches!r}")
+    pipeline.check(layers, stages, count, None, plan)
+    whole = program(config, mode, weights, kv)
+    programs = tuple(sharded(pipeline.stage_text(whole, end, stages), mode, kinds) for end in ("first", "last"))
+    return {"pipeline": {"stages": stages, "layers": layers, "microbatches": count, "schedule": str(plan),
+                         "microbatches_default": microbatches is None},
+            "stage_programs": programs}
 
 
 def _is_file(name: str) -> bool:

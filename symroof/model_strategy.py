@@ -47,7 +47,10 @@ class Collective:
 
 
 def collectives(model: Model) -> list[Collective]:
-    """The step's collectives in order (forward, then a written backward's)."""
+    """The step's collectives in order (forward, then a written backward's; a pipeline's:
+    its last stage's and the sends between stages)."""
+    if hasattr(model, "pipeline"):
+        return model.pipeline.collectives()
     a = model.step_analysis
     if a.mesh is None:
         return []
@@ -63,7 +66,9 @@ def collectives(model: Model) -> list[Collective]:
 
 def times(model: Model) -> dict[str, sympy.Expr]:
     """t_network split into what can overlap and what cannot, and the step's time with the
-    latter exposed (see the module docstring)."""
+    latter exposed (see the module docstring); a pipeline's by its schedule."""
+    if hasattr(model, "pipeline"):
+        return {k: v for k, v in model.pipeline.times().items() if k != "t_step"}
     a = model.step_analysis
     rows = collectives(model)
     hidden = sympy.Add(*(c.time for c in rows if c.overlaps))
@@ -80,6 +85,8 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
     each kind to its axes ({"dp": "X", "tp": "Y"})."""
     if not strategy:
         return {}
+    if hasattr(model, "pipeline"):
+        return model.pipeline.thresholds(strategy)
     rows = collectives(model)
     a = model.step_analysis
     free: Model | None = None  # the model with B a symbol, costed once for the batch thresholds
@@ -151,12 +158,16 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
         return []
     out = [("strategy", ", ".join(f"{kind} over {axes} ({_link(model, axes)})"
                                   for kind, axes in found["strategy"].items()))]
+    pipeline = getattr(model, "pipeline", None)
+    if pipeline is not None:
+        out.append(("pipeline", pipeline.describe(show)))
     groups: dict[tuple, list] = {}
     for c in found["collectives"]:
         groups.setdefault((c.backward, c.kind, c.axes, c.overlaps), []).append(c)
     for (backward, kind, axes, overlaps), group in groups.items():
         count = sympy.Add(*(c.count for c in group))
-        what = "params/grads: can overlap" if overlaps else "activations: on the critical path"
+        what = "between stages: overlap the next microbatch but in the fill and the drain" if kind == "Send" else \
+            "params/grads: can overlap" if overlaps else "activations: on the critical path"
         out.append(("collectives", f"{'backward' if backward else 'forward'}: {show(count)} x {kind} over {axes}, "
                                    f"{seconds(sympy.Add(*(c.time for c in group)))} ({what})"))
     out.append(("t_step_exposed", f"{seconds(found['t_step_exposed'])} (the activations' collectives exposed; "
@@ -165,11 +176,16 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
         text = []
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
-            now = tokens_per_chip(model)
+            now = entry.get("now", tokens_per_chip(model))
             text.append(f"compute-bound once per-chip tokens > {show(tokens)} (now {show(now)})")
         if entry["ratio"] is not None:
             text.append(f"T_math / T_network over {entry['axes']} = {show(entry['ratio'])}"
-                        + (" (above 1: compute-bound; the batch does not change it)" if kind == "tp" else ""))
+                        + (" (above 1: compute-bound; the batch does not change it)" if kind == "tp" else
+                           " (a microbatch's work against its send)" if kind == "pp" else ""))
+        if "bubble_fraction" in entry:
+            text.append(f"bubble {show(entry['bubble_fraction'])}; at most "
+                        + ", ".join(f"{float(sympy.Rational(f)):.0%} from M >= {m}"
+                                    for f, m in entry["microbatches_for_bubble"].items()))
         out.append((f"threshold {kind}", "; ".join(text) or "no collectives"))
     return out
 
@@ -184,6 +200,13 @@ def as_json(model: Model, value) -> dict:
                              "tensor": c.tensor, "bytes": value(c.bytes), "count": value(c.count),
                              "t": value(c.time), "overlaps": c.overlaps} for c in found["collectives"]],
             **{k: value(found[k]) for k in ("t_network_overlapped", "t_network_exposed", "t_comm_exposed",
-                                            "t_step_exposed", "memory_per_chip")},
-            "threshold": {kind: {k: v if isinstance(v, str) else value(v) if v is not None else None
-                                 for k, v in entry.items()} for kind, entry in found["threshold"].items()}}
+                                            "t_step_exposed", "memory_per_chip", "bubble_fraction") if k in found},
+            "threshold": {kind: {k: _plain(v, value) for k, v in entry.items()}
+                          for kind, entry in found["threshold"].items()}}
+
+
+def _plain(v, value):
+    """A threshold entry's value for JSON."""
+    if isinstance(v, dict):
+        return {k: _plain(x, value) for k, x in v.items()}
+    return v if isinstance(v, (str, int)) or v is None else value(v)

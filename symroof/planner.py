@@ -84,12 +84,14 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
                             f"give a multiple of {context} (or --context)")
         sequences = tokens // context
         batch = {"B": sequences, "T": context}
-    kinds = ("dp", "fsdp", "tp") if mode == "train" else ("dp", "tp")
+    train = mode == "train"
     found = []
     for tp in _divisors(chips):
-        for fsdp in (_divisors(chips // tp) if "fsdp" in kinds else [1]):
-            dp = chips // tp // fsdp
-            found.append(Candidate({"dp": dp, "fsdp": fsdp, "tp": tp} if "fsdp" in kinds else {"dp": dp, "tp": tp}))
+        for pp in (_divisors(chips // tp) if train else [1]):
+            for fsdp in (_divisors(chips // tp // pp) if train else [1]):
+                dp = chips // tp // pp // fsdp
+                found.append(Candidate({"dp": dp, "fsdp": fsdp, "tp": tp, "pp": pp} if train else
+                                       {"dp": dp, "tp": tp}))
     probe = model(name, mode, chip, batch, models_file=models_file)  # one chip, unsharded: the floors
     usable = probe._usable()
     if not (usable.is_number and probe.analysis.t_lower.is_number):
@@ -99,13 +101,27 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
     domain = probe.machine.chip.figure("interconnect.domain_size") if probe.machine.chip is not None else None
     for c in found:
         c.rejected = _pruned(c.sizes, s, sequences, probe.params, per_param, usable, domain)
+    # pipelines last: each is bounded below by its bubble, (M + P - 1)/M of the chips' share of the
+    # work at the peak, and set aside uncosted where that bound is slower than a strategy already costed
+    ideal = probe.flops_train / (chips * probe.matrix_peak)
+    best = None
+    for c in sorted(found, key=lambda c: c.sizes.get("pp", 1)):
+        pp = c.sizes.get("pp", 1)
+        if c.rejected is None and pp > 1 and best is not None:
+            floor = ideal * (5 * pp - 1) / (4 * pp)  # the default 4 x P microbatches
+            if floor > best:
+                c.rejected = f"pp={pp}: its bubble alone makes it at least {float(floor) * 1e3:.4g} ms, slower " \
+                             f"than {float(best) * 1e3:.4g} ms already found"
         if c.rejected is None:
             _cost(c, name, mode, chip, batch, models_file, usable)
+            if c.rejected is None:
+                t = c.figures["t_step_exposed"]
+                best = t if best is None or t < best else best
     return Plan(mode, chips, batch, found, time.perf_counter() - started)
 
 
 def _pruned(sizes: dict, s: dict, sequences: int, params, per_param: int, usable, domain) -> str | None:
-    tp = sizes["tp"]
+    tp, pp = sizes["tp"], sizes.get("pp", 1)
     split = sizes["dp"] * sizes.get("fsdp", 1)
     for dim, what in (("K", "KV heads"), ("F", "MLP width"), ("V", "vocabulary")):
         if s[dim] % tp:
@@ -114,7 +130,10 @@ def _pruned(sizes: dict, s: dict, sequences: int, params, per_param: int, usable
         return f"{sequences} sequences do not split over dp x fsdp = {split}"
     if domain and tp > domain:
         return f"tp={tp} spans more than the fast-link domain of {int(domain)} chips"
-    floor = sympy.Integer(per_param) * params / (sizes.get("fsdp", 1) * tp)
+    if pp > 1 and (s["L"] % pp or (sequences // split) % (4 * pp)):
+        return f"pp={pp} does not divide the {s['L']} layers" if s["L"] % pp else \
+            f"pp={pp}: its 4 x {pp} microbatches do not split the {sequences // split} sequences of a replica"
+    floor = sympy.Integer(per_param) * params / (sizes.get("fsdp", 1) * tp * pp)  # a stage holds 1/pp or more
     if floor > usable:
         return f"out of memory: the parameters alone take {float(floor) / 1e9:.4g} GB a chip"
     return None
@@ -130,10 +149,13 @@ def _cost(c: Candidate, name: str, mode: str, chip: str, batch: dict, models_fil
     if m.hbm_per_chip > usable:
         c.rejected = f"out of memory: {float(m.hbm_per_chip) / 1e9:.4g} GB a chip (usable {float(usable) / 1e9:.4g})"
         return
-    a = m.step_analysis
+    pipeline = getattr(m, "pipeline", None)
+    a = m.step_analysis if pipeline is None else pipeline.last.step_analysis  # a pipeline's slowest stage
+    found = model_strategy.times(m)
+    network = a.t_network if pipeline is None else found["t_network_overlapped"] + found["t_network_exposed"]
     roofs = {"compute": a.t_math, "HBM": a.t_comms, "network": a.t_network}
     c.model = m
-    c.figures = {"t_step": m.t_step, "t_network": a.t_network, **model_strategy.times(m),
+    c.figures = {"t_step": m.t_step, "t_network": network, **found,
                  "memory_per_chip": m.hbm_per_chip, "bound": max(roofs, key=lambda k: float(roofs[k])),
                  "tokens_per_s": m.tokens / m.t_step, "tokens": m.tokens,
                  "threshold": model_strategy.thresholds(m, dict(m.options.strategy))}
@@ -156,7 +178,7 @@ def why(p: Plan) -> str:
     for kind, entry in f["threshold"].items():
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
-            now = model_strategy.tokens_per_chip(best.model)
+            now = entry.get("now", model_strategy.tokens_per_chip(best.model))
             text.append(f"{kind} per-chip tokens {float(now):.4g} {'>' if now > tokens else '<'} "
                         f"threshold {float(tokens):.4g}")
     ties = [c for c in ranked[1:] if c.figures["t_step_exposed"] == f["t_step_exposed"]

@@ -35,10 +35,10 @@ from .ir import Mesh
 from .parse import parse_mesh
 from .syntax import COLLECTIVES
 
-KINDS = {"dp": "dp", "data": "dp", "fsdp": "fsdp", "tp": "tp", "tensor": "tp"}
-LATER = ("sp", "sequence", "pp", "pipeline", "ep", "expert")
-_AXES = {"dp": "X", "fsdp": "Z", "tp": "Y"}  # the axes a strategy given by sizes builds
-_OUTER = {"dp": "R", "fsdp": "Q", "tp": "O"}  # and each kind's part between fast-link domains (DCN)
+KINDS = {"dp": "dp", "data": "dp", "fsdp": "fsdp", "tp": "tp", "tensor": "tp", "pp": "pp", "pipeline": "pp"}
+LATER = ("sp", "sequence", "ep", "expert")
+_AXES = {"dp": "X", "fsdp": "Z", "tp": "Y", "pp": "P"}  # the axes a strategy given by sizes builds
+_OUTER = {"dp": "R", "fsdp": "Q", "tp": "O", "pp": "J"}  # and each kind's part between fast-link domains (DCN)
 Axis = tuple[str, int, str]  # name, size, link
 Strategy = dict[str, tuple[Axis, ...]]
 _TENSOR = re.compile(r"(\w+)\[([^\]]*)\]")
@@ -65,9 +65,9 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
         if not eq or not kind or not value:
             raise SpecError(f"--strategy takes KIND=SIZE or KIND=AXIS, e.g. dp=4,tp=8; got {part.strip()!r}")
         if kind.lower() in LATER:
-            raise SpecError(f"strategy '{kind}' is not costed yet: dp (data), fsdp and tp (tensor) are")
+            raise SpecError(f"strategy '{kind}' is not costed yet: dp (data), fsdp, tp (tensor) and pp (pipeline) are")
         if kind.lower() not in KINDS:
-            raise SpecError(f"unknown strategy '{kind}': dp (data), fsdp or tp (tensor)")
+            raise SpecError(f"unknown strategy '{kind}': dp (data), fsdp, tp (tensor) or pp (pipeline)")
         kind = KINDS[kind.lower()]
         if kind in found:
             raise SpecError(f"strategy {kind} is given twice")
@@ -100,10 +100,10 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
 
 def _across_domains(found: Strategy, domain: int) -> Strategy:
     """A mesh built from sizes, past the chip's fast-link domain (an NVLink node, a TPU
-    pod): the domain is filled from the innermost kind out (tp, then fsdp, then dp), and
+    pod): the domain is filled from the innermost kind out (tp, then fsdp, dp and pp), and
     what is left of a kind goes between domains, on DCN, as its own axis (`_OUTER`)."""
     budget, out = domain, Strategy()
-    for kind in ("tp", "fsdp", "dp"):
+    for kind in ("tp", "fsdp", "dp", "pp"):
         if kind not in found:
             continue
         (name, size, _), = found[kind]
@@ -222,6 +222,9 @@ def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict,
     domain = target.chip.figure("interconnect.domain_size") if target is not None and target.chip is not None \
         else None
     found = parse_strategy(strategy, parse_mesh(mesh) if mesh else None, int(domain) if domain else None)
+    if "pp" in found and mode != "train":
+        raise SpecError("pp (pipeline) is costed for training, with microbatches and a schedule; to serve, "
+                        "split the weights with tp (tensor) or copy them with dp")
     if "fsdp" in found and mode != "train":
         raise SpecError("fsdp shards the parameters and their optimizer state for training; to serve, "
                         "split the weights with tp (tensor) or copy them with dp")

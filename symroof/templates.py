@@ -75,9 +75,15 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
     text = "\n".join(lines) + "\n"
     # the weight matrices (declared, and read as matmul operands) in their own dtype
     text = text if stored["weights"] == "bf16" else _weights_in(text, stored["weights"])
+    return sharded(text, mode, strategy or {})
+
+
+def sharded(text: str, mode: str, strategy: dict) -> str:
+    """A template's program sharded by `strategy`, with its backward pass written out in
+    training on a mesh (for the gradients' collectives)."""
     if mode != "train" or not strategy:
-        return shard(text, strategy or {})
-    split = subscripted(text, strategy)  # training on a mesh: the backward written out, for its collectives
+        return shard(text, strategy)
+    split = subscripted(text, strategy)
     return gathered(split, strategy) + "\n" + gathered(backward(split, strategy), strategy)
 
 

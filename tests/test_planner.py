@@ -17,7 +17,7 @@ def test_a_model_too_big_for_data_parallelism_is_sharded():
     # under pure data parallelism, where an H100 has 80 GB; sharding it (FSDP) is the answer
     p = planner.plan("llama-3-70b", "h100", 64, 64 * 8192, "train")
     params = get_model("llama-3-70b")["params_published"]
-    dp = next(c for c in p.candidates if c.sizes == {"dp": 64, "fsdp": 1, "tp": 1})
+    dp = next(c for c in p.candidates if c.sizes == {"dp": 64, "fsdp": 1, "tp": 1, "pp": 1})
     assert dp.rejected == f"out of memory: the parameters alone take {16 * params / 1e9:.4g} GB a chip"
     best = p.ranked[0]
     assert best.sizes["fsdp"] > 1 and best.figures["memory_per_chip"] <= 80e9 * 0.9
@@ -31,7 +31,7 @@ def test_a_batch_too_small_for_fsdp_alone_loses_to_a_mixed_strategy():
     # than it needs to hide its gathers: 3x the forward's T_math against gathering every
     # parameter twice and reduce-scattering its gradient once, on the 256-chip ring
     p = planner.plan("llama-3-8b", "tpu-v5p", 256, 256 * 1024, "train", context=1024)
-    fsdp = next(c for c in p.ranked if c.sizes == {"dp": 1, "fsdp": 256, "tp": 1})
+    fsdp = next(c for c in p.ranked if c.sizes == {"dp": 1, "fsdp": 256, "tp": 1, "pp": 1})
     s, params = get_model("llama-3-8b")["sizes"], get_model("llama-3-8b")["params_published"]
 
     def alone(kind, n):
@@ -93,5 +93,5 @@ def test_plan_command(capsys):
 def test_small_and_odd_chip_counts(chips):
     p = planner.plan("llama-2-7b", "h100", chips, 6 * 4096, "train")
     for c in p.candidates:
-        assert c.sizes["dp"] * c.sizes["fsdp"] * c.sizes["tp"] == chips
-    assert all(c.rejected for c in p.candidates if c.sizes["tp"] == 3)  # 32 KV heads do not split 3 ways
+        assert c.sizes["dp"] * c.sizes["fsdp"] * c.sizes["tp"] * c.sizes["pp"] == chips
+    assert all(c.rejected for c in p.candidates if 3 in (c.sizes["tp"], c.sizes["pp"]))  # 32 KV heads, 32 layers
