@@ -20,8 +20,11 @@ collectives:
   layer forward, two backward (the gradients into each sublayer's input). The output
   layer is split by vocabulary (`V_Y`); the input embedding table is kept whole.
 
-The backward pass is written by `backward.py`. Sequence, pipeline and expert parallelism
-are refused by name until they are costed.
+* pipeline (pp): the layers split into stages over the axis, the batch into microbatches;
+  each end stage is a program of its own, sharded by the other kinds (pipeline.py).
+
+The backward pass is written by `backward.py`. Sequence and expert parallelism are
+refused by name until they are costed.
 """
 
 from __future__ import annotations
