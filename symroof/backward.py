@@ -98,7 +98,8 @@ def _tree(lines: list[str], k: int) -> tuple[list, int]:
 
 class _Writer:
     def __init__(self, strategy: Strategy, matmul_weights: set[str]):
-        self.batch = names(strategy, "dp")
+        self.batch = names(strategy, "dp", "sp")  # the weights' gradients are summed over these
+        self.sequence = names(strategy, "sp")
         self.fsdp = names(strategy, "fsdp")
         self.matmul_weights = matmul_weights
         self.widths: list[tuple[str, str]] = []
@@ -145,6 +146,11 @@ class _Writer:
                 return [lead + s for s in self._syncs(code)]
             if word == "gather" and self.fsdp:  # its backward scatters into the table's gradient, whole
                 line = line.replace(sub("D", self.fsdp), "D")
+            if word.startswith("AllGather"):  # the sequence's keys or values: their gradients scattered back
+                local, whole = (t.strip() for t in code.split(None, 1)[1].split("->"))
+                over = ",".join(self.sequence)
+                return [f"{lead}ReduceScatter_{{{over},S}} {whole} {{U_{_braced(self.sequence)}}} -> {local}"
+                        "   # the gradient of the keys or values"]
             return [_unnamed(line)] * 2
         out = [lead + self._input_grad([m for m in matches if m is not None], lead)]
         for m in reversed(matches):

@@ -101,6 +101,8 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
             free = free or Model(model.structured, model.machine,
                                  {k: v for k, v in model.sizes.items() if k != "B"}, model.options)
             entry["per_chip_tokens"] = _batch_threshold(free, names)
+        if kind == "sp" and mine and "T" in model.sizes:
+            entry["context_per_chip"] = _context_threshold(model, names)
         out[kind] = entry
     return out
 
@@ -120,16 +122,37 @@ def _batch_threshold(free: Model, names: set[str]):
     return free.at(region.root * tokens_per_chip(free) / B)
 
 
-def tokens_per_chip(model: Model) -> sympy.Expr:
-    """The tokens each chip holds: the step's over the chips its batch is split over (the
-    data-parallel and FSDP axes)."""
+def _context_threshold(model: Model, names: set[str]):
+    """The tokens of a sequence each chip holds (T over the sequence axes) above which
+    T_math exceeds the collectives over `names`, from the model with T a symbol: the
+    attention's work grows as T^2, its keys' and values' gathers as T."""
+    free = Model(model.structured, model.machine, {k: v for k, v in model.sizes.items() if k != "T"}, model.options)
+    a = free.step_analysis
+    t_net = sympy.Add(*(c.time for c in collectives(free) if set(c.axes) & names))
+    T = dim_symbol("T")
+    t_math, t_roof = cleared(a.t_math, t_net)
+    gap = sympy.Poly(sympy.expand(t_math - t_roof), T)  # a quadratic: the scores' T^2 against T
+    if not (gap.degree() == 2 and all(c.is_number for c in gap.all_coeffs()) and gap.LC() > 0):
+        return None
+    roots = [r for r in sympy.roots(gap) if r.is_real and r > 0]
+    return max(roots) / _split(model, "sp") if roots else None
+
+
+def _split(model: Model, *kinds: str) -> int:
+    """The chips the kinds' axes span together."""
     mesh = model.structured.program.mesh
     assert mesh is not None  # a strategy writes one
-    kinds = dict(model.options.strategy)
-    split = 1
-    for axis in kinds.get("dp", "") + kinds.get("fsdp", ""):
-        split *= mesh.axis(axis).size
-    return model.tokens / split
+    strategy = dict(model.options.strategy)
+    out = 1
+    for axis in "".join(strategy.get(kind, "") for kind in kinds):
+        out *= mesh.axis(axis).size
+    return out
+
+
+def tokens_per_chip(model: Model) -> sympy.Expr:
+    """The tokens each chip holds: the step's over the chips its batch and its sequences
+    are split over (the data-parallel, FSDP and sequence axes)."""
+    return model.tokens / _split(model, "dp", "fsdp", "sp")
 
 
 def _link(model: Model, axes: str) -> str:
@@ -178,6 +201,11 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
         if tokens is not None:
             now = entry.get("now", tokens_per_chip(model))
             text.append(f"compute-bound once per-chip tokens > {show(tokens)} (now {show(now)})")
+        context = entry.get("context_per_chip")
+        if context is not None:
+            now = model.at(dim_symbol("T")) / _split(model, "sp")
+            text.append(f"compute-bound once each chip holds more than {show(context)} tokens of a sequence "
+                        f"(now {show(now)})")
         if entry["ratio"] is not None:
             text.append(f"T_math / T_network over {entry['axes']} = {show(entry['ratio'])}"
                         + (" (above 1: compute-bound; the batch does not change it)" if kind == "tp" else

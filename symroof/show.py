@@ -45,7 +45,8 @@ def number(value, digits: int = 6) -> str:
     if value == 0:
         return "0"
     # mpmath keeps any exponent (a float would overflow past 1e308)
-    text = mpmath.nstr(sympy.Float(value, digits + 3)._to_mpmath(60), digits, min_fixed=-4, max_fixed=7)
+    exact = value if value.is_Rational or value.is_Float else value.evalf(digits + 10)  # a root with sqrt: 1 + sqrt(2)
+    text = mpmath.nstr(sympy.Float(exact, digits + 3)._to_mpmath(60), digits, min_fixed=-4, max_fixed=7)
     if "e" in text:
         mantissa, exponent = text.split("e")
         if "." in mantissa:

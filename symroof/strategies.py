@@ -38,10 +38,11 @@ from .ir import Mesh
 from .parse import parse_mesh
 from .syntax import COLLECTIVES
 
-KINDS = {"dp": "dp", "data": "dp", "fsdp": "fsdp", "tp": "tp", "tensor": "tp", "pp": "pp", "pipeline": "pp"}
-LATER = ("sp", "sequence", "ep", "expert")
-_AXES = {"dp": "X", "fsdp": "Z", "tp": "Y", "pp": "P"}  # the axes a strategy given by sizes builds
-_OUTER = {"dp": "R", "fsdp": "Q", "tp": "O", "pp": "J"}  # and each kind's part between fast-link domains (DCN)
+KINDS = {"dp": "dp", "data": "dp", "fsdp": "fsdp", "tp": "tp", "tensor": "tp", "pp": "pp", "pipeline": "pp",
+         "sp": "sp", "sequence": "sp", "cp": "sp", "context": "sp"}
+LATER = ("ep", "expert")
+_AXES = {"dp": "X", "fsdp": "Z", "tp": "Y", "pp": "P", "sp": "I"}  # the axes a strategy given by sizes builds
+_OUTER = {"dp": "R", "fsdp": "Q", "tp": "O", "pp": "J", "sp": "W"}  # each kind's part between domains (DCN)
 Axis = tuple[str, int, str]  # name, size, link
 Strategy = dict[str, tuple[Axis, ...]]
 _TENSOR = re.compile(r"(\w+)\[([^\]]*)\]")
@@ -68,9 +69,10 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
         if not eq or not kind or not value:
             raise SpecError(f"--strategy takes KIND=SIZE or KIND=AXIS, e.g. dp=4,tp=8; got {part.strip()!r}")
         if kind.lower() in LATER:
-            raise SpecError(f"strategy '{kind}' is not costed yet: dp (data), fsdp, tp (tensor) and pp (pipeline) are")
+            raise SpecError(f"strategy '{kind}' is not costed yet: dp (data), fsdp, tp (tensor), pp (pipeline) and sp "
+                            "(sequence) are")
         if kind.lower() not in KINDS:
-            raise SpecError(f"unknown strategy '{kind}': dp (data), fsdp, tp (tensor) or pp (pipeline)")
+            raise SpecError(f"unknown strategy '{kind}': dp (data), fsdp, tp (tensor), pp (pipeline) or sp (sequence)")
         kind = KINDS[kind.lower()]
         if kind in found:
             raise SpecError(f"strategy {kind} is given twice")
@@ -103,10 +105,10 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
 
 def _across_domains(found: Strategy, domain: int) -> Strategy:
     """A mesh built from sizes, past the chip's fast-link domain (an NVLink node, a TPU
-    pod): the domain is filled from the innermost kind out (tp, then fsdp, dp and pp), and
-    what is left of a kind goes between domains, on DCN, as its own axis (`_OUTER`)."""
+    pod): the domain is filled from the innermost kind out (tp, then sp, fsdp, dp and pp),
+    and what is left of a kind goes between domains, on DCN, as its own axis (`_OUTER`)."""
     budget, out = domain, Strategy()
-    for kind in ("tp", "fsdp", "dp", "pp"):
+    for kind in ("tp", "sp", "fsdp", "dp", "pp"):
         if kind not in found:
             continue
         (name, size, _), = found[kind]
@@ -150,11 +152,12 @@ def subscripted(text: str, strategy: Strategy) -> str:
     if not strategy:
         return text
     batch, tensor, fsdp = names(strategy, "dp", "fsdp"), names(strategy, "tp"), names(strategy, "fsdp")
+    sequence = names(strategy, "sp")
 
     def dims(match: re.Match, output_layer: bool) -> str:
         items = [d.strip() for d in match.group(2).split(",")]
         split = {"B": batch, "K": tensor, "F": tensor, "D": fsdp if is_parameter(match.group(0)) else "",
-                 "V": tensor if output_layer else ""}
+                 "V": tensor if output_layer else "", "T": sequence, "S": sequence}
         return f"{match.group(1)}[" + ", ".join(sub(d, split.get(d, "")) for d in items) + "]"
 
     out = []
@@ -165,7 +168,41 @@ def subscripted(text: str, strategy: Strategy) -> str:
             out.append(line)
             continue
         out.append(_TENSOR.sub(functools.partial(dims, output_layer=_unembedding(line)), line))
+    return _context_gathered("\n".join(out), sequence)
+
+
+def _context_gathered(text: str, axes: str) -> str:
+    """Sequence (context) parallelism: attention reads every key and value of the sequence,
+    so before each fused attention block its keys and values are gathered over the axes
+    (each chip computed those of its own tokens), and inside it S is whole."""
+    if not axes:
+        return text
+    local, whole = sub("S", axes), "S"
+    out: list[str] = []
+    lines = text.split("\n")
+    k = 0
+    while k < len(lines):
+        line = lines[k]
+        if not line.strip().startswith("fused"):
+            out.append(line)
+            k += 1
+            continue
+        end = next(j for j in range(k, len(lines)) if lines[j].strip() == "}")
+        lead = line[:len(line) - len(line.lstrip())]
+        block = [re.sub(rf"\b{re.escape(local)}(?=[,\]])", whole, b) for b in lines[k:end + 1]]
+        for b in lines[k + 1:end]:  # each read of the keys or the values (a tensor with S and no T)
+            for m in _TENSOR.finditer(b.split("->", 1)[0]):
+                dims = dims_of(m.group(0))
+                if local in dims and not any(d.split("_", 1)[0] == "T" for d in dims):
+                    out.append(f"{lead}AllGather_{_braced(axes)} {m.group(0)} -> {m.group(0).replace(local, whole)}"
+                               "   # the sequence's keys or values")
+        out += block
+        k = end + 1
     return "\n".join(out)
+
+
+def _braced(axes: str) -> str:
+    return axes if len(axes) == 1 else "{" + axes + "}"
 
 
 def gathered(text: str, strategy: Strategy) -> str:
@@ -228,6 +265,9 @@ def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict,
     if "pp" in found and mode != "train":
         raise SpecError("pp (pipeline) is costed for training, with microbatches and a schedule; to serve, "
                         "split the weights with tp (tensor) or copy them with dp")
+    if "sp" in found and mode == "decode":
+        raise SpecError("sp (sequence) splits each sequence's tokens; a decode step has one a sequence: split "
+                        "the weights with tp (tensor) or copy them with dp")
     if "fsdp" in found and mode != "train":
         raise SpecError("fsdp shards the parameters and their optimizer state for training; to serve, "
                         "split the weights with tp (tensor) or copy them with dp")

@@ -52,7 +52,7 @@ def test_data_parallel_splits_the_batch_not_the_weights():
 def test_strategy_errors_say_what_would_work(capsys):
     cases = [
         (dict(mode="decode", strategy="fsdp=8"), "fsdp shards the parameters and their optimizer state"),
-        (dict(mode="decode", strategy="sp=8"), r"not costed yet: dp \(data\), fsdp, tp \(tensor\) and pp"),
+        (dict(mode="decode", strategy="ep=8"), r"not costed yet: dp \(data\), fsdp, tp \(tensor\), pp"),
         (dict(mode="decode", strategy="tp=Y"), "no mesh to name axes of"),
         (dict(mode="decode", strategy="dp=X,tp=X", mesh="X=4"), "used by two strategies"),
         (dict(mode="decode", strategy="tp=8", chips=8), "drop --chips"),

@@ -132,7 +132,7 @@ def test_training_strategy_errors_and_json(capsys):
     with pytest.raises(SpecError, match="does not split evenly"):  # 3 sequences over 2 data-parallel chips
         symroof.model("llama-3-8b", "train", sizes={"B": 3, "T": 1024}, strategy="dp=2").analysis
     with pytest.raises(SpecError, match="not costed yet"):
-        symroof.model("llama-3-8b", "train", strategy="sp=4")
+        symroof.model("llama-3-8b", "train", strategy="ep=4")
     with pytest.raises(SpecError, match="no mesh axis W"):
         symroof.model("llama-3-8b", "train", strategy="fsdp=W", mesh="X=4")
     assert main(["model", "llama-3-8b", "--chip", "tpu-v5p", "--strategy", "fsdp=X,tp=Y", "--mesh", "X=16,Y=4",
