@@ -76,8 +76,9 @@ def _table(p: planner.Plan, args, chip: str) -> str:
     aside = [c for c in p.candidates if c.rejected]
     kinds: dict[str, int] = {}
     for c in aside:
-        key = "out of memory" if "memory" in (c.rejected or "") else "does not divide" \
-            if "divide" in (c.rejected or "") or "split" in (c.rejected or "") else "other"
+        why = c.rejected or ""
+        key = "out of memory" if "memory" in why else "its bubble alone is slower" if "bubble alone" in why else \
+            "does not divide" if "divide" in why or "split" in why else "other"
         kinds[key] = kinds.get(key, 0) + 1
     lines = [f"{args.name}, {p.mode} on {p.chips} x {chip}; {batch}",
              f"considered {len(p.candidates)} strategies in {p.seconds:.2f} s: {len(ranked)} fit and are ranked; "

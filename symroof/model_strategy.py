@@ -125,7 +125,8 @@ def _batch_threshold(free: Model, names: set[str]):
 def _context_threshold(model: Model, names: set[str]):
     """The tokens of a sequence each chip holds (T over the sequence axes) above which
     T_math exceeds the collectives over `names`, from the model with T a symbol: the
-    attention's work grows as T^2, its keys' and values' gathers as T."""
+    work grows as T and T^2 (the scores), the keys' and values' gathers as T and the
+    weights' gradient reductions not at all."""
     free = Model(model.structured, model.machine, {k: v for k, v in model.sizes.items() if k != "T"}, model.options)
     a = free.step_analysis
     t_net = sympy.Add(*(c.time for c in collectives(free) if set(c.axes) & names))

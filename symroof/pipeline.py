@@ -299,8 +299,9 @@ class PipelinedModel(Model):
     def time_split(self) -> dict[str, sympy.Expr]:
         """The last stage's parts over the step's M microbatches, and the bubble."""
         p = self.pipeline
-        split = {part: p.microbatches * p.micro(t) for part, t in p.last.time_split().items()}
-        split["bubble"] = p.bubble_fraction * p.times()["t_step"]
+        each = {part: p.micro(t) for part, t in p.last.time_split().items()}  # one microbatch's
+        split = {part: p.microbatches * t for part, t in each.items()}
+        split["bubble"] = (p.slots - p.microbatches) * sympy.Add(*each.values())  # (P - 1)/v idle slots
         return split
 
     def max_batch(self) -> None:

@@ -53,8 +53,9 @@ def test_keys_and_values_gathered_and_gradients_reduced_over_the_sequence_axis(c
     assert m.flops_train == plain.flops_train
 
 
-def test_the_context_threshold_is_where_attention_outgrows_the_gathers():
-    # the scores grow as T^2 a chip, the gathers as T: above the threshold T_math wins
+def test_the_context_threshold_is_where_the_work_outgrows_the_collectives():
+    # the work grows as T and T^2 (the scores), the gathers as T, the gradients' reductions
+    # not at all: above the threshold T_math wins
     n, B = 8, 1
     found = []
     for T in (4096, 8192, 16384):
