@@ -1598,9 +1598,12 @@ def _mode_of(argv) -> str:
 
 
 STRATEGIES = ["tp=8", "tp=2", "dp=4", "dp=2,tp=4", "tp=1", "dp=8,tp=8", "tensor=4", "data=2,tensor=2", "tp=16",
-              "fsdp=8", "fsdp=4,tp=2", "dp=2,fsdp=2,tp=2", "fsdp=16"]
-STRATEGIES_JUNK = ["fsdp=0", "pp=4", "sp=2", "ep=8", "tp", "tp=", "tp=0", "tp=-2", "tp=1e9", "tp=8,tp=8",
-                   "xx=2", "tp=Y", "dp=2;tp=4", ""]
+              "fsdp=8", "fsdp=4,tp=2", "dp=2,fsdp=2,tp=2", "fsdp=16", "pp=4", "dp=2,pp=2", "pp=2,tp=4", "sp=2",
+              "sp=4,tp=2", "dp=2,sp=2", "pipeline=2", "context=2", "pp=8,sp=2"]
+STRATEGIES_JUNK = ["fsdp=0", "pp=3", "pp=0", "sp=0", "ep=8", "tp", "tp=", "tp=0", "tp=-2", "tp=1e9", "tp=8,tp=8",
+                   "xx=2", "tp=Y", "dp=2;tp=4", "", "pp=1000"]
+MICROBATCHES = ["1", "2", "4", "8", "16", "3", "0", "-1", "x", "1e9"]
+SCHEDULES = ["gpipe", "1f1b", "interleaved", "interleaved:4", "interleaved:1", "zigzag", ""]
 
 
 def _model_set(r, dims, known: dict, mode: str) -> list:
@@ -1666,6 +1669,11 @@ def _model_flags(r, dims, known: dict, mode: str, *, chip_p=0.6, tensors=(), mes
     if template and r.random() < 0.15:  # parallelism strategies: sizes, or axes of a mesh given beside them
         if r.random() < 0.6:
             argv += ["--strategy", r.choice(STRATEGIES_JUNK) if junk(r, 0.25) else r.choice(STRATEGIES)]
+            if "pp=" in argv[-1] or "pipeline=" in argv[-1] or junk(r, 0.05):  # a pipeline's microbatches, schedule
+                if r.random() < 0.5:
+                    argv += ["--microbatches", r.choice(MICROBATCHES)]
+                if r.random() < 0.4:
+                    argv += ["--schedule", r.choice(SCHEDULES)]
         else:
             argv += ["--strategy", r.choice(["dp=X,tp=Y", "tp=Y", "dp=X", "tp=X,dp=Y", "tp=Z", "fsdp=XY", "fsdp=X,tp=Y"]),
                      "--mesh", r.choice(["X=2,Y=4", "X=4,Y=8", "Y=8", "X=1,Y=2", "X=2", "Y=0", "X=2,Y=4@dcn"])]
