@@ -603,8 +603,8 @@ The same global batch, 1M tokens, on 64 to 1024 chips, each time the planner's b
 at the compute roof: the time halves with each doubling. Past 256 there are more chips than
 sequences, so the planner must add tp, whose exposed AllReduces cost a share of the step
 that grows as the step shrinks; each chip also holds fewer tokens, and tokens per second
-per chip falls. (The planner does not split a sequence: no sequence or pipeline
-parallelism yet.)"""),
+per chip falls. (The planner considers pipelines too, but here their bubble sets them
+back; it does not split a sequence: no sequence parallelism in it yet.)"""),
     ("code", '''CHIPS = [64, 128, 256, 512, 1024]
 plans = [planner.plan(NAME, CHIP, n, TOKENS, "train", context=CONTEXT) for n in CHIPS]
 print(f"{'chips':>5}  {'best':16} {'t_step':>9} {'t_step_exposed':>15} {'tokens/s/chip':>14} {'HBM/chip':>9}  bound")
@@ -632,6 +632,32 @@ for ax in (left, right):
 left.legend()
 fig.tight_layout()
 show(left)'''),
+    ("md", """## Pipelines: the bubble and the microbatches
+
+A pipeline splits the 80 layers into stages (`pp=8`: 10 layers a stage) and the batch into
+microbatches that pass from stage to stage. Each stage waits for the first microbatch to
+reach it and idles again while the last drains: (P - 1) slots of a microbatch's work out
+of M + P - 1, the bubble. symroof writes the first and the last stage as programs of their
+own, costs each for one microbatch, forward and backward, and lets the schedule put them
+together. More microbatches shrink the bubble; 1F1B keeps fewer of them in memory than
+GPipe (P in flight on the first stage, not M); interleaving two layer chunks a chip halves
+the bubble again, at the cost of more activations in flight and twice the sends."""),
+    ("code", '''print(f"{'schedule':12} {'M':>3} {'bubble':>7} {'t_step':>9} {'t_step_exposed':>15} {'HBM/chip':>9}")
+for schedule in ("gpipe", "1f1b", "interleaved"):
+    for M in (8, 16, 32):
+        run = symroof.model(NAME, "train", chip=CHIP, sizes={"B": SEQUENCES, "T": CONTEXT},
+                            strategy="fsdp=8,pp=8,tp=4", microbatches=M, schedule=schedule)
+        f = model_strategy.report(run)
+        print(f"{schedule:12} {M:3} {float(f['bubble_fraction']):7.1%} {float(run.t_step):7.3f} s "
+              f"{float(f['t_step_exposed']):13.3f} s {float(run.hbm_per_chip) / 1e9:6.1f} GB")
+pp = model_strategy.thresholds(run, dict(run.options.strategy))["pp"]
+print("microbatches for a bubble under 10% and 5% (interleaved, 2 chunks):", pp["microbatches_for_bubble"])'''),
+    ("md", """Against the planner's best on the same 256 chips (FSDP alone, about 4.1 s), even 32
+microbatches leave this pipeline slower: a batch of 256 sequences is not large enough to
+hide the bubble of 8 stages. Pipelines pay where the weights do not fit otherwise, or where
+the only links left between groups of chips are slow ones (a pipeline sends one
+microbatch's activations between neighbours, where FSDP gathers every weight over all
+chips)."""),
 ]
 
 

@@ -21,9 +21,9 @@ sequences), forward and backward, and the schedule puts the microbatches togethe
   (Megatron-LM's schedule); at most M. Memory per chip is the larger of the two ends'.
 * Between stages each microbatch's activations go forward and their gradients back: one
   send each way of the stage's input (bf16[B/M, T, D] on a chip, whole on each tp rank)
-  over the pipeline axis, one hop at its one-way bandwidth (over two axes, the slower).
-  They overlap the next microbatch's work, except in the fill and the drain: 2·(P - 1)
-  sends are exposed.
+  over the pipeline axis, one hop at its one-way bandwidth (over two axes, the slower);
+  interleaved, v times as many (each chunk's). They overlap the next microbatch's work,
+  except in the fill and the drain: 2·(P - 1) sends are exposed.
 * Data parallelism's gradient reductions happen once a step (the microbatches' gradients
   are accumulated first); the first stage finishes its backward last, so its reductions
   are exposed after the drain. Every other collective (tp's, FSDP's gathers and
@@ -208,7 +208,8 @@ class Pipeline:
         t_step = self.slots * slot + fill + first["once"]
         m = self.microbatches
         return {"t_step": self.slots * sympy.Max(first["lower"], last["lower"]),
-                "t_network_overlapped": m * last["hidden"] + last["once"] + 2 * m * self.t_send - fill,
+                "t_network_overlapped": m * last["hidden"] + last["once"] + 2 * self.schedule.chunks * m * self.t_send
+                - fill,
                 "t_network_exposed": m * last["exposed"] + fill + first["once"],
                 "t_comm_exposed": t_step - self.slots * work, "t_step_exposed": t_step,
                 "bubble_fraction": self.bubble_fraction}
@@ -220,7 +221,7 @@ class Pipeline:
                                                    self.microbatches * c.count, self.microbatches * self.micro(c.time),
                                                    c.overlaps)
                for c in collectives(self.last)]
-        count = sympy.Integer(self.microbatches)
+        count = sympy.Integer(self.schedule.chunks * self.microbatches)  # interleaved: each chunk's boundary
         for backward in (False, True):
             out.append(Collective(backward, "Send", self.axes, "the stage's input", self.send_bytes, count,
                                   count * self.t_send, True))
