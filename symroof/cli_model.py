@@ -71,6 +71,9 @@ def run(args: argparse.Namespace) -> str:
                 if args.json else "\n\n".join(p.rstrip("\n") for p in stages)
         return json.dumps({**about, "mode": args.mode, "program": text}, indent=2) if args.json \
             else text.rstrip("\n")
+    if args.batches and stages is not None:
+        raise SpecError("--batches sweeps one program's batch; a pipeline's batch is its microbatches': give "
+                        "--set B=... and --microbatches instead")
     structured = read_structured(text)
     sizes = model_report.with_defaults(structured, args.mode, context, _sizes(args.set))
     options = Options(mode=args.mode, chips=args.chips, optimizer=args.optimizer, remat=args.remat, mfu=args.mfu,

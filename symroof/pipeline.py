@@ -105,8 +105,10 @@ def check(layers: int, stages: int, microbatches: int, replicas_batch: int | Non
         raise SpecError(f"the interleaved schedule needs microbatches a multiple of pp={stages}, not {microbatches}")
     if replicas_batch is not None and replicas_batch % microbatches:
         fits = [m for m in range(1, replicas_batch + 1) if replicas_batch % m == 0 and m >= stages][:6]
-        raise SpecError(f"{microbatches} microbatches do not split the {replicas_batch} sequences each replica "
-                        f"holds; --microbatches {' or '.join(map(str, fits)) or 'a divisor of them'} would")
+        also = f"; --microbatches {' or '.join(map(str, fits))} would" if fits else \
+            f": give each replica a batch of at least {microbatches} sequences (--set B=...)"
+        raise SpecError(f"{microbatches} microbatches do not split the {replicas_batch} sequence"
+                        f"{'s' if replicas_batch > 1 else ''} each replica holds{also}")
 
 
 def stage_text(text: str, stage: str, stages: int) -> str:

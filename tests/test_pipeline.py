@@ -139,6 +139,10 @@ def test_pipeline_errors_say_what_would_work(capsys):
         symroof.model("llama-3-8b", "train", "h100", {"B": 64}, strategy="pp=4", mfu=0.5).t_step
     assert main(["model", "llama-3-8b", "--chip", "h100", "--strategy", "pp=3"]) == 2
     assert "32 layers" in capsys.readouterr().err
+    assert main(["model", "llama-3-8b", "--chip", "h100", "--strategy", "pp=4"]) == 2  # B = 1 by default
+    assert "at least 16 sequences (--set B=...)" in capsys.readouterr().err
+    assert main(["model", "llama-3-8b", "--chip", "h100", "--strategy", "pp=4", "--batches", "16,32"]) == 2
+    assert "--microbatches instead" in capsys.readouterr().err
 
 
 def test_pipeline_report_json_and_printed_stages(capsys):
