@@ -34,9 +34,10 @@ _CARD: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
      (("pcie_bandwidth_one_way_bytes_per_s", "PCIe one-way"),
       ("dcn.bandwidth_one_way_bytes_per_s_per_chip", "DCN one-way"),
       ("dcn.bandwidth_bytes_per_s_per_host", "DCN per host"), ("dcn.chips_per_host", "chips per host"),
+      ("dcn.hop_latency_s", "DCN latency"),
       ("scaleout.bandwidth_one_way_bytes_per_s_per_chip", "scale-out one-way"),
       ("scaleout.node_egress_bytes_per_s", "scale-out per node"), ("scaleout.chips_per_node", "chips per node"),
-      ("scaleout.fabric", "fabric"))),
+      ("scaleout.fabric", "fabric"), ("scaleout.hop_latency_s", "scale-out latency"))),
 )
 _LABELS = {path: label for _, _, fields in _CARD for path, label in fields}
 _TOPOLOGIES = {"torus_2d": "2D torus", "torus_3d": "3D torus", "switch": "switch",

@@ -26,7 +26,10 @@ along an axis:
   peer over a link each. Over several axes, one axis after another.
 * Each collective takes at least hops x the per-hop latency (a ring of N with
   wraparound: N/2 hops; without: N - 1; a switch: 1), so small arrays come out
-  latency-bound. Where the chip has no hop latency, there is no floor, and the
+  latency-bound. ICI, NVLink and Infinity Fabric take the chip's
+  `interconnect.hop_latency_s`; a DCN axis one hop through the network at
+  `dcn.hop_latency_s` (a GPU's scale-out network: `scaleout.hop_latency_s`). Where the
+  chip has no hop latency for a link (PCIe has none), there is no floor, and the
   result says so.
 
 Examples:
@@ -113,11 +116,12 @@ def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None) -> Link:
         if axis.link == "pcie":
             pcie = chip.require("pcie_bandwidth_one_way_bytes_per_s", f"mesh axis {axis.name}")
             return Link(link_name(axis, chip), pcie, None, False, True, None)
-        dcn = chip.figure("dcn.bandwidth_one_way_bytes_per_s_per_chip") or \
-            chip.figure("scaleout.bandwidth_one_way_bytes_per_s_per_chip")  # GPUs: the scale-out NIC
+        # GPUs: the scale-out NIC; the hop latency is that of the network whose bandwidth is used
+        network = "dcn" if chip.figure("dcn.bandwidth_one_way_bytes_per_s_per_chip") is not None else "scaleout"
+        dcn = chip.figure(f"{network}.bandwidth_one_way_bytes_per_s_per_chip")
         if dcn is None:
             chip.require("dcn.bandwidth_one_way_bytes_per_s_per_chip", f"mesh axis {axis.name}")
-        return Link(link_name(axis, chip), dcn, None, False, True, None)
+        return Link(link_name(axis, chip), dcn, None, False, True, chip.figure(f"{network}.hop_latency_s"))
     if chip is None:
         if ici_one_way is None:
             raise HardwareError("collectives need link figures: name a chip (--chip) or give --ici-bw")

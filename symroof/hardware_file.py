@@ -29,7 +29,11 @@ from .errors import HardwareError
 NUMBER, COUNT, TEXT = "number", "count", "text"
 
 # Chip fields and their kinds, in the order the shipped file lists them (and `rows` shows them);
-# a nested dict is a block, whose fields are addressed as "block.field".
+# a nested dict is a block, whose fields are addressed as "block.field". Each network (the
+# interconnect, dcn, scaleout) has a hop_latency_s, the time of one hop that collectives.py
+# floors a collective at: the shipped file gives every network one, sourced or marked as an
+# estimate (tests/test_hardware_latency.py); a user's file may leave it out, and the floor is
+# then reported as unknown.
 SCHEMA: dict[str, str | dict[str, str]] = {
     "peak_flops_per_s": dict.fromkeys(RATES, NUMBER),
     "peak_flops_sparse_per_s": dict.fromkeys(RATES, NUMBER),
@@ -45,9 +49,9 @@ SCHEMA: dict[str, str | dict[str, str]] = {
                      "wraparound_min_axis_size": COUNT, "hop_latency_s": NUMBER, "domain_size": COUNT},
     "pcie_bandwidth_one_way_bytes_per_s": NUMBER,
     "dcn": {"bandwidth_one_way_bytes_per_s_per_chip": NUMBER, "bandwidth_bytes_per_s_per_host": NUMBER,
-            "chips_per_host": COUNT},
+            "chips_per_host": COUNT, "hop_latency_s": NUMBER},
     "scaleout": {"bandwidth_one_way_bytes_per_s_per_chip": NUMBER, "node_egress_bytes_per_s": NUMBER,
-                 "chips_per_node": COUNT, "fabric": TEXT},
+                 "chips_per_node": COUNT, "fabric": TEXT, "hop_latency_s": NUMBER},
 }
 FIELDS: dict[str, str] = {}
 for _key, _spec in SCHEMA.items():

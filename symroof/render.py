@@ -66,7 +66,7 @@ def latency_text(a: Analysis) -> str:
         return f"latency floor {seconds(floor)}"
     if floor:
         return f"latency floor at least {seconds(floor)} (some links' hop latency is unknown)"
-    return "latency floor unknown (the chip has no hop latency figure)"
+    return "latency floor unknown (no hop latency figure for these links)"
 
 
 def table(a: Analysis, limit=None, solve=None) -> str:

@@ -14,7 +14,7 @@ from symroof.sharding import ShardingError, lower
 B, D, F, I, J, K, V = (dim_symbol(n) for n in ("B", "D", "F", "I", "J", "K", "V"))
 V5E = get_chip("tpu-v5e")    # 2D torus: wraparound on axes of 16, 4.5e10 one way, 9e10 bidi, 1 us hops
 V5P = get_chip("tpu-v5p")    # 3D torus: wraparound on axes of 4, 9e10 one way, 1.8e11 bidi
-H100 = get_chip("h100")      # NVLink switch: 4.5e11 egress, no hop latency figure
+H100 = get_chip("h100")      # NVLink switch: 4.5e11 egress, an estimated 1 us hop
 ONE_WAY, BIDI, HOP = sympy.Integer(45 * 10**9), sympy.Integer(90 * 10**9), sympy.Rational(1, 10**6)
 
 
@@ -205,9 +205,11 @@ def test_bandwidth_bound_and_latency_bound():
 def test_dcn_and_switch_links():
     dcn = time("AllGather", axes(4, link="dcn"), V, V5E)
     assert dcn.bandwidth == sympy.Rational(3, 4) * V / V5E.figure("dcn.bandwidth_one_way_bytes_per_s_per_chip")
-    assert not dcn.latency_known
+    # one hop through the data-center network, at the chip's DCN hop latency
+    assert dcn.latency_known and dcn.hops == 1 and dcn.latency == V5E.figure("dcn.hop_latency_s")
     nvlink = time("AllGather", axes(8), V, H100)
     assert nvlink.bandwidth == sympy.Rational(7, 8) * V / 450_000_000_000 and nvlink.hops == 1
+    assert nvlink.latency == H100.figure("interconnect.hop_latency_s")
 
 
 def test_ici_override_is_one_way_per_link():
@@ -372,12 +374,13 @@ def test_gpu_topologies():
 
 
 def test_unknown_latency_is_said_not_zero():
-    a = analyze("bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", chip="h100", mesh="X=8")
+    # every network in hardware.json has a hop latency (tests/test_hardware_latency.py); PCIe has none
+    a = analyze("bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", chip="v5e", mesh="X=2@pcie")
     data = a.to_dict(solve="D")
     assert data["collectives"][0]["t_latency"] is None and data["t_network_latency_known"] is False
     assert data["threshold"]["network"]["latency_floor"] is None
     assert "latency floor unknown" in repr(a)
-    mixed = analyze("bf16[B, D_{XY}] @ bf16[D_{XY}, F] -> bf16[B, F]", chip="v5e", mesh="X=16, Y=4@dcn")
+    mixed = analyze("bf16[B, D_{XY}] @ bf16[D_{XY}, F] -> bf16[B, F]", chip="v5e", mesh="X=16, Y=4@pcie")
     assert "at least" in repr(mixed) and "unknown" in repr(mixed)
 
 
