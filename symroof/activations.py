@@ -34,24 +34,23 @@ def activation_bytes(s: Structured, options: Options) -> sympy.Expr:
             raise SpecError(f"remat save: no tensor named {', '.join(missing)} in the program (named: "
                             f"{', '.join(names) or 'none'})")
         return sympy.Add(*found.values())
-    kept = []
-    for block in s.blocks:
-        # the block's input: what its first computation reads (FSDP's gathers of parameters come before it)
-        work = [statements[i] for i in block.statements if not isinstance(statements[i], Collective)]
-        if block.parent is None and work:
-            kept.append(block.count * _local_bytes(_first_input(work[0]), mesh))
-    return sympy.Add(*kept)
+    return sympy.Add(*(count * each for count, each in _block_inputs(s)))
 
 
 def block_input_bytes(s: Structured) -> sympy.Expr:
     """The bytes a chip holds of the first outermost repeated block's input (what a
     pipeline stage receives from the one before it), in the program's dims; 0 without one."""
+    return next((each for _, each in _block_inputs(s)), sympy.Integer(0))
+
+
+def _block_inputs(s: Structured):
+    """Each outermost repeated block's count and the bytes a chip holds of its input: what
+    its first computation reads (FSDP's gathers of parameters come before it)."""
     statements = s.program.statements
     for block in s.blocks:
         work = [statements[i] for i in block.statements if not isinstance(statements[i], Collective)]
         if block.parent is None and work:
-            return _local_bytes(_first_input(work[0]), s.program.mesh)
-    return sympy.Integer(0)
+            yield block.count, _local_bytes(_first_input(work[0]), s.program.mesh)
 
 
 def _output_bytes(c: Cost) -> sympy.Expr:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from .strategies import Strategy, dims_of, is_parameter, names, sub
+from .strategies import Strategy, braced, dims_of, is_parameter, names, sub
 
 _MATMUL = re.compile(r"^(?P<a>\w+\[[^\]]*\])\s*\*_(?P<c>\{[^}]*\}|[^\W_]+)\s*(?P<w>\w+\[[^\]]*\])\s*->\s*"
                      r"(?:\w+:\s*)?(?P<y>\w+\[[^\]]*\])\s*$")
@@ -149,7 +149,7 @@ class _Writer:
             if word.startswith("AllGather"):  # the sequence's keys or values: their gradients scattered back
                 local, whole = (t.strip() for t in code.split(None, 1)[1].split("->"))
                 over = ",".join(self.sequence)
-                return [f"{lead}ReduceScatter_{{{over},S}} {whole} {{U_{_braced(self.sequence)}}} -> {local}"
+                return [f"{lead}ReduceScatter_{{{over},S}} {whole} {{U_{braced(self.sequence)}}} -> {local}"
                         "   # the gradient of the keys or values"]
             return [_unnamed(line)] * 2
         out = [lead + self._input_grad([m for m in matches if m is not None], lead)]
@@ -195,19 +195,15 @@ class _Writer:
             if fsdp in dims and self.fsdp:
                 grad = _tensor(_dtype(tensor), dims)
                 over = ",".join(self.fsdp)
-                out.append(f"ReduceScatter_{{{over},D}} {whole} {{U_{_braced(self.fsdp)}}} -> {grad}")
+                out.append(f"ReduceScatter_{{{over},D}} {whole} {{U_{braced(self.fsdp)}}} -> {grad}")
                 rest = self.batch
                 reduced = grad
             else:
                 rest = self.batch + self.fsdp
                 reduced = whole
             if rest:
-                out.append(f"AllReduce_{_braced(rest)} {reduced} {{U_{_braced(rest)}}} -> {reduced}")
+                out.append(f"AllReduce_{braced(rest)} {reduced} {{U_{braced(rest)}}} -> {reduced}")
         return [line + "   # a parameter's gradient" for line in out]
-
-
-def _braced(axes: str) -> str:
-    return axes if len(axes) == 1 else "{" + axes + "}"
 
 
 def _matmul(item) -> re.Match | None:

@@ -21,8 +21,9 @@ from .sizes import size_value
 
 def add_parser(commands) -> None:
     cmd = commands.add_parser("plan", help="rank the parallelism strategies that fit a model on N chips",
-                              description="Every split of the chips into data, FSDP and tensor parallelism, "
-                                          "the ones that fit in memory ranked by step time.")
+                              description="Every split of the chips into data, FSDP, tensor and (in training) "
+                                          "pipeline parallelism, the ones that fit in memory ranked by step "
+                                          "time.")
     cmd.add_argument("name", metavar="MODEL", help="a model in models.json (llama-3-70b)")
     mode_options(cmd)
     machine_options(cmd)

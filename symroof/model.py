@@ -29,6 +29,7 @@ Conventions (stated in the README and in every report):
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import sympy
 
@@ -55,6 +56,8 @@ class Model:
         sizes: sizes for the dims ({"B": 1, "T": 4096}); relations give the rest.
         options: mode, chips, optimizer, remat, MFU, headroom.
     """
+
+    pipeline: Any = None  # a pipeline.Pipeline where the layers are split into stages (pipeline.PipelinedModel)
 
     def __init__(self, structured: Structured, machine=None, sizes: dict[str, int] | None = None,
                  options: Options | None = None):

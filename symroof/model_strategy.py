@@ -49,7 +49,7 @@ class Collective:
 def collectives(model: Model) -> list[Collective]:
     """The step's collectives in order (forward, then a written backward's; a pipeline's:
     its last stage's and the sends between stages)."""
-    if hasattr(model, "pipeline"):
+    if model.pipeline is not None:
         return model.pipeline.collectives()
     a = model.step_analysis
     if a.mesh is None:
@@ -67,8 +67,8 @@ def collectives(model: Model) -> list[Collective]:
 def times(model: Model) -> dict[str, sympy.Expr]:
     """t_network split into what can overlap and what cannot, and the step's time with the
     latter exposed (see the module docstring); a pipeline's by its schedule."""
-    if hasattr(model, "pipeline"):
-        return {k: v for k, v in model.pipeline.times().items() if k != "t_step"}
+    if model.pipeline is not None:
+        return {k: v for k, v in model.pipeline.times.items() if k != "t_step"}
     a = model.step_analysis
     rows = collectives(model)
     hidden = sympy.Add(*(c.time for c in rows if c.overlaps))
@@ -85,7 +85,7 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
     each kind to its axes ({"dp": "X", "tp": "Y"})."""
     if not strategy:
         return {}
-    if hasattr(model, "pipeline"):
+    if model.pipeline is not None:
         return model.pipeline.thresholds(strategy)
     rows = collectives(model)
     a = model.step_analysis
@@ -182,9 +182,8 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
         return []
     out = [("strategy", ", ".join(f"{kind} over {axes} ({_link(model, axes)})"
                                   for kind, axes in found["strategy"].items()))]
-    pipeline = getattr(model, "pipeline", None)
-    if pipeline is not None:
-        out.append(("pipeline", pipeline.describe(show)))
+    if model.pipeline is not None:
+        out.append(("pipeline", model.pipeline.describe(show)))
     groups: dict[tuple, list] = {}
     for c in found["collectives"]:
         groups.setdefault((c.backward, c.kind, c.axes, c.overlaps), []).append(c)

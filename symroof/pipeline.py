@@ -202,7 +202,9 @@ class Pipeline:
     def bubble_fraction(self) -> sympy.Expr:
         return bubble_fraction(self.stages, self.microbatches, self.schedule)
 
+    @functools.cached_property
     def times(self) -> dict[str, sympy.Expr]:
+        """The step (t_step, t_step_exposed), its network time split and its bubble."""
         first, last = self._slots
         slot = sympy.Max(first["slot"], last["slot"])
         work = sympy.Max(first["work"], last["work"])
@@ -273,6 +275,8 @@ class PipelinedModel(Model):
     whole program's (`structured`), its memory per chip the fuller end stage's and its
     step time the schedule's (`pipeline`)."""
 
+    pipeline: Pipeline
+
     def __init__(self, structured, machine, sizes, options, pipeline: Pipeline):
         super().__init__(structured, machine, sizes, options)
         self.pipeline = pipeline
@@ -297,7 +301,7 @@ class PipelinedModel(Model):
     def t_step(self) -> sympy.Expr:
         if self.options.mfu is not None:
             raise SpecError("--mfu times a step from its FLOPs; a pipeline's step is its schedule's: drop --mfu")
-        return self.pipeline.times()["t_step"]
+        return self.pipeline.times["t_step"]
 
     def time_split(self) -> dict[str, sympy.Expr]:
         """The last stage's parts over the step's M microbatches, and the bubble."""

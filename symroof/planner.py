@@ -149,10 +149,9 @@ def _cost(c: Candidate, name: str, mode: str, chip: str, batch: dict, models_fil
     if m.hbm_per_chip > usable:
         c.rejected = f"out of memory: {float(m.hbm_per_chip) / 1e9:.4g} GB a chip (usable {float(usable) / 1e9:.4g})"
         return
-    pipeline = getattr(m, "pipeline", None)
-    a = m.step_analysis if pipeline is None else pipeline.last.step_analysis  # a pipeline's slowest stage
+    a = m.step_analysis if m.pipeline is None else m.pipeline.last.step_analysis  # a pipeline's slowest stage
     found = model_strategy.times(m)
-    network = a.t_network if pipeline is None else found["t_network_overlapped"] + found["t_network_exposed"]
+    network = a.t_network if m.pipeline is None else found["t_network_overlapped"] + found["t_network_exposed"]
     roofs = {"compute": a.t_math, "HBM": a.t_comms, "network": a.t_network}
     c.model = m
     c.figures = {"t_step": m.t_step, "t_network": network, **found,

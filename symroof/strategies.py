@@ -20,11 +20,16 @@ collectives:
   layer forward, two backward (the gradients into each sublayer's input). The output
   layer is split by vocabulary (`V_Y`); the input embedding table is kept whole.
 
+* sequence (sp, context parallelism): every sequence's tokens split over the axis (`T_I`,
+  and `S_I` on the keys' side); each attention block's keys and values are gathered
+  over it before the block (`AllGather_I`, written into the program) and their gradients
+  reduce-scattered back in the backward; the weights' gradients are summed over it as
+  over a data-parallel axis;
 * pipeline (pp): the layers split into stages over the axis, the batch into microbatches;
   each end stage is a program of its own, sharded by the other kinds (pipeline.py).
 
-The backward pass is written by `backward.py`. Sequence and expert parallelism are
-refused by name until they are costed.
+The backward pass is written by `backward.py`. Expert parallelism is refused by name
+until it is costed.
 """
 
 from __future__ import annotations
@@ -194,14 +199,15 @@ def _context_gathered(text: str, axes: str) -> str:
             for m in _TENSOR.finditer(b.split("->", 1)[0]):
                 dims = dims_of(m.group(0))
                 if local in dims and not any(d.split("_", 1)[0] == "T" for d in dims):
-                    out.append(f"{lead}AllGather_{_braced(axes)} {m.group(0)} -> {m.group(0).replace(local, whole)}"
+                    out.append(f"{lead}AllGather_{braced(axes)} {m.group(0)} -> {m.group(0).replace(local, whole)}"
                                "   # the sequence's keys or values")
         out += block
         k = end + 1
     return "\n".join(out)
 
 
-def _braced(axes: str) -> str:
+def braced(axes: str) -> str:
+    """Axes as a subscript writes them: X, or {XZ}."""
     return axes if len(axes) == 1 else "{" + axes + "}"
 
 
@@ -231,7 +237,7 @@ def gathered(text: str, strategy: Strategy) -> str:
             if not is_parameter(tensor) or mark not in dims_of(tensor):
                 continue
             whole = tensor.replace(mark, "D")
-            out.append(f"{lead}AllGather_{fsdp if len(fsdp) == 1 else '{' + fsdp + '}'} {tensor} -> {whole}")
+            out.append(f"{lead}AllGather_{braced(fsdp)} {tensor} -> {whole}")
             head, arrow, tail = line.partition("->")
             line = head.replace(tensor, whole) + arrow + tail  # the result keeps its own form
         out.append(line)
