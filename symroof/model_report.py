@@ -79,7 +79,7 @@ def assemble(structured, about: dict, stages: tuple[str, str] | None, target, si
         micro["B"] = sizes["B"] // plan["microbatches"]
     first, last = (Model(read_structured(text), target, micro, options) for text in stages)
     pipe = pipeline.Pipeline(first, last, plan["stages"], plan["microbatches"], schedule,
-                             about["strategy"]["pp"], about["strategy"].get("dp", ""))
+                             about["strategy"]["pp"], about["strategy"].get("dp", "") + about["strategy"].get("sp", ""))
     return pipeline.PipelinedModel(structured, target, sizes, options, pipe)
 
 

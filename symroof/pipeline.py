@@ -136,10 +136,11 @@ class Pipeline:
     """A pipeline's two end stages (Models of one microbatch) and its schedule."""
 
     def __init__(self, first: Model, last: Model, stages: int, microbatches: int, schedule: Schedule,
-                 axes: str, dp_axes: str):
+                 axes: str, summed: str):
         self.first, self.last = first, last
         self.stages, self.microbatches, self.schedule = stages, microbatches, schedule
-        self.axes, self.dp_axes = axes, set(dp_axes)
+        self.axes = axes
+        self.summed = set(summed)  # the axes the weights' gradients are summed over: dp's and sp's
         B = dim_symbol("B")
         self._micro = {} if "B" in last.sizes else {B: B / microbatches}  # a free B is the step's
 
@@ -157,8 +158,9 @@ class Pipeline:
     # ---- time -----------------------------------------------------------------------------
 
     def _once(self, c: Collective) -> bool:
-        """Data parallelism's gradient reductions: once a step, not once a microbatch."""
-        return c.overlaps and c.backward and bool(set(c.axes)) and set(c.axes) <= self.dp_axes
+        """The gradients' reductions over the data-parallel and sequence axes: once a step,
+        after the microbatches' gradients are accumulated, not once a microbatch."""
+        return c.overlaps and c.backward and bool(set(c.axes)) and set(c.axes) <= self.summed
 
     def _slot(self, m: Model) -> dict[str, sympy.Expr]:
         rows = collectives(m)

@@ -92,6 +92,11 @@ def test_data_parallel_reductions_come_once_a_step(chip):
     rows = [c for c in model_strategy.collectives(m) if c.kind == "AllReduce"]
     last_params = L // 4 * _block_params() + D + D * V
     assert sum(c.bytes * c.count for c in rows) == 2 * last_params
+    # with sequence parallelism too, the gradients are summed over both axes, once a step
+    both = symroof.model("llama-3-8b", "train", chip, {"B": 64, "T": 1024}, strategy="dp=2,sp=2,pp=4",
+                         microbatches=8)
+    reduced = [c for c in model_strategy.collectives(both) if c.kind == "AllReduce"]
+    assert {c.axes for c in reduced} == {"XI"} and sum(c.bytes * c.count for c in reduced) == 2 * last_params
     # the threshold: M microbatches' T_math against one reduction
     entry = model_strategy.thresholds(m, dict(m.options.strategy))["dp"]
     t_math = m.pipeline.last.step_analysis.t_math
