@@ -15,6 +15,16 @@ from .model_decls import Options
 from .structure import Structured
 
 
+# dims that carry the step's tokens in a template: the batch B, and a mixture of experts'
+# tokens per expert C, routed `tokens` and experts' results `slots`; parameters have none
+TOKEN_DIMS = frozenset({"B", "C", "tokens", "slots"})
+
+
+def carries_tokens(dims) -> bool:
+    """Whether a tensor with these (bare) dims is an activation: it carries the tokens."""
+    return not TOKEN_DIMS.isdisjoint(dims)
+
+
 def activation_bytes(s: Structured, options: Options) -> sympy.Expr:
     """The bytes kept, in the program's dims (relations not yet substituted)."""
     statements = s.program.statements

@@ -98,7 +98,7 @@ def _tree(lines: list[str], k: int) -> tuple[list, int]:
 
 class _Writer:
     def __init__(self, strategy: Strategy, matmul_weights: set[str]):
-        self.batch = names(strategy, "dp", "sp")  # the weights' gradients are summed over these
+        self.batch = names(strategy, "dp", "ep", "sp")  # the weights' gradients are summed over these
         self.sequence = names(strategy, "sp")
         self.fsdp = names(strategy, "fsdp")
         self.matmul_weights = matmul_weights
@@ -146,6 +146,8 @@ class _Writer:
                 return [lead + s for s in self._syncs(code)]
             if word == "gather" and self.fsdp:  # its backward scatters into the table's gradient, whole
                 line = line.replace(sub("D", self.fsdp), "D")
+            if word.startswith("AllToAll"):  # an expert exchange: the gradients go back the way they came
+                return [lead + _reversed_exchange(code)]
             if word.startswith("AllGather"):  # the sequence's keys or values: their gradients scattered back
                 local, whole = (t.strip() for t in code.split(None, 1)[1].split("->"))
                 over = ",".join(self.sequence)
@@ -155,8 +157,8 @@ class _Writer:
         out = [lead + self._input_grad([m for m in matches if m is not None], lead)]
         for m in reversed(matches):
             assert m is not None
-            a, w, y = m.group("a"), m.group("w"), m.group("y")
-            w_names = {_bare(d) for d in dims_of(w)}
+            a, w, y = m.group("a"), m.group("w"), _gradient(m.group("y"), m.group("a"))
+            w_names = {_bare(d) for d in dims_of(w)}  # dims a shares with w (an expert's E) are not summed
             batch = [_bare(d) for d in dims_of(a) if _bare(d) not in w_names]
             out.append(f"{lead}{a} *_{_contracted(batch)} {y} -> {w}   # the gradient of a weight")
         return out
@@ -164,8 +166,11 @@ class _Writer:
     def _input_grad(self, matches: list[re.Match], lead: str) -> str:
         """dA: the output's gradient through the weights (side by side where several)."""
         first = matches[0]
-        a, w, y = first.group("a"), first.group("w"), first.group("y")
-        c = {d.strip() for d in first.group("c").strip("{}").split(",")}
+        a, w, y = first.group("a"), first.group("w"), _gradient(first.group("y"), first.group("a"))
+        # the dims summed, and those the weight shares with its input (a batched matmul's, as
+        # an expert's E): neither is the weight's own, summed in the gradient of the input
+        c = {d.strip() for d in first.group("c").strip("{}").split(",")} | \
+            ({_bare(d) for d in dims_of(a)} & {_bare(d) for d in dims_of(w)})
         free = [d for d in dims_of(w) if _bare(d) not in c]
         if len(matches) == 1:
             return f"{y} *_{_contracted([_bare(d) for d in free])} {w} -> {a}   # the gradient of the input"
@@ -216,6 +221,22 @@ def _matmul(item) -> re.Match | None:
 def _same_input(a: str, b: str) -> bool:
     """One input (S = T in training: k and v read the keys' side of the same tensor)."""
     return a.replace("S", "T") == b.replace("S", "T")
+
+
+def _gradient(y: str, a: str) -> str:
+    """The gradient of a matmul's output, in its input's dtype: a router's fp32 logits
+    come back as a bf16 gradient, the backward matmuls running in the forward's dtype."""
+    return _tensor(_dtype(a), dims_of(y))
+
+
+def _reversed_exchange(code: str) -> str:
+    """An AllToAll run backwards: `AllToAll_{M,E} x -> y` becomes `AllToAll_{M,D'} y -> x`,
+    D' the dim of x the axes split."""
+    word, rest = code.split(None, 1)
+    before, after = (t.strip() for t in rest.split("->"))
+    axes = word.split("_", 1)[1].strip("{}").split(",")[:-1]
+    dim = next(_bare(d) for d in dims_of(before) if set(axes) <= set(_axes(d)))
+    return f"AllToAll_{{{','.join(axes)},{dim}}} {after} -> {before}   # the gradients back"
 
 
 def _unnamed(line: str) -> str:

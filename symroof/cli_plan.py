@@ -84,14 +84,16 @@ def _table(p: planner.Plan, args, chip: str) -> str:
     lines = [f"{args.name}, {p.mode} on {p.chips} x {chip}; {batch}",
              f"considered {len(p.candidates)} strategies in {p.seconds:.2f} s: {len(ranked)} fit and are ranked; "
              + (", ".join(f"{n} set aside ({k})" for k, n in kinds.items()) or "none set aside"), ""]
-    head = f"{'#':>2}  {'strategy':<18} {'mesh':<26} {'HBM/chip':>9} {'t_step':>11} {'exposed':>11} " \
-           f"{'bound':<8} thresholds (per-chip tokens: now / where compute-bound; tp: T_math/T_net)"
+    shown = ranked[:args.top]
+    meshes = [str(c.model.structured.program.mesh).removeprefix("mesh ") for c in shown if c.model is not None]
+    wide, mesh_wide = max([18, *(len(c.text) for c in shown)]), max([26, *map(len, meshes)])
+    head = f"{'#':>2}  {'strategy':<{wide}} {'mesh':<{mesh_wide}} {'HBM/chip':>9} {'t_step':>11} {'exposed':>11} " \
+           f"{'bound':<8} thresholds (per-chip tokens: now / where compute-bound; tp: T_math/T_net; " \
+           "ep: T_math/T_AllToAll)"
     lines.append(head)
-    for k, c in enumerate(ranked[:args.top], 1):
+    for k, (c, mesh) in enumerate(zip(shown, meshes), 1):
         f = c.figures
-        assert c.model is not None
-        mesh = str(c.model.structured.program.mesh).removeprefix("mesh ")
-        lines.append(f"{k:>2}  {c.text:<18} {mesh:<26} {float(f['memory_per_chip']) / 1e9:>6.3g} GB "
+        lines.append(f"{k:>2}  {c.text:<{wide}} {mesh:<{mesh_wide}} {float(f['memory_per_chip']) / 1e9:>6.3g} GB "
                      f"{seconds(f['t_step']):>11} {seconds(f['t_step_exposed']):>11} {f['bound']:<8} "
                      + _thresholds(c))
     if len(ranked) > args.top:
@@ -99,8 +101,8 @@ def _table(p: planner.Plan, args, chip: str) -> str:
     lines += ["", *wrapped("why: " + planner.why(p)), ""]
     lines += wrapped("t_step: the roofline's bound, every collective overlapped; exposed: the activations' "
                      "collectives (tensor parallelism's) waiting on the critical path, and a pipeline's bubble and "
-                     "exposed sends; ranked by exposed. Pipelines run 4 x pp microbatches, 1F1B. Sequence and "
-                     "expert parallelism are not planned yet.")
+                     "exposed sends; ranked by exposed. Pipelines run 4 x pp microbatches, 1F1B. Sequence "
+                     "parallelism is not planned yet.")
     return "\n".join(lines)
 
 
@@ -111,7 +113,8 @@ def _thresholds(c: planner.Candidate) -> str:
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
             now = entry.get("now", model_strategy.tokens_per_chip(c.model))
-            out.append(f"{kind} {number(now, 4)}/{number(tokens, 4)}")
+            out.append(f"{kind} {number(now, 4)}/{number(tokens, 4)}"
+                       + (f" x{number(entry['exchange_ratio'], 3)}" if entry.get("exchange_ratio") else ""))
         elif entry.get("ratio") is not None:
             out.append(f"{kind} {number(entry['ratio'], 3)}")
     return ", ".join(out)

@@ -71,7 +71,8 @@ def assemble(structured, about: dict, stages: tuple[str, str] | None, target, si
     micro = dict(sizes)
     if "B" in sizes:
         mesh = structured.program.mesh
-        replicas = math.prod(mesh.axis(a).size for kind in ("dp", "fsdp") for a in about["strategy"].get(kind, ""))
+        replicas = math.prod(mesh.axis(a).size for kind in ("dp", "fsdp", "ep")
+                       for a in about["strategy"].get(kind, ""))
         if sizes["B"] % replicas:
             raise SpecError(f"a batch of {sizes['B']} sequences does not split over {replicas} data-parallel "
                             "replicas: give a multiple of them")
@@ -79,7 +80,7 @@ def assemble(structured, about: dict, stages: tuple[str, str] | None, target, si
         micro["B"] = sizes["B"] // plan["microbatches"]
     first, last = (Model(read_structured(text), target, micro, options) for text in stages)
     pipe = pipeline.Pipeline(first, last, plan["stages"], plan["microbatches"], schedule,
-                             about["strategy"]["pp"], about["strategy"].get("dp", "") + about["strategy"].get("sp", ""))
+                             about["strategy"]["pp"], "".join(about["strategy"].get(kind, "") for kind in ("dp", "sp", "ep")))
     return pipeline.PipelinedModel(structured, target, sizes, options, pipe)
 
 

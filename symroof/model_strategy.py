@@ -15,7 +15,13 @@ Thresholds (each kind's collectives against the step's T_math, both per chip):
   chips the batch is split over), the figure the "per-chip batch > C / W_ici" rule names;
 * tp: its AllReduces grow with the batch as T_math does, so the batch does not decide it:
   the ratio T_math / T_network(tp) does (above 1: compute-bound), set by the model's width
-  over the axis's size.
+  over the axis's size;
+* ep: its AllToAlls grow with the tokens as T_math does (`exchange_ratio`, set by the
+  experts' width F against the link), and the gradients its axis sums do not (a batch
+  threshold, as for dp).
+
+A batch threshold weighs the collectives on parameters and gradients only: those on
+activations grow with the batch as T_math does.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dataclasses import dataclass
 
 import sympy
 
+from .activations import carries_tokens
 from .collectives import link
 from .errors import SpecError
 from .ir import dim_symbol
@@ -44,6 +51,15 @@ class Collective:
     count: sympy.Expr  # how many times a step (L for a layer's)
     time: sympy.Expr   # all `count` of them, bandwidth-bound
     overlaps: bool     # on parameters or gradients (True), or on activations (False)
+    latency: sympy.Expr = sympy.Integer(0)  # all `count` of them, their hops' latency floor
+
+    @property
+    def floored(self) -> sympy.Expr:
+        """The time, each at least its latency floor: what the step waits (the roofline's
+        T_network counts each collective so)."""
+        if not self.latency:
+            return self.time
+        return sympy.Max(self.time, self.latency, evaluate=self.time.is_number)
 
 
 def collectives(model: Model) -> list[Collective]:
@@ -58,9 +74,10 @@ def collectives(model: Model) -> list[Collective]:
     passes = [k >= forward for k, c in enumerate(a.cost.statements) for _ in c.moves]
     out = []
     for backward, (move, t) in zip(passes, a.collectives):
-        before = move.move.before  # activations carry the batch B; parameters and gradients do not
+        before = move.move.before  # activations carry the tokens; parameters and gradients do not
         out.append(Collective(backward, move.move.kind, "".join(move.move.axes), before.text(move.move.dtype),
-                              move.bytes, model.at(move.count), t.bandwidth, "B" not in before.labels))
+                              move.bytes, model.at(move.count), t.bandwidth, not carries_tokens(before.labels),
+                              model.at(t.latency)))
     return out
 
 
@@ -71,8 +88,8 @@ def times(model: Model) -> dict[str, sympy.Expr]:
         return {k: v for k, v in model.pipeline.times.items() if k != "t_step"}
     a = model.step_analysis
     rows = collectives(model)
-    hidden = sympy.Add(*(c.time for c in rows if c.overlaps))
-    exposed = sympy.Add(*(c.time for c in rows if not c.overlaps))
+    hidden = sympy.Add(*(c.floored for c in rows if c.overlaps))
+    exposed = sympy.Add(*(c.floored for c in rows if not c.overlaps))
     factor = model.step_factor
     work = sympy.Max(a.t_math, a.t_comms)
     t_step = factor * sympy.Max(work, hidden) + exposed
@@ -97,7 +114,10 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
         t_net = sympy.Add(*(c.time for c in mine))
         entry: dict = {"axes": "".join(sorted(names)), "t_network": t_net, "collectives": len(mine)}
         entry["ratio"] = a.t_math / t_net if mine else None
-        if kind in ("dp", "fsdp") and mine:
+        if kind == "ep" and mine:  # the AllToAlls grow with the tokens as T_math does; the gradients' do not
+            exchange = sympy.Add(*(c.time for c in mine if c.kind == "AllToAll"))
+            entry["exchange_ratio"] = a.t_math / exchange if exchange else None
+        if kind in ("dp", "fsdp", "ep") and any(c.overlaps for c in mine):
             free = free or Model(model.structured, model.machine,
                                  {k: v for k, v in model.sizes.items() if k != "B"}, model.options)
             entry["per_chip_tokens"] = _batch_threshold(free, names)
@@ -111,7 +131,8 @@ def _batch_threshold(free: Model, names: set[str]):
     """The per-chip tokens above which T_math exceeds the collectives over `names`, from
     the model with its batch B a symbol."""
     a = free.step_analysis
-    t_net = sympy.Add(*(c.time for c in collectives(free) if set(c.axes) & names))
+    # the collectives on parameters and gradients: those on activations grow with B as T_math does
+    t_net = sympy.Add(*(c.time for c in collectives(free) if set(c.axes) & names and c.overlaps))
     B = dim_symbol("B")
     if not (a.t_math.has(B) and not t_net.has(B)):
         raise SpecError("a batch threshold needs T_math to grow with the batch B and the collectives not to")
@@ -152,8 +173,8 @@ def _split(model: Model, *kinds: str) -> int:
 
 def tokens_per_chip(model: Model) -> sympy.Expr:
     """The tokens each chip holds: the step's over the chips its batch and its sequences
-    are split over (the data-parallel, FSDP and sequence axes)."""
-    return model.tokens / _split(model, "dp", "fsdp", "sp")
+    are split over (the data-parallel, FSDP, sequence and expert axes)."""
+    return model.tokens / _split(model, "dp", "fsdp", "sp", "ep")
 
 
 def _link(model: Model, axes: str) -> str:
@@ -206,6 +227,9 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
             now = model.at(dim_symbol("T")) / _split(model, "sp")
             text.append(f"compute-bound once each chip holds more than {show(context)} tokens of a sequence "
                         f"(now {show(now)})")
+        if entry.get("exchange_ratio") is not None:
+            text.append(f"T_math / the AllToAlls' time = {show(entry['exchange_ratio'])} (above 1: the experts' "
+                        "work outlasts their tokens' exchange; more tokens grow both alike)")
         if entry["ratio"] is not None:
             text.append(f"T_math / T_network over {entry['axes']} = {show(entry['ratio'])}"
                         + (" (above 1: compute-bound; the batch does not change it)" if kind == "tp" else

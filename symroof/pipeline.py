@@ -140,7 +140,7 @@ class Pipeline:
         self.first, self.last = first, last
         self.stages, self.microbatches, self.schedule = stages, microbatches, schedule
         self.axes = axes
-        self.summed = set(summed)  # the axes the weights' gradients are summed over: dp's and sp's
+        self.summed = set(summed)  # the axes the weights' gradients are summed over: dp's, sp's and ep's
         B = dim_symbol("B")
         self._micro = {} if "B" in last.sizes else {B: B / microbatches}  # a free B is the step's
 
@@ -166,12 +166,12 @@ class Pipeline:
         rows = collectives(m)
         a = m.step_analysis
         work = sympy.Max(a.t_math, a.t_comms)
-        hidden = sympy.Add(*(c.time for c in rows if c.overlaps and not self._once(c)))
-        exposed = sympy.Add(*(c.time for c in rows if not c.overlaps))
+        hidden = sympy.Add(*(c.floored for c in rows if c.overlaps and not self._once(c)))
+        exposed = sympy.Add(*(c.floored for c in rows if not c.overlaps))
         return {k: self.micro(v) for k, v in {
             "work": work, "hidden": hidden, "exposed": exposed,
             "lower": sympy.Max(work, hidden + exposed), "slot": sympy.Max(work, hidden) + exposed,
-            "once": sympy.Add(*(c.time for c in rows if self._once(c)))}.items()}
+            "once": sympy.Add(*(c.floored for c in rows if self._once(c)))}.items()}
 
     @functools.cached_property
     def _slots(self) -> tuple[dict, dict]:
@@ -225,7 +225,7 @@ class Pipeline:
         reductions once) and the sends between stages."""
         out = [c if self._once(c) else Collective(c.backward, c.kind, c.axes, c.tensor, self.micro(c.bytes),
                                                    self.microbatches * c.count, self.microbatches * self.micro(c.time),
-                                                   c.overlaps)
+                                                   c.overlaps, self.microbatches * self.micro(c.latency))
                for c in collectives(self.last)]
         count = sympy.Integer(self.schedule.chunks * self.microbatches)  # interleaved: each chunk's boundary
         for backward in (False, True):

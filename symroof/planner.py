@@ -1,14 +1,16 @@
-"""The planner: every way to split N chips among data, FSDP and tensor parallelism, those
-that fit in memory ranked by step time, each with its binding roof and its thresholds.
+"""The planner: every way to split N chips among data, FSDP, tensor, pipeline and (for a
+mixture of experts) expert parallelism, those that fit in memory ranked by step time, each
+with its binding roof and its thresholds.
 
     symroof plan llama-3-70b --chip tpu-v5p --chips 256 --batch 1M --train
 
-Candidates are the factorizations N = dp x fsdp x tp (fsdp in training only). Before any is
+Candidates are the factorizations N = dp x fsdp x tp x pp x ep (fsdp and pp in training
+only; ep dividing the experts). Before any is
 costed, arithmetic on the model's figures prunes those that cannot work: tp must divide
 the KV heads, the MLP width and the vocabulary (Megatron's splits), dp x fsdp the batch of
 sequences; tp must stay inside the chip's fast-link domain (an NVLink node); and memory has
 a floor, the parameters' bytes per chip (with their gradients and optimizer state in
-training) over fsdp x tp, which no sharding lowers. Each survivor is then costed whole,
+training) over fsdp x tp x pp x ep, which no sharding lowers. Each survivor is then costed whole,
 forward and backward, by the sharding engine (model_strategy.py), and ranked by
 `t_step_exposed`: the roofline step with the activations' collectives on the critical path.
 """
@@ -69,8 +71,6 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
     new token each over a context of `context`)."""
     started = time.perf_counter()
     config = get_model(name, models_file)
-    if config.get("moe"):
-        raise SpecError(f"{config['name']} is a mixture of experts: expert parallelism is not planned yet")
     if not isinstance(chips, int) or not 1 <= chips <= 65536:
         raise SpecError(f"--chips is from 1 to 65536, not {chips}")
     s = config["sizes"]
@@ -85,13 +85,15 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
         sequences = tokens // context
         batch = {"B": sequences, "T": context}
     train = mode == "train"
+    experts = config["moe"]["experts"] if config.get("moe") else 1
     found = []
     for tp in _divisors(chips):
         for pp in (_divisors(chips // tp) if train else [1]):
-            for fsdp in (_divisors(chips // tp // pp) if train else [1]):
-                dp = chips // tp // pp // fsdp
-                found.append(Candidate({"dp": dp, "fsdp": fsdp, "tp": tp, "pp": pp} if train else
-                                       {"dp": dp, "tp": tp}))
+            for ep in [e for e in _divisors(chips // tp // pp) if experts % e == 0]:
+                for fsdp in (_divisors(chips // tp // pp // ep) if train else [1]):
+                    dp = chips // tp // pp // ep // fsdp
+                    sizes = {"dp": dp, "fsdp": fsdp, "tp": tp, "pp": pp} if train else {"dp": dp, "tp": tp}
+                    found.append(Candidate({**sizes, "ep": ep} if config.get("moe") else sizes))
     probe = model(name, mode, chip, batch, models_file=models_file)  # one chip, unsharded: the floors
     usable = probe._usable()
     if not (usable.is_number and probe.analysis.t_lower.is_number):
@@ -121,19 +123,20 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
 
 
 def _pruned(sizes: dict, s: dict, sequences: int, params, per_param: int, usable, domain) -> str | None:
-    tp, pp = sizes["tp"], sizes.get("pp", 1)
-    split = sizes["dp"] * sizes.get("fsdp", 1)
+    tp, pp, ep = sizes["tp"], sizes.get("pp", 1), sizes.get("ep", 1)
+    split = sizes["dp"] * sizes.get("fsdp", 1) * ep
     for dim, what in (("K", "KV heads"), ("F", "MLP width"), ("V", "vocabulary")):
         if s[dim] % tp:
             return f"tp={tp} does not divide the {what} ({dim} = {s[dim]})"
     if sequences % split:
-        return f"{sequences} sequences do not split over dp x fsdp = {split}"
+        return f"{sequences} sequences do not split over dp x fsdp{' x ep' if ep > 1 else ''} = {split}"
     if domain and tp > domain:
         return f"tp={tp} spans more than the fast-link domain of {int(domain)} chips"
     if pp > 1 and (s["L"] % pp or (sequences // split) % (4 * pp)):
         return f"pp={pp} does not divide the {s['L']} layers" if s["L"] % pp else \
             f"pp={pp}: its 4 x {pp} microbatches do not split the {sequences // split} sequences of a replica"
-    floor = sympy.Integer(per_param) * params / (sizes.get("fsdp", 1) * tp * pp)  # a stage holds 1/pp or more
+    # a stage holds 1/pp or more; ep splits only the experts' share, so over it too is a floor still
+    floor = sympy.Integer(per_param) * params / (sizes.get("fsdp", 1) * tp * pp * ep)
     if floor > usable:
         return f"out of memory: the parameters alone take {float(floor) / 1e9:.4g} GB a chip"
     return None

@@ -26,10 +26,16 @@ collectives:
   reduce-scattered back in the backward; the weights' gradients are summed over it as
   over a data-parallel axis;
 * pipeline (pp): the layers split into stages over the axis, the batch into microbatches;
-  each end stage is a program of its own, sharded by the other kinds (pipeline.py).
+  each end stage is a program of its own, sharded by the other kinds (pipeline.py);
+* expert (ep, a mixture of experts): the experts split over the axis (`E_M`, each chip
+  its E/|M| experts' weights), and the batch too, as over a data-parallel axis, for the
+  layers outside the experts. Each chip routes its own tokens; an AllToAll then sends
+  each expert its tokens (dispatch, `AllToAll_{M,E}`), and another brings the results
+  back to their tokens' chips (combine), both written into the program; the experts'
+  weights' gradients are summed over the data-parallel axes only, the others' over the
+  expert axes too.
 
-The backward pass is written by `backward.py`. Expert parallelism is refused by name
-until it is costed.
+The backward pass is written by `backward.py`.
 """
 
 from __future__ import annotations
@@ -38,16 +44,19 @@ import functools
 import math
 import re
 
+from .activations import carries_tokens
 from .errors import SpecError
 from .ir import Mesh
 from .parse import parse_mesh
 from .syntax import COLLECTIVES
 
 KINDS = {"dp": "dp", "data": "dp", "fsdp": "fsdp", "tp": "tp", "tensor": "tp", "pp": "pp", "pipeline": "pp",
-         "sp": "sp", "sequence": "sp", "cp": "sp", "context": "sp"}
-LATER = ("ep", "expert")
-_AXES = {"dp": "X", "fsdp": "Z", "tp": "Y", "pp": "P", "sp": "I"}  # the axes a strategy given by sizes builds
-_OUTER = {"dp": "R", "fsdp": "Q", "tp": "O", "pp": "J", "sp": "W"}  # each kind's part between domains (DCN)
+         "sp": "sp", "sequence": "sp", "cp": "sp", "context": "sp", "ep": "ep", "expert": "ep"}
+_KNOWN = "dp (data), fsdp, tp (tensor), pp (pipeline), sp (sequence) or ep (expert)"
+# the axes a strategy given by sizes builds, and each kind's part between domains (DCN);
+# every letter a template uses as a dim is left out (M for MoE's experts; U is free too)
+_AXES = {"dp": "X", "fsdp": "Z", "tp": "Y", "pp": "P", "sp": "I", "ep": "M"}
+_OUTER = {"dp": "R", "fsdp": "Q", "tp": "O", "pp": "J", "sp": "W", "ep": "U"}
 Axis = tuple[str, int, str]  # name, size, link
 Strategy = dict[str, tuple[Axis, ...]]
 _TENSOR = re.compile(r"(\w+)\[([^\]]*)\]")
@@ -73,11 +82,8 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
         kind, eq, value = (p.strip() for p in part.partition("="))
         if not eq or not kind or not value:
             raise SpecError(f"--strategy takes KIND=SIZE or KIND=AXIS, e.g. dp=4,tp=8; got {part.strip()!r}")
-        if kind.lower() in LATER:
-            raise SpecError(f"strategy '{kind}' is not costed yet: dp (data), fsdp, tp (tensor), pp (pipeline) and sp "
-                            "(sequence) are")
         if kind.lower() not in KINDS:
-            raise SpecError(f"unknown strategy '{kind}': dp (data), fsdp, tp (tensor), pp (pipeline) or sp (sequence)")
+            raise SpecError(f"unknown strategy '{kind}': {_KNOWN}")
         kind = KINDS[kind.lower()]
         if kind in found:
             raise SpecError(f"strategy {kind} is given twice")
@@ -110,10 +116,10 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
 
 def _across_domains(found: Strategy, domain: int) -> Strategy:
     """A mesh built from sizes, past the chip's fast-link domain (an NVLink node, a TPU
-    pod): the domain is filled from the innermost kind out (tp, then sp, fsdp, dp and pp),
+    pod): the domain is filled from the innermost kind out (tp, then ep, sp, fsdp, dp and pp),
     and what is left of a kind goes between domains, on DCN, as its own axis (`_OUTER`)."""
     budget, out = domain, Strategy()
-    for kind in ("tp", "sp", "fsdp", "dp", "pp"):
+    for kind in ("tp", "ep", "sp", "fsdp", "dp", "pp"):
         if kind not in found:
             continue
         (name, size, _), = found[kind]
@@ -131,8 +137,10 @@ def dims_of(tensor: str) -> list[str]:
 
 def is_parameter(tensor: str) -> bool:
     """A parameter of the template (a weight, a table, a norm's scale): activations and
-    caches carry the batch B, parameters do not."""
-    return "B" not in {d.split("_", 1)[0] for d in dims_of(tensor)}
+    caches carry the step's tokens (the batch B; an expert's C, the routed `tokens` and
+    the experts' result `slots`), parameters do not."""
+    return not carries_tokens(d.split("_", 1)[0] for d in dims_of(tensor))
+
 
 
 def names(strategy: Strategy, *kinds: str) -> str:
@@ -156,13 +164,21 @@ def subscripted(text: str, strategy: Strategy) -> str:
     sharded but still used whole (`gathered` writes their gathers)."""
     if not strategy:
         return text
-    batch, tensor, fsdp = names(strategy, "dp", "fsdp"), names(strategy, "tp"), names(strategy, "fsdp")
-    sequence = names(strategy, "sp")
+    batch, tensor, fsdp = names(strategy, "dp", "fsdp", "ep"), names(strategy, "tp"), names(strategy, "fsdp")
+    sequence, expert = names(strategy, "sp"), names(strategy, "ep")
+    # an expert's tokens (C) once each chip holds its experts' (before, `_exchanged`, over the
+    # expert axes too); a MoE's gathers look up each chip's own rows, so `tokens` and `slots`,
+    # the tables they index, are written whole
+    routed = names(strategy, "dp", "fsdp", "sp")
 
     def dims(match: re.Match, output_layer: bool) -> str:
         items = [d.strip() for d in match.group(2).split(",")]
-        split = {"B": batch, "K": tensor, "F": tensor, "D": fsdp if is_parameter(match.group(0)) else "",
-                 "V": tensor if output_layer else "", "T": sequence, "S": sequence}
+        parameter = is_parameter(match.group(0))
+        # an expert's weights (they have F) and its tokens (C) are split by expert; the router's are not
+        by_expert = "C" in items or (parameter and "F" in items)
+        split = {"B": batch, "K": tensor, "F": tensor, "D": fsdp if parameter else "",
+                 "V": tensor if output_layer else "", "T": sequence, "S": sequence,
+                 "E": expert if by_expert else "", "C": routed}
         return f"{match.group(1)}[" + ", ".join(sub(d, split.get(d, "")) for d in items) + "]"
 
     out = []
@@ -173,7 +189,39 @@ def subscripted(text: str, strategy: Strategy) -> str:
             out.append(line)
             continue
         out.append(_TENSOR.sub(functools.partial(dims, output_layer=_unembedding(line)), line))
-    return _context_gathered("\n".join(out), sequence)
+    return _exchanged(_context_gathered("\n".join(out), sequence), expert, routed)
+
+
+def _exchanged(text: str, axes: str, routed: str) -> str:
+    """Expert parallelism: each chip routes its own tokens (the dispatch gather sorts them
+    by expert, every expert's C split over all the token axes), then an AllToAll over the
+    expert axes sends each expert its tokens (E split, C over the other axes); before the
+    combine gather, another sends the results back to their tokens' chips."""
+    if not axes:
+        return text
+    split, whole = sub("E", axes), "E"
+    held, spread = sub("C", routed), sub("C", routed + axes)
+
+    def unrouted(line: str) -> str:
+        return re.sub(rf"\b{re.escape(held)}(?=[,\]])", spread, re.sub(rf"\b{re.escape(split)}(?=[,\]])", whole, line))
+
+    over = ",".join(axes)
+    out: list[str] = []
+    for line in text.split("\n"):
+        code = line.split("#", 1)[0]
+        lead = line[:len(line) - len(line.lstrip())]
+        if code.strip().startswith("gather") and "->" in code and split in dims_of(code.split("->")[1]):
+            out.append(unrouted(line))  # dispatch: each chip its own tokens, sorted by expert
+            result = code.split("->", 1)[1].strip()
+            out.append(f"{lead}AllToAll_{{{over},E}} {unrouted(result)} -> {result}   # dispatch: to the experts' chips")
+            continue
+        if code.strip().startswith("gather") and code.split()[1].split("[", 1)[1].startswith("slots"):
+            result = out[-1].split("#", 1)[0].split("->", 1)[1].strip()  # the experts' results
+            result = result.split(":", 1)[1].strip() if ":" in result else result
+            out.append(f"{lead}AllToAll_{{{over},C}} {result} -> {unrouted(result)}   # combine: back to the "
+                       "tokens' chips")
+        out.append(line)
+    return "\n".join(out)
 
 
 def _context_gathered(text: str, axes: str) -> str:
@@ -261,8 +309,6 @@ def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict,
         if mesh:
             raise SpecError("--mesh goes with --strategy KIND=AXIS (dp=X,tp=Y)")
         return {}
-    if config.get("moe"):
-        raise SpecError(f"{config['name']} is a mixture of experts: expert parallelism is not costed yet")
     if chips != 1:
         raise SpecError("--strategy builds the mesh: drop --chips")
     domain = target.chip.figure("interconnect.domain_size") if target is not None and target.chip is not None \
@@ -274,7 +320,22 @@ def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict,
     if "sp" in found and mode == "decode":
         raise SpecError("sp (sequence) splits each sequence's tokens; a decode step has one a sequence: split "
                         "the weights with tp (tensor) or copy them with dp")
+    if "ep" in found:
+        _check_experts(found["ep"], config)
     if "fsdp" in found and mode != "train":
         raise SpecError("fsdp shards the parameters and their optimizer state for training; to serve, "
                         "split the weights with tp (tensor) or copy them with dp")
     return found
+
+
+def _check_experts(axes: tuple[Axis, ...], config: dict) -> None:
+    """ep splits a mixture of experts' experts evenly over its axes."""
+    moe = config.get("moe")
+    if not moe:
+        raise SpecError(f"ep (expert) splits a mixture of experts' experts; {config['name']} has none: split its "
+                        "weights with tp (tensor) or fsdp")
+    size, experts = math.prod(n for _, n, _ in axes), moe["experts"]
+    if experts % size:
+        fits = [n for n in range(1, experts + 1) if experts % n == 0]
+        raise SpecError(f"ep={size} does not split the {experts} experts of {config['name']} evenly: ep is one of "
+                        f"{', '.join(map(str, fits))}")

@@ -4,7 +4,8 @@ user can read, edit and pass back (`symroof model NAME --print > my.sr`).
 Dims: B batch, T tokens per sequence in this step, S tokens attended to (S = T in training
 and prefill; the cached context in decode), D model width, F MLP width, K KV heads, G query
 heads per KV head (N = K*G query heads), H head dim, L layers, V vocabulary; for a mixture
-of experts E experts of which A are active per token, C = tokens*A/E tokens per expert.
+of experts E experts of which A are active per token, C = tokens*A/E tokens per expert (a
+capacity factor of 1: the router's load taken as even), slots = E*C their results.
 Every config field the template reads is listed in `FIELDS`. The tensors a remat policy
 may keep are named: x (a block's input), q, k, v, o (attention's output), a (its
 projection), g, u (the gated MLP's two projections), h (the MLP's hidden activation), m (its
@@ -54,7 +55,7 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
              "let N = K*G" + ("" if decode else ", S = T"),
              f"let tokens = {'B' if decode else 'B*T'}"]
     if moe:
-        lines.append(f"let E = {moe['experts']}, A = {moe['active']}, C = tokens*A/E, M = tokens, R = E*C")
+        lines.append(f"let E = {moe['experts']}, A = {moe['active']}, C = tokens*A/E, slots = E*C")
     if config.get("positions") == "learned":
         lines.append(f"let Tmax = {sizes['context']}")
     lines += ["", "embedding Emb: bf16[V, D]", f"gather bf16[V, D], int32[B{seq}] -> {x}"]
@@ -148,10 +149,10 @@ def _experts(x: str, seq: str, mlp: str) -> list[str]:
     return ["param Wr: bf16[D, E], Wg: bf16[E, D, F], Wu: bf16[E, D, F], Wd: bf16[E, F, D]",
             f"{x} *_D bf16[D, E] -> fp32[B{seq}, E]   # router",
             f"softmax_E fp32[B{seq}, E] -> bf16[B{seq}, E]   # the gates (the top A of them)",
-            "gather bf16[M, D], int32[E, C] -> bf16[E, C, D]   # dispatch: each expert its C tokens",
+            "gather bf16[tokens, D], int32[E, C] -> bf16[E, C, D]   # dispatch: each expert its C tokens",
             f"bf16[E, C, D] *_D bf16[E, D, F] -> {h}", f"bf16[E, C, D] *_D bf16[E, D, F] -> {h}",
             f"{act}({h}) -> {h}", f"{h} * {h} -> {h}", f"{h} *_F bf16[E, F, D] -> bf16[E, C, D]",
-            f"gather bf16[R, D], int32[B{seq}, A] -> bf16[B{seq}, A, D]   # combine: each token its A experts",
+            f"gather bf16[slots, D], int32[B{seq}, A] -> bf16[B{seq}, A, D]   # combine: each token its A experts",
             f"bf16[B{seq}, A, D] *_A bf16[B{seq}, A] -> {x}",
             f"{x} + {x} -> {x}   # residual"]
 
