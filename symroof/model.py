@@ -29,6 +29,7 @@ Conventions (stated in the README and in every report):
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import sympy
@@ -173,13 +174,20 @@ class Model:
 
     @functools.cached_property
     def grad_bytes(self) -> sympy.Expr:
-        return self.weight_bytes
+        return self.weight_bytes / self._zero_split("zero2")
 
     @functools.cached_property
     def optimizer_bytes(self) -> sympy.Expr:
         here = sympy.Add(*(d.count * d.elements / d.split for d in self.structured.declared
                            if d.word in ("param", "embedding")))  # the parameters a chip updates
-        return OPTIMIZER_BYTES[self.options.optimizer] * self.at(here)
+        return OPTIMIZER_BYTES[self.options.optimizer] * self.at(here) / self._zero_split("zero1", "zero2")
+
+    def _zero_split(self, *kinds: str) -> int:
+        """The chips the ZeRO stages' axes span (1 without them): each keeps its share of
+        the optimizer state (zero1, zero2) and of the gradients (zero2)."""
+        mesh = self.structured.program.mesh
+        axes = "".join(a for kind, a in self.options.strategy if kind in kinds)
+        return math.prod(mesh.axis(a).size for a in axes) if axes and mesh is not None else 1
 
     @functools.cached_property
     def activation_bytes(self) -> sympy.Expr:

@@ -12,6 +12,9 @@ from .errors import SpecError
 MODES = ("train", "prefill", "decode")
 OPTIMIZER_BYTES = {"adam": 12, "adafactor": 4, "sgd": 0}  # bytes per parameter beyond its gradient
 REMAT = ("full", "none")
+# data parallelism and its ZeRO stages 1 and 2: each splits the batch over its axes alike;
+# zero1 splits the optimizer state over them too, zero2 the gradients as well (ZeRO-3 is fsdp)
+DATA = ("dp", "zero1", "zero2")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from .collectives import link
 from .errors import SpecError
 from .ir import dim_symbol
 from .model import Model
+from .model_decls import DATA
 from .solve import positive_region
 from .thresholds import cleared
 
@@ -117,7 +118,7 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
         if kind == "ep" and mine:  # the AllToAlls grow with the tokens as T_math does; the gradients' do not
             exchange = sympy.Add(*(c.time for c in mine if c.kind == "AllToAll"))
             entry["exchange_ratio"] = a.t_math / exchange if exchange else None
-        if kind in ("dp", "fsdp", "ep") and any(c.overlaps for c in mine):
+        if kind in ("fsdp", "ep", *DATA) and any(c.overlaps for c in mine):
             free = free or Model(model.structured, model.machine,
                                  {k: v for k, v in model.sizes.items() if k != "B"}, model.options)
             entry["per_chip_tokens"] = _batch_threshold(free, names)
@@ -166,6 +167,7 @@ def _split(model: Model, *kinds: str) -> int:
     assert mesh is not None  # a strategy writes one
     strategy = dict(model.options.strategy)
     out = 1
+    kinds = tuple(k for kind in kinds for k in (DATA if kind == "dp" else (kind,)))  # dp: its ZeRO stages too
     for axis in "".join(strategy.get(kind, "") for kind in kinds):
         out *= mesh.axis(axis).size
     return out
@@ -210,8 +212,12 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
         groups.setdefault((c.backward, c.kind, c.axes, c.overlaps), []).append(c)
     for (backward, kind, axes, overlaps), group in groups.items():
         count = sympy.Add(*(c.count for c in group))
+        zero = "".join(a for k, a in found["strategy"].items() if k in ("zero1", "zero2"))
         what = "between stages: overlap the next microbatch but in the fill and the drain" if kind == "Send" else \
             "params/grads: can overlap" if overlaps else "activations: on the critical path"
+        if kind == "AllReduce" and zero and set(zero) & set(axes):
+            what += "; ZeRO runs it as a ReduceScatter of the gradients and an AllGather of the updated " \
+                    "parameters, in the same time"
         out.append(("collectives", f"{'backward' if backward else 'forward'}: {show(count)} x {kind} over {axes}, "
                                    f"{seconds(sympy.Add(*(c.time for c in group)))} ({what})"))
     out.append(("t_step_exposed", f"{seconds(found['t_step_exposed'])} (the activations' collectives exposed; "

@@ -44,6 +44,7 @@ from .collectives import link
 from .errors import SpecError
 from .ir import dim_symbol
 from .model import Model
+from .model_decls import DATA
 from .model_strategy import Collective, collectives, thresholds, tokens_per_chip
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
@@ -259,7 +260,7 @@ class Pipeline:
             for key in ("t_network", "ratio", "per_chip_tokens"):
                 if entry.get(key) is not None:
                     entry[key] = self.micro(entry[key])
-            if kind == "dp" and entry["ratio"] is not None:  # M microbatches' work against one reduction
+            if kind in DATA and entry["ratio"] is not None:  # M microbatches' work against one reduction
                 entry["ratio"] = self.microbatches * entry["ratio"]
             if kind == "fsdp":  # gathered again each microbatch: a microbatch's tokens count
                 entry["now"] = self.micro(tokens_per_chip(self.last))

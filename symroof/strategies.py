@@ -9,6 +9,10 @@ collectives:
 * data (dp): the batch B is split over the axis (`B_X`); every chip holds all the weights;
   in training each weight's gradient is all-reduced (the engine infers it: the gradient
   matmul contracts the split batch);
+* zero1, zero2 (ZeRO stages 1 and 2, training only): data parallelism with each chip
+  keeping the optimizer state (zero1), and the gradients too (zero2), of 1/n of the
+  parameters; the gradients are reduce-scattered and the updated parameters all-gathered
+  once a step, the volume and time of the AllReduce data parallelism runs (costed as it);
 * fsdp (ZeRO-3): the batch is split as in data parallelism, and every parameter too, along
   its model width D (`bf16[D_Z, F]`): each use gathers it first (`AllGather_Z`, written
   into the program before the statement, again in the backward pass), and each gradient
@@ -47,16 +51,19 @@ import re
 from .activations import carries_tokens
 from .errors import SpecError
 from .ir import Mesh
+from .model_decls import DATA
 from .parse import parse_mesh
 from .syntax import COLLECTIVES
 
 KINDS = {"dp": "dp", "data": "dp", "fsdp": "fsdp", "tp": "tp", "tensor": "tp", "pp": "pp", "pipeline": "pp",
-         "sp": "sp", "sequence": "sp", "cp": "sp", "context": "sp", "ep": "ep", "expert": "ep"}
-_KNOWN = "dp (data), fsdp, tp (tensor), pp (pipeline), sp (sequence) or ep (expert)"
+         "sp": "sp", "sequence": "sp", "cp": "sp", "context": "sp", "ep": "ep", "expert": "ep",
+         "zero1": "zero1", "zero-1": "zero1", "zero2": "zero2", "zero-2": "zero2", "zero3": "fsdp", "zero-3": "fsdp"}
+_KNOWN = "dp (data), zero1, zero2, fsdp (zero3), tp (tensor), pp (pipeline), sp (sequence) or ep (expert)"
+
 # the axes a strategy given by sizes builds, and each kind's part between domains (DCN);
 # every letter a template uses as a dim is left out (M for MoE's experts; U is free too)
-_AXES = {"dp": "X", "fsdp": "Z", "tp": "Y", "pp": "P", "sp": "I", "ep": "M"}
-_OUTER = {"dp": "R", "fsdp": "Q", "tp": "O", "pp": "J", "sp": "W", "ep": "U"}
+_AXES = {"dp": "X", "fsdp": "Z", "tp": "Y", "pp": "P", "sp": "I", "ep": "M", "zero1": "X", "zero2": "X"}
+_OUTER = {"dp": "R", "fsdp": "Q", "tp": "O", "pp": "J", "sp": "W", "ep": "U", "zero1": "R", "zero2": "R"}
 Axis = tuple[str, int, str]  # name, size, link
 Strategy = dict[str, tuple[Axis, ...]]
 _TENSOR = re.compile(r"(\w+)\[([^\]]*)\]")
@@ -104,6 +111,10 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
         if twice:
             raise SpecError(f"mesh axis {twice[0]} is used by two strategies")
         found[kind] = tuple((a, mesh.axis(a).size, mesh.axis(a).link) for a in names)
+    data = [kind for kind in DATA if kind in found]
+    if len(data) > 1:
+        raise SpecError(f"{' and '.join(data)} each split the batch over the data-parallel axes (zero1 with the "
+                        "optimizer state split too, zero2 the gradients as well): give one")
     chips = math.prod(size for axes in found.values() for _, size, _ in axes)
     if mesh is None and domain and chips > domain:
         found = _across_domains(found, domain)
@@ -119,7 +130,7 @@ def _across_domains(found: Strategy, domain: int) -> Strategy:
     pod): the domain is filled from the innermost kind out (tp, then ep, sp, fsdp, dp and pp),
     and what is left of a kind goes between domains, on DCN, as its own axis (`_OUTER`)."""
     budget, out = domain, Strategy()
-    for kind in ("tp", "ep", "sp", "fsdp", "dp", "pp"):
+    for kind in ("tp", "ep", "sp", "fsdp", *DATA, "pp"):
         if kind not in found:
             continue
         (name, size, _), = found[kind]
@@ -144,7 +155,9 @@ def is_parameter(tensor: str) -> bool:
 
 
 def names(strategy: Strategy, *kinds: str) -> str:
-    """The axis names of the kinds, run together ("XZ")."""
+    """The axis names of the kinds, run together ("XZ"); "dp" stands for its ZeRO stages too
+    (they split the batch alike)."""
+    kinds = tuple(k for kind in kinds for k in (DATA if kind == "dp" else (kind,)))
     return "".join(a for kind in kinds for a, *_ in strategy.get(kind, ()))
 
 
@@ -322,9 +335,10 @@ def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict,
                         "the weights with tp (tensor) or copy them with dp")
     if "ep" in found:
         _check_experts(found["ep"], config)
-    if "fsdp" in found and mode != "train":
-        raise SpecError("fsdp shards the parameters and their optimizer state for training; to serve, "
-                        "split the weights with tp (tensor) or copy them with dp")
+    for kind in ("fsdp", "zero1", "zero2"):
+        if kind in found and mode != "train":
+            raise SpecError(f"{kind} shards the optimizer state (and more) for training; to serve, "
+                            "split the weights with tp (tensor) or copy them with dp")
     return found
 
 

@@ -51,7 +51,7 @@ def test_data_parallel_splits_the_batch_not_the_weights():
 
 def test_strategy_errors_say_what_would_work(capsys):
     cases = [
-        (dict(mode="decode", strategy="fsdp=8"), "fsdp shards the parameters and their optimizer state"),
+        (dict(mode="decode", strategy="fsdp=8"), "fsdp shards the optimizer state (and more) for training"),
         (dict(mode="decode", strategy="ep=8"), "LLaMA-3 70B has none: split its weights with tp"),
         (dict(mode="decode", strategy="xp=8"), r"unknown strategy 'xp': dp \(data\), fsdp, tp \(tensor\), pp"),
         (dict(mode="decode", strategy="tp=Y"), "no mesh to name axes of"),
