@@ -18,7 +18,10 @@ Thresholds (each kind's collectives against the step's T_math, both per chip):
   over the axis's size;
 * ep: its AllToAlls grow with the tokens as T_math does (`exchange_ratio`, set by the
   experts' width F against the link), and the gradients its axis sums do not (a batch
-  threshold, as for dp).
+  threshold, as for dp);
+* the kinds together (`step`, FSDP with tensor parallelism, say): the per-chip tokens above
+  which T_math exceeds every collective of the step, and `max_chips`, the largest mesh this
+  batch keeps above it.
 
 A batch threshold weighs the collectives on parameters and gradients only: those on
 activations grow with the batch as T_math does.
@@ -125,7 +128,43 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
         if kind == "sp" and mine and "T" in model.sizes:
             entry["context_per_chip"] = _context_threshold(model, names)
         out[kind] = entry
+    if rows and any(kind in ("fsdp", "ep", *DATA) for kind in strategy):
+        free = free or Model(model.structured, model.machine,
+                             {k: v for k, v in model.sizes.items() if k != "B"}, model.options)
+        step = _whole_step(model, free)
+        if len(strategy) > 1:
+            out["step"] = step
+        else:  # one kind: its own threshold is the step's
+            out[next(iter(strategy))]["max_chips"] = step.get("max_chips")
     return out
+
+
+def _whole_step(model: Model, free: Model) -> dict:
+    """The kinds together (FSDP with tensor parallelism, say): the per-chip tokens above
+    which T_math exceeds every collective of the step, those on activations too (they grow
+    with the batch as T_math does, so a threshold exists only while T_math grows faster),
+    and the largest mesh this batch keeps above it: the chips, with the batch spread over
+    more data-parallel chips until each holds that many tokens (the collectives' times
+    taken as they are, as on rings, where they do not depend on the axis's size)."""
+    a = free.step_analysis
+    t_net = sympy.Add(*(c.time for c in collectives(free)))
+    B = dim_symbol("B")
+    t_math, t_roof = cleared(a.t_math, t_net)
+    gap = sympy.expand(t_math - t_roof)
+    entry: dict = {"axes": "".join(sorted({x for c in collectives(model) for x in c.axes})),
+                   "t_network": model.step_analysis.t_network, "collectives": len(collectives(model)),
+                   "ratio": model.step_analysis.t_math / model.step_analysis.t_network}
+    line = sympy.Poly(gap, B) if gap.is_polynomial(B) else None
+    if line is None or line.degree() != 1 or not line.LC().is_positive:
+        entry["per_chip_tokens"] = None  # T_math never outgrows the collectives on activations
+        return entry
+    slope, start = line.all_coeffs()
+    tokens = free.at(-start / slope * tokens_per_chip(free) / B)
+    now = tokens_per_chip(model)
+    chips = model.step_analysis.mesh.chips
+    entry["per_chip_tokens"] = tokens
+    entry["max_chips"] = sympy.floor(chips * now / tokens) if tokens.is_positive else None
+    return entry
 
 
 def _batch_threshold(free: Model, names: set[str]):
@@ -233,6 +272,12 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
             now = model.at(dim_symbol("T")) / _split(model, "sp")
             text.append(f"compute-bound once each chip holds more than {show(context)} tokens of a sequence "
                         f"(now {show(now)})")
+        if kind == "step" and entry.get("per_chip_tokens") is None:
+            text.append("T_math never outgrows the collectives on activations: no batch makes the step "
+                        "compute-bound")
+        if entry.get("max_chips") is not None:
+            text.append(f"this batch stays compute-bound up to about {show(entry['max_chips'])} chips "
+                        f"(now {model.step_analysis.mesh.chips})")
         if entry.get("exchange_ratio") is not None:
             text.append(f"T_math / the AllToAlls' time = {show(entry['exchange_ratio'])} (above 1: the experts' "
                         "work outlasts their tokens' exchange; more tokens grow both alike)")
