@@ -14,7 +14,6 @@ from .ir import Collective, dim_symbol, tensors_of
 from .model_decls import Options
 from .structure import Structured
 
-
 # dims that carry the step's tokens in a template: the batch B, and a mixture of experts'
 # tokens per expert C, routed `tokens` and experts' results `slots`; parameters have none
 TOKEN_DIMS = frozenset({"B", "C", "tokens", "slots"})

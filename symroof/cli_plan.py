@@ -102,7 +102,7 @@ def _table(p: planner.Plan, args, chip: str) -> str:
     lines += wrapped("t_step: the roofline's bound, every collective overlapped; exposed: the activations' "
                      "collectives (tensor parallelism's) waiting on the critical path, and a pipeline's bubble and "
                      "exposed sends; ranked by exposed. Pipelines run 4 x pp microbatches, 1F1B. Sequence "
-                     "parallelism is not planned yet.")
+                     "parallelism is tried where the batch has fewer sequences than chips.")
     return "\n".join(lines)
 
 

@@ -79,8 +79,9 @@ def assemble(structured, about: dict, stages: tuple[str, str] | None, target, si
         pipeline.check(plan["layers"], plan["stages"], plan["microbatches"], sizes["B"] // replicas, schedule)
         micro["B"] = sizes["B"] // plan["microbatches"]
     first, last = (Model(read_structured(text), target, micro, options) for text in stages)
-    pipe = pipeline.Pipeline(first, last, plan["stages"], plan["microbatches"], schedule,
-                             about["strategy"]["pp"], "".join(about["strategy"].get(kind, "") for kind in (*DATA, "sp", "ep")))
+    summed = "".join(about["strategy"].get(kind, "") for kind in (*DATA, "sp", "ep"))  # the gradients', once a step
+    pipe = pipeline.Pipeline(first, last, plan["stages"], plan["microbatches"], schedule, about["strategy"]["pp"],
+                             summed)
     return pipeline.PipelinedModel(structured, target, sizes, options, pipe)
 
 

@@ -1,11 +1,12 @@
-"""The planner: every way to split N chips among data, FSDP, tensor, pipeline and (for a
-mixture of experts) expert parallelism, those that fit in memory ranked by step time, each
-with its binding roof and its thresholds.
+"""The planner: every way to split N chips among data, FSDP, tensor, pipeline, sequence
+and (for a mixture of experts) expert parallelism, those that fit in memory ranked by step
+time, each with its binding roof and its thresholds.
 
     symroof plan llama-3-70b --chip tpu-v5p --chips 256 --batch 1M --train
 
-Candidates are the factorizations N = dp x fsdp x tp x pp x ep (fsdp and pp in training
-only; ep dividing the experts). Before any is
+Candidates are the factorizations N = dp x fsdp x tp x pp x sp x ep (fsdp and pp in
+training only; ep dividing the experts; sp dividing the context, tried only when the batch
+has fewer sequences than chips). Before any is
 costed, arithmetic on the model's figures prunes those that cannot work: tp must divide
 the KV heads, the MLP width and the vocabulary (Megatron's splits), dp x fsdp the batch of
 sequences; tp must stay inside the chip's fast-link domain (an NVLink node); and memory has
@@ -64,6 +65,15 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def _splits(chips: int, kinds: dict) -> list[dict[str, int]]:
+    """Every way to give each kind a size it allows (`kinds`: name -> allowed(size)) with
+    the chips left to dp."""
+    out: list[dict[str, int]] = [{"dp": chips}]
+    for kind, allowed in kinds.items():
+        out = [{**s, kind: n, "dp": s["dp"] // n} for s in out for n in _divisors(s["dp"]) if allowed(n)]
+    return out
+
+
 def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context: int | None = None,
          models_file=None) -> Plan:
     """Every strategy for `name` on `chips` chips of `chip` with a batch of `tokens` tokens
@@ -86,14 +96,18 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
         batch = {"B": sequences, "T": context}
     train = mode == "train"
     experts = config["moe"]["experts"] if config.get("moe") else 1
+    # the kinds tried, each with the sizes it may take: sequence parallelism only where the
+    # batch has fewer sequences than chips (else splitting sequences among chips costs the
+    # keys' gathers for nothing data parallelism cannot do), and a size dividing the context
+    kinds = {"tp": lambda n: True, "pp": lambda n: train or n == 1, "ep": lambda n: experts % n == 0,
+             "sp": lambda n: n == 1 or (mode != "decode" and sequences < chips and context % n == 0),
+             "fsdp": lambda n: train or n == 1}
     found = []
-    for tp in _divisors(chips):
-        for pp in (_divisors(chips // tp) if train else [1]):
-            for ep in [e for e in _divisors(chips // tp // pp) if experts % e == 0]:
-                for fsdp in (_divisors(chips // tp // pp // ep) if train else [1]):
-                    dp = chips // tp // pp // ep // fsdp
-                    sizes = {"dp": dp, "fsdp": fsdp, "tp": tp, "pp": pp} if train else {"dp": dp, "tp": tp}
-                    found.append(Candidate({**sizes, "ep": ep} if config.get("moe") else sizes))
+    for split in _splits(chips, kinds):
+        sizes = {"dp": split.pop("dp"), "fsdp": split["fsdp"], "tp": split["tp"], "pp": split["pp"]} if train else \
+            {"dp": split.pop("dp"), "tp": split["tp"]}
+        sizes |= {k: split[k] for k in ("sp", "ep") if split[k] > 1 or (k == "ep" and config.get("moe"))}
+        found.append(Candidate(sizes))
     probe = model(name, mode, chip, batch, models_file=models_file)  # one chip, unsharded: the floors
     usable = probe._usable()
     if not (usable.is_number and probe.analysis.t_lower.is_number):
@@ -124,7 +138,7 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
 
 def _pruned(sizes: dict, s: dict, sequences: int, params, per_param: int, usable, domain) -> str | None:
     tp, pp, ep = sizes["tp"], sizes.get("pp", 1), sizes.get("ep", 1)
-    split = sizes["dp"] * sizes.get("fsdp", 1) * ep
+    split = sizes["dp"] * sizes.get("fsdp", 1) * ep  # the sequences are split over these
     for dim, what in (("K", "KV heads"), ("F", "MLP width"), ("V", "vocabulary")):
         if s[dim] % tp:
             return f"tp={tp} does not divide the {what} ({dim} = {s[dim]})"

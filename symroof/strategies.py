@@ -226,7 +226,8 @@ def _exchanged(text: str, axes: str, routed: str) -> str:
         if code.strip().startswith("gather") and "->" in code and split in dims_of(code.split("->")[1]):
             out.append(unrouted(line))  # dispatch: each chip its own tokens, sorted by expert
             result = code.split("->", 1)[1].strip()
-            out.append(f"{lead}AllToAll_{{{over},E}} {unrouted(result)} -> {result}   # dispatch: to the experts' chips")
+            out.append(f"{lead}AllToAll_{{{over},E}} {unrouted(result)} -> {result}   # dispatch: to the experts' "
+                       "chips")
             continue
         if code.strip().startswith("gather") and code.split()[1].split("[", 1)[1].startswith("slots"):
             result = out[-1].split("#", 1)[0].split("->", 1)[1].strip()  # the experts' results

@@ -93,3 +93,18 @@ def test_small_and_odd_chip_counts(chips):
     for c in p.candidates:
         assert c.sizes["dp"] * c.sizes["fsdp"] * c.sizes["tp"] * c.sizes["pp"] == chips
     assert all(c.rejected for c in p.candidates if 3 in (c.sizes["tp"], c.sizes["pp"]))  # 32 KV heads, 32 layers
+
+
+def test_sequence_parallelism_is_planned_where_the_batch_has_too_few_sequences():
+    # 8 sequences of 128k tokens on 64 H100s: data parallelism splits at most 8 ways, so the
+    # other chips must split the model or the sequences
+    p = planner.plan("llama-3-8b", "h100", 64, 8 * 131072, mode="train", context=131072)
+    texts = {c.text for c in p.candidates}
+    assert "dp=64" not in texts or "do not split" in next(c.rejected for c in p.candidates if c.text == "dp=64")
+    assert any(c.sizes.get("sp") == 8 for c in p.candidates)
+    assert all(131072 % c.sizes.get("sp", 1) == 0 for c in p.candidates)  # sp divides the context
+    best = p.ranked[0]
+    assert best.sizes.get("sp", 1) * best.sizes["tp"] * best.sizes.get("pp", 1) >= 8  # 64 chips, 8 sequences
+    # with a sequence a chip to spare, sequence parallelism is not tried
+    q = planner.plan("llama-3-8b", "tpu-v5p", 16, 32 * 8192, mode="train")
+    assert not any("sp" in c.sizes for c in q.candidates)
