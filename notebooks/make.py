@@ -541,14 +541,15 @@ FLOPs grow with it: there is a batch above which the math outlasts the gathers. 
 a step moves about 3 x 2 bytes per parameter (two AllGathers and a ReduceScatter of bf16
 weights) and does a little over 6 FLOPs per parameter per token it holds, so the rule of
 thumb is: compute-bound once the tokens per chip exceed C / W_ici, the chip's peak over
-the bandwidth a chip receives at along the axis. For a v5p that is 4.59e14 / 1.8e11 = 2550
-tokens; here 4096 tokens a chip clear the exact threshold above.
+the bandwidth a chip receives at along the axis. An axis of 256 on a v5p is laid on two of
+the torus's physical axes, 16 x 16, each a ring a chip receives on both ways at 2 x 9e10:
+4.59e14 / (2 x 1.8e11) = 1275 tokens; here 4096 tokens a chip clear the exact threshold above.
 
 On a symbolic chip (every figure a symbol: C the matrix peak, C_vec the vector unit's,
 W_ici the link) the same analysis gives the rule as a formula. symroof's symbolic axis is
-a line, each chip taking in (N - 1)/N of the array one way at W_ici; a v5p axis of 256
-closes into a ring whose two directions together give 2 x 9e10 = 1.8e11, so put that in
-for W_ici (the (N - 1)/N = 255/256 is the small difference left)."""),
+a line, each chip taking in (N - 1)/N of the array one way at W_ici; the v5p's 16 x 16
+rings together give 2 x 2 x 9e10 = 3.6e11, so put that in for W_ici (the (N - 1)/N =
+255/256 is the small difference left)."""),
     ("code", '''import sympy
 
 from symroof.machine import figure_symbol
@@ -562,11 +563,15 @@ share = sympy.simplify((rule * W_ici / C).subs(C_vec, C / r))
 lead = share.subs(r, 0)
 vector = sympy.simplify((lead / share - 1) / r)
 print(f"               = {float(lead):.4f} x (C / W_ici) / (1 + {float(vector):.3e} x C / C_vec)")
+from symroof.ir import MeshAxis
+from symroof.topology import lay_out
+
 chip = symroof.get_chip(CHIP)
+rings = lay_out([MeshAxis("Z", 256)], chip)["Z"]  # the physical axes an axis of 256 spans
 v5p = {C: chip.figure("peak_flops_per_s.bf16"), C_vec: chip.figure("vector_flops_per_s.fp32"),
-       W_ici: chip.figure("interconnect.link_bandwidth_bidi_bytes_per_s")}
+       W_ici: len(rings) * chip.figure("interconnect.link_bandwidth_bidi_bytes_per_s")}
 print(f"v5p: C / W_ici = {float((C / W_ici).subs(v5p)):.0f}, C / C_vec = {float((C / C_vec).subs(v5p)):.1f}: "
-      f"per-chip tokens > {float(rule.subs(v5p)):.0f} (on the v5p's ring: "
+      f"per-chip tokens > {float(rule.subs(v5p)):.0f} (on the v5p's {' x '.join(map(str, rings))} rings: "
       f"{float(best.figures['threshold']['fsdp']['per_chip_tokens']):.0f})")'''),
     ("md", """The leading factor is a little under 1: at T = 4096 attention adds FLOPs per token
 beyond 6 per parameter, and the input embedding, a gather, adds none but still moves. The
@@ -583,8 +588,9 @@ compute-bound), and it falls as 1/tp. For a Megatron MLP alone a hand estimate i
 backward pass (3x the FLOPs for 2x the AllReduces) the whole layer lands close to it. The
 ratio staying above 1 does not make tp free: its AllReduces sit on the critical path."""),
     ("code", '''F = symroof.model(NAME).at(symroof.dim_symbol("F"))
-print(f"1.5 x F / (C / W_ici) = 1.5 x {F} / {float((C / W_ici).subs(v5p)):.0f} = "
-      f"{float(1.5 * F / (C / W_ici).subs(v5p)):.1f}")
+one_ring = {**v5p, W_ici: chip.figure("interconnect.link_bandwidth_bidi_bytes_per_s")}  # tp's axis: one ring
+print(f"1.5 x F / (C / W_ici) = 1.5 x {F} / {float((C / W_ici).subs(one_ring)):.0f} = "
+      f"{float(1.5 * F / (C / W_ici).subs(one_ring)):.1f}")
 print()
 print(f"{'strategy':14} {'tp ratio':>9} {'x tp':>6} {'t_step':>9} {'t_step_exposed':>15} {'HBM/chip':>9}")
 for tp in (2, 4, 8):
@@ -601,10 +607,11 @@ Megatron split gives each chip whole ones.
 The same global batch, 1M tokens, on 64 to 1024 chips, each time the planner's best. Up to
 256 chips the batch's 256 sequences split over the chips by FSDP alone, and the step stays
 at the compute roof: the time halves with each doubling. Past 256 there are more chips than
-sequences, so the planner must add tp, whose exposed AllReduces cost a share of the step
-that grows as the step shrinks; each chip also holds fewer tokens, and tokens per second
-per chip falls. (The planner considers pipelines too, but here their bubble sets them
-back; it does not split a sequence: no sequence parallelism in it yet.)"""),
+sequences, so the planner must split a sequence or the model: at 512 it splits each
+sequence in two (sp=2, the keys and values gathered before attention, a small exposed
+cost), at 1024 it adds tp=2 too, whose exposed AllReduces cost a share of the step that
+grows as the step shrinks; each chip also holds fewer tokens, and tokens per second per
+chip falls. (The planner considers pipelines too, but here their bubble sets them back.)"""),
     ("code", '''CHIPS = [64, 128, 256, 512, 1024]
 plans = [planner.plan(NAME, CHIP, n, TOKENS, "train", context=CONTEXT) for n in CHIPS]
 print(f"{'chips':>5}  {'best':16} {'t_step':>9} {'t_step_exposed':>15} {'tokens/s/chip':>14} {'HBM/chip':>9}  bound")
@@ -658,6 +665,26 @@ hide the bubble of 8 stages. Pipelines pay where the weights do not fit otherwis
 the only links left between groups of chips are slow ones (a pipeline sends one
 microbatch's activations between neighbours, where FSDP gathers every weight over all
 chips)."""),
+    ("md", """## A mixture of experts: expert parallelism
+
+Mixtral 8x7B routes each token to 2 of its 8 experts. `ep=8` puts one expert on each of 8
+H100s and splits the batch over them too; each layer then sends every token to its
+experts' chips and back (two AllToAlls, written into the program), while the attention
+and the router are copied on every chip. Serving 64 sequences at a 4096-token context,
+a decode step mostly reads weights, so what matters is how many bytes of them each chip
+holds: tensor parallelism splits every weight, expert parallelism only the experts'."""),
+    ("code", '''print(f"{'strategy':10} {'HBM/chip':>9} {'t_step':>9} {'exposed':>9} {'AllToAll':>9}")
+for strategy in ("tp=8", "ep=8", "tp=2,ep=4", "tp=4,ep=2"):
+    run = symroof.model("mixtral-8x7b", "decode", chip="h100", sizes={"B": 64, "S": 4096}, strategy=strategy)
+    f = model_strategy.report(run)
+    exchange = sum(float(c.time) for c in f["collectives"] if c.kind == "AllToAll")
+    print(f"{strategy:10} {float(run.hbm_per_chip) / 1e9:6.1f} GB {float(run.t_step) * 1e3:6.2f} ms "
+          f"{float(f['t_step_exposed']) * 1e3:6.2f} ms {exchange * 1e6:6.1f} us")'''),
+    ("md", """Here tensor parallelism wins: every chip reads an eighth of every weight, where under
+`ep=8` each also reads the whole attention. The AllToAlls themselves are small at 64
+sequences (a few tokens a chip). Expert parallelism pays where the experts' weights dominate
+and the batch is large enough that the experts' matmuls, not the weight reads, set the
+time (training, or prefill); `symroof plan mixtral-8x7b` weighs it against the rest."""),
 ]
 
 

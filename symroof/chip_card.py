@@ -28,7 +28,8 @@ _CARD: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
       ("interconnect.links_per_chip", "links per chip"),
       ("interconnect.chip_bandwidth_one_way_bytes_per_s", "chip one-way"),
       ("interconnect.wraparound_min_axis_size", "rings from axis of"),
-      ("interconnect.hop_latency_s", "latency per hop"), ("interconnect.domain_size", "domain"))),
+      ("interconnect.hop_latency_s", "latency per hop"), ("interconnect.domain_size", "domain"),
+      ("interconnect.pod_shape", "pod shape"))),
     ("host and network", "PCIe, the data-center network (DCN), GPU scale-out; bandwidths in bytes/s, "
                          "per chip unless marked per host or node",
      (("pcie_bandwidth_one_way_bytes_per_s", "PCIe one-way"),
@@ -54,11 +55,13 @@ def figure_text(path: str, value) -> str:
         >>> import sympy
         >>> figure_text("interconnect.hop_latency_s", sympy.Rational(1, 10**6))
         '1 us'
-        >>> figure_text("interconnect.topology", "torus_2d")
-        '2D torus'
+        >>> figure_text("interconnect.topology", "torus_2d"), figure_text("interconnect.pod_shape", (16, 20, 28))
+        ('2D torus', '16 x 20 x 28 chips')
     """
     if value is None:
         return "none"
+    if isinstance(value, tuple):  # a shape: axis lengths
+        return " x ".join(map(str, value)) + " chips"
     if isinstance(value, str):
         return _TOPOLOGIES.get(value, value).replace("_", " ") if path != "interconnect.name" else value
     digits = 6  # every figure in the file has at most six significant figures: shown exactly

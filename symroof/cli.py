@@ -306,7 +306,7 @@ def _with_fix_times(error: ShardingError, args, values: dict) -> SymroofError:
         for _what, fix, V in error.fixes:
             V = V.xreplace(sizes)
             t = collective_time("AllGather", [error.mesh.axis(a) for a in fix.axes], V, target.chip,
-                                target.ici_bw)
+                                target.ici_bw, error.mesh.axes)
             shown = seconds(t.bandwidth) if V.is_number else over(V, V / t.bandwidth) + " s"
             times.append(f"{shown} on {target.chip.name if target.chip is not None else 'the given links'}")
     except SymroofError:
@@ -344,6 +344,8 @@ def _chip(args) -> str:
 def _plain(value):
     if value is None or isinstance(value, (str, int, float)):
         return value
+    if isinstance(value, tuple):  # a shape: axis lengths
+        return list(value)
     return int(value) if value.is_Integer else float(value)
 
 

@@ -16,6 +16,11 @@ along an axis:
 * A torus axis closes into a ring at the chip's `wraparound_min_axis_size` and its
   multiples (4 on v4 and v5p, 16 on v5e and v6e); the ICI axes together may span at
   most the chip's domain (`domain_size`: a v5e pod of 256, an 8-GPU NVLink node).
+* On a torus chip whose pod shape is known (`pod_shape`: 16 x 16 on v5e), the mesh's
+  ICI axes are laid onto its physical axes (topology.py). An axis longer than any
+  physical axis spans several (v5e's X=64: 16 x 4), and a collective over it costs
+  what it costs over those pieces as separate axes: v5e's X=256 is two rings of 16,
+  V / (2 x W_bidirectional) for an AllGather, not one ring of 256.
 * AllReduce costs a ReduceScatter plus an AllGather: twice either.
 * AllToAll (V: each chip's block, the same size before and after; the whole array is
   N x V) costs a quarter of an AllGather of the whole array on a ring with wraparound,
@@ -42,6 +47,7 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sympy
@@ -50,6 +56,7 @@ from .errors import HardwareError
 from .hardware import Chip
 from .ir import MeshAxis
 from .oneline import link_line, time_line
+from .topology import lay_out, spans
 
 
 @dataclass(frozen=True)
@@ -68,9 +75,12 @@ class Link:
         return link_line(self)
 
     def describe(self) -> str:
-        shape = ("fully connected" if self.direct else "switch") if self.switch else \
-            ("ring with wraparound" if self.ring else "no wraparound")
-        return f"{self.name} ({shape})"
+        return f"{self.name} ({self.shape()})"
+
+    def shape(self) -> str:
+        if self.switch:
+            return "fully connected" if self.direct else "switch"
+        return "ring with wraparound" if self.ring else "no wraparound"
 
 
 @dataclass(frozen=True)
@@ -152,7 +162,8 @@ def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None) -> Link:
 
 
 def check_domain(axes: list[MeshAxis], chip: Chip | None) -> None:
-    """The ICI (or NVLink) axes together may span at most the chip's domain."""
+    """The ICI (or NVLink) axes together may span at most the chip's domain, and fit its
+    pod's shape where it has one (v5e's 16 x 16 holds X=64 as 16 x 4, not X=17)."""
     if chip is None:
         return
     domain = chip.figure("interconnect.domain_size")
@@ -164,31 +175,53 @@ def check_domain(axes: list[MeshAxis], chip: Chip | None) -> None:
         name = chip.texts.get("interconnect.name", "ICI")
         raise HardwareError(f"the mesh's {name} axes span {chips} chips, but {chip.name}'s {name} reaches "
                             f"{int(domain)}: put the outer axes on DCN (e.g. Y=4@dcn)")
+    lay_out(axes, chip)
 
 
-def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_one_way=None) -> Time:
-    """The time of one collective over `axes` moving V bytes per chip."""
-    links = [link(a, chip, ici_one_way) for a in axes]
+def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_one_way=None,
+         mesh: Sequence[MeshAxis] | None = None) -> Time:
+    """The time of one collective over `axes` moving V bytes per chip. `mesh` is all the
+    mesh's axes, which decide where each ICI axis lies on a torus chip's pod (by default
+    the collective's own axes); an axis spanning several physical axes is costed as a
+    collective over them."""
     if kind == "AllReduce":
-        once = time("AllGather", axes, V, chip, ici_one_way)
+        once = time("AllGather", axes, V, chip, ici_one_way, mesh)
         return Time(2 * once.bandwidth, 2 * once.latency, 2 * once.hops, once.links, once.latency_known)
+    laid = lay_out(axes if mesh is None else mesh, chip)
+    described = ", ".join(_described(a, spans(a, laid), chip, ici_one_way) for a in axes)
+    # from here on, the physical axes: each logical axis, or the pieces of one spanning several
+    physical = [piece for a in axes for piece in spans(a, laid)]
+    links = [link(a, chip, ici_one_way) for a in physical]
     if kind == "AllToAll":
-        bandwidth = sympy.Add(*(V * _all_to_all_per_byte(a, l) for a, l in zip(axes, links)))
+        bandwidth = sympy.Add(*(V * _all_to_all_per_byte(a, l) for a, l in zip(physical, links)))
     elif all(l.ring for l in links):
         bandwidth = V / sympy.Add(*(l.bidi for l in links))
     else:
         # one axis after another; the array grows as it goes, so the slowest link goes first,
         # while the array is smallest, and the fastest moves the whole V
-        pairs = sorted(zip(axes, links), key=lambda p: _slowness(_per_byte(*p)))
+        pairs = sorted(zip(physical, links), key=lambda p: _slowness(_per_byte(*p)))
         bandwidth, grown = sympy.Integer(0), V
         for axis, l in pairs:
             bandwidth += _per_byte(axis, l) * grown
             grown = grown / axis.size
-    hops = sum(_hops(a, l) for a, l in zip(axes, links))
+    hops = sum(_hops(a, l) for a, l in zip(physical, links))
     known = all(l.latency is not None for l in links)
-    latency = sympy.Add(*(_hops(a, l) * (l.latency or 0) for a, l in zip(axes, links)))
-    described = ", ".join(f"{a.name}: {l.describe()}" for a, l in zip(axes, links))
+    latency = sympy.Add(*(_hops(a, l) * (l.latency or 0) for a, l in zip(physical, links)))
     return Time(bandwidth, latency, hops, described, known)
+
+
+def _described(axis: MeshAxis, pieces: list[MeshAxis], chip: Chip | None, ici_one_way) -> str:
+    """An axis's links in words: "X: ICI (no wraparound)"; one spanning several physical
+    axes says so, "X=64: ICI 16 (ring with wraparound) x 4 (no wraparound)", and
+    "X=256: ICI 16 x 16 (rings with wraparound)" where the pieces are alike."""
+    links = [link(p, chip, ici_one_way) for p in pieces]
+    if len(pieces) == 1:
+        return f"{axis.name}: {links[0].describe()}"
+    shapes = {l.shape() for l in links}
+    if len(shapes) == 1:
+        shape = shapes.pop().replace("ring with", "rings with")
+        return f"{axis}: {links[0].name} " + " x ".join(str(p.size) for p in pieces) + f" ({shape})"
+    return f"{axis}: {links[0].name} " + " x ".join(f"{p.size} ({l.shape()})" for p, l in zip(pieces, links))
 
 
 def _slowness(per_byte: sympy.Expr) -> float:

@@ -39,6 +39,7 @@ from .hardware_file import (
     FIELDS,
     FIGURE_PATHS,
     NUMBER,
+    SHAPE,
     TEXT,
     ChipFields,
     did_you_mean,
@@ -83,6 +84,8 @@ class Chip(ChipFields):
         kind = FIELDS.get(path)
         if kind == TEXT:
             raise HardwareError(f"{path!r} is text, not a figure: read {self.id}'s texts[{path!r}]")
+        if kind == SHAPE:
+            raise HardwareError(f"{path!r} is a list of axis lengths, not a figure: read {self.id}'s shapes[{path!r}]")
         if kind is None:
             raise HardwareError(f"{self.id} has no figure {path!r}{did_you_mean(path, FIGURE_PATHS)}")
         return None
@@ -179,17 +182,27 @@ class Chip(ChipFields):
                 "critical_intensity_bf16": None if bf16 is None or bw is None else bf16 / bw,
                 "link_one_way_bytes_per_s": self.figure("interconnect.link_bandwidth_one_way_bytes_per_s")}
 
-    def rows(self) -> list[tuple[str, sympy.Rational | str | None, str]]:
-        """(path, value, source) for every figure and text field the chip has, in the
+    @property
+    def pod_shape(self) -> tuple[int, ...] | None:
+        """The lengths of the physical axes of the chip's torus pod, or None where the
+        file gives none (a switch, a fully connected node, or a shape no source gives).
+
+        Examples:
+            >>> get_chip("v5e").pod_shape, get_chip("v5p").pod_shape, get_chip("h100").pod_shape
+            ((16, 16), (16, 20, 28), None)
+        """
+        return self.shapes.get("interconnect.pod_shape")
+
+    def rows(self) -> list[tuple[str, sympy.Rational | str | tuple[int, ...] | None, str]]:
+        """(path, value, source) for every figure, text and shape field the chip has, in the
         schema's order (the order the shipped file lists them).
 
         Examples:
             >>> [row for row in get_chip("v5e").rows() if row[0] == "interconnect.topology"][0][:2]
             ('interconnect.topology', 'torus_2d')
         """
-        return [(path, self.figures[path] if path in self.figures else self.texts[path],
-                 self.sources.get(path, ""))
-                for path in FIELDS if path in self.figures or path in self.texts]
+        values = {**self.figures, **self.texts, **self.shapes}
+        return [(path, values[path], self.sources.get(path, "")) for path in FIELDS if path in values]
 
     def _replaced(self, values: dict[str, sympy.Rational], source: str) -> Chip:
         figures = {**self.figures, **values}

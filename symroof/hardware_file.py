@@ -9,6 +9,7 @@ with a "did you mean") since a wrong figure silently skews every result drawn fr
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fractions
 import json
@@ -25,15 +26,16 @@ import sympy
 
 from .dtypes import RATES
 from .errors import HardwareError
+from .hardware_shapes import pod_shape_problem, read_shape
 
-NUMBER, COUNT, TEXT = "number", "count", "text"
+NUMBER, COUNT, TEXT, SHAPE = "number", "count", "text", "shape"
 
 # Chip fields and their kinds, in the order the shipped file lists them (and `rows` shows them);
 # a nested dict is a block, whose fields are addressed as "block.field". Each network (the
 # interconnect, dcn, scaleout) has a hop_latency_s, the time of one hop that collectives.py
 # floors a collective at: the shipped file gives every network one, sourced or marked as an
 # estimate (tests/test_hardware_latency.py); a user's file may leave it out, and the floor is
-# then reported as unknown.
+# then reported as unknown. A torus's pod_shape (16 x 16 on v5e) is read by hardware_shapes.py.
 SCHEMA: dict[str, str | dict[str, str]] = {
     "peak_flops_per_s": dict.fromkeys(RATES, NUMBER),
     "peak_flops_sparse_per_s": dict.fromkeys(RATES, NUMBER),
@@ -46,7 +48,8 @@ SCHEMA: dict[str, str | dict[str, str]] = {
     "interconnect": {"name": TEXT, "link_bandwidth_one_way_bytes_per_s": NUMBER,
                      "link_bandwidth_bidi_bytes_per_s": NUMBER, "links_per_chip": COUNT,
                      "chip_bandwidth_one_way_bytes_per_s": NUMBER, "topology": TEXT,
-                     "wraparound_min_axis_size": COUNT, "hop_latency_s": NUMBER, "domain_size": COUNT},
+                     "wraparound_min_axis_size": COUNT, "hop_latency_s": NUMBER, "domain_size": COUNT,
+                     "pod_shape": SHAPE},
     "pcie_bandwidth_one_way_bytes_per_s": NUMBER,
     "dcn": {"bandwidth_one_way_bytes_per_s_per_chip": NUMBER, "bandwidth_bytes_per_s_per_host": NUMBER,
             "chips_per_host": COUNT, "hop_latency_s": NUMBER},
@@ -59,7 +62,7 @@ for _key, _spec in SCHEMA.items():
         FIELDS.update({f"{_key}.{_sub}": _kind for _sub, _kind in _spec.items()})
     else:
         FIELDS[_key] = _spec
-FIGURE_PATHS = tuple(path for path, kind in FIELDS.items() if kind != TEXT)
+FIGURE_PATHS = tuple(path for path, kind in FIELDS.items() if kind in (NUMBER, COUNT))
 _BLOCKS = tuple(key for key, spec in SCHEMA.items() if isinstance(spec, dict))
 _CHOICES = {"kind": ("tpu", "gpu", "cpu"),
             "interconnect.topology": ("torus_2d", "torus_3d", "switch", "mesh")}
@@ -94,6 +97,8 @@ class ChipFields:
         variants: named sets of alternative figures (other values the book or the
             vendor use), applied with `with_variant`.
         notes: free-text remarks from the file.
+        shapes: the lists of axis lengths by dotted path ("interconnect.pod_shape"), as
+            tuples of ints; None where the file has null.
     """
 
     id: str
@@ -106,6 +111,7 @@ class ChipFields:
     sources: Mapping[str, str]
     variants: Mapping[str, Mapping[str, sympy.Rational]]
     notes: tuple[str, ...] = ()
+    shapes: Mapping[str, tuple[int, ...] | None] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
 
 class _JsonNumber(str):
@@ -202,6 +208,7 @@ def _parse_chip(file: str, number: int, raw: object) -> ChipFields:
 
     figures: dict[str, sympy.Rational | None] = {}
     texts: dict[str, str] = {}
+    shapes: dict[str, tuple[int, ...] | None] = {}
     for key, spec in SCHEMA.items():
         if key not in raw:
             continue
@@ -220,7 +227,12 @@ def _parse_chip(file: str, number: int, raw: object) -> ChipFields:
         else:
             items = [(key, raw[key])]
         for path, value in items:
-            if FIELDS[path] != TEXT:
+            if FIELDS[path] == SHAPE:
+                try:
+                    shapes[path] = read_shape(value, _describe)
+                except ValueError as error:
+                    fail(path, str(error))
+            elif FIELDS[path] != TEXT:
                 figures[path] = _read_figure(value, FIELDS[path], path, fail)
             elif value is not None:
                 if type(value) is not str:
@@ -232,6 +244,10 @@ def _parse_chip(file: str, number: int, raw: object) -> ChipFields:
     for path in _NOT_NULL:
         if figures[path] is None:
             fail(path, "must be a number, not null")
+    problem = pod_shape_problem(shapes.get("interconnect.pod_shape"), texts.get("interconnect.topology"),
+                                figures.get("interconnect.domain_size"))
+    if problem:
+        fail("interconnect.pod_shape", problem)
 
     variants: dict[str, Mapping[str, sympy.Rational]] = {}
     raw_variants = raw.get("variants", {})
@@ -263,11 +279,11 @@ def _parse_chip(file: str, number: int, raw: object) -> ChipFields:
     for path in FIELDS:
         if path in raw_sources:
             sources[path] = raw_sources[path]
-        elif path in texts or figures.get(path) is not None:
+        elif path in texts or figures.get(path) is not None or shapes.get(path) is not None:
             # A block's source covers each of its values with no source of its own; a
             # null keeps only its own, as the block's source does not speak for it.
             text = raw_sources.get(path.partition(".")[0])
-            if not text and path in figures:
+            if not text and path not in texts:
                 fail(path, f"has no source: add sources[{path!r}] or a source for its block")
             if text:
                 sources[path] = text
@@ -282,7 +298,7 @@ def _parse_chip(file: str, number: int, raw: object) -> ChipFields:
     return ChipFields(id=raw["id"], name=raw["name"], vendor=raw["vendor"], kind=raw["kind"],
                       aliases=tuple(aliases), figures=MappingProxyType(figures),
                       texts=MappingProxyType(texts), sources=MappingProxyType(sources),
-                      variants=MappingProxyType(variants), notes=tuple(notes))
+                      variants=MappingProxyType(variants), notes=tuple(notes), shapes=MappingProxyType(shapes))
 
 
 def _read_figure(value: object, kind: str, path: str, fail: Callable[[str, str], NoReturn]

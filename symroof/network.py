@@ -54,7 +54,7 @@ class Network(Compute):
         ici = self.machine.ici_bw if self.machine is not None else None
         check_domain(list(self.mesh.axes), self.chip)
         return tuple((move, _times(collective_time(move.move.kind, [self.mesh.axis(a) for a in move.move.axes],
-                                                   move.bytes, self.chip, ici), move.count))
+                                                   move.bytes, self.chip, ici, self.mesh.axes), move.count))
                      for move in self.cost.moves)
 
     @functools.cached_property

@@ -256,7 +256,9 @@ class Pipeline:
         reductions come once a step; a microbatch's for fsdp), and the pipeline's own."""
         inner = {k: v for k, v in kinds.items() if k != "pp"}
         out = thresholds(self.last, inner)
+        out.pop("step", None)  # the whole step's is the schedule's, bubble and all: not a stage's
         for kind, entry in out.items():
+            entry.pop("max_chips", None)
             for key in ("t_network", "ratio", "per_chip_tokens"):
                 if entry.get(key) is not None:
                     entry[key] = self.micro(entry[key])
