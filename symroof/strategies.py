@@ -327,7 +327,12 @@ def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict,
         raise SpecError("--strategy builds the mesh: drop --chips")
     domain = target.chip.figure("interconnect.domain_size") if target is not None and target.chip is not None \
         else None
-    found = parse_strategy(strategy, parse_mesh(mesh) if mesh else None, int(domain) if domain else None)
+    given = parse_mesh(mesh) if mesh else None
+    clash = [a for a in (given.names if given else ()) if a in _TEMPLATE_DIMS]
+    if clash:
+        raise SpecError(f"mesh axis {clash[0]} is also a dim of the model's program ({_TEMPLATE_DIMS[clash[0]]}): "
+                        f"name the axis otherwise (X, Y, Z, P, I, M, ...)")
+    found = parse_strategy(strategy, given, int(domain) if domain else None)
     if "pp" in found and mode != "train":
         raise SpecError("pp (pipeline) is costed for training, with microbatches and a schedule; to serve, "
                         "split the weights with tp (tensor) or copy them with dp")
@@ -341,6 +346,13 @@ def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict,
             raise SpecError(f"{kind} shards the optimizer state (and more) for training; to serve, "
                             "split the weights with tp (tensor) or copy them with dp")
     return found
+
+
+# the dims the transformer template writes (templates.py), which a mesh axis must not be named
+_TEMPLATE_DIMS = {"B": "the batch", "T": "tokens per sequence", "S": "tokens attended to", "D": "the model width",
+                  "F": "the MLP width", "K": "KV heads", "G": "query heads per KV head", "H": "the head dim",
+                  "L": "layers", "V": "the vocabulary", "N": "query heads", "E": "the experts",
+                  "A": "active experts", "C": "tokens per expert"}
 
 
 def _check_experts(axes: tuple[Axis, ...], config: dict) -> None:

@@ -161,3 +161,8 @@ def test_the_planner_weighs_expert_parallelism():
     times = [float(c.figures["t_step_exposed"]) for c in ranked]
     assert times == sorted(times)
     assert all(float(c.figures["memory_per_chip"]) <= 0.9 * 80e9 for c in ranked)
+
+
+def test_a_mesh_axis_may_not_share_a_name_with_a_dim_of_the_model():
+    with pytest.raises(SpecError, match="mesh axis E is also a dim of the model's program"):
+        symroof.model("mixtral-8x7b", "train", "h100", {"B": 8, "T": 4096}, strategy="dp=X,ep=E", mesh="X=2,E=4")

@@ -51,9 +51,9 @@ def test_data_parallel_splits_the_batch_not_the_weights():
 
 def test_strategy_errors_say_what_would_work(capsys):
     cases = [
-        (dict(mode="decode", strategy="fsdp=8"), "fsdp shards the optimizer state (and more) for training"),
+        (dict(mode="decode", strategy="fsdp=8"), r"fsdp shards the optimizer state \(and more\) for training"),
         (dict(mode="decode", strategy="ep=8"), "LLaMA-3 70B has none: split its weights with tp"),
-        (dict(mode="decode", strategy="xp=8"), r"unknown strategy 'xp': dp \(data\), fsdp, tp \(tensor\), pp"),
+        (dict(mode="decode", strategy="xp=8"), r"unknown strategy 'xp': dp \(data\), zero1, zero2, fsdp \(zero3\), tp"),
         (dict(mode="decode", strategy="tp=Y"), "no mesh to name axes of"),
         (dict(mode="decode", strategy="dp=X,tp=X", mesh="X=4"), "used by two strategies"),
         (dict(mode="decode", strategy="tp=8", chips=8), "drop --chips"),
