@@ -17,6 +17,11 @@ REMAT = ("full", "none")
 DATA = ("dp", "zero1", "zero2")
 
 
+def with_stages(*kinds: str) -> tuple[str, ...]:
+    """The kinds, "dp" standing for its ZeRO stages too (they split the batch alike)."""
+    return tuple(k for kind in kinds for k in (DATA if kind == "dp" else (kind,)))
+
+
 @dataclass(frozen=True)
 class ModelQuantity:
     name: str

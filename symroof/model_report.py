@@ -14,7 +14,7 @@ from .errors import SpecError
 from .json_report import json_value
 from .machine import machine
 from .model import Model
-from .model_decls import DATA, MODEL_QUANTITY, Options
+from .model_decls import MODEL_QUANTITY, Options, with_stages
 from .models_file import get_model
 from .show import beside, human, number, pretty, seconds, wrapped
 from .solve import Region
@@ -71,7 +71,7 @@ def assemble(structured, about: dict, stages: tuple[str, str] | None, target, si
     micro = dict(sizes)
     if "B" in sizes:
         mesh = structured.program.mesh
-        replicas = math.prod(mesh.axis(a).size for kind in (*DATA, "fsdp", "ep")
+        replicas = math.prod(mesh.axis(a).size for kind in with_stages("dp", "fsdp", "ep")
                        for a in about["strategy"].get(kind, ""))
         if sizes["B"] % replicas:
             raise SpecError(f"a batch of {sizes['B']} sequences does not split over {replicas} data-parallel "
@@ -79,7 +79,8 @@ def assemble(structured, about: dict, stages: tuple[str, str] | None, target, si
         pipeline.check(plan["layers"], plan["stages"], plan["microbatches"], sizes["B"] // replicas, schedule)
         micro["B"] = sizes["B"] // plan["microbatches"]
     first, last = (Model(read_structured(text), target, micro, options) for text in stages)
-    summed = "".join(about["strategy"].get(kind, "") for kind in (*DATA, "sp", "ep"))  # the gradients', once a step
+    # the axes the gradients are summed over, once a step
+    summed = "".join(about["strategy"].get(kind, "") for kind in with_stages("dp", "sp", "ep"))
     pipe = pipeline.Pipeline(first, last, plan["stages"], plan["microbatches"], schedule, about["strategy"]["pp"],
                              summed)
     return pipeline.PipelinedModel(structured, target, sizes, options, pipe)

@@ -38,7 +38,7 @@ from .collectives import link
 from .errors import SpecError
 from .ir import dim_symbol
 from .model import Model
-from .model_decls import DATA
+from .model_decls import DATA, with_stages
 from .solve import positive_region
 from .thresholds import cleared
 
@@ -131,7 +131,7 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
     if rows and any(kind in ("fsdp", "ep", *DATA) for kind in strategy):
         free = free or Model(model.structured, model.machine,
                              {k: v for k, v in model.sizes.items() if k != "B"}, model.options)
-        step = _whole_step(model, free)
+        step = _whole_step(model, rows, free)
         if len(strategy) > 1:
             out["step"] = step
         else:  # one kind: its own threshold is the step's
@@ -139,7 +139,7 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
     return out
 
 
-def _whole_step(model: Model, free: Model) -> dict:
+def _whole_step(model: Model, rows: list[Collective], free: Model) -> dict:
     """The kinds together (FSDP with tensor parallelism, say): the per-chip tokens above
     which T_math exceeds every collective of the step, those on activations too (they grow
     with the batch as T_math does, so a threshold exists only while T_math grows faster),
@@ -151,8 +151,8 @@ def _whole_step(model: Model, free: Model) -> dict:
     B = dim_symbol("B")
     t_math, t_roof = cleared(a.t_math, t_net)
     gap = sympy.expand(t_math - t_roof)
-    entry: dict = {"axes": "".join(sorted({x for c in collectives(model) for x in c.axes})),
-                   "t_network": model.step_analysis.t_network, "collectives": len(collectives(model)),
+    entry: dict = {"axes": "".join(sorted({x for c in rows for x in c.axes})),
+                   "t_network": model.step_analysis.t_network, "collectives": len(rows),
                    "ratio": model.step_analysis.t_math / model.step_analysis.t_network}
     line = sympy.Poly(gap, B) if gap.is_polynomial(B) else None
     if line is None or line.degree() != 1 or not line.LC().is_positive:
@@ -206,7 +206,7 @@ def _split(model: Model, *kinds: str) -> int:
     assert mesh is not None  # a strategy writes one
     strategy = dict(model.options.strategy)
     out = 1
-    kinds = tuple(k for kind in kinds for k in (DATA if kind == "dp" else (kind,)))  # dp: its ZeRO stages too
+    kinds = with_stages(*kinds)
     for axis in "".join(strategy.get(kind, "") for kind in kinds):
         out *= mesh.axis(axis).size
     return out

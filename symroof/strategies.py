@@ -51,7 +51,7 @@ import re
 from .activations import carries_tokens
 from .errors import SpecError
 from .ir import Mesh
-from .model_decls import DATA
+from .model_decls import DATA, with_stages
 from .parse import parse_mesh
 from .syntax import COLLECTIVES
 
@@ -157,7 +157,7 @@ def is_parameter(tensor: str) -> bool:
 def names(strategy: Strategy, *kinds: str) -> str:
     """The axis names of the kinds, run together ("XZ"); "dp" stands for its ZeRO stages too
     (they split the batch alike)."""
-    kinds = tuple(k for kind in kinds for k in (DATA if kind == "dp" else (kind,)))
+    kinds = with_stages(*kinds)
     return "".join(a for kind in kinds for a, *_ in strategy.get(kind, ()))
 
 
@@ -216,7 +216,7 @@ def _exchanged(text: str, axes: str, routed: str) -> str:
     held, spread = sub("C", routed), sub("C", routed + axes)
 
     def unrouted(line: str) -> str:
-        return re.sub(rf"\b{re.escape(held)}(?=[,\]])", spread, re.sub(rf"\b{re.escape(split)}(?=[,\]])", whole, line))
+        return _rewritten(_rewritten(line, split, whole), held, spread)
 
     over = ",".join(axes)
     out: list[str] = []
@@ -256,7 +256,7 @@ def _context_gathered(text: str, axes: str) -> str:
             continue
         end = next(j for j in range(k, len(lines)) if lines[j].strip() == "}")
         lead = line[:len(line) - len(line.lstrip())]
-        block = [re.sub(rf"\b{re.escape(local)}(?=[,\]])", whole, b) for b in lines[k:end + 1]]
+        block = [_rewritten(b, local, whole) for b in lines[k:end + 1]]
         for b in lines[k + 1:end]:  # each read of the keys or the values (a tensor with S and no T)
             for m in _TENSOR.finditer(b.split("->", 1)[0]):
                 dims = dims_of(m.group(0))
@@ -266,6 +266,11 @@ def _context_gathered(text: str, axes: str) -> str:
         out += block
         k = end + 1
     return "\n".join(out)
+
+
+def _rewritten(line: str, dim: str, to: str) -> str:
+    """The line with a dim as written inside brackets (`S_I`, not `S_{IJ}`) written `to`."""
+    return re.sub(rf"\b{re.escape(dim)}(?=[,\]])", to, line)
 
 
 def braced(axes: str) -> str:
