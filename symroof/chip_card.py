@@ -29,7 +29,7 @@ _CARD: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
       ("interconnect.chip_bandwidth_one_way_bytes_per_s", "chip one-way"),
       ("interconnect.wraparound_min_axis_size", "rings from axis of"),
       ("interconnect.hop_latency_s", "latency per hop"), ("interconnect.domain_size", "domain"),
-      ("interconnect.pod_shape", "pod shape"))),
+      ("interconnect.pod_shape", "pod shape"), ("interconnect.slice_shapes", "slice shapes"))),
     ("host and network", "PCIe, the data-center network (DCN), GPU scale-out; bandwidths in bytes/s, "
                          "per chip unless marked per host or node",
      (("pcie_bandwidth_one_way_bytes_per_s", "PCIe one-way"),
@@ -60,6 +60,8 @@ def figure_text(path: str, value) -> str:
     """
     if value is None:
         return "none"
+    if isinstance(value, tuple) and value and isinstance(value[0], tuple):  # slice shapes
+        return ", ".join("x".join(map(str, shape)) for shape in value)
     if isinstance(value, tuple):  # a shape: axis lengths
         return " x ".join(map(str, value)) + " chips"
     if isinstance(value, str):

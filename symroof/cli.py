@@ -182,6 +182,8 @@ def _run(args) -> tuple[str, int]:
         figures = machine_kwargs(args)
         if figures.pop("ici_bw") is not None:
             raise SymroofError("--ici-bw costs collectives on a mesh; bare counts have none")
+        if figures.pop("slice") is not None:
+            raise SymroofError("--slice lays a mesh on a torus; bare counts have none")
         if figures.pop("vector_flops") is not None:
             raise SymroofError("--vector-flops costs elementwise work; bare counts run at the matrix peak "
                                "of --dtype (analyze a spec to split the work between the units)")

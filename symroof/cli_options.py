@@ -21,6 +21,9 @@ def machine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--override", action="append", default=[], metavar="FIELD=VALUE",
                         help="replace any chip figure for this analysis, e.g. "
                              "peak_flops_per_s.int8=3.94e14 (repeatable)")
+    parser.add_argument("--slice", metavar="AxBxC",
+                        help="lay the mesh's ICI axes on this slice of a torus chip's pod (4x8x8 for 256 "
+                             "v5p chips; see symroof chip CHIP for the vendor's shapes) rather than on the pod")
     parser.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
     parser.add_argument("--symbolic", metavar="FIELD[,FIELD...]",
                         help="make chip figures symbols: peak (C), hbm_bw (W_hbm), ici_bw (W_ici), vector "
@@ -32,7 +35,7 @@ def machine_kwargs(args) -> dict:
     symbolic = tuple(f.strip() for f in (getattr(args, "symbolic", None) or "").split(",") if f.strip())
     return dict(chip=args.chip, peak_flops=args.peak_flops, hbm_bw=args.hbm_bw, ici_bw=args.ici_bw,
                 overrides=overrides or None, variant=args.variant, hardware=args.hardware,
-                vector_flops=args.vector_flops, **({"symbolic": symbolic} if symbolic else {}))
+                vector_flops=args.vector_flops, slice=getattr(args, "slice", None), **({"symbolic": symbolic} if symbolic else {}))
 
 
 def pair(item: str, flag: str) -> tuple[str, str]:

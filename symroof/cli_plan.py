@@ -56,7 +56,7 @@ def _as_json(p: planner.Plan, args) -> dict:
     ranked = p.ranked
     return {"model": args.name, "mode": p.mode, "chips": p.chips, "batch": p.batch, "seconds": round(p.seconds, 3),
             "considered": len(p.candidates), "ranked": [_row(c) for c in ranked],
-            "set_aside": [{"strategy": c.text, "why": c.rejected} for c in p.candidates if c.rejected],
+            "set_aside": [{"strategy": c.strategy, "why": c.rejected} for c in p.candidates if c.rejected],
             "why": planner.why(p), "conventions": CONVENTIONS}
 
 
@@ -64,7 +64,8 @@ def _row(c: planner.Candidate) -> dict:
     f = c.figures
     assert c.model is not None
     mesh = c.model.structured.program.mesh
-    return {"strategy": c.text, "mesh": str(mesh).removeprefix("mesh "), "bound": f["bound"],
+    return {"strategy": c.strategy, **({"schedule": c.schedule} if c.sizes.get("pp", 1) > 1 else {}),
+            "mesh": str(mesh).removeprefix("mesh "), "bound": f["bound"],
             **{k: json_value(f[k]) for k in ("t_step", "t_step_exposed", "t_comm_exposed", "memory_per_chip",
                                               "tokens_per_s")},
             "threshold": {kind: {k: v if isinstance(v, str) else json_value(v) if v is not None else None
@@ -101,8 +102,9 @@ def _table(p: planner.Plan, args, chip: str) -> str:
     lines += ["", *wrapped("why: " + planner.why(p)), ""]
     lines += wrapped("t_step: the roofline's bound, every collective overlapped; exposed: the activations' "
                      "collectives (tensor parallelism's) waiting on the critical path, and a pipeline's bubble and "
-                     "exposed sends; ranked by exposed. Pipelines run 4 x pp microbatches, 1F1B. Sequence "
-                     "parallelism is tried where the batch has fewer sequences than chips.")
+                     "exposed sends; ranked by exposed. Pipelines run 4 x pp microbatches, 1F1B, or interleaved "
+                     "(2 chunks a chip) where that is faster. Sequence parallelism is tried where the batch has "
+                     "fewer sequences than chips; ZeRO-1, then ZeRO-2, where plain data parallelism does not fit.")
     return "\n".join(lines)
 
 

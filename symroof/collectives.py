@@ -115,10 +115,12 @@ def link_name(axis: MeshAxis, chip: Chip | None) -> str:
     return chip.texts.get("interconnect.name", "ICI") if chip is not None else "ICI"
 
 
-def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None) -> Link:
+def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None, ring: bool | None = None) -> Link:
     """The link along a mesh axis, from the chip's figures. `ici_one_way` replaces the
     chip's per-link ICI (or NVLink) figure; with no chip it describes a plain line of
-    links of that bandwidth, without wraparound and with no known hop latency."""
+    links of that bandwidth, without wraparound and with no known hop latency. `ring`
+    says whether a torus axis closes into a ring, where its place on a slice decides
+    (topology.spans); by default its own length does."""
     if axis.link in ("dcn", "pcie"):
         if chip is None:
             raise HardwareError(f"axis {axis.name} is on {axis.link.upper()}: name a chip for its figures")
@@ -157,8 +159,9 @@ def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None) -> Link:
     wrap = chip.figure("interconnect.wraparound_min_axis_size")
     # a torus axis closes into a ring at the chip's wraparound size and its multiples
     # (whole 4x4x4 cubes on v4 and v5p; the full 16 on v5e and v6e)
-    ring = topology.startswith("torus") and wrap is not None and axis.size >= wrap and axis.size % wrap == 0
-    return Link(name, one_way, bidi, ring, False, latency)
+    if ring is None:
+        ring = topology.startswith("torus") and wrap is not None and axis.size >= wrap and axis.size % wrap == 0
+    return Link(name, one_way, bidi, ring and topology.startswith("torus"), False, latency)
 
 
 def check_domain(axes: list[MeshAxis], chip: Chip | None) -> None:
@@ -190,8 +193,9 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
     laid = lay_out(axes if mesh is None else mesh, chip)
     described = ", ".join(_described(a, spans(a, laid), chip, ici_one_way) for a in axes)
     # from here on, the physical axes: each logical axis, or the pieces of one spanning several
-    physical = [piece for a in axes for piece in spans(a, laid)]
-    links = [link(a, chip, ici_one_way) for a in physical]
+    pieces = [piece for a in axes for piece in spans(a, laid)]
+    physical = [a for a, _ in pieces]
+    links = [link(a, chip, ici_one_way, ring) for a, ring in pieces]
     if kind == "AllToAll":
         bandwidth = sympy.Add(*(V * _all_to_all_per_byte(a, l) for a, l in zip(physical, links)))
     elif all(l.ring for l in links):
@@ -210,11 +214,13 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
     return Time(bandwidth, latency, hops, described, known)
 
 
-def _described(axis: MeshAxis, pieces: list[MeshAxis], chip: Chip | None, ici_one_way) -> str:
+def _described(axis: MeshAxis, spanned: list[tuple[MeshAxis, bool | None]], chip: Chip | None,
+               ici_one_way) -> str:
     """An axis's links in words: "X: ICI (no wraparound)"; one spanning several physical
     axes says so, "X=64: ICI 16 (ring with wraparound) x 4 (no wraparound)", and
     "X=256: ICI 16 x 16 (rings with wraparound)" where the pieces are alike."""
-    links = [link(p, chip, ici_one_way) for p in pieces]
+    pieces = [p for p, _ in spanned]
+    links = [link(p, chip, ici_one_way, ring) for p, ring in spanned]
     if len(pieces) == 1:
         return f"{axis.name}: {links[0].describe()}"
     shapes = {l.shape() for l in links}

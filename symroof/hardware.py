@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ from .hardware_file import (
     FIGURE_PATHS,
     NUMBER,
     SHAPE,
+    SHAPES,
     TEXT,
     ChipFields,
     did_you_mean,
@@ -47,6 +49,7 @@ from .hardware_file import (
     normal_name,
     read_file,
 )
+from .hardware_shapes import Shape, slice_problem
 from .resources import resource_path
 
 # exact_value reads figures with the file in `hardware_file.py`; it is offered from here,
@@ -63,7 +66,7 @@ class Chip(ChipFields):
         return f"Chip({self.id!r}, {self.name!r})"
 
     def __hash__(self) -> int:
-        return hash((self.id, tuple(self.figures.items())))
+        return hash((self.id, tuple(self.figures.items()), self.shapes.get("slice")))
 
     def figure(self, path: str) -> sympy.Rational | None:
         """The figure at a dotted path, exact, or None where the chip has no value.
@@ -84,7 +87,7 @@ class Chip(ChipFields):
         kind = FIELDS.get(path)
         if kind == TEXT:
             raise HardwareError(f"{path!r} is text, not a figure: read {self.id}'s texts[{path!r}]")
-        if kind == SHAPE:
+        if kind in (SHAPE, SHAPES):
             raise HardwareError(f"{path!r} is a list of axis lengths, not a figure: read {self.id}'s shapes[{path!r}]")
         if kind is None:
             raise HardwareError(f"{self.id} has no figure {path!r}{did_you_mean(path, FIGURE_PATHS)}")
@@ -191,7 +194,48 @@ class Chip(ChipFields):
             >>> get_chip("v5e").pod_shape, get_chip("v5p").pod_shape, get_chip("h100").pod_shape
             ((16, 16), (16, 20, 28), None)
         """
-        return self.shapes.get("interconnect.pod_shape")
+        return _shape(self.shapes.get("interconnect.pod_shape"))
+
+    @property
+    def slice_shapes(self) -> tuple[Shape, ...]:
+        """The slice shapes the vendor sells (4x8x8 for 256 v5p chips); empty where unknown."""
+        shapes = self.shapes.get("interconnect.slice_shapes")
+        return tuple(s for s in shapes or () if isinstance(s, tuple))
+
+    @property
+    def slice(self) -> Shape | None:
+        """The slice a mesh's ICI axes are laid on (`on_slice`); None: the whole pod."""
+        return _shape(self.shapes.get("slice"))
+
+    def vendor_slice(self, chips: int) -> Shape | None:
+        """The vendor's slice shape of that many chips, if the file lists one.
+
+        Examples:
+            >>> get_chip("v5p").vendor_slice(256), get_chip("v5p").vendor_slice(96)
+            ((4, 8, 8), None)
+        """
+        return next((s for s in self.slice_shapes if math.prod(s) == chips), None)
+
+    def on_slice(self, shape: Shape | str) -> Chip:
+        """A copy whose mesh axes are laid on a slice of its pod ("4x8x8") rather than on
+        the whole pod: a slice's axes close into rings only where whole (and long enough).
+
+        Examples:
+            >>> get_chip("v5p").on_slice("4x8x8").slice
+            (4, 8, 8)
+            >>> get_chip("v5e").on_slice("32x8")
+            Traceback (most recent call last):
+            ...
+            symroof.errors.HardwareError: --slice 32x8 on TPU v5e: a slice 32x8 does not fit the 16x16 pod (its vendor slices: 1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16)
+        """
+        if isinstance(shape, str):
+            shape = _read_slice(shape)
+        problem = slice_problem(shape, self.pod_shape)
+        if problem:
+            vendor = ", ".join("x".join(map(str, s)) for s in self.slice_shapes)
+            raise HardwareError(f"--slice {'x'.join(map(str, shape))} on {self.name}: {problem}"
+                                + (f" (its vendor slices: {vendor})" if vendor else ""))
+        return replace(self, shapes=MappingProxyType({**self.shapes, "slice": shape}))
 
     def rows(self) -> list[tuple[str, sympy.Rational | str | tuple[int, ...] | None, str]]:
         """(path, value, source) for every figure, text and shape field the chip has, in the
@@ -209,6 +253,18 @@ class Chip(ChipFields):
         return replace(self,
                        figures=MappingProxyType({p: figures[p] for p in FIELDS if p in figures}),
                        sources=MappingProxyType({**self.sources, **dict.fromkeys(values, source)}))
+
+
+def _shape(value) -> Shape | None:
+    return value if isinstance(value, tuple) and all(isinstance(v, int) for v in value) else None
+
+
+def _read_slice(text: str) -> Shape:
+    """"4x8x8" as (4, 8, 8); a HardwareError saying what is expected otherwise."""
+    parts = text.strip().lower().split("x")
+    if not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise HardwareError(f"--slice {text!r}: expected axis lengths joined by x, e.g. 4x8x8")
+    return tuple(int(p) for p in parts)
 
 
 def load_hardware(path: str | os.PathLike | None = None) -> dict[str, Chip]:

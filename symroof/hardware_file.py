@@ -26,9 +26,9 @@ import sympy
 
 from .dtypes import RATES
 from .errors import HardwareError
-from .hardware_shapes import pod_shape_problem, read_shape
+from .hardware_shapes import Shape, pod_shape_problem, read_shape, read_shapes, slice_shapes_problem
 
-NUMBER, COUNT, TEXT, SHAPE = "number", "count", "text", "shape"
+NUMBER, COUNT, TEXT, SHAPE, SHAPES = "number", "count", "text", "shape", "shapes"
 
 # Chip fields and their kinds, in the order the shipped file lists them (and `rows` shows them);
 # a nested dict is a block, whose fields are addressed as "block.field". Each network (the
@@ -49,7 +49,7 @@ SCHEMA: dict[str, str | dict[str, str]] = {
                      "link_bandwidth_bidi_bytes_per_s": NUMBER, "links_per_chip": COUNT,
                      "chip_bandwidth_one_way_bytes_per_s": NUMBER, "topology": TEXT,
                      "wraparound_min_axis_size": COUNT, "hop_latency_s": NUMBER, "domain_size": COUNT,
-                     "pod_shape": SHAPE},
+                     "pod_shape": SHAPE, "slice_shapes": SHAPES},
     "pcie_bandwidth_one_way_bytes_per_s": NUMBER,
     "dcn": {"bandwidth_one_way_bytes_per_s_per_chip": NUMBER, "bandwidth_bytes_per_s_per_host": NUMBER,
             "chips_per_host": COUNT, "hop_latency_s": NUMBER},
@@ -98,7 +98,8 @@ class ChipFields:
             vendor use), applied with `with_variant`.
         notes: free-text remarks from the file.
         shapes: the lists of axis lengths by dotted path ("interconnect.pod_shape"), as
-            tuples of ints; None where the file has null.
+            tuples of ints, and lists of them ("interconnect.slice_shapes") as tuples of
+            those; None where the file has null.
     """
 
     id: str
@@ -111,7 +112,7 @@ class ChipFields:
     sources: Mapping[str, str]
     variants: Mapping[str, Mapping[str, sympy.Rational]]
     notes: tuple[str, ...] = ()
-    shapes: Mapping[str, tuple[int, ...] | None] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    shapes: Mapping[str, Shape | tuple[Shape, ...] | None] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
 
 class _JsonNumber(str):
@@ -208,7 +209,7 @@ def _parse_chip(file: str, number: int, raw: object) -> ChipFields:
 
     figures: dict[str, sympy.Rational | None] = {}
     texts: dict[str, str] = {}
-    shapes: dict[str, tuple[int, ...] | None] = {}
+    shapes: dict[str, Shape | tuple[Shape, ...] | None] = {}
     for key, spec in SCHEMA.items():
         if key not in raw:
             continue
@@ -227,9 +228,9 @@ def _parse_chip(file: str, number: int, raw: object) -> ChipFields:
         else:
             items = [(key, raw[key])]
         for path, value in items:
-            if FIELDS[path] == SHAPE:
+            if FIELDS[path] in (SHAPE, SHAPES):
                 try:
-                    shapes[path] = read_shape(value, _describe)
+                    shapes[path] = (read_shape if FIELDS[path] == SHAPE else read_shapes)(value, _describe)
                 except ValueError as error:
                     fail(path, str(error))
             elif FIELDS[path] != TEXT:
@@ -248,6 +249,9 @@ def _parse_chip(file: str, number: int, raw: object) -> ChipFields:
                                 figures.get("interconnect.domain_size"))
     if problem:
         fail("interconnect.pod_shape", problem)
+    problem = slice_shapes_problem(shapes.get("interconnect.slice_shapes"), shapes.get("interconnect.pod_shape"))
+    if problem:
+        fail("interconnect.slice_shapes", problem)
 
     variants: dict[str, Mapping[str, sympy.Rational]] = {}
     raw_variants = raw.get("variants", {})

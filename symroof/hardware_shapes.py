@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+Shape = tuple[int, ...]
+
 
 def read_shape(value: object, describe: Callable[[object], str]) -> tuple[int, ...] | None:
     """The axis lengths as a tuple of ints (None for null); ValueError, saying what is
@@ -28,6 +30,60 @@ def read_shape(value: object, describe: Callable[[object], str]) -> tuple[int, .
         if type(length) is not int or length < 1:
             raise ValueError(f"each axis length must be a positive whole number, got {describe(length)}")
     return tuple(value)
+
+
+def read_shapes(value: object, describe: Callable[[object], str]) -> tuple[Shape, ...] | None:
+    """A list of shapes (a torus's slice shapes) as a tuple of them; None for null.
+
+    Examples:
+        >>> read_shapes([[2, 2], [4, 4]], repr)
+        ((2, 2), (4, 4))
+    """
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"must be a non-empty list of shapes (e.g. [[2, 2], [4, 4]]) or null, got {describe(value)}")
+    shapes = []
+    for shape in value:
+        read = read_shape(shape, describe)
+        if read is None:
+            raise ValueError("a shape in the list cannot be null")
+        shapes.append(read)
+    return tuple(shapes)
+
+
+def fits(shape: Shape, room: Shape) -> bool:
+    """Whether a box of `shape` fits in one of `room` (same number of axes, in some order).
+
+    Examples:
+        >>> fits((4, 8, 8), (16, 20, 28)), fits((32, 4), (16, 16))
+        (True, False)
+    """
+    return len(shape) == len(room) and all(s <= r for s, r in zip(sorted(shape), sorted(room)))
+
+
+def slice_problem(shape: Shape, pod: Shape | None) -> str | None:
+    """What keeps `shape` from being a slice of a pod of `pod`, if anything."""
+    shown = "x".join(map(str, shape))
+    if pod is None:
+        return f"a slice {shown} is a box of a torus pod, but no pod shape is given"
+    if not fits(shape, pod):
+        return f"a slice {shown} does not fit the {'x'.join(map(str, pod))} pod"
+    return None
+
+
+def slice_shapes_problem(shapes: tuple[Shape, ...] | None, pod: Shape | None) -> str | None:
+    """What is wrong with a torus's slice shapes beside its pod's shape, if anything.
+
+    Examples:
+        >>> slice_shapes_problem(((4, 4), (32, 2)), (16, 16))
+        'a slice 32x2 does not fit the 16x16 pod'
+    """
+    for shape in shapes or ():
+        problem = slice_problem(shape, pod)
+        if problem:
+            return problem
+    return None
 
 
 def pod_shape_problem(shape: tuple[int, ...] | None, topology: str | None, domain) -> str | None:

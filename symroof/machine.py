@@ -112,8 +112,10 @@ def figure_symbol(field: str) -> sympy.Symbol:
 
 def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ici_bw=None,
             overrides: Mapping[str, object] | None = None, variant: str | None = None,
-            hardware=None, vector_flops=None, symbolic=()) -> Machine | None:
+            hardware=None, vector_flops=None, symbolic=(), slice=None) -> Machine | None:
     """Build the machine an analysis runs against; None when nothing at all is given.
+
+    `slice` ("4x8x8") lays mesh axes on that slice of a torus chip's pod (Chip.on_slice).
 
     `chip="symbolic"` is a chip whose every figure is a symbol (peak C, HBM bandwidth
     W_hbm, link bandwidth W_ici, vector unit C_vec, HBM capacity M_hbm); `symbolic` names
@@ -126,7 +128,7 @@ def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ici
                        ici_bw=figure_symbol("ici_bw"), vector_flops=figure_symbol("vector"),
                        hbm_capacity=figure_symbol("hbm_capacity"))
     found = _machine(chip, peak_flops=peak_flops, hbm_bw=hbm_bw, ici_bw=ici_bw, overrides=overrides,
-                     variant=variant, hardware=hardware, vector_flops=vector_flops)
+                     variant=variant, hardware=hardware, vector_flops=vector_flops, slice=slice)
     if not symbolic:
         return found
     if found is None:
@@ -138,7 +140,7 @@ def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ici
 
 def _machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ici_bw=None,
              overrides: Mapping[str, object] | None = None, variant: str | None = None,
-             hardware=None, vector_flops=None) -> Machine | None:
+             hardware=None, vector_flops=None, slice=None) -> Machine | None:
     if isinstance(chip, str):
         chip = get_chip(chip, hardware, variant=variant)
     elif chip is not None and not isinstance(chip, Chip):
@@ -149,6 +151,10 @@ def _machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ic
         if chip is None:
             raise HardwareError("figure overrides need a chip to override (--chip)")
         chip = chip.with_figures(dict(overrides))
+    if slice:
+        if chip is None:
+            raise HardwareError("--slice lays a mesh on a slice of a chip's torus: name the chip (--chip)")
+        chip = chip.on_slice(slice)
     peak = None if peak_flops is None else exact_number(peak_flops, "peak FLOPs/s", "1.97e14")
     bw = None if hbm_bw is None else exact_number(hbm_bw, "HBM bandwidth", "8.2e11")
     ici = None if ici_bw is None else exact_number(ici_bw, "ICI bandwidth (one way, per link)", "4.5e10")

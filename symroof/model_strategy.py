@@ -41,6 +41,7 @@ from .model import Model
 from .model_decls import DATA, with_stages
 from .solve import positive_region
 from .thresholds import cleared
+from .topology import placement
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,10 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
         return []
     out = [("strategy", ", ".join(f"{kind} over {axes} ({_link(model, axes)})"
                                   for kind, axes in found["strategy"].items()))]
+    mesh = model.structured.program.mesh
+    laid = placement(mesh.axes, model.machine.chip) if mesh is not None and model.machine is not None else None
+    if laid:
+        out.append(("", laid))
     if model.pipeline is not None:
         out.append(("pipeline", model.pipeline.describe(show)))
     groups: dict[tuple, list] = {}

@@ -6,12 +6,14 @@ time, each with its binding roof and its thresholds.
 
 Candidates are the factorizations N = dp x fsdp x tp x pp x sp x ep (fsdp and pp in
 training only; ep dividing the experts; sp dividing the context, tried only when the batch
-has fewer sequences than chips). Before any is
+has fewer sequences than chips). Where plain data parallelism does not fit in training,
+ZeRO-1 and then ZeRO-2 over the same axis are tried: the same time, less memory. Before any is
 costed, arithmetic on the model's figures prunes those that cannot work: tp must divide
 the KV heads, the MLP width and the vocabulary (Megatron's splits), dp x fsdp the batch of
 sequences; tp must stay inside the chip's fast-link domain (an NVLink node); and memory has
 a floor, the parameters' bytes per chip (with their gradients and optimizer state in
-training) over fsdp x tp x pp x ep, which no sharding lowers. Each survivor is then costed whole,
+training, the gradients and optimizer state over dp too, as ZeRO-2 splits them) over fsdp x
+tp x pp x ep, which no sharding lowers. Each survivor is then costed whole,
 forward and backward, by the sharding engine (model_strategy.py), and ranked by
 `t_step_exposed`: the roofline step with the activations' collectives on the critical path.
 """
@@ -37,12 +39,21 @@ class Candidate:
 
     sizes: dict[str, int]
     rejected: str | None = None
+    zero: int = 0  # the ZeRO stage its data parallelism runs at: 0 (plain dp), 1 or 2
+    schedule: str = "1f1b"  # a pipeline's
     model: Model | None = None
     figures: dict = field(default_factory=dict)
 
     @property
+    def strategy(self) -> str:
+        """As `--strategy` takes it."""
+        kinds = {f"zero{self.zero}" if k == "dp" and self.zero else k: v for k, v in self.sizes.items()}
+        return ",".join(f"{k}={v}" for k, v in kinds.items() if v > 1) or "dp=1"
+
+    @property
     def text(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self.sizes.items() if v > 1) or "dp=1"
+        """As the plan shows it: the strategy, and a pipeline's schedule where not 1F1B."""
+        return self.strategy + (f" ({self.schedule})" if self.schedule != "1f1b" else "")
 
 
 @dataclass
@@ -117,19 +128,23 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
     domain = probe.machine.chip.figure("interconnect.domain_size") if probe.machine.chip is not None else None
     for c in found:
         c.rejected = _pruned(c.sizes, s, sequences, probe.params, per_param, usable, domain)
-    # pipelines last: each is bounded below by its bubble, (M + P - 1)/M of the chips' share of the
-    # work at the peak, and set aside uncosted where that bound is slower than a strategy already costed
+    # pipelines last: each is bounded below by its bubble, (M + (P - 1)/v)/M of the chips' share of
+    # the work at the peak (v = 2 where the interleaved schedule can run), and set aside uncosted
+    # where that bound is slower than a strategy already costed
     ideal = probe.flops_train / (chips * probe.matrix_peak)
     best = None
     for c in sorted(found, key=lambda c: c.sizes.get("pp", 1)):
         pp = c.sizes.get("pp", 1)
         if c.rejected is None and pp > 1 and best is not None:
-            floor = ideal * (5 * pp - 1) / (4 * pp)  # the default 4 x P microbatches
+            chunks = 2 if s["L"] % (2 * pp) == 0 else 1
+            floor = ideal * (4 * pp + sympy.Rational(pp - 1, chunks)) / (4 * pp)  # the default 4 x P microbatches
             if floor > best:
                 c.rejected = f"pp={pp}: its bubble alone makes it at least {float(floor) * 1e3:.4g} ms, slower " \
                              f"than {float(best) * 1e3:.4g} ms already found"
         if c.rejected is None:
             _cost(c, name, mode, chip, batch, models_file, usable)
+            if c.rejected is None and pp > 1 and s["L"] % (2 * pp) == 0:
+                _interleaved(c, name, mode, chip, batch, models_file, usable)
             if c.rejected is None:
                 t = c.figures["t_step_exposed"]
                 best = t if best is None or t < best else best
@@ -149,39 +164,58 @@ def _pruned(sizes: dict, s: dict, sequences: int, params, per_param: int, usable
     if pp > 1 and (s["L"] % pp or (sequences // split) % (4 * pp)):
         return f"pp={pp} does not divide the {s['L']} layers" if s["L"] % pp else \
             f"pp={pp}: its 4 x {pp} microbatches do not split the {sequences // split} sequences of a replica"
-    # a stage holds 1/pp or more; ep splits only the experts' share, so over it too is a floor still
-    floor = sympy.Integer(per_param) * params / (sizes.get("fsdp", 1) * tp * pp * ep)
+    # a stage holds 1/pp or more; ep splits only the experts' share, so over it too is a floor
+    # still; ZeRO-2 may split the gradients and optimizer state over dp too, never the weights
+    floor = (2 + sympy.Rational(per_param - 2, sizes["dp"])) * params / (sizes.get("fsdp", 1) * tp * pp * ep)
     if floor > usable:
         return f"out of memory: the parameters alone take {float(floor) / 1e9:.4g} GB a chip"
     return None
 
 
 def _cost(c: Candidate, name: str, mode: str, chip: str, batch: dict, models_file, usable) -> None:
+    """Cost a candidate; where plain data parallelism does not fit in training, the same split
+    with ZeRO-1, then ZeRO-2 (the same step time, less memory: model_strategy costs them alike).
+    A figure the chip lacks for it (a pipeline's sends over a network with no bandwidth) or a
+    mesh past the chip's domain sets it aside, saying so."""
     try:
-        m = model(name, mode, chip, batch, strategy=c.text, models_file=models_file)
-        m.step_analysis.t_network  # noqa: B018 (costs it; a mesh past the chip's domain is refused here)
+        m = model(name, mode, chip, batch, strategy=c.strategy, models_file=models_file,
+                  schedule=c.schedule if c.sizes.get("pp", 1) > 1 else None)
+        if m.hbm_per_chip > usable and mode == "train" and c.sizes["dp"] > 1 and c.zero < 2:
+            c.zero += 1
+            return _cost(c, name, mode, chip, batch, models_file, usable)
+        if m.hbm_per_chip > usable:
+            c.rejected = f"out of memory: {float(m.hbm_per_chip) / 1e9:.4g} GB a chip (usable {float(usable) / 1e9:.4g})"
+            return
+        a = m.step_analysis if m.pipeline is None else m.pipeline.last.step_analysis  # a pipeline's slowest stage
+        found = model_strategy.times(m)
+        network = a.t_network if m.pipeline is None else found["t_network_overlapped"] + found["t_network_exposed"]
+        roofs = {"compute": a.t_math, "HBM": a.t_comms, "network": a.t_network}
+        thresholds = model_strategy.thresholds(m, dict(m.options.strategy))
     except (SpecError, HardwareError) as err:
         c.rejected = str(err).split("\n", 1)[0]
         return
-    if m.hbm_per_chip > usable:
-        c.rejected = f"out of memory: {float(m.hbm_per_chip) / 1e9:.4g} GB a chip (usable {float(usable) / 1e9:.4g})"
-        return
-    a = m.step_analysis if m.pipeline is None else m.pipeline.last.step_analysis  # a pipeline's slowest stage
-    found = model_strategy.times(m)
-    network = a.t_network if m.pipeline is None else found["t_network_overlapped"] + found["t_network_exposed"]
-    roofs = {"compute": a.t_math, "HBM": a.t_comms, "network": a.t_network}
     c.model = m
     c.figures = {"t_step": m.t_step, "t_network": network, **found,
                  "memory_per_chip": m.hbm_per_chip, "bound": max(roofs, key=lambda k: float(roofs[k])),
-                 "tokens_per_s": m.tokens / m.t_step, "tokens": m.tokens,
-                 "threshold": model_strategy.thresholds(m, dict(m.options.strategy))}
+                 "tokens_per_s": m.tokens / m.t_step, "tokens": m.tokens, "threshold": thresholds}
+
+
+def _interleaved(c: Candidate, name: str, mode: str, chip, batch: dict, models_file, usable) -> None:
+    """Keep the interleaved schedule (2 layer chunks a chip: a bubble half 1F1B's, twice the
+    sends) in place of 1F1B where it is faster."""
+    other = Candidate(dict(c.sizes), zero=c.zero, schedule="interleaved")
+    _cost(other, name, mode, chip, batch, models_file, usable)
+    if other.rejected is None and other.figures["t_step_exposed"] < c.figures["t_step_exposed"]:
+        c.schedule, c.zero, c.model, c.figures = other.schedule, other.zero, other.model, other.figures
 
 
 def why(p: Plan) -> str:
     """Why the best strategy wins, against the runner-up and the simplest alternatives."""
     ranked = p.ranked
     if not ranked:
-        reasons = sorted({c.rejected for c in p.candidates if c.rejected}, key=len)[:3]
+        # a figure the chip lacks first: the one the user can supply
+        reasons = sorted({c.rejected for c in p.candidates if c.rejected},
+                         key=lambda r: ("has no figure" not in r, len(r)))[:3]
         return "no strategy fits: " + "; ".join(reasons)
     best = ranked[0]
     assert best.model is not None  # ranked ones are costed

@@ -23,6 +23,7 @@ from .roofline import CONVENTIONS, Analysis, dim_names
 from .sharding import Local
 from .show import beside, human, number, over, pretty, seconds, wrapped
 from .thresholds import threshold_text
+from .topology import placement
 
 # Row labels and units, as declared (quantities.py)
 _L = {name: q.label for name, q in QUANTITY.items()}
@@ -78,6 +79,9 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     if a.mesh is not None:
         rows.append(("mesh", ", ".join(f"{x.name}={x.size} ({link_name(x, a.chip)})" for x in a.mesh.axes)
                      + f": {a.mesh.chips} chip{'s' if a.mesh.chips != 1 else ''}; the counts below are per chip"))
+        laid = placement(a.mesh.axes, a.chip)
+        if laid:
+            rows.append(("", laid))
     lines = a.lines
     if len(lines) > 1:
         for i, line in enumerate(lines, 1):

@@ -54,7 +54,7 @@ CONVENTIONS = ("1 FLOP = one multiply or one add (a multiply-add is 2); int dtyp
 def analyze(spec: str | Program, chip: str | Chip | None = None, *, dtype: str = "bf16",
             peak_flops=None, hbm_bw=None, ici_bw=None, overrides=None, variant=None, hardware=None,
             values: Mapping[str, int] | None = None, mesh=None, grow=None, vector_flops=None,
-            symbolic=(), cls: type[Analysis] | None = None) -> Analysis:
+            symbolic=(), slice=None, cls: type[Analysis] | None = None) -> Analysis:
     """Analyse a spec, optionally on a chip.
 
     Args:
@@ -78,6 +78,8 @@ def analyze(spec: str | Program, chip: str | Chip | None = None, *, dtype: str =
         symbolic: chip figures to make symbols ("peak", "hbm_bw", "ici_bw", "vector",
             "hbm_capacity"), so that thresholds come out as B > C/W_hbm; chip="symbolic"
             makes them all symbols.
+        slice: a slice of a torus chip's pod ("4x8x8") to lay the mesh's ICI axes on, in
+            place of the whole pod (where a slice's axis closes into a ring only when whole).
     """
     if not isinstance(dtype, str):
         raise SpecError(f"dtype must be a dtype's name such as 'bf16', got {dtype!r}")
@@ -88,7 +90,8 @@ def analyze(spec: str | Program, chip: str | Chip | None = None, *, dtype: str =
         raise SpecError("an ICI bandwidth (--ici-bw) costs collectives between chips, and this spec has "
                         "no mesh: add one (--mesh X=2, or a line 'mesh X=2'), or drop --ici-bw")
     target = machine(chip, peak_flops=peak_flops, hbm_bw=hbm_bw, ici_bw=ici_bw, overrides=overrides,
-                     variant=variant, hardware=hardware, vector_flops=vector_flops, symbolic=tuple(symbolic))
+                     variant=variant, hardware=hardware, vector_flops=vector_flops, symbolic=tuple(symbolic),
+                     slice=slice)
     return (cls or Analysis)(cost(program), target, program=program, values=values, grow=grow)
 
 

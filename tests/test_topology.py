@@ -33,7 +33,13 @@ from symroof.errors import HardwareError
 from symroof.hardware import get_chip, list_chips, load_hardware
 from symroof.ir import MeshAxis
 from symroof.resources import resource_path
-from symroof.topology import lay_out
+from symroof.topology import lay_out as laid_pieces
+
+
+def lengths(mesh, chip):
+    """Each axis's pieces' lengths (lay_out gives each piece with whether it is a ring)."""
+    return {name: tuple(size for size, _ in pieces) for name, pieces in laid_pieces(mesh, chip).items()}
+
 
 V = sympy.Symbol("V", positive=True)
 
@@ -242,7 +248,7 @@ def test_v5p_x64_spans_two_of_its_three_axes():
     big, small = _fewest_pieces(64, shape)
     assert big * small == 64 and big % wrap == 0 and small % wrap == 0  # two rings
     chip = get_chip("v5p")
-    assert lay_out(axes(X=64), chip) == {"X": (big, small)}
+    assert lengths(axes(X=64), chip) == {"X": (big, small)}
     t = time("AllGather", axes(X=64), V, chip)
     assert t.bandwidth == V / (2 * bidi)
     assert t.hops == ring_hops(big) + ring_hops(small) and t.latency == t.hops * hop
@@ -256,7 +262,7 @@ def test_v5p_whole_pod_spans_all_three_axes():
     shape, bidi = tuple(f["pod_shape"]), f["link_bandwidth_bidi_bytes_per_s"]
     chip = get_chip("v5p")
     n = math.prod(shape)
-    assert sorted(lay_out(axes(X=n), chip)["X"]) == sorted(shape)
+    assert sorted(lengths(axes(X=n), chip)["X"]) == sorted(shape)
     t = time("AllGather", axes(X=n), V, chip)
     assert t.bandwidth == V / (3 * bidi) and t.hops == sum(ring_hops(s) for s in shape)
 
@@ -279,7 +285,7 @@ def test_an_axis_along_one_physical_axis_costs_what_it_did(chip_id):
 @pytest.mark.parametrize("mesh", [dict(X=4, Y=4, Z=16), dict(X=16, Y=16), dict(X=2, Y=8, Z=16), dict(X=4, Y=16, Z=4)])
 def test_axes_sharing_a_physical_axis_cost_what_they_did(mesh):
     chip = get_chip("v5e")
-    laid = lay_out(axes(**mesh), chip)
+    laid = lengths(axes(**mesh), chip)
     assert all(len(pieces) == 1 for pieces in laid.values())
     for kind in KINDS:
         for name in mesh:
@@ -299,7 +305,7 @@ def test_symbolic_links_gpus_and_dcn_are_as_they_were():
     v5e = get_chip("v5e")
     dcn = [MeshAxis("X", 16), MeshAxis("Y", 64, "dcn")]
     assert time("AllGather", dcn, V, v5e) == time("AllGather", dcn, V, unshaped(v5e))
-    assert lay_out(dcn, v5e) == {"X": (16,)}
+    assert lengths(dcn, v5e) == {"X": (16,)}
     # TPU7x's shape is not known: its axes are costed as before, with nothing new said
     tpu7x = get_chip("tpu7x").with_figures({"interconnect.link_bandwidth_one_way_bytes_per_s": 10**11})
     t = time("AllGather", axes(X=256), V, tpu7x)
@@ -314,13 +320,13 @@ def test_an_axis_beside_others_takes_what_they_leave():
     one_way = f["link_bandwidth_one_way_bytes_per_s"]
     # X=8 and Y=8 take one physical axis each, leaving 2 on each: Z=4 is 2 x 2, two lines of 2
     mesh = axes(X=8, Y=8, Z=4)
-    assert lay_out(mesh, chip) == {"X": (8,), "Y": (8,), "Z": (2, 2)}
+    assert lengths(mesh, chip) == {"X": (8,), "Y": (8,), "Z": (2, 2)}
     t = time("AllGather", [MeshAxis("Z", 4)], V, chip, mesh=mesh)
     per_byte = sympy.Rational(1, 2) / one_way
     assert t.bandwidth == V * per_byte + V / 2 * per_byte and t.hops == 2
     assert t.links == "Z=4: ICI 2 x 2 (no wraparound)"
     # X=4 leaves 4 of the first axis: Y=64 is the whole second axis and those 4
-    assert lay_out(axes(X=4, Y=64), chip) == {"X": (4,), "Y": (16, 4)}
+    assert lengths(axes(X=4, Y=64), chip) == {"X": (4,), "Y": (16, 4)}
 
 
 def test_a_mesh_that_does_not_fit_the_pod_says_what_would():
@@ -354,10 +360,10 @@ SIZES = st.sampled_from([(chip_id, n) for chip_id in SHAPED for n in _divisors(m
 def test_a_laid_axis_costs_what_its_pieces_cost_as_a_mesh_written_by_hand(case, kind):
     chip_id, n = case
     chip = get_chip(chip_id)
-    pieces = lay_out(axes(X=n), chip)["X"]
+    pieces = lengths(axes(X=n), chip)["X"]
     assert math.prod(pieces) == n
     by_hand = [MeshAxis(f"P{i}", p) for i, p in enumerate(pieces)]
-    assert all(len(v) == 1 for v in lay_out(by_hand, chip).values())  # each piece along one physical axis
+    assert all(len(v) == 1 for v in lengths(by_hand, chip).values())  # each piece along one physical axis
     laid, written = time(kind, axes(X=n), V, chip), time(kind, by_hand, V, chip)
     assert (laid.bandwidth, laid.latency, laid.hops) == (written.bandwidth, written.latency, written.hops)
     # and a piece never takes more hops than one long axis did
