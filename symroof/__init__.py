@@ -19,6 +19,7 @@ from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from .expr import read_expression
 from .hardware import Chip, get_chip, list_chips, load_hardware
 from .ir import Program, dim_symbol
+from .jax_import import from_jax
 from .model_report import model
 from .parse import parse
 from .quantities import QUANTITIES, Quantity
@@ -28,5 +29,6 @@ from .thresholds import Threshold
 __all__ = [
     "Analysis", "CONVENTIONS", "Chip", "Cost", "HardwareError", "Program", "QUANTITIES", "Quantity", "SpecError",
     "StepCost", "SymroofError", "SymroofWarning", "Threshold", "analyze", "check_case", "cost", "dim_symbol",
+    "from_jax",
     "get_chip", "list_chips", "load_hardware", "model", "parse", "read_expression", "roofline",
 ]

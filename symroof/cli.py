@@ -19,7 +19,7 @@ import re
 import sys
 import warnings
 
-from . import cli_model, cli_plan, latex
+from . import cli_jax, cli_measure, cli_model, cli_plan, latex
 from .chip_card import chip_card, chips_table
 from .claims import load_claims
 from .claims import report as claims_report
@@ -107,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     chip_cmd.add_argument("--json", action="store_true", help="print JSON")
     cli_model.add_parser(commands)
     cli_plan.add_parser(commands)
+    cli_measure.add_parser(commands)
+    cli_jax.add_parser(commands)
     return parser
 
 
@@ -197,6 +199,10 @@ def _run(args) -> tuple[str, int]:
         return cli_model.run(args), 0
     if args.command == "plan":
         return cli_plan.run(args), 0
+    if args.command in ("calibrate", "validate"):
+        return cli_measure.run(args)
+    if args.command == "from-jax":
+        return cli_jax.run(args), 0
     return _chip(args), 0
 
 

@@ -35,7 +35,8 @@ def machine_kwargs(args) -> dict:
     symbolic = tuple(f.strip() for f in (getattr(args, "symbolic", None) or "").split(",") if f.strip())
     return dict(chip=args.chip, peak_flops=args.peak_flops, hbm_bw=args.hbm_bw, ici_bw=args.ici_bw,
                 overrides=overrides or None, variant=args.variant, hardware=args.hardware,
-                vector_flops=args.vector_flops, slice=getattr(args, "slice", None), **({"symbolic": symbolic} if symbolic else {}))
+                vector_flops=args.vector_flops, slice=getattr(args, "slice", None),
+                **({"symbolic": symbolic} if symbolic else {}))
 
 
 def pair(item: str, flag: str) -> tuple[str, str]:

@@ -68,8 +68,14 @@ def _row(c: planner.Candidate) -> dict:
             "mesh": str(mesh).removeprefix("mesh "), "bound": f["bound"],
             **{k: json_value(f[k]) for k in ("t_step", "t_step_exposed", "t_comm_exposed", "memory_per_chip",
                                               "tokens_per_s")},
-            "threshold": {kind: {k: v if isinstance(v, str) else json_value(v) if v is not None else None
-                                 for k, v in entry.items()} for kind, entry in f["threshold"].items()}}
+            "threshold": {kind: {k: _json(v) for k, v in entry.items()} for kind, entry in f["threshold"].items()}}
+
+
+def _json(v):
+    """A threshold's value: text as it is, a table (microbatches for each bubble target) entry by entry."""
+    if isinstance(v, dict):
+        return {k: _json(x) for k, x in v.items()}
+    return v if isinstance(v, str) or v is None else json_value(v)
 
 
 def _table(p: planner.Plan, args, chip: str) -> str:

@@ -59,6 +59,7 @@ _TABLE: list[tuple[str, object, str, bool, tuple[str, ...]]] = [
     ("uint8", 1, "int8", False, ("u8",)),
     ("int4", sympy.Rational(1, 2), "int4", False, ("i4",)),
     ("fp4", sympy.Rational(1, 2), "fp4", True, ("e2m1", "fp4e2m1", "float4_e2m1fn", "f4")),
+    ("bool", 1, "int8", False, ("pred",)),  # masks and comparisons' results: a byte each, as XLA stores them
 ]
 
 DTYPES: dict[str, DType] = {}
@@ -72,7 +73,7 @@ for _name, _bytes, _rate, _is_float, _aliases in _TABLE:
 # Which of two equally wide dtypes a mixed contraction computes in, so that the answer
 # does not depend on the order of the operands: the first in this list wins.
 _PREFERENCE = ["fp64", "fp32", "tf32", "int32", "bf16", "fp16", "int16", "fp8", "fp8_e4m3",
-               "fp8_e5m2", "int8", "uint8", "fp4", "int4"]
+               "fp8_e5m2", "int8", "uint8", "bool", "fp4", "int4"]
 
 _DTYPE_LIKE = re.compile(r"^(?:bf|fp|f|int|i|uint|u|float|bfloat|tf)\d|^(?:BF|FP|INT|UINT|TF)\d")
 

@@ -112,7 +112,8 @@ class ChipFields:
     sources: Mapping[str, str]
     variants: Mapping[str, Mapping[str, sympy.Rational]]
     notes: tuple[str, ...] = ()
-    shapes: Mapping[str, Shape | tuple[Shape, ...] | None] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    shapes: Mapping[str, Shape | tuple[Shape, ...] | None] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({}))
 
 
 class _JsonNumber(str):
@@ -245,11 +246,13 @@ def _parse_chip(file: str, number: int, raw: object) -> ChipFields:
     for path in _NOT_NULL:
         if figures[path] is None:
             fail(path, "must be a number, not null")
-    problem = pod_shape_problem(shapes.get("interconnect.pod_shape"), texts.get("interconnect.topology"),
+    pod = shapes.get("interconnect.pod_shape")
+    slices = shapes.get("interconnect.slice_shapes")
+    problem = pod_shape_problem(pod, texts.get("interconnect.topology"),  # type: ignore[arg-type]
                                 figures.get("interconnect.domain_size"))
     if problem:
         fail("interconnect.pod_shape", problem)
-    problem = slice_shapes_problem(shapes.get("interconnect.slice_shapes"), shapes.get("interconnect.pod_shape"))
+    problem = slice_shapes_problem(slices, pod)  # type: ignore[arg-type]
     if problem:
         fail("interconnect.slice_shapes", problem)
 

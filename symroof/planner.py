@@ -180,11 +180,15 @@ def _cost(c: Candidate, name: str, mode: str, chip: str, batch: dict, models_fil
     try:
         m = model(name, mode, chip, batch, strategy=c.strategy, models_file=models_file,
                   schedule=c.schedule if c.sizes.get("pp", 1) > 1 else None)
-        if m.hbm_per_chip > usable and mode == "train" and c.sizes["dp"] > 1 and c.zero < 2:
-            c.zero += 1
-            return _cost(c, name, mode, chip, batch, models_file, usable)
+        if m.hbm_per_chip > usable and mode == "train" and c.sizes["dp"] > 1 and c.zero < 2 and \
+                (c.zero == 0 or m.pipeline is not None):
+            stage = c.zero + 1 if c.zero else _zero_stage(m, c.sizes["dp"], usable)
+            if stage:  # costed again with it, its memory checked as any other's
+                c.zero = stage
+                return _cost(c, name, mode, chip, batch, models_file, usable)
         if m.hbm_per_chip > usable:
-            c.rejected = f"out of memory: {float(m.hbm_per_chip) / 1e9:.4g} GB a chip (usable {float(usable) / 1e9:.4g})"
+            c.rejected = (f"out of memory: {float(m.hbm_per_chip) / 1e9:.4g} GB a chip "
+                          f"(usable {float(usable) / 1e9:.4g})")
             return
         a = m.step_analysis if m.pipeline is None else m.pipeline.last.step_analysis  # a pipeline's slowest stage
         found = model_strategy.times(m)
@@ -198,6 +202,19 @@ def _cost(c: Candidate, name: str, mode: str, chip: str, batch: dict, models_fil
     c.figures = {"t_step": m.t_step, "t_network": network, **found,
                  "memory_per_chip": m.hbm_per_chip, "bound": max(roofs, key=lambda k: float(roofs[k])),
                  "tokens_per_s": m.tokens / m.t_step, "tokens": m.tokens, "threshold": thresholds}
+
+
+def _zero_stage(m: Model, dp: int, usable) -> int:
+    """The lowest ZeRO stage (1, 2) under which a plain data-parallel model would fit: its
+    optimizer state (and, at stage 2, its gradients) split over dp; 0 where neither does.
+    Worked out from the model's memory, so that a split no stage rescues is not re-costed."""
+    spare = sympy.Rational(dp - 1, dp)
+    if m.pipeline is not None:  # a pipeline's stages keep their memory apart: try the stages in turn
+        return 1
+    one = m.hbm_per_chip - m.optimizer_bytes * spare / m.options.chips
+    if one <= usable:
+        return 1
+    return 2 if one - m.grad_bytes * spare / m.options.chips <= usable else 0
 
 
 def _interleaved(c: Candidate, name: str, mode: str, chip, batch: dict, models_file, usable) -> None:

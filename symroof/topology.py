@@ -102,7 +102,8 @@ def placement(axes: Sequence[MeshAxis], chip: Chip | None) -> str | None:
     if vendor is None or vendor == chip.pod_shape:
         return None
     try:
-        same = _rings_of(lay_out(axes, chip.on_slice(vendor)), _wrap(chip)) == _rings_of(lay_out(axes, chip), _wrap(chip))
+        wrap = _wrap(chip)
+        same = _rings_of(lay_out(axes, chip.on_slice(vendor)), wrap) == _rings_of(lay_out(axes, chip), wrap)
     except HardwareError:
         same = False
     if same:

@@ -1,14 +1,19 @@
 """Elementwise binary ops (`a + b`, `a * b`, `max(a, b)`), broadcasting by dim name, on
 the vector unit: one FLOP per result element, as XLA counts add, subtract, multiply,
-divide, maximum and minimum."""
+divide, maximum, minimum, compare, and, or, xor and rem; pow and atan2 one
+transcendental instead (measured: benchmarks/xla_conventions.md)."""
 
 from __future__ import annotations
+
+import sympy
 
 from .base import Counted, Kind, Size, same_dims
 
 # word -> the infix symbol it prints as (None: written as a call, max(a, b))
 FUNCTIONS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "max": None, "min": None,
-             "maximum": None, "minimum": None}
+             "maximum": None, "minimum": None, "compare": None, "and": None, "or": None, "xor": None,
+             "rem": None, "pow": None, "atan2": None}
+TRANSCENDENTAL = ("pow", "atan2")  # XLA counts these a transcendental, and no FLOP
 SYMBOLS = {"+": "add", "-": "sub", "−": "sub", "*": "mul", "/": "div", "÷": "div"}
 
 
@@ -25,10 +30,12 @@ class Elementwise(Kind):
 
     def count(self, step, size: Size) -> Counted:
         out = size(step.output.labels)
+        if step.fn in TRANSCENDENTAL:
+            return Counted(sympy.Integer(0), sympy.Integer(0), out)
         return Counted(out, out)
 
     def describe(self, word: str) -> str:
-        return "1 FLOP per result element"
+        return "1 transcendental per result element" if word in TRANSCENDENTAL else "1 FLOP per result element"
 
 
 KIND = Elementwise()

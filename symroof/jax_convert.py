@@ -1,0 +1,487 @@
+"""A jaxpr as a symroof program: one statement per equation that computes, in the
+notation a person would write, with the jaxpr's symbolic dims as dim names.
+
+    c:bf16[B,F] = dot_general[(([1], [0]), ([], []))] a b   ->   bf16[B, D] *_D bf16[D, F] -> bf16[B, F]
+
+How each family is written (and what XLA's lowered module counts for it, which the
+cross-check in from_jax.py relies on; benchmarks/xla_conventions.md):
+
+* dot_general: a contraction, its contracted dims named (`*_{D}`), batch dims shared.
+* elementwise arithmetic, comparisons, selects, unary functions: symroof's elementwise,
+  unary and select kinds, one FLOP (or one transcendental) per element as XLA counts;
+  `integer_pow` as the multiplies XLA emits for it (x^3: two).
+* reduce_sum, reduce_max, reduce_min: `sum_D`, `max_D`, `min_D`.
+* convert_element_type: a cast (`fp32[B, D] -> bf16[B, D]`), bytes only.
+* gather of rows (`table[ids]`): `gather bf16[V, D], int32[B, T] -> bf16[B, T, D]`.
+* broadcast_in_dim, reshape, transpose, squeeze, expand_dims, stop_gradient, copy: no
+  statement. They change how an array is indexed, not its data (XLA's lowered module
+  counts a transpose or reshape as a layout change, free); the next statement reads the
+  array it came from, broadcasting by dim name (`bf16[B, D] + bf16[D]`).
+* pjit, closed calls, custom_jvp/vjp calls and remat: their body, inline.
+* scan: `repeat LENGTH { body }`, the body's slices of the scanned arrays as its operands;
+  a while loop with a trip count known from its condition (`fori_loop`) the same, any
+  other `repeat W1 {...}` with a symbol for the unknown trip count, and a warning.
+* anything else (sort, cumsum, scatter, slices, cond, shard_map, ...): not costed, named
+  in a warning with its count. Never dropped silently.
+
+Dims: a symbolic dim is its own name (B); an integer its literal (4096); a composite dim
+(B*T, from a reshape) a name of its own with a `let` line (`let BT = B*T`). Where one
+statement has two axes of the same size (a square weight, D x D), the second gets an
+alias (`let D2 = D`), so that each axis has its own label and the contraction is the
+jaxpr's, not a guess.
+
+This module reads jaxprs and never imports JAX itself: from_jax.py traces.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import sympy
+
+from . import dtypes
+from .errors import SpecError
+from .ir import dim_symbol
+
+# jaxpr primitive -> symroof word, for each written family
+BINARY = {"add": "+", "add_any": "+", "sub": "-", "mul": "*", "div": "/", "max": "max", "min": "min",
+          "and": "and", "or": "or", "xor": "xor", "rem": "rem", "pow": "pow", "atan2": "atan2",
+          "eq": "compare", "ne": "compare", "lt": "compare", "le": "compare", "gt": "compare", "ge": "compare"}
+UNARY = {"exp": "exp", "log": "log", "tanh": "tanh", "rsqrt": "rsqrt", "sqrt": "sqrt", "logistic": "sigmoid",
+         "square": "square", "abs": "abs", "neg": "neg", "sign": "sign", "floor": "floor", "ceil": "ceil",
+         "round": "round", "not": "not", "is_finite": "isfinite", "erf": "erf", "cbrt": "cbrt", "sin": "sin",
+         "cos": "cos", "tan": "tan", "expm1": "expm1", "log1p": "log1p", "exp2": "exp2"}
+REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min"}
+# no data moved: the next statement reads the array these index differently
+LAYOUT = ("broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "stop_gradient", "copy", "copy_p",
+          "optimization_barrier", "reduce_precision")
+# constants made on the fly, read by nothing a statement counts
+FREE = ("iota", "dim_as_value")
+INLINE = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+          "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
+          "remat": "jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr"}
+
+_NAME = re.compile(r"[^\W\d_][^\W_]*")
+
+
+@dataclass(frozen=True)
+class View:
+    """How a jaxpr value reads an array in memory: the array's dtype and dims (its
+    materialized shape), and for each of the value's axes the array's axis it is (None:
+    broadcast). A layout op makes a new view of the same array; a statement a new array."""
+
+    dtype: str
+    dims: tuple  # the array's dims (jaxpr dims: int or symbolic)
+    axes: tuple[int | None, ...]
+    # a constant known when the sizes are (a literal, a dim's value, arithmetic on them):
+    # folded at concrete sizes, so no statement computes it
+    const: bool = False
+
+    @staticmethod
+    def whole(dtype: str, shape: tuple, const: bool = False) -> View:
+        return View(dtype, tuple(shape), tuple(range(len(shape))), const)
+
+
+@dataclass
+class Statement:
+    """One written statement, the primitive it came from, and how XLA's lowered count of
+    it differs from symroof's (FLOPs: XLA minus symroof), with the reason."""
+
+    text: str
+    primitive: str
+    depth: int
+    xla_flops: sympy.Expr = sympy.Integer(0)
+    why: str = ""
+
+
+@dataclass
+class Converted:
+    lets: dict[str, str] = field(default_factory=dict)  # name -> expression text
+    lines: list[tuple[int, str]] = field(default_factory=list)  # (depth, text): statements and repeat lines
+    statements: list[Statement] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)  # primitive -> count: not costed
+    layout: Counter = field(default_factory=Counter)  # primitive -> count: taken as free
+    notes: list[str] = field(default_factory=list)
+    # what XLA counts that no statement stands for: (FLOPs, why), once each
+    xla_extra: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        out = []
+        if self.lets:
+            out.append("let " + ", ".join(f"{k} = {v}" for k, v in self.lets.items()))
+        out += ["  " * depth + line for depth, line in self.lines]
+        return "\n".join(out) + "\n"
+
+
+class Converter:
+    def __init__(self):
+        self.out = Converted()
+        self.names: dict[str, str] = {}  # a dim's text (str of the jaxpr dim) -> its symroof name
+        self.used: set[str] = set()  # every name given out
+        self.loops = 0
+
+    # -- dims -----------------------------------------------------------------------
+
+    def dim_name(self, dim) -> str:
+        """The name (or literal) a jaxpr dim is written with."""
+        if isinstance(dim, int):
+            return str(dim)
+        text = str(dim).replace(" ", "")
+        if text in self.names:
+            return self.names[text]
+        if _NAME.fullmatch(text):
+            name = text
+        else:
+            if "//" in text or "mod" in text or "max" in text or "min" in text:
+                raise SpecError(f"the dim {dim} cannot be written in symroof notation (only +, -, * of dims "
+                                "and integers): give sizes that divide evenly, or concrete ones")
+            base = "".join(ch for ch in text if ch.isalnum()) or "N"
+            name = self._fresh(base if base[0].isalpha() else "n" + base)
+            self.out.lets[name] = text
+        self.names[text] = name
+        self.used.add(name)
+        return name
+
+    def _fresh(self, base: str) -> str:
+        name, k = base, 2
+        while name in self.used or name in self.names.values():
+            name, k = f"{base}{k}", k + 1
+        self.used.add(name)
+        return name
+
+    def labels(self, dims: list, named: frozenset[int] = frozenset()) -> list[str]:
+        """Names for axes of one statement (a list of jaxpr dims, one per distinct axis):
+        each its dim's name, and a fresh alias where the name is already taken; the axes
+        in `named` (a contraction's summed ones, which symroof wants named) never a
+        literal size."""
+        taken: set[str] = set()
+        out = []
+        for i, dim in enumerate(dims):
+            name = self.dim_name(dim)
+            if name in taken or (i in named and name.isdigit()):
+                base = name if name[0].isalpha() else "n" + name
+                alias = next((a for a, e in self.out.lets.items() if e == name and a not in taken), None)
+                if alias is None:
+                    alias = self._fresh(base)
+                    self.out.lets[alias] = name
+                name = alias
+            taken.add(name)
+            out.append(name)
+        return out
+
+    # -- writing --------------------------------------------------------------------
+
+    @staticmethod
+    def dtype(aval_dtype) -> str:
+        name = str(aval_dtype)
+        found = dtypes.lookup(name)
+        if found is None:
+            raise SpecError(f"a jaxpr value has dtype {name}, which symroof does not know")
+        return found.name
+
+    def tensor(self, view: View, axis_labels: list[str | None], summed: list[str] | None = None) -> str:
+        """An operand written with the labels of the value's axes: the array's dims in its
+        own order, each labelled by the value axis that reads it (unlabelled: size-1 axes,
+        left out). A summed label the array lacks (a size-1 axis a reshape added) is
+        written last: it is of size 1, and the contraction needs it on both sides."""
+        by_data: dict[int, str] = {}
+        for j, k in enumerate(view.axes):
+            if k is not None and axis_labels[j] is not None:
+                by_data[k] = axis_labels[j]  # type: ignore[assignment]
+        dims = [by_data[k] for k in range(len(view.dims)) if k in by_data]
+        dims += [label for label in summed or () if label not in dims]
+        return f"{view.dtype}[{', '.join(dims)}]"
+
+    def emit(self, text: str, primitive: str, depth: int, xla_flops: sympy.Expr | None = None, why: str = "") -> None:
+        self.out.lines.append((depth, text + f"   # {primitive}"))
+        self.out.statements.append(Statement(text, primitive, depth, xla_flops or sympy.Integer(0), why))
+
+    def size(self, labels: list[str]) -> sympy.Expr:
+        """The elements of a tensor with these labels, in symroof's dim symbols."""
+        return sympy.Mul(*(sympy.Integer(int(l)) if l.isdigit() else dim_symbol(l) for l in labels))
+
+    # -- the walk -------------------------------------------------------------------
+
+    def walk(self, jaxpr, env: dict, depth: int = 0) -> None:
+        """Write each equation of a jaxpr (its inputs' views in `env`, by var), in order."""
+        for eqn in jaxpr.eqns:
+            name = eqn.primitive.name
+            handler = getattr(self, "_" + name, None)
+            if name in LAYOUT:
+                self._layout(eqn, env)
+            elif name in FREE or (eqn.invars and all(self.view(v, env).const for v in eqn.invars)
+                                  and name not in INLINE and name not in ("scan", "while")):
+                # iota's array is made at run time; a dim's value (and arithmetic on literals and
+                # such values) is a Python number once the sizes are concrete
+                for v in eqn.outvars:
+                    env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape), const=name != "iota")
+                self.out.layout["constant" if name not in FREE else name] += 1
+            elif name in INLINE:
+                self._inline(eqn, env, depth, INLINE[name])
+            elif name in BINARY:
+                self._elementwise(eqn, env, depth, BINARY[name])
+            elif name in UNARY:
+                self._elementwise(eqn, env, depth, UNARY[name])
+            elif name in REDUCE:
+                self._reduce(eqn, env, depth)
+            elif handler is not None:
+                handler(eqn, env, depth)
+            else:
+                self._skip(eqn, env)
+
+    def _skip(self, eqn, env) -> None:
+        """Not costed: counted for the warning, its outputs treated as arrays of their own."""
+        self.out.skipped[eqn.primitive.name] += 1
+        for v in eqn.outvars:
+            env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
+
+    def view(self, var, env) -> View:
+        if type(var).__name__ == "Literal":
+            return View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape), const=True)
+        if var not in env:  # a closed-over constant
+            env[var] = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
+        return env[var]
+
+    def result(self, eqn, env, k: int = 0) -> View:
+        v = eqn.outvars[k]
+        env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
+        return env[v]
+
+    def _layout(self, eqn, env) -> None:
+        name, x = eqn.primitive.name, self.view(eqn.invars[0], env)
+        out = eqn.outvars[0]
+        shape_in, shape_out = tuple(eqn.invars[0].aval.shape), tuple(out.aval.shape)
+        if name == "broadcast_in_dim":
+            axes: list[int | None] = [None] * len(shape_out)
+            for k, j in enumerate(eqn.params["broadcast_dimensions"]):
+                if shape_in[k] == shape_out[j]:  # kept, not a size-1 axis stretched
+                    axes[j] = x.axes[k]
+            env[out] = View(x.dtype, x.dims, tuple(axes), x.const)
+        elif name == "transpose":
+            env[out] = View(x.dtype, x.dims, tuple(x.axes[k] for k in eqn.params["permutation"]), x.const)
+        elif name in ("reshape", "squeeze", "expand_dims") and _drop_ones(shape_in) == _drop_ones(shape_out):
+            kept = iter([a for a, d in zip(x.axes, shape_in) if d != 1])
+            env[out] = View(x.dtype, x.dims, tuple(None if d == 1 else next(kept) for d in shape_out), x.const)
+        elif name == "reshape":  # merges or splits dims: read as an array of the new shape
+            env[out] = View.whole(x.dtype, shape_out, x.const)
+        else:  # stop_gradient, copy, optimization_barrier, reduce_precision: the same array
+            for i, v in enumerate(eqn.outvars):
+                env[v] = self.view(eqn.invars[i], env)
+        self.out.layout[name] += 1
+
+    def _inline(self, eqn, env, depth: int, key: str) -> None:
+        inner = eqn.params[key]
+        jaxpr = getattr(inner, "jaxpr", inner)  # ClosedJaxpr or Jaxpr
+        for var, _ in zip(jaxpr.constvars, getattr(inner, "consts", ())):
+            env.setdefault(var, View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape)))
+        inner_env = {**{v: env[v] for v in jaxpr.constvars if v in env},
+                     **{iv: self.view(ov, env) for iv, ov in zip(jaxpr.invars, eqn.invars)}}
+        self.walk(jaxpr, inner_env, depth)
+        for ov, iv in zip(eqn.outvars, jaxpr.outvars):
+            env[ov] = self.view(iv, inner_env)
+
+    def _elementwise(self, eqn, env, depth: int, word: str) -> None:
+        out = eqn.outvars[0]
+        shape = tuple(out.aval.shape)
+        axes = [j for j, d in enumerate(shape) if d != 1]
+        names = self.labels([shape[j] for j in axes])
+        labels: list[str | None] = [None] * len(shape)
+        for j, n in zip(axes, names):
+            labels[j] = n
+        operands = []
+        for var in eqn.invars:
+            v = self.view(var, env)
+            rank = len(var.aval.shape)
+            operands.append(self.tensor(v, labels if rank == len(shape) else [None] * rank))
+        result = f"{self.dtype(out.aval.dtype)}[{', '.join(names)}]"
+        if word in ("+", "-", "*", "/"):
+            text = f" {word} ".join(operands) + f" -> {result}"
+        else:
+            text = f"{word}({', '.join(operands)}) -> {result}"
+        self.emit(text, eqn.primitive.name, depth)
+        self.result(eqn, env)
+
+    def _integer_pow(self, eqn, env, depth: int) -> None:
+        """x^y as XLA lowers it: squarings and multiplies (x^3: two), and a divide for y < 0."""
+        y = eqn.params["y"]
+        if y in (0, 1):
+            self.out.layout["integer_pow"] += 1
+            env[eqn.outvars[0]] = View.whole(self.dtype(eqn.outvars[0].aval.dtype), tuple(eqn.outvars[0].aval.shape)) \
+                if y == 0 else self.view(eqn.invars[0], env)
+            return
+        multiplies = abs(y).bit_length() - 1 + bin(abs(y)).count("1") - 1
+        for _ in range(multiplies):
+            shape = tuple(eqn.outvars[0].aval.shape)
+            names = self.labels([d for d in shape if d != 1])
+            t = f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(names)}]"
+            self.emit(f"{t} * {t} -> {t}", "integer_pow", depth)
+        if y < 0:
+            shape = tuple(eqn.outvars[0].aval.shape)
+            names = self.labels([d for d in shape if d != 1])
+            t = f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(names)}]"
+            self.emit(f"recip({t}) -> {t}", "integer_pow", depth)
+        self.result(eqn, env)
+
+    def _select_n(self, eqn, env, depth: int) -> None:
+        if len(eqn.invars) != 3:
+            return self._skip(eqn, env)
+        self._elementwise(eqn, env, depth, "select")
+
+    def _clamp(self, eqn, env, depth: int) -> None:
+        self._elementwise(eqn, env, depth, "clamp")
+
+    def _convert_element_type(self, eqn, env, depth: int) -> None:
+        var = eqn.invars[0]
+        if type(var).__name__ == "Literal" or not var.aval.shape:
+            self.out.layout["convert_element_type"] += 1  # a scalar constant: folded
+            self.result(eqn, env)
+            return
+        shape = tuple(eqn.outvars[0].aval.shape)
+        axes = [j for j, d in enumerate(shape) if d != 1]
+        names = self.labels([shape[j] for j in axes])
+        labels: list[str | None] = [None] * len(shape)
+        for j, n in zip(axes, names):
+            labels[j] = n
+        operand = self.tensor(self.view(var, env), labels)
+        self.emit(f"{operand} -> {self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(names)}]",
+                  "convert_element_type", depth, self.size(names), "XLA counts a convert as 1 FLOP per element")
+        self.result(eqn, env)
+
+    def _reduce(self, eqn, env, depth: int) -> None:
+        var = eqn.invars[0]
+        shape = tuple(var.aval.shape)
+        reduced = set(eqn.params["axes"])
+        axes = [j for j, d in enumerate(shape) if d != 1]
+        names = self.labels([shape[j] for j in axes])
+        labels: list[str | None] = [None] * len(shape)
+        for j, n in zip(axes, names):
+            labels[j] = n
+        over = [labels[j] for j in sorted(reduced) if labels[j] is not None]
+        kept = [labels[j] for j in range(len(shape)) if j not in reduced and labels[j] is not None]
+        out = f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(kept)}]"  # type: ignore[arg-type]
+        if not over:  # only size-1 axes: nothing to reduce
+            env[eqn.outvars[0]] = self.view(var, env)
+            self.out.layout[eqn.primitive.name] += 1
+            return
+        sub = over[0] if len(over) == 1 else "{" + ",".join(over) + "}"
+        word = REDUCE[eqn.primitive.name]
+        self.emit(f"{word}_{sub} {self.tensor(self.view(var, env), labels)} -> {out}", eqn.primitive.name, depth,
+                  -self.size(kept), "XLA counts T - 1 combines per output, symroof T")  # type: ignore[arg-type]
+        self.result(eqn, env)
+
+    def _dot_general(self, eqn, env, depth: int) -> None:
+        (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+        lhs, rhs = eqn.invars
+        ls, rs = tuple(lhs.aval.shape), tuple(rhs.aval.shape)
+        lfree = [j for j in range(len(ls)) if j not in lc and j not in lb]
+        rfree = [j for j in range(len(rs)) if j not in rc and j not in rb]
+        # one label per distinct axis: batch pairs, the free axes, contracted pairs
+        # (the contracted dims named before the free ones: x[B, D] @ w[D, D] keeps D for the
+        # summed dim and calls w's free one D2)
+        groups = [("b", j, k) for j, k in zip(lb, rb)] + [("c", j, k) for j, k in zip(lc, rc)] + \
+            [("l", j, None) for j in lfree] + [("r", None, k) for k in rfree]
+        dims = [ls[j] if j is not None else rs[k] for _, j, k in groups]
+        # a summed axis of size 1 stays: XLA counts 2·M·N·K with K = 1, not an outer product
+        kept = [i for i, d in enumerate(dims) if d != 1 or groups[i][0] == "c"]
+        summed_at = frozenset(n for n, i in enumerate(kept) if groups[i][0] == "c")
+        names = self.labels([dims[i] for i in kept], summed_at)
+        label = {i: n for i, n in zip(kept, names)}
+        left: list[str | None] = [None] * len(ls)
+        right: list[str | None] = [None] * len(rs)
+        for i, (_, j, k) in enumerate(groups):
+            if j is not None:
+                left[j] = label.get(i)
+            if k is not None:
+                right[k] = label.get(i)
+        summed = [label[i] for i, g in enumerate(groups) if g[0] == "c" and i in label]
+        result = [label[i] for i, g in enumerate(groups) if g[0] != "c" and i in label]
+        op = "*" if not summed else "*_" + (summed[0] if len(summed) == 1 else "{" + ",".join(summed) + "}")
+        text = (f"{self.tensor(self.view(lhs, env), left, summed)} {op} "
+                f"{self.tensor(self.view(rhs, env), right, summed)} -> "
+                f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(result)}]")
+        self.emit(text, "dot_general", depth)
+        self.result(eqn, env)
+
+    def _gather(self, eqn, env, depth: int) -> None:
+        """Rows of a table by index (`table[ids]`, an embedding lookup); any other gather is
+        not costed."""
+        table, ids = eqn.invars
+        d = eqn.params["dimension_numbers"]
+        ts, ix = tuple(table.aval.shape), tuple(ids.aval.shape)
+        rows = (len(ts) == 2 and ix and ix[-1] == 1 and tuple(d.collapsed_slice_dims) == (0,)
+                and tuple(d.start_index_map) == (0,) and tuple(eqn.params["slice_sizes"]) == (1, ts[1])
+                and tuple(d.offset_dims) == (len(ix) - 1,))
+        if not rows:
+            return self._skip(eqn, env)
+        names = self.labels([*ts, *[x for x in ix[:-1] if x != 1]])
+        width, batch = names[1], names[2:]
+        idx_dtype = self.dtype(ids.aval.dtype)
+        text = (f"gather {self.dtype(table.aval.dtype)}[{names[0]}, {width}], {idx_dtype}[{', '.join(batch)}] -> "
+                f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join([*batch, width])}]")
+        self.emit(text, "gather", depth)
+        self.result(eqn, env)
+
+    def _scan(self, eqn, env, depth: int) -> None:
+        p = eqn.params
+        body = p["jaxpr"]
+        consts, carry = p["num_consts"], p["num_carry"]
+        length = p["length"]
+        self.out.lines.append((depth, f"repeat {self.dim_name(length)} {{   # scan"))
+        inner = {}
+        for k, (iv, ov) in enumerate(zip(body.jaxpr.invars, eqn.invars)):
+            v = self.view(ov, env)
+            if k >= consts + carry:  # a slice of a scanned array: its first axis dropped
+                v = View(v.dtype, v.dims, v.axes[1:])
+            inner[iv] = v
+        for var in body.jaxpr.constvars:
+            inner[var] = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
+        self.walk(body.jaxpr, inner, depth + 1)
+        self.out.lines.append((depth, "}"))
+        self.out.xla_extra.append((2, "XLA runs a scan as a while loop with a counter: an add and a compare"))
+        for v in eqn.outvars:
+            env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
+
+    def _while(self, eqn, env, depth: int) -> None:
+        p = eqn.params
+        known = _trip_count(p, eqn.invars)
+        trips = str(known) if known is not None else f"W{self.loops + 1}"
+        if known is None:
+            self.loops += 1
+            self.out.notes.append(f"a while loop's trip count is not known from its condition: written "
+                                  f"repeat {trips}; give it with --set {trips}=N")
+        self.out.lines.append((depth, f"repeat {trips} {{   # while"))
+        # the condition, then the body, each trip (the condition's last test, one more, is left out)
+        nc, nb = p["cond_nconsts"], p["body_nconsts"]
+        carried = [self.view(v, env) for v in eqn.invars[nc + nb:]]
+        cond = p["cond_jaxpr"].jaxpr
+        self.walk(cond, {**dict(zip(cond.invars, [*(self.view(v, env) for v in eqn.invars[:nc]), *carried]))},
+                  depth + 1)
+        body = p["body_jaxpr"].jaxpr
+        consts = [self.view(v, env) for v in eqn.invars[nc:nc + nb]]
+        self.walk(body, dict(zip(body.invars, [*consts, *carried])), depth + 1)
+        self.out.lines.append((depth, "}"))
+        for v in eqn.outvars:
+            env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
+
+
+def _drop_ones(shape: tuple) -> tuple:
+    return tuple(d for d in shape if d != 1)
+
+
+def _trip_count(params: dict, invars) -> int | None:
+    """A fori_loop's trip count: the condition is `i < n` on the first carried value, a
+    literal start, and a literal (or constant) bound."""
+    cond = params["cond_jaxpr"].jaxpr
+    nconst = params["cond_nconsts"]
+    if len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
+        return None
+    a, b = cond.eqns[0].invars
+    carried = cond.invars[nconst:]
+    start_var = invars[nconst + params["body_nconsts"]] if carried and a is carried[0] else None
+    if start_var is None or type(start_var).__name__ != "Literal" or type(b).__name__ != "Literal":
+        return None
+    trips = int(b.val) - int(start_var.val)
+    return trips if trips > 0 else None

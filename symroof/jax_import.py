@@ -1,0 +1,275 @@
+"""Import a JAX function: trace it with symbolic shapes, write its jaxpr as a symroof
+program (jax_convert.py), and analyse that; at concrete sizes, check the counts against
+XLA's own cost analysis of the same function.
+
+    >>> imported = from_jax(lambda x, w: x @ w, "x=bf16[B, D]; w=bf16[D, F]")  # doctest: +SKIP
+    >>> imported.text                                                           # doctest: +SKIP
+    'bf16[B, D] *_D bf16[D, F] -> bf16[B, F]   # dot_general\\n'
+
+JAX is optional: it is imported here, when a function is imported, never by the core.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import sys
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sympy
+
+from . import dtypes
+from .errors import SpecError, SymroofError, SymroofWarning
+from .ir import dim_symbol
+from .jax_convert import Converted, Converter, View
+from .model_report import model
+from .relations import expression
+
+# symroof dtype -> numpy/JAX dtype name
+_JAX_DTYPES = {"fp64": "float64", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int32": "int32",
+               "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool", "fp8_e4m3": "float8_e4m3fn",
+               "fp8_e5m2": "float8_e5m2"}
+_SHAPE = re.compile(r"\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<dtype>\w+)\s*\[(?P<dims>[^\]]*)\]\s*")
+_DIM = re.compile(r"[^\W\d_][^\W_]*|\d+")
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str
+    dtype: str  # symroof's name
+    dims: tuple[str, ...]  # dim names or literal sizes
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dtype}[{', '.join(self.dims)}]"
+
+
+def read_shapes(text: str | Mapping[str, str]) -> list[Argument]:
+    """`"x=bf16[B, D]; w=bf16[D, F]"` (or {"x": "bf16[B, D]", ...}) as arguments.
+
+    Examples:
+        >>> [str(a) for a in read_shapes("x=bf16[B, D]; w=int8[D, 4096]")]
+        ['x: bf16[B, D]', 'w: int8[D, 4096]']
+    """
+    if isinstance(text, Mapping):
+        text = "; ".join(f"{k}={v}" for k, v in text.items())
+    out: list[Argument] = []
+    at = 0
+    for part in text.split(";"):
+        if not part.strip():
+            at += len(part) + 1
+            continue
+        found = _SHAPE.fullmatch(part)
+        if found is None:
+            raise SpecError("expected NAME=DTYPE[DIM, ...] (x=bf16[B, D]), separated by ';'", text,
+                            at + len(part) - len(part.lstrip()))
+        dtype = dtypes.lookup(found["dtype"])
+        if dtype is None or dtype.name not in _JAX_DTYPES:
+            hint = dtypes.suggest(found["dtype"])
+            raise SpecError(f"{found['dtype']!r} is not a dtype JAX and symroof share"
+                            + (f"; did you mean {hint}?" if hint else ""), text, at + found.start("dtype"))
+        dims = tuple(d.strip() for d in found["dims"].split(",") if d.strip())
+        for d in dims:
+            if not _DIM.fullmatch(d):
+                raise SpecError(f"a dim is a name or a whole number, not {d!r}", text, at + found.start("dims"))
+        if any(a.name == found["name"] for a in out):
+            raise SpecError(f"{found['name']} is given twice", text, at + found.start("name"))
+        out.append(Argument(found["name"], dtype.name, dims))
+        at += len(part) + 1
+    if not out:
+        raise SpecError("--shapes gives no argument: write x=bf16[B, D]; w=bf16[D, F]")
+    return out
+
+
+def load_function(target: str) -> Callable:
+    """`MODULE:FUNCTION` (a dotted module on the path, or a .py file) as the function."""
+    module_name, sep, attr = target.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise SymroofError(f"{target!r}: expected MODULE:FUNCTION (my_model:block, or path/to/file.py:block)")
+    try:
+        if module_name.endswith(".py"):
+            spec = importlib.util.spec_from_file_location(Path(module_name).stem, module_name)
+            if spec is None or spec.loader is None:
+                raise SymroofError(f"cannot read {module_name}")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            sys.path.insert(0, ".")
+            try:
+                module = importlib.import_module(module_name)
+            finally:
+                sys.path.remove(".")
+    except (ImportError, OSError, SyntaxError) as error:
+        raise SymroofError(f"cannot import {module_name}: {error}") from None
+    function = getattr(module, attr, None)
+    if not callable(function):
+        raise SymroofError(f"{module_name} has no function {attr!r}")
+    return function
+
+
+def _jax():
+    try:
+        import jax
+    except ImportError:
+        raise SymroofError("importing a JAX function needs JAX: pip install 'symroof[jax]'") from None
+    return jax
+
+
+@dataclass
+class Imported:
+    """A JAX function as a symroof program, with what could not be costed."""
+
+    function: Callable
+    arguments: list[Argument]
+    converted: Converted
+    jaxpr: str
+    equations: int
+    text: str  # the program in symroof notation
+    warnings: list[str] = field(default_factory=list)
+
+    def model(self, chip=None, sizes: Mapping[str, int] | None = None):
+        """The program analysed (symroof.model in prefill: the function as written, once)."""
+        return model(self.text, "prefill", chip, dict(sizes or {}))
+
+    @property
+    def analysis(self):
+        return self.model().analysis
+
+    def dims(self) -> list[str]:
+        return list(dict.fromkeys(d for a in self.arguments for d in a.dims if not d.isdigit()))
+
+    def xla(self, sizes: Mapping[str, int]) -> dict:
+        """symroof's FLOPs, transcendentals and bytes at concrete sizes beside XLA's cost
+        analysis of the function (lowered, and compiled), each difference explained."""
+        return cross_check(self, sizes)
+
+
+def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
+    """Trace `function` with symbolic shapes (`"x=bf16[B, D]; w=bf16[D, F]"`: its parameters
+    by name) and write it as a symroof program. Primitives it cannot cost are named, with
+    their counts, in `warnings` (and warned, SymroofWarning), never dropped silently."""
+    jax = _jax()
+    arguments = read_shapes(shapes)
+    structs = _structs(jax, function, arguments, None)
+    try:
+        closed = jax.make_jaxpr(function)(*structs)
+    except SymroofError:
+        raise
+    except Exception as error:  # JAX's own complaint about the function at these shapes
+        raise SpecError(f"JAX could not trace it at these shapes: {str(error).splitlines()[0]}") from None
+    converter = Converter()
+    for a in arguments:
+        for d in a.dims:
+            if not d.isdigit():
+                converter.used.add(d)
+    env = {v: View.whole(converter.dtype(v.aval.dtype), tuple(v.aval.shape)) for v in closed.jaxpr.invars}
+    converter.walk(closed.jaxpr, env)
+    out = converter.out
+    warned = [f"not costed: {name} x {n} (no cost model; left out of every figure)"
+              for name, n in sorted(out.skipped.items())] + out.notes
+    for w in warned:
+        warnings.warn(w, SymroofWarning, stacklevel=2)
+    header = [f"# imported from {getattr(function, '__module__', '?')}:{getattr(function, '__name__', '?')} "
+              f"by symroof from-jax", "# inputs: " + ", ".join(map(str, arguments))]
+    if out.layout:
+        free = ", ".join(f"{k} x {n}" for k, n in sorted(out.layout.items()))
+        header.append(f"# free (layout, no statement): {free}")
+    if out.skipped:
+        header.append("# NOT COSTED: " + ", ".join(f"{k} x {n}" for k, n in sorted(out.skipped.items())))
+    text = "\n".join(header) + "\n" + out.text
+    if not out.statements:
+        raise SpecError("the function computes nothing symroof can cost"
+                        + (f" (not costed: {', '.join(out.skipped)})" if out.skipped else ""))
+    return Imported(function, arguments, out, str(closed), len(closed.jaxpr.eqns), text, warned)
+
+
+def _structs(jax, function, arguments: list[Argument], sizes: Mapping[str, int] | None) -> list:
+    """The function's arguments as ShapeDtypeStructs, in its parameters' order: symbolic
+    dims (one scope for all) or, with `sizes`, concrete ones."""
+    import jax.numpy as jnp
+    try:
+        params = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        params = [a.name for a in arguments]
+    given = {a.name: a for a in arguments}
+    missing = [p for p in params[:len(params)] if p not in given]
+    extra = [a.name for a in arguments if a.name not in params]
+    if extra:
+        raise SpecError(f"--shapes gives {', '.join(extra)}, which the function does not take "
+                        f"(its parameters: {', '.join(params)})")
+    if missing and len(missing) < len(params):
+        raise SpecError(f"--shapes does not give {', '.join(missing)} (its parameters: {', '.join(params)})")
+    names = list(dict.fromkeys(d for a in arguments for d in a.dims if not d.isdigit()))
+    if sizes is None:
+        symbols = dict(zip(names, jax.export.symbolic_shape(", ".join(names)))) if names else {}
+    else:
+        unknown = [n for n in names if n not in sizes]
+        if unknown:
+            raise SpecError(f"give a size for {', '.join(unknown)} (--set {unknown[0]}=...)")
+        symbols = {n: int(sizes[n]) for n in names}
+    return [jax.ShapeDtypeStruct(tuple(int(d) if d.isdigit() else symbols[d] for d in given[p].dims),
+                                 jnp.dtype(_JAX_DTYPES[given[p].dtype])) for p in params if p in given]
+
+
+def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
+    """At concrete sizes: symroof's counts, XLA's lowered and compiled cost analysis, and
+    the differences each convention explains. XLA counts a loop's body once, so loops are
+    compared once through (symroof's figure for the whole function is given beside)."""
+    jax = _jax()
+    structs = _structs(jax, imported.function, imported.arguments, sizes)
+    lowered = jax.jit(imported.function).lower(*structs)
+    low = _costs(lowered.cost_analysis())
+    try:
+        compiled = _costs(lowered.compile().cost_analysis())
+    except Exception:  # noqa: BLE001 (a backend without it: the lowered figures still stand)
+        compiled = None
+    once = _once(imported)
+    code = re.sub(r"#[^\n]*", "", once)
+    m = model(once, "prefill", None, {k: v for k, v in sizes.items() if re.search(rf"\b{k}\b", code)})
+    a = m.analysis
+    subs = {dim_symbol(k): v for k, v in sizes.items()}
+    lets = {dim_symbol(k): expression(v) for k, v in imported.converted.lets.items()}
+    for _ in range(3):  # aliases of composites of the given dims
+        lets = {k: v.xreplace(lets) for k, v in lets.items()}
+    subs.update({k: v.xreplace(subs) for k, v in lets.items()})
+    explained: dict[str, sympy.Expr] = {}
+    for st in imported.converted.statements:
+        if st.why:
+            explained[st.why] = explained.get(st.why, sympy.Integer(0)) + st.xla_flops.xreplace(subs)
+    for extra, why in imported.converted.xla_extra:
+        explained[why] = explained.get(why, sympy.Integer(0)) + extra
+    flops = int(a.flops)
+    expected = flops + sum(int(v) for v in explained.values())
+    result = {"sizes": dict(sizes), "symroof": {"flops": flops, "transcendentals": int(a.transcendentals),
+                                                "bytes": int(a.bytes)},
+              "xla_lowered": low, "xla_compiled": compiled,
+              "explained_flops": {k: int(v) for k, v in explained.items()},
+              "flops_agree": expected == low["flops"], "flops_unexplained": low["flops"] - expected,
+              "transcendentals_agree": int(a.transcendentals) == low["transcendentals"],
+              "bytes_within_lowered": int(a.bytes) <= low["bytes"],
+              "loops_counted_once": _has_loops(imported), "not_costed": dict(imported.converted.skipped)}
+    if _has_loops(imported):
+        whole = imported.model(None, sizes).analysis
+        result["symroof_whole"] = {"flops": int(whole.flops), "bytes": int(whole.bytes)}
+    return result
+
+
+def _has_loops(imported: Imported) -> bool:
+    return any(line.lstrip().startswith("repeat ") for _, line in imported.converted.lines)
+
+
+def _once(imported: Imported) -> str:
+    """The program with its repeat blocks run once: what XLA's cost analysis counts."""
+    return "\n".join(line for line in imported.text.split("\n")
+                     if not re.match(r"\s*repeat\b", line) and line.strip() != "}") + "\n"
+
+
+def _costs(found) -> dict:
+    if isinstance(found, list):  # older JAX: one dict per computation
+        found = found[0] if found else {}
+    found = found or {}
+    return {"flops": int(found.get("flops", 0)), "transcendentals": int(found.get("transcendentals", 0)),
+            "bytes": int(found.get("bytes accessed", 0))}
