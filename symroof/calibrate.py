@@ -114,8 +114,7 @@ def entry(cal: Calibration, chip_id: str, name: str | None = None) -> dict:
               if f"vector_flops_per_s.{rate}" in figures}
     sources = {path: source(cal, path) for path in figures}
     sources["hbm_capacity_bytes"] = cal.memory_source
-    where = f"{cal.threads} CPUs" if cal.kind == "cpu" else "through JAX"
-    return {"id": chip_id.strip(), "name": name or f"{cal.device} ({where}), measured", "vendor": cal.vendor,
+    return {"id": chip_id.strip(), "name": name or f"{_where(cal)}, measured", "vendor": cal.vendor,
             "kind": cal.kind, "peak_flops_per_s": peaks, **({"vector_flops_per_s": vector} if vector else {}),
             "hbm_capacity_bytes": cal.memory,
             "hbm_bandwidth_bytes_per_s": _rounded(figures["hbm_bandwidth_bytes_per_s"].best),
@@ -137,7 +136,11 @@ def source(cal: Calibration, path: str) -> str:
             f"{r.what}: {human(r.best, unit)}" for r in others)
     if unit == "bytes/s":
         text += f"; {BYTES_COUNTED}"
-    return f"{text}; {cal.date}; {cal.versions}; {cal.device}, {cal.threads} CPUs"
+    return f"{text}; {cal.date}; {cal.versions}; {_where(cal)}"
+
+
+def _where(cal: Calibration) -> str:
+    return f"{cal.device} ({cal.threads} CPUs)" if cal.kind == "cpu" else f"{cal.device} (through JAX)"
 
 
 def _calls(rate: Rate) -> str:
@@ -166,17 +169,20 @@ def check_output(path: str) -> dict | None:
         return None
     try:
         read_file(str(file))
-        return json.loads(file.read_text(encoding="utf-8"), parse_float=_exact_float)
     except HardwareError as error:
         raise SymroofError(f"-o {path}: exists and is not a hardware file this symroof reads ({error}); give a "
                            "new file, or a hardware file to add the chip to") from None
+    try:
+        return json.loads(file.read_text(encoding="utf-8"), parse_float=_exact_float)
+    except ValueError as error:
+        raise SymroofError(f"-o {path}: {error}: writing the file back would change it; give another file") from None
 
 
 def _exact_float(text: str) -> float:
     # Chips already in the file are written back as floats: refuse a number a float would change.
     value = float(text)
     if Fraction(repr(value)) != Fraction(text):
-        raise HardwareError(f"the number {text} has more digits than a float keeps; symroof would change it")
+        raise ValueError(f"the number {text} has more digits than a float keeps")
     return value
 
 
@@ -217,8 +223,9 @@ def report(cal: Calibration, chip: dict) -> str:
     figures = cal.figures()
     cache = capacity(cal.cache) if cal.cache else "unknown"
     memory = capacity(cal.memory) if cal.memory else "unknown"
-    lines = [f"calibrate: {cal.backend} on {cal.device}, {cal.threads} CPUs, last-level cache {cache}, "
-             f"memory {memory}; {cal.versions}; {cal.date}; {cal.load}",
+    lines = [f"calibrate: {cal.backend} on {_where(cal)}, "
+             + (f"last-level cache {cache}, " if cal.kind == "cpu" else "") + f"memory {memory}; "
+             f"{cal.versions}; {cal.date}; {cal.load}",
              f"best, median and worst of {cal.repeats} runs each; spread = (best - worst) / median; "
              "* the figure written (the best)", ""]
     wide = max(len(r.what) for r in cal.rates)

@@ -36,14 +36,14 @@ This module reads jaxprs and never imports JAX itself: from_jax.py traces.
 from __future__ import annotations
 
 import re
-from collections import Counter
-from dataclasses import dataclass, field
 
 import sympy
 
 from . import dtypes
 from .errors import SpecError
 from .ir import dim_symbol
+from .jax_loops import Loops
+from .jax_program import Converted, Statement, View
 
 # jaxpr primitive -> symroof word, for each written family
 BINARY = {"add": "+", "add_any": "+", "sub": "-", "mul": "*", "div": "/", "max": "max", "min": "min",
@@ -66,57 +66,7 @@ INLINE = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_ca
 _NAME = re.compile(r"[^\W\d_][^\W_]*")
 
 
-@dataclass(frozen=True)
-class View:
-    """How a jaxpr value reads an array in memory: the array's dtype and dims (its
-    materialized shape), and for each of the value's axes the array's axis it is (None:
-    broadcast). A layout op makes a new view of the same array; a statement a new array."""
-
-    dtype: str
-    dims: tuple  # the array's dims (jaxpr dims: int or symbolic)
-    axes: tuple[int | None, ...]
-    # a constant known when the sizes are (a literal, a dim's value, arithmetic on them):
-    # folded at concrete sizes, so no statement computes it
-    const: bool = False
-
-    @staticmethod
-    def whole(dtype: str, shape: tuple, const: bool = False) -> View:
-        return View(dtype, tuple(shape), tuple(range(len(shape))), const)
-
-
-@dataclass
-class Statement:
-    """One written statement, the primitive it came from, and how XLA's lowered count of
-    it differs from symroof's (FLOPs: XLA minus symroof), with the reason."""
-
-    text: str
-    primitive: str
-    depth: int
-    xla_flops: sympy.Expr = sympy.Integer(0)
-    why: str = ""
-
-
-@dataclass
-class Converted:
-    lets: dict[str, str] = field(default_factory=dict)  # name -> expression text
-    lines: list[tuple[int, str]] = field(default_factory=list)  # (depth, text): statements and repeat lines
-    statements: list[Statement] = field(default_factory=list)
-    skipped: Counter = field(default_factory=Counter)  # primitive -> count: not costed
-    layout: Counter = field(default_factory=Counter)  # primitive -> count: taken as free
-    notes: list[str] = field(default_factory=list)
-    # what XLA counts that no statement stands for: (FLOPs, why), once each
-    xla_extra: list[tuple[int, str]] = field(default_factory=list)
-
-    @property
-    def text(self) -> str:
-        out = []
-        if self.lets:
-            out.append("let " + ", ".join(f"{k} = {v}" for k, v in self.lets.items()))
-        out += ["  " * depth + line for depth, line in self.lines]
-        return "\n".join(out) + "\n"
-
-
-class Converter:
+class Converter(Loops):
     def __init__(self):
         self.out = Converted()
         self.names: dict[str, str] = {}  # a dim's text (str of the jaxpr dim) -> its symroof name
@@ -424,64 +374,6 @@ class Converter:
         self.emit(text, "gather", depth)
         self.result(eqn, env)
 
-    def _scan(self, eqn, env, depth: int) -> None:
-        p = eqn.params
-        body = p["jaxpr"]
-        consts, carry = p["num_consts"], p["num_carry"]
-        length = p["length"]
-        self.out.lines.append((depth, f"repeat {self.dim_name(length)} {{   # scan"))
-        inner = {}
-        for k, (iv, ov) in enumerate(zip(body.jaxpr.invars, eqn.invars)):
-            v = self.view(ov, env)
-            if k >= consts + carry:  # a slice of a scanned array: its first axis dropped
-                v = View(v.dtype, v.dims, v.axes[1:])
-            inner[iv] = v
-        for var in body.jaxpr.constvars:
-            inner[var] = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
-        self.walk(body.jaxpr, inner, depth + 1)
-        self.out.lines.append((depth, "}"))
-        self.out.xla_extra.append((2, "XLA runs a scan as a while loop with a counter: an add and a compare"))
-        for v in eqn.outvars:
-            env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
-
-    def _while(self, eqn, env, depth: int) -> None:
-        p = eqn.params
-        known = _trip_count(p, eqn.invars)
-        trips = str(known) if known is not None else f"W{self.loops + 1}"
-        if known is None:
-            self.loops += 1
-            self.out.notes.append(f"a while loop's trip count is not known from its condition: written "
-                                  f"repeat {trips}; give it with --set {trips}=N")
-        self.out.lines.append((depth, f"repeat {trips} {{   # while"))
-        # the condition, then the body, each trip (the condition's last test, one more, is left out)
-        nc, nb = p["cond_nconsts"], p["body_nconsts"]
-        carried = [self.view(v, env) for v in eqn.invars[nc + nb:]]
-        cond = p["cond_jaxpr"].jaxpr
-        self.walk(cond, {**dict(zip(cond.invars, [*(self.view(v, env) for v in eqn.invars[:nc]), *carried]))},
-                  depth + 1)
-        body = p["body_jaxpr"].jaxpr
-        consts = [self.view(v, env) for v in eqn.invars[nc:nc + nb]]
-        self.walk(body, dict(zip(body.invars, [*consts, *carried])), depth + 1)
-        self.out.lines.append((depth, "}"))
-        for v in eqn.outvars:
-            env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
-
 
 def _drop_ones(shape: tuple) -> tuple:
     return tuple(d for d in shape if d != 1)
-
-
-def _trip_count(params: dict, invars) -> int | None:
-    """A fori_loop's trip count: the condition is `i < n` on the first carried value, a
-    literal start, and a literal (or constant) bound."""
-    cond = params["cond_jaxpr"].jaxpr
-    nconst = params["cond_nconsts"]
-    if len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
-        return None
-    a, b = cond.eqns[0].invars
-    carried = cond.invars[nconst:]
-    start_var = invars[nconst + params["body_nconsts"]] if carried and a is carried[0] else None
-    if start_var is None or type(start_var).__name__ != "Literal" or type(b).__name__ != "Literal":
-        return None
-    trips = int(b.val) - int(start_var.val)
-    return trips if trips > 0 else None

@@ -7,8 +7,8 @@ does 2·N³. A streaming kernel reads each input once and writes its output once
 on arrays of n fp32 moves 3·4·n bytes. Traffic the hardware adds on its own is not
 counted: a store to a line that is not in cache reads the line first (write-allocate), so
 np.add really moves 4·4·n bytes, and a bandwidth taken from it alone would be 3/4 of what
-the memory streams. That is why calibrate also times a copy (memcpy streams its stores
-past the cache) and keeps the faster.
+the memory streams. That is why calibrate also times a copy (memcpy may stream its stores
+past the cache) and a dot product (loads alone), and keeps the fastest.
 
 Examples:
     >>> t = Timing((0.5, 0.4, 0.6))
@@ -40,8 +40,10 @@ MATRIX_SIDES = (2048, 4096)
 STREAM_CACHES = (8, 4)
 STREAM_BYTES = (256 * 2**20, 64 * 2**20)
 # validate's ops cycle through copies of their arrays until the copies span this many times the
-# last-level cache: a cache keeps part of a stream only twice its size from one call to the next.
+# last-level cache (a cache keeps part of a stream only twice its size from one call to the next),
+# or this many bytes, where the cache is so large that they would take too much memory.
 ROTATE_CACHES = 8
+ROTATE_BYTES = 2**31
 # The vector kernel's arrays share half of a core's L2 (else of this many bytes), and each call
 # runs this many adds per thread: a call lasts long enough to dwarf the thread pool's overhead.
 VECTOR_L2_DEFAULT = 256 * 2**10
@@ -50,7 +52,7 @@ VECTOR_LOOPS = 256
 # of a few microseconds is below what the clock and the call's overhead resolve.
 MIN_SECONDS = (0.05, 0.02)
 REPEATS = (7, 5)
-# A load average this high when a run starts means something else competes for the CPUs.
+# A load average this high as a run starts: something else has been using the CPUs.
 BUSY_LOAD = 0.5
 
 _RATE = {"float64": "fp64", "float32": "fp32"}
@@ -82,10 +84,12 @@ class Timing:
 
 
 def time_it(run: Callable[[], object], repeats: int, min_seconds: float = 0.0,
-            clock: Callable[[], float] = time.perf_counter) -> Timing:
-    """Time `run()`: two calls first (the first faults the pages in, warms the caches and, in
-    JAX, compiles), then `repeats` repetitions of as many calls as last `min_seconds`."""
-    run()
+            clock: Callable[[], float] = time.perf_counter, warmups: int = 1) -> Timing:
+    """Time `run()`: `warmups` calls first (faulting the pages in, warming the caches and, in
+    JAX, compiling), and one more timed to see how many calls last `min_seconds`; then
+    `repeats` repetitions of that many calls."""
+    for _ in range(warmups):
+        run()
     start = clock()
     run()
     once = clock() - start
@@ -147,14 +151,17 @@ def threads() -> int:
 
 
 def busy() -> str:
-    """The load on the CPUs as the run starts, with a warning where other processes use them."""
+    """The load average as a run starts, with a warning where it is high. (The threads
+    runnable now would say more, but numpy's BLAS threads spin for a while after any call.)"""
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         return "load unknown"
-    note = f"load {load:.2f} over the last minute on {threads()} CPUs"
-    return note + (": other processes are using the CPUs, so rates may be low and spreads wide"
-                   if load >= BUSY_LOAD else "")
+    text = f"load {load:.2f} over the last minute on {threads()} CPUs"
+    if load >= BUSY_LOAD:
+        text += (": other processes (or a run just before) were using the CPUs; if they still are, rates are "
+                 "low and spreads wide")
+    return text
 
 
 @functools.cache
@@ -279,7 +286,8 @@ def _matmul(side: int, dtype: str) -> Kernel:
 
 
 def _streams(pool: ThreadPoolExecutor, workers: int, count: int) -> Iterator[Kernel]:
-    """c = a + b and c = a over fp32 arrays, each thread streaming its share."""
+    """c = a + b, c = a and a . b over fp32 arrays, each thread streaming its share: stores and
+    loads stream at different rates, and the roof is the fastest."""
     a, b, c = (_filled(count, "float32") for _ in range(3))
     chunks = [slice(k * count // workers, (k + 1) * count // workers) for k in range(workers)]
     mib = count * 4 // 2**20
@@ -289,6 +297,9 @@ def _streams(pool: ThreadPoolExecutor, workers: int, count: int) -> Iterator[Ker
     yield Kernel("hbm_bandwidth_bytes_per_s", f"copy fp32 c = a, 2 arrays of {mib} MiB on {workers} threads "
                  "(2 x array bytes)", 2 * 4 * count,
                  functools.partial(_each, pool, lambda s: numpy.copyto(c[s], a[s]), chunks))
+    yield Kernel("hbm_bandwidth_bytes_per_s", f"dot fp32 a . b, 2 arrays of {mib} MiB read on {workers} threads "
+                 "(2 x array bytes)", 2 * 4 * count,
+                 functools.partial(_each, pool, lambda s: numpy.dot(a[s], b[s]), chunks))
 
 
 def _vectors(pool: ThreadPoolExecutor, workers: int, dtype: str) -> Iterator[Kernel]:
@@ -316,7 +327,9 @@ def _each(pool: ThreadPoolExecutor, work: Callable, items: list) -> None:
 def copies(footprint: int, cache: int | None) -> int:
     """How many copies of an op's arrays (of `footprint` bytes) to cycle through, so that none is
     still in the cache when its turn comes again."""
-    return max(1, math.ceil(ROTATE_CACHES * cache / footprint)) if cache else 1
+    if not cache:
+        return 1
+    return max(1, min(math.ceil(ROTATE_CACHES * cache / footprint), ROTATE_BYTES // footprint))
 
 
 def cycled(make: Callable[[], Callable[[], object]], count: int) -> Callable[[], object]:

@@ -3,8 +3,9 @@
 A sweep of fp32 ops crosses both regimes: matmuls `fp32[B, D] @ fp32[D, F] -> fp32[B, F]`
 with D = F fixed and B from 1 (memory-bound) up (compute-bound), a dot product and two
 elementwise ops on arrays far larger than the last-level cache (memory-bound). Each is
-timed (the median of its runs, after two warm-up calls) and set against its T_lower on the
-chip: the fraction of the roof it reaches is T_lower / measured, 1 at the roof.
+timed (the median of its runs, after a warm-up: a call on each copy of its arrays and one
+more) and set against its T_lower on the chip: the fraction of the roof it reaches is
+T_lower / measured, 1 at the roof.
 
 A fraction above 1 + the row's spread (measured faster than the roof allows, beyond the
 timing's own noise) is a bug in the model or in the chip's figures, and the row says
@@ -27,8 +28,8 @@ from .measure import Timing
 from .roofline import Analysis, analyze
 from .show import capacity, human, seconds
 
-# The matmul's batch B runs over powers of 2 to the critical intensity, then of 4; a quick
-# sweep stops at D / 16.
+# The matmul's batch B runs over powers of 2 up to 16 (a CPU's critical intensity is a few
+# FLOPs/byte), then of 4 up to D; a quick sweep stops at D / 16.
 QUICK_BATCH_SHARE = 16
 FRACTION_NOTE = ("fraction = T_lower / measured (median): 1 is the roof; above 1 + the row's spread "
                  "((worst - best) / median of its runs) the measurement beats the roof, and a figure is wrong")
@@ -122,18 +123,20 @@ def run_sweep(chip: str | Chip, hardware: str | None = None, backend: str = "num
     check_backend(backend)
     target = chip if isinstance(chip, Chip) else get_chip(chip, hardware)
     repeats = repeats or measure.REPEATS[quick]
+    on_cpu = backend == "numpy" or measure_jax.kind() == "cpu"
+    if cache is None and on_cpu:  # a GPU's cache is its own, unknown here: its sizes dwarf any
+        cache = measure.last_level_cache()
     if backend == "jax":
         side, elements = measure_jax.validate_sizes(quick)
         make = measure_jax.jax_op
     else:
         side, elements = measure.validate_sizes(quick)
         make = measure.numpy_op
-    cache = cache if cache is not None else measure.last_level_cache()
     load = measure.busy()
     if timer is None:
         def timer(p: Point) -> Timing:
             call = measure.cycled(functools.partial(make, p.op, p.sizes), p.copies)
-            return measure.time_it(call, repeats, measure.MIN_SECONDS[quick])
+            return measure.time_it(call, repeats, measure.MIN_SECONDS[quick], warmups=p.copies)
 
     rows, skipped = [], []
     for point in points(side, elements, quick, cache):
@@ -179,18 +182,22 @@ def suspect(row: Row, cache: int | None) -> str | None:
             f"so {bandwidth}")
 
 
-def largest(v: Validation) -> dict[str, Row | None]:
-    """The largest matmul, and the largest elementwise op (the slower, where two are as large)."""
+def largest(v: Validation) -> tuple[Row | None, list[Row]]:
+    """The largest matmul, and each elementwise op at the largest size."""
     matmuls = [r for r in v.rows if r.point.op == "matmul"]
     elementwise = [r for r in v.rows if r.point.op in ("add", "multiply")]
-    return {"matmul": max(matmuls, key=lambda r: r.flops, default=None),
-            "elementwise": max(elementwise, key=lambda r: (r.point.footprint, -r.fraction), default=None)}
+    top = max((r.point.footprint for r in elementwise), default=None)
+    return max(matmuls, key=lambda r: r.flops, default=None), [r for r in elementwise if r.point.footprint == top]
 
 
 def summary(v: Validation) -> str:
-    parts = [f"{name} ({r.point.op} {r.point.label}) reaches {r.fraction:.2f} of the roof"
-             for name, r in (("the largest matmul", largest(v)["matmul"]),
-                             ("the largest elementwise op", largest(v)["elementwise"])) if r is not None]
+    matmul, elementwise = largest(v)
+    parts = []
+    if matmul is not None:
+        parts.append(f"the largest matmul ({matmul.point.label}) reaches {matmul.fraction:.2f} of the roof")
+    if elementwise:
+        parts.append(f"the largest elementwise ops ({elementwise[0].point.label}) "
+                     + " and ".join(f"{r.fraction:.2f} ({r.point.op})" for r in elementwise))
     beat = [r for r in v.rows if r.faster]
     verdict = (f"{len(beat)} of {len(v.rows)} ops measured FASTER than the roof allows: see !! above" if beat
                else f"no op measured faster than the roof allows ({len(v.rows)} ops)")
@@ -199,7 +206,7 @@ def summary(v: Validation) -> str:
 
 def table(v: Validation) -> str:
     lines = [f"validate: {v.backend} on this machine against {v.chip.id} ({v.chip.name}); median of {v.repeats} "
-             f"runs after two warm-up calls; {v.load}", ""]
+             f"runs after a warm-up; {v.load}", ""]
     labels = [f"{r.point.label}" for r in v.rows]
     wide = max([5, *map(len, labels)])
     lines.append(f"   {'op':<9} {'sizes':<{wide}} {'intensity':>9} {'T_lower':>11} {'measured':>11} {'spread':>6} "
@@ -236,11 +243,15 @@ def to_json(v: Validation) -> dict:
                              "calls_per_run": t.calls, "seconds": list(t.seconds)},
                 "fraction": r.fraction, "tolerance": r.tolerance, "faster_than_roof": r.faster, "suspect": r.suspect}
 
-    big = largest(v)
+    matmul, elementwise = largest(v)
+
+    def brief(r: Row) -> dict:
+        return {"op": r.point.op, "sizes": dict(r.point.sizes), "fraction": r.fraction}
+
     return {"chip": v.chip.id, "backend": v.backend, "repeats": v.repeats, "cache_bytes": v.cache, "load": v.load,
             "rows": [row(r) for r in v.rows], "skipped": list(v.skipped),
-            "largest": {k: None if r is None else {"op": r.point.op, "sizes": dict(r.point.sizes),
-                                                    "fraction": r.fraction} for k, r in big.items()},
+            "largest": {"matmul": None if matmul is None else brief(matmul),
+                        "elementwise": [brief(r) for r in elementwise]},
             "faster_than_roof": sum(r.faster for r in v.rows), "conventions": FRACTION_NOTE}
 
 

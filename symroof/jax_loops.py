@@ -1,0 +1,86 @@
+"""Loops in a jaxpr as `repeat` blocks (a part of jax_convert.Converter): a scan runs its
+body `length` times; a while loop whose condition is `i < n` on a literal start and
+bound (a fori_loop) runs it that many times, any other `W1` times, a symbol the user sets,
+with a warning."""
+
+from __future__ import annotations
+
+from .jax_program import Converted, View
+
+
+class Loops:
+    """The scan and while handlers; the converter (jax_convert.Converter) provides the rest."""
+
+    out: Converted
+    loops: int
+
+    def walk(self, jaxpr, env: dict, depth: int = 0) -> None:
+        raise NotImplementedError
+
+    def view(self, var, env) -> View:
+        raise NotImplementedError
+
+    def dtype(self, aval_dtype) -> str:
+        raise NotImplementedError
+
+    def dim_name(self, dim) -> str:
+        raise NotImplementedError
+
+    def _scan(self, eqn, env, depth: int) -> None:
+        p = eqn.params
+        body = p["jaxpr"]
+        consts, carry = p["num_consts"], p["num_carry"]
+        length = p["length"]
+        self.out.lines.append((depth, f"repeat {self.dim_name(length)} {{   # scan"))
+        inner = {}
+        for k, (iv, ov) in enumerate(zip(body.jaxpr.invars, eqn.invars)):
+            v = self.view(ov, env)
+            if k >= consts + carry:  # a slice of a scanned array: its first axis dropped
+                v = View(v.dtype, v.dims, v.axes[1:])
+            inner[iv] = v
+        for var in body.jaxpr.constvars:
+            inner[var] = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
+        self.walk(body.jaxpr, inner, depth + 1)
+        self.out.lines.append((depth, "}"))
+        self.out.xla_extra.append((2, "XLA runs a scan as a while loop with a counter: an add and a compare"))
+        for v in eqn.outvars:
+            env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
+
+    def _while(self, eqn, env, depth: int) -> None:
+        p = eqn.params
+        known = _trip_count(p, eqn.invars)
+        trips = str(known) if known is not None else f"W{self.loops + 1}"
+        if known is None:
+            self.loops += 1
+            self.out.notes.append(f"a while loop's trip count is not known from its condition: written "
+                                  f"repeat {trips}; give it with --set {trips}=N")
+        self.out.lines.append((depth, f"repeat {trips} {{   # while"))
+        # the condition, then the body, each trip (the condition's last test, one more, is left out)
+        nc, nb = p["cond_nconsts"], p["body_nconsts"]
+        carried = [self.view(v, env) for v in eqn.invars[nc + nb:]]
+        cond = p["cond_jaxpr"].jaxpr
+        self.walk(cond, {**dict(zip(cond.invars, [*(self.view(v, env) for v in eqn.invars[:nc]), *carried]))},
+                  depth + 1)
+        body = p["body_jaxpr"].jaxpr
+        consts = [self.view(v, env) for v in eqn.invars[nc:nc + nb]]
+        self.walk(body, dict(zip(body.invars, [*consts, *carried])), depth + 1)
+        self.out.lines.append((depth, "}"))
+        for v in eqn.outvars:
+            env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
+
+
+def _trip_count(params: dict, invars) -> int | None:
+    """A fori_loop's trip count: the condition is `i < n` on the first carried value, a
+    literal start, and a literal (or constant) bound."""
+    cond = params["cond_jaxpr"].jaxpr
+    nconst = params["cond_nconsts"]
+    if len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
+        return None
+    a, b = cond.eqns[0].invars
+    carried = cond.invars[nconst:]
+    start_var = invars[nconst + params["body_nconsts"]] if carried and a is carried[0] else None
+    if start_var is None or type(start_var).__name__ != "Literal" or type(b).__name__ != "Literal":
+        return None
+    trips = int(b.val) - int(start_var.val)
+    return trips if trips > 0 else None
+

@@ -1,0 +1,58 @@
+"""What jax_convert.py builds: views of arrays, written statements, the program."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import sympy
+
+
+@dataclass(frozen=True)
+class View:
+    """How a jaxpr value reads an array in memory: the array's dtype and dims (its
+    materialized shape), and for each of the value's axes the array's axis it is (None:
+    broadcast). A layout op makes a new view of the same array; a statement a new array."""
+
+    dtype: str
+    dims: tuple  # the array's dims (jaxpr dims: int or symbolic)
+    axes: tuple[int | None, ...]
+    # a constant known when the sizes are (a literal, a dim's value, arithmetic on them):
+    # folded at concrete sizes, so no statement computes it
+    const: bool = False
+
+    @staticmethod
+    def whole(dtype: str, shape: tuple, const: bool = False) -> View:
+        return View(dtype, tuple(shape), tuple(range(len(shape))), const)
+
+
+@dataclass
+class Statement:
+    """One written statement, the primitive it came from, and how XLA's lowered count of
+    it differs from symroof's (FLOPs: XLA minus symroof), with the reason."""
+
+    text: str
+    primitive: str
+    depth: int
+    xla_flops: sympy.Expr = sympy.Integer(0)
+    why: str = ""
+
+
+@dataclass
+class Converted:
+    lets: dict[str, str] = field(default_factory=dict)  # name -> expression text
+    lines: list[tuple[int, str]] = field(default_factory=list)  # (depth, text): statements and repeat lines
+    statements: list[Statement] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)  # primitive -> count: not costed
+    layout: Counter = field(default_factory=Counter)  # primitive -> count: taken as free
+    notes: list[str] = field(default_factory=list)
+    # what XLA counts that no statement stands for: (FLOPs, why), once each
+    xla_extra: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        out = []
+        if self.lets:
+            out.append("let " + ", ".join(f"{k} = {v}" for k, v in self.lets.items()))
+        out += ["  " * depth + line for depth, line in self.lines]
+        return "\n".join(out) + "\n"
