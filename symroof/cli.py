@@ -24,7 +24,7 @@ from .chip_card import chip_card, chips_table
 from .claims import load_claims
 from .claims import report as claims_report
 from .claims_model import check_case
-from .cli_options import machine_kwargs, machine_options, pair
+from .cli_options import machine_kwargs, machine_options, set_sizes
 from .collectives import time as collective_time
 from .errors import SpecError, SymroofError, SymroofWarning
 from .hardware import cited_keys, get_chip, list_chips, source_keys
@@ -36,7 +36,6 @@ from .render import table
 from .roofline import analyze, roofline
 from .sharding import ShardingError
 from .show import over, seconds
-from .sizes import size_value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -206,23 +205,13 @@ def _run(args) -> tuple[str, int]:
     return _chip(args), 0
 
 
-def _sizes(items) -> dict[str, int]:
-    values = {}
-    for item in items:
-        for part in item.split(","):
-            if part.strip():
-                name, value = pair(part, "--set")
-                values[name] = size_value(value, f"--set {part.strip()}")
-    return values
-
-
 def _plot(args) -> str:
     # Imported here, not at the top: matplotlib takes longer to import than an analysis
     # takes, and only `symroof plot` needs it.
     from . import plot
     if args.label and len(args.label) != len(args.specs):
         raise SymroofError(f"{len(args.label)} labels for {len(args.specs)} specs: give one per spec")
-    values = _sizes(args.set)
+    values = set_sizes(args.set)
     analyses = []
     for spec in args.specs:
         a = analyze(spec, dtype=args.dtype, mesh=args.mesh, **machine_kwargs(args))
@@ -252,7 +241,7 @@ def _plot(args) -> str:
 
 def _analyze(args) -> str:
     spec = _stdin() if args.spec == "-" else args.spec
-    values = _sizes(args.set)
+    values = set_sizes(args.set)
     limit = [d.strip() for d in args.limit.split(",") if d.strip()] if args.limit else None
     try:
         result = analyze(spec, dtype=args.dtype, values=values, mesh=args.mesh, grow=args.grow,

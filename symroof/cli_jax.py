@@ -12,12 +12,11 @@ import argparse
 import json
 
 from . import jax_import
-from .cli_options import machine_kwargs, machine_options
+from .cli_options import machine_kwargs, machine_options, set_sizes
 from .errors import SymroofError
 from .json_report import json_value
 from .machine import machine
 from .show import pretty, wrapped
-from .sizes import size_value
 
 
 def add_parser(commands) -> None:
@@ -37,7 +36,7 @@ def add_parser(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> str:
-    sizes = _sizes(args.set)
+    sizes = set_sizes(args.set)
     if args.xla and not sizes:
         raise SymroofError("--xla compares at concrete sizes: give them with --set (B=8,D=512)")
     imported = jax_import.from_jax(jax_import.load_function(args.target), args.shapes)
@@ -48,7 +47,7 @@ def run(args: argparse.Namespace) -> str:
         except OSError as error:
             raise SymroofError(f"cannot write {args.output}: {error.strerror}") from None
     target = machine(**machine_kwargs(args))
-    m = imported.model(target.chip if target is not None and target.chip is not None else args.chip, sizes)
+    m = imported.model(target, sizes)  # the machine whole: --peak-flops, --override and the rest apply
     a = m.analysis
     formulas = imported.model().analysis if sizes else None  # the symbolic counts beside the numbers
     check = imported.xla(sizes) if args.xla else None
@@ -110,13 +109,3 @@ def _xla_lines(check: dict) -> list[str]:
                                 "symroof counts MORE than XLA's lowered module: a bug, please report it"))
     return lines
 
-
-def _sizes(items: list[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item in items:
-        for part in item.split(","):
-            name, sep, value = part.partition("=")
-            if not sep or not name.strip():
-                raise SymroofError(f"--set {part!r}: expected DIM=VALUE")
-            out[name.strip()] = int(size_value(value.strip(), name.strip()))
-    return out

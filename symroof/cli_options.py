@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from .errors import SymroofError
+from .sizes import size_value
 
 
 def machine_options(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +45,17 @@ def pair(item: str, flag: str) -> tuple[str, str]:
     if not sep or not name.strip() or not value.strip():
         raise SymroofError(f"{flag} {item!r}: expected NAME=VALUE")
     return name.strip(), value.strip()
+
+
+def set_sizes(items) -> dict[str, int]:
+    """`--set B=8,D=512` (repeatable) as sizes by dim name."""
+    values = {}
+    for item in items:
+        for part in item.split(","):
+            if part.strip():
+                name, value = pair(part, "--set")
+                values[name] = size_value(value, f"--set {part.strip()}")
+    return values
 
 
 def mode_options(parser: argparse.ArgumentParser) -> None:

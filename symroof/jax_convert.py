@@ -145,6 +145,16 @@ class Converter(Loops):
         dims += [label for label in summed or () if label not in dims]
         return f"{view.dtype}[{', '.join(dims)}]"
 
+    def axis_labels(self, shape: tuple) -> tuple[list[str], list[str | None]]:
+        """A value's axes named for one statement: the names of those not of size 1, and a
+        label per axis (None for a size-1 axis, which a written tensor leaves out)."""
+        axes = [j for j, d in enumerate(shape) if d != 1]
+        names = self.labels([shape[j] for j in axes])
+        labels: list[str | None] = [None] * len(shape)
+        for j, n in zip(axes, names):
+            labels[j] = n
+        return names, labels
+
     def emit(self, text: str, primitive: str, depth: int, xla_flops: sympy.Expr | None = None, why: str = "") -> None:
         self.out.lines.append((depth, text + f"   # {primitive}"))
         self.out.statements.append(Statement(text, primitive, depth, xla_flops or sympy.Integer(0), why))
@@ -236,11 +246,7 @@ class Converter(Loops):
     def _elementwise(self, eqn, env, depth: int, word: str) -> None:
         out = eqn.outvars[0]
         shape = tuple(out.aval.shape)
-        axes = [j for j, d in enumerate(shape) if d != 1]
-        names = self.labels([shape[j] for j in axes])
-        labels: list[str | None] = [None] * len(shape)
-        for j, n in zip(axes, names):
-            labels[j] = n
+        names, labels = self.axis_labels(shape)
         operands = []
         for var in eqn.invars:
             v = self.view(var, env)
@@ -263,15 +269,11 @@ class Converter(Loops):
                 if y == 0 else self.view(eqn.invars[0], env)
             return
         multiplies = abs(y).bit_length() - 1 + bin(abs(y)).count("1") - 1
+        names, _ = self.axis_labels(tuple(eqn.outvars[0].aval.shape))
+        t = f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(names)}]"
         for _ in range(multiplies):
-            shape = tuple(eqn.outvars[0].aval.shape)
-            names = self.labels([d for d in shape if d != 1])
-            t = f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(names)}]"
             self.emit(f"{t} * {t} -> {t}", "integer_pow", depth)
         if y < 0:
-            shape = tuple(eqn.outvars[0].aval.shape)
-            names = self.labels([d for d in shape if d != 1])
-            t = f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(names)}]"
             self.emit(f"recip({t}) -> {t}", "integer_pow", depth)
         self.result(eqn, env)
 
@@ -289,12 +291,7 @@ class Converter(Loops):
             self.out.layout["convert_element_type"] += 1  # a scalar constant: folded
             self.result(eqn, env)
             return
-        shape = tuple(eqn.outvars[0].aval.shape)
-        axes = [j for j, d in enumerate(shape) if d != 1]
-        names = self.labels([shape[j] for j in axes])
-        labels: list[str | None] = [None] * len(shape)
-        for j, n in zip(axes, names):
-            labels[j] = n
+        names, labels = self.axis_labels(tuple(eqn.outvars[0].aval.shape))
         operand = self.tensor(self.view(var, env), labels)
         self.emit(f"{operand} -> {self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(names)}]",
                   "convert_element_type", depth, self.size(names), "XLA counts a convert as 1 FLOP per element")
@@ -304,11 +301,7 @@ class Converter(Loops):
         var = eqn.invars[0]
         shape = tuple(var.aval.shape)
         reduced = set(eqn.params["axes"])
-        axes = [j for j, d in enumerate(shape) if d != 1]
-        names = self.labels([shape[j] for j in axes])
-        labels: list[str | None] = [None] * len(shape)
-        for j, n in zip(axes, names):
-            labels[j] = n
+        _, labels = self.axis_labels(shape)
         over = [labels[j] for j in sorted(reduced) if labels[j] is not None]
         kept = [labels[j] for j in range(len(shape)) if j not in reduced and labels[j] is not None]
         out = f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(kept)}]"  # type: ignore[arg-type]
@@ -316,9 +309,9 @@ class Converter(Loops):
             env[eqn.outvars[0]] = self.view(var, env)
             self.out.layout[eqn.primitive.name] += 1
             return
-        sub = over[0] if len(over) == 1 else "{" + ",".join(over) + "}"
         word = REDUCE[eqn.primitive.name]
-        self.emit(f"{word}_{sub} {self.tensor(self.view(var, env), labels)} -> {out}", eqn.primitive.name, depth,
+        operand = self.tensor(self.view(var, env), labels)
+        self.emit(f"{word}_{_subscript(over)} {operand} -> {out}", eqn.primitive.name, depth,
                   -self.size(kept), "XLA counts T - 1 combines per output, symroof T")  # type: ignore[arg-type]
         self.result(eqn, env)
 
@@ -348,7 +341,7 @@ class Converter(Loops):
                 right[k] = label.get(i)
         summed = [label[i] for i, g in enumerate(groups) if g[0] == "c" and i in label]
         result = [label[i] for i, g in enumerate(groups) if g[0] != "c" and i in label]
-        op = "*" if not summed else "*_" + (summed[0] if len(summed) == 1 else "{" + ",".join(summed) + "}")
+        op = "*" if not summed else "*_" + _subscript(summed)
         text = (f"{self.tensor(self.view(lhs, env), left, summed)} {op} "
                 f"{self.tensor(self.view(rhs, env), right, summed)} -> "
                 f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(result)}]")
@@ -377,3 +370,8 @@ class Converter(Loops):
 
 def _drop_ones(shape: tuple) -> tuple:
     return tuple(d for d in shape if d != 1)
+
+
+def _subscript(labels) -> str:
+    """A subscript's dims as written: D, or {D,F}."""
+    return labels[0] if len(labels) == 1 else "{" + ",".join(labels) + "}"

@@ -24,10 +24,8 @@ import sympy
 
 from . import dtypes
 from .errors import SpecError, SymroofError, SymroofWarning
-from .ir import dim_symbol
 from .jax_convert import Converted, Converter, View
 from .model_report import model
-from .relations import expression
 
 # symroof dtype -> numpy/JAX dtype name
 _JAX_DTYPES = {"fp64": "float64", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int32": "int32",
@@ -195,12 +193,12 @@ def _structs(jax, function, arguments: list[Argument], sizes: Mapping[str, int] 
     except (TypeError, ValueError):
         params = [a.name for a in arguments]
     given = {a.name: a for a in arguments}
-    missing = [p for p in params[:len(params)] if p not in given]
+    missing = [p for p in params if p not in given]
     extra = [a.name for a in arguments if a.name not in params]
     if extra:
         raise SpecError(f"--shapes gives {', '.join(extra)}, which the function does not take "
                         f"(its parameters: {', '.join(params)})")
-    if missing and len(missing) < len(params):
+    if missing:  # (every argument given names a parameter, so some parameter is given)
         raise SpecError(f"--shapes does not give {', '.join(missing)} (its parameters: {', '.join(params)})")
     names = list(dict.fromkeys(d for a in arguments for d in a.dims if not d.isdigit()))
     if sizes is None:
@@ -230,15 +228,10 @@ def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
     code = re.sub(r"#[^\n]*", "", once)
     m = model(once, "prefill", None, {k: v for k, v in sizes.items() if re.search(rf"\b{k}\b", code)})
     a = m.analysis
-    subs = {dim_symbol(k): v for k, v in sizes.items()}
-    lets = {dim_symbol(k): expression(v) for k, v in imported.converted.lets.items()}
-    for _ in range(3):  # aliases of composites of the given dims
-        lets = {k: v.xreplace(lets) for k, v in lets.items()}
-    subs.update({k: v.xreplace(subs) for k, v in lets.items()})
     explained: dict[str, sympy.Expr] = {}
     for st in imported.converted.statements:
-        if st.why:
-            explained[st.why] = explained.get(st.why, sympy.Integer(0)) + st.xla_flops.xreplace(subs)
+        if st.why:  # in the program's dims and lets: the model substitutes both
+            explained[st.why] = explained.get(st.why, sympy.Integer(0)) + m.at(st.xla_flops)
     for extra, why in imported.converted.xla_extra:
         explained[why] = explained.get(why, sympy.Integer(0)) + extra
     flops = int(a.flops)

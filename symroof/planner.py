@@ -180,12 +180,9 @@ def _cost(c: Candidate, name: str, mode: str, chip: str, batch: dict, models_fil
     try:
         m = model(name, mode, chip, batch, strategy=c.strategy, models_file=models_file,
                   schedule=c.schedule if c.sizes.get("pp", 1) > 1 else None)
-        if m.hbm_per_chip > usable and mode == "train" and c.sizes["dp"] > 1 and c.zero < 2 and \
-                (c.zero == 0 or m.pipeline is not None):
-            stage = c.zero + 1 if c.zero else _zero_stage(m, c.sizes["dp"], usable)
-            if stage:  # costed again with it, its memory checked as any other's
-                c.zero = stage
-                return _cost(c, name, mode, chip, batch, models_file, usable)
+        if m.hbm_per_chip > usable and (stage := _zero_stage(m, c, usable)):
+            c.zero = stage  # costed again with it, its memory checked as any other's
+            return _cost(c, name, mode, chip, batch, models_file, usable)
         if m.hbm_per_chip > usable:
             c.rejected = (f"out of memory: {float(m.hbm_per_chip) / 1e9:.4g} GB a chip "
                           f"(usable {float(usable) / 1e9:.4g})")
@@ -204,13 +201,20 @@ def _cost(c: Candidate, name: str, mode: str, chip: str, batch: dict, models_fil
                  "tokens_per_s": m.tokens / m.t_step, "tokens": m.tokens, "threshold": thresholds}
 
 
-def _zero_stage(m: Model, dp: int, usable) -> int:
-    """The lowest ZeRO stage (1, 2) under which a plain data-parallel model would fit: its
-    optimizer state (and, at stage 2, its gradients) split over dp; 0 where neither does.
-    Worked out from the model's memory, so that a split no stage rescues is not re-costed."""
+def _zero_stage(m: Model, c: Candidate, usable) -> int:
+    """The ZeRO stage to cost a training candidate with next, where as costed it does not
+    fit; 0 for none. Without a pipeline, the lowest stage (1, 2) under which it would fit,
+    worked out from its memory (the optimizer state, and at stage 2 the gradients, split
+    over dp), so that a split no stage rescues is not re-costed; a pipeline's stages keep
+    their memory apart, so there each stage is tried in turn."""
+    dp = c.sizes["dp"]
+    if m.options.mode != "train" or dp == 1 or c.zero == 2:
+        return 0
+    if m.pipeline is not None:
+        return c.zero + 1
+    if c.zero:  # the stage worked out below: its memory was exact, so none fits
+        return 0
     spare = sympy.Rational(dp - 1, dp)
-    if m.pipeline is not None:  # a pipeline's stages keep their memory apart: try the stages in turn
-        return 1
     one = m.hbm_per_chip - m.optimizer_bytes * spare / m.options.chips
     if one <= usable:
         return 1

@@ -185,6 +185,11 @@ def test_the_command(capsys, tmp_path):
     assert main(["from-jax", target, "--shapes", shapes, "--set", "B=4,D=8,F=32", "--xla", "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert found["xla"]["flops_agree"] and found["flops"] == found["xla"]["symroof"]["flops"]
+    # the chip's figures as given: an HBM bandwidth override sets T_comms = bytes / 1e9
+    assert main(["from-jax", target, "--shapes", shapes, "--set", "B=4,D=8,F=32", "--chip", "h100",
+                 "--hbm-bw", "1e9", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["t_comms"] == pytest.approx(found["bytes"] / 1e9, rel=1e-12)
     for argv, message in ((["nowhere:f"], "cannot import nowhere"), ([f"{BLOCKS}:missing"], "has no function"),
                           ([f"{BLOCKS}:mlp", "--xla"], "--xla compares at concrete sizes")):
         assert main(["from-jax", *argv, "--shapes", shapes]) == 2
