@@ -57,11 +57,13 @@ def figure_text(path: str, value) -> str:
         '1 us'
         >>> figure_text("interconnect.topology", "torus_2d"), figure_text("interconnect.pod_shape", (16, 20, 28))
         ('2D torus', '16 x 20 x 28 chips')
+        >>> figure_text("interconnect.slice_shapes", ((2, 2), (4, 4), (16, 16)))  # how many, the smallest, the largest
+        '3, 2x2 to 16x16'
     """
     if value is None:
         return "none"
-    if isinstance(value, tuple) and value and isinstance(value[0], tuple):  # slice shapes
-        return ", ".join("x".join(map(str, shape)) for shape in value)
+    if isinstance(value, tuple) and value and isinstance(value[0], tuple):  # slice shapes: too many for a row
+        return f"{len(value)}, {'x'.join(map(str, value[0]))} to {'x'.join(map(str, value[-1]))}"
     if isinstance(value, tuple):  # a shape: axis lengths
         return " x ".join(map(str, value)) + " chips"
     if isinstance(value, str):
