@@ -529,7 +529,7 @@ print(f"t_step {float(m.t_step):.3f} s   t_step_exposed {float(split['t_step_exp
       f"HBM per chip {float(m.hbm_per_chip) / 1e9:.1f} GB   training FLOPs {float(m.flops_train):.4g}")
 print()
 batch_split = best.sizes["dp"] * best.sizes["fsdp"]
-for kind, entry in best.figures["threshold"].items():
+for kind, entry in best.thresholds.items():
     now = m.tokens / batch_split
     print(f"threshold {kind} (over {entry['axes']}): compute-bound once per-chip tokens > "
           f"{float(entry['per_chip_tokens']):.0f}; now {float(now):.0f} "
@@ -572,7 +572,7 @@ v5p = {C: chip.figure("peak_flops_per_s.bf16"), C_vec: chip.figure("vector_flops
        W_ici: len(rings) * chip.figure("interconnect.link_bandwidth_bidi_bytes_per_s")}
 print(f"v5p: C / W_ici = {float((C / W_ici).subs(v5p)):.0f}, C / C_vec = {float((C / C_vec).subs(v5p)):.1f}: "
       f"per-chip tokens > {float(rule.subs(v5p)):.0f} (on the v5p's {' x '.join(map(str, rings))} rings: "
-      f"{float(best.figures['threshold']['fsdp']['per_chip_tokens']):.0f})")'''),
+      f"{float(best.thresholds['fsdp']['per_chip_tokens']):.0f})")'''),
     ("md", """The leading factor is a little under 1: at T = 4096 attention adds FLOPs per token
 beyond 6 per parameter, and the input embedding, a gather, adds none but still moves. The
 vector unit's work (norms, SiLU, residuals, at C_vec, about 33 times slower than the
@@ -604,15 +604,16 @@ Megatron split gives each chip whole ones.
 
 ## Step time against chips
 
-The same global batch, 1M tokens, on 64 to 1024 chips, each time the planner's best. Up to
+The same global batch, 1M tokens, on 64 to 512 chips, each time the planner's best. Up to
 256 chips the batch's 256 sequences split over the chips by FSDP alone, and the step stays
 at the compute roof: the time halves with each doubling. Past 256 there are more chips than
 sequences, so the planner must split a sequence or the model: at 512 it splits each
 sequence in two (sp=2, the keys and values gathered before attention, a small exposed
-cost), at 1024 it adds tp=2 too, whose exposed AllReduces cost a share of the step that
-grows as the step shrinks; each chip also holds fewer tokens, and tokens per second per
-chip falls. (The planner considers pipelines too, but here their bubble sets them back.)"""),
-    ("code", '''CHIPS = [64, 128, 256, 512, 1024]
+cost), and each chip holds fewer tokens: tokens per second per chip falls. (The planner
+considers pipelines too, but here their bubble sets them back. At 1024 chips it adds tp=2;
+that plan costs about 300 strategies, a couple of minutes, so it is left out here:
+`symroof plan llama-3-70b --chip tpu-v5p --chips 1024 --batch 1M --train`.)"""),
+    ("code", '''CHIPS = [64, 128, 256, 512]
 plans = [planner.plan(NAME, CHIP, n, TOKENS, "train", context=CONTEXT) for n in CHIPS]
 print(f"{'chips':>5}  {'best':16} {'t_step':>9} {'t_step_exposed':>15} {'tokens/s/chip':>14} {'HBM/chip':>9}  bound")
 for n, q in zip(CHIPS, plans):

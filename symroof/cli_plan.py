@@ -68,7 +68,7 @@ def _row(c: planner.Candidate) -> dict:
             "mesh": str(mesh).removeprefix("mesh "), "bound": f["bound"],
             **{k: json_value(f[k]) for k in ("t_step", "t_step_exposed", "t_comm_exposed", "memory_per_chip",
                                               "tokens_per_s")},
-            "threshold": {kind: {k: _json(v) for k, v in entry.items()} for kind, entry in f["threshold"].items()}}
+            "threshold": {kind: {k: _json(v) for k, v in entry.items()} for kind, entry in c.thresholds.items()}}
 
 
 def _json(v):
@@ -117,7 +117,7 @@ def _table(p: planner.Plan, args, chip: str) -> str:
 def _thresholds(c: planner.Candidate) -> str:
     out = []
     assert c.model is not None
-    for kind, entry in c.figures["threshold"].items():
+    for kind, entry in c.thresholds.items():
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
             now = entry.get("now", model_strategy.tokens_per_chip(c.model))

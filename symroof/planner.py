@@ -43,6 +43,16 @@ class Candidate:
     schedule: str = "1f1b"  # a pipeline's
     model: Model | None = None
     figures: dict = field(default_factory=dict)
+    _thresholds: dict | None = field(default=None, repr=False)
+
+    @property
+    def thresholds(self) -> dict:
+        """Its thresholds (model_strategy.thresholds), worked out when first asked for: they
+        cost a costed candidate's time again, and a plan shows only its best few."""
+        assert self.model is not None, "a candidate set aside has no thresholds"
+        if self._thresholds is None:
+            self._thresholds = model_strategy.thresholds(self.model, dict(self.model.options.strategy))
+        return self._thresholds
 
     @property
     def strategy(self) -> str:
@@ -191,14 +201,13 @@ def _cost(c: Candidate, name: str, mode: str, chip: str, batch: dict, models_fil
         found = model_strategy.times(m)
         network = a.t_network if m.pipeline is None else found["t_network_overlapped"] + found["t_network_exposed"]
         roofs = {"compute": a.t_math, "HBM": a.t_comms, "network": a.t_network}
-        thresholds = model_strategy.thresholds(m, dict(m.options.strategy))
     except (SpecError, HardwareError) as err:
         c.rejected = str(err).split("\n", 1)[0]
         return
     c.model = m
     c.figures = {"t_step": m.t_step, "t_network": network, **found,
                  "memory_per_chip": m.hbm_per_chip, "bound": max(roofs, key=lambda k: float(roofs[k])),
-                 "tokens_per_s": m.tokens / m.t_step, "tokens": m.tokens, "threshold": thresholds}
+                 "tokens_per_s": m.tokens / m.t_step, "tokens": m.tokens}
 
 
 def _zero_stage(m: Model, c: Candidate, usable) -> int:
@@ -246,7 +255,7 @@ def why(p: Plan) -> str:
         text.append("no collective waits on the critical path")
     else:
         text.append(f"{_ms(f['t_network_exposed'])} of activation collectives exposed")
-    for kind, entry in f["threshold"].items():
+    for kind, entry in best.thresholds.items():
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
             now = entry.get("now", model_strategy.tokens_per_chip(best.model))
