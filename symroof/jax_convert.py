@@ -35,15 +35,20 @@ This module reads jaxprs and never imports JAX itself: from_jax.py traces.
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
+from dataclasses import replace
 
 import sympy
 
 from . import dtypes
 from .errors import SpecError
 from .ir import dim_symbol
+from .jax_data import DataMoves
 from .jax_loops import Loops
-from .jax_program import Converted, Statement, View
+from .jax_program import Converted, Statement, View, join_label, split_label
+from .jax_shard import Sharding
 
 # jaxpr primitive -> symroof word, for each written family
 BINARY = {"add": "+", "add_any": "+", "sub": "-", "mul": "*", "div": "/", "max": "max", "min": "min",
@@ -56,9 +61,9 @@ UNARY = {"exp": "exp", "log": "log", "tanh": "tanh", "rsqrt": "rsqrt", "sqrt": "
 REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min"}
 # no data moved: the next statement reads the array these index differently
 LAYOUT = ("broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "stop_gradient", "copy", "copy_p",
-          "optimization_barrier", "reduce_precision")
+          "optimization_barrier", "reduce_precision", "pvary")
 # constants made on the fly, read by nothing a statement counts
-FREE = ("iota", "dim_as_value")
+FREE = ("iota", "dim_as_value", "axis_index")
 INLINE = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
           "remat": "jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr"}
@@ -66,8 +71,11 @@ INLINE = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_ca
 _NAME = re.compile(r"[^\W\d_][^\W_]*")
 
 
-class Converter(Loops):
-    def __init__(self):
+class Converter(Loops, Sharding, DataMoves):
+    def __init__(self, rename: Callable[[str], str] | None = None):
+        """`rename`: a jaxpr dim's text -> the text it stands for (a trace whose dims were
+        scaled so that shard_map's splits divide them: jax_import.py), or None."""
+        self.rename = rename
         self.out = Converted()
         self.names: dict[str, str] = {}  # a dim's text (str of the jaxpr dim) -> its symroof name
         self.used: set[str] = set()  # every name given out
@@ -79,7 +87,7 @@ class Converter(Loops):
         """The name (or literal) a jaxpr dim is written with."""
         if isinstance(dim, int):
             return str(dim)
-        text = str(dim).replace(" ", "")
+        text = self.dim_text(dim)
         if text in self.names:
             return self.names[text]
         if _NAME.fullmatch(text):
@@ -94,6 +102,11 @@ class Converter(Loops):
         self.names[text] = name
         self.used.add(name)
         return name
+
+    def dim_text(self, dim) -> str:
+        """A jaxpr dim as text in the user's dim names: B*T, B/2."""
+        text = str(dim).replace(" ", "")
+        return text if self.rename is None or isinstance(dim, int) else self.rename(text)
 
     def _fresh(self, base: str) -> str:
         name, k = base, 2
@@ -110,7 +123,7 @@ class Converter(Loops):
         taken: set[str] = set()
         out = []
         for i, dim in enumerate(dims):
-            name = self.dim_name(dim)
+            name, axes = split_label(self.dim_name(dim))  # inside shard_map, a split dim: B_X
             if name in taken or (i in named and name.isdigit()):
                 base = name if name[0].isalpha() else "n" + name
                 alias = next((a for a, e in self.out.lets.items() if e == name and a not in taken), None)
@@ -119,7 +132,7 @@ class Converter(Loops):
                     self.out.lets[alias] = name
                 name = alias
             taken.add(name)
-            out.append(name)
+            out.append(join_label(name, axes))
         return out
 
     # -- writing --------------------------------------------------------------------
@@ -145,11 +158,12 @@ class Converter(Loops):
         dims += [label for label in summed or () if label not in dims]
         return f"{view.dtype}[{', '.join(dims)}]"
 
-    def axis_labels(self, shape: tuple) -> tuple[list[str], list[str | None]]:
+    def axis_labels(self, shape: tuple, named: frozenset[int] = frozenset()) -> tuple[list[str], list[str | None]]:
         """A value's axes named for one statement: the names of those not of size 1, and a
-        label per axis (None for a size-1 axis, which a written tensor leaves out)."""
+        label per axis (None for a size-1 axis, which a written tensor leaves out); the
+        axes in `named` never a literal size."""
         axes = [j for j, d in enumerate(shape) if d != 1]
-        names = self.labels([shape[j] for j in axes])
+        names = self.labels([shape[j] for j in axes], frozenset(i for i, j in enumerate(axes) if j in named))
         labels: list[str | None] = [None] * len(shape)
         for j, n in zip(axes, names):
             labels[j] = n
@@ -157,11 +171,17 @@ class Converter(Loops):
 
     def emit(self, text: str, primitive: str, depth: int, xla_flops: sympy.Expr | None = None, why: str = "") -> None:
         self.out.lines.append((depth, text + f"   # {primitive}"))
-        self.out.statements.append(Statement(text, primitive, depth, xla_flops or sympy.Integer(0), why))
+        self.out.statements.append(Statement(text, primitive, depth, xla_flops or sympy.Integer(0), why,
+                                             self.out.shard_maps > 0))
 
     def size(self, labels: list[str]) -> sympy.Expr:
-        """The elements of a tensor with these labels, in symroof's dim symbols."""
-        return sympy.Mul(*(sympy.Integer(int(l)) if l.isdigit() else dim_symbol(l) for l in labels))
+        """The elements of a tensor with these labels on one chip, in symroof's dim symbols."""
+        out = sympy.Integer(1)
+        for label in labels:
+            name, axes = split_label(label)
+            n = sympy.Integer(int(name)) if name.isdigit() else dim_symbol(name)
+            out *= n / math.prod(self.out.mesh[a] for a in axes)
+        return out
 
     # -- the walk -------------------------------------------------------------------
 
@@ -205,9 +225,13 @@ class Converter(Loops):
             env[var] = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
         return env[var]
 
-    def result(self, eqn, env, k: int = 0) -> View:
+    def result(self, eqn, env, k: int = 0, unreduced: str | None = None) -> View:
+        """A statement's result: an array of its own; inside shard_map, partial sums over
+        the axes its operands' are (a local op on partial sums), or over `unreduced`."""
         v = eqn.outvars[k]
-        env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
+        if unreduced is None:
+            unreduced = _union(self.view(u, env).unreduced for u in eqn.invars)
+        env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape), unreduced=unreduced)
         return env[v]
 
     def _layout(self, eqn, env) -> None:
@@ -219,20 +243,21 @@ class Converter(Loops):
             for k, j in enumerate(eqn.params["broadcast_dimensions"]):
                 if shape_in[k] == shape_out[j]:  # kept, not a size-1 axis stretched
                     axes[j] = x.axes[k]
-            env[out] = View(x.dtype, x.dims, tuple(axes), x.const)
+            env[out] = replace(x, axes=tuple(axes))
         elif name == "transpose":
-            env[out] = View(x.dtype, x.dims, tuple(x.axes[k] for k in eqn.params["permutation"]), x.const)
+            env[out] = replace(x, axes=tuple(x.axes[k] for k in eqn.params["permutation"]))
         elif name in ("reshape", "squeeze", "expand_dims") and _drop_ones(shape_in) == _drop_ones(shape_out):
             kept = iter([a for a, d in zip(x.axes, shape_in) if d != 1])
-            env[out] = View(x.dtype, x.dims, tuple(None if d == 1 else next(kept) for d in shape_out), x.const)
+            env[out] = replace(x, axes=tuple(None if d == 1 else next(kept) for d in shape_out))
         elif name == "reshape":  # merges or splits dims: read as an array of the new shape
-            env[out] = View.whole(x.dtype, shape_out, x.const)
+            env[out] = View.whole(x.dtype, shape_out, x.const, x.unreduced)
         else:  # stop_gradient, copy, optimization_barrier, reduce_precision: the same array
             for i, v in enumerate(eqn.outvars):
                 env[v] = self.view(eqn.invars[i], env)
         self.out.layout[name] += 1
 
     def _inline(self, eqn, env, depth: int, key: str) -> None:
+        self.unread_shardings(eqn)
         inner = eqn.params[key]
         jaxpr = getattr(inner, "jaxpr", inner)  # ClosedJaxpr or Jaxpr
         for var, _ in zip(jaxpr.constvars, getattr(inner, "consts", ())):
@@ -301,7 +326,7 @@ class Converter(Loops):
         var = eqn.invars[0]
         shape = tuple(var.aval.shape)
         reduced = set(eqn.params["axes"])
-        _, labels = self.axis_labels(shape)
+        _, labels = self.axis_labels(shape, frozenset(reduced))
         over = [labels[j] for j in sorted(reduced) if labels[j] is not None]
         kept = [labels[j] for j in range(len(shape)) if j not in reduced and labels[j] is not None]
         out = f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(kept)}]"  # type: ignore[arg-type]
@@ -342,30 +367,16 @@ class Converter(Loops):
         summed = [label[i] for i, g in enumerate(groups) if g[0] == "c" and i in label]
         result = [label[i] for i, g in enumerate(groups) if g[0] != "c" and i in label]
         op = "*" if not summed else "*_" + _subscript(summed)
+        # inside shard_map, a contracted dim split over mesh axes leaves partial sums over
+        # them: written {U_X}, so that symroof inserts no AllReduce (the body's psum is one)
+        unreduced = _union([*(split_label(label)[1] for label in summed),
+                            *(self.view(v, env).unreduced for v in (lhs, rhs))])
         text = (f"{self.tensor(self.view(lhs, env), left, summed)} {op} "
                 f"{self.tensor(self.view(rhs, env), right, summed)} -> "
-                f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(result)}]")
+                f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(result)}]"
+                + (f" {{{join_label('U', unreduced)}}}" if unreduced else ""))
         self.emit(text, "dot_general", depth)
-        self.result(eqn, env)
-
-    def _gather(self, eqn, env, depth: int) -> None:
-        """Rows of a table by index (`table[ids]`, an embedding lookup); any other gather is
-        not costed."""
-        table, ids = eqn.invars
-        d = eqn.params["dimension_numbers"]
-        ts, ix = tuple(table.aval.shape), tuple(ids.aval.shape)
-        rows = (len(ts) == 2 and ix and ix[-1] == 1 and tuple(d.collapsed_slice_dims) == (0,)
-                and tuple(d.start_index_map) == (0,) and tuple(eqn.params["slice_sizes"]) == (1, ts[1])
-                and tuple(d.offset_dims) == (len(ix) - 1,))
-        if not rows:
-            return self._skip(eqn, env)
-        names = self.labels([*ts, *[x for x in ix[:-1] if x != 1]])
-        width, batch = names[1], names[2:]
-        idx_dtype = self.dtype(ids.aval.dtype)
-        text = (f"gather {self.dtype(table.aval.dtype)}[{names[0]}, {width}], {idx_dtype}[{', '.join(batch)}] -> "
-                f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join([*batch, width])}]")
-        self.emit(text, "gather", depth)
-        self.result(eqn, env)
+        self.result(eqn, env, unreduced=unreduced)
 
 
 def _drop_ones(shape: tuple) -> tuple:
@@ -373,5 +384,11 @@ def _drop_ones(shape: tuple) -> tuple:
 
 
 def _subscript(labels) -> str:
-    """A subscript's dims as written: D, or {D,F}."""
-    return labels[0] if len(labels) == 1 else "{" + ",".join(labels) + "}"
+    """A subscript's dims as written: D, or {D,F} (a split dim by its name: D_X is D)."""
+    names = [split_label(label)[0] for label in labels]
+    return names[0] if len(names) == 1 else "{" + ",".join(names) + "}"
+
+
+def _union(axes) -> str:
+    """Mesh axes (strings of symroof's letters) together, each once, in order."""
+    return "".join(dict.fromkeys("".join(axes)))

@@ -20,10 +20,25 @@ class View:
     # a constant known when the sizes are (a literal, a dim's value, arithmetic on them):
     # folded at concrete sizes, so no statement computes it
     const: bool = False
+    # inside shard_map, the mesh axes (symroof's letters) it holds partial sums over: a
+    # contraction over a sharded dim leaves them, a psum (AllReduce) sums them
+    unreduced: str = ""
 
     @staticmethod
-    def whole(dtype: str, shape: tuple, const: bool = False) -> View:
-        return View(dtype, tuple(shape), tuple(range(len(shape))), const)
+    def whole(dtype: str, shape: tuple, const: bool = False, unreduced: str = "") -> View:
+        return View(dtype, tuple(shape), tuple(range(len(shape))), const, unreduced)
+
+
+def split_label(label: str) -> tuple[str, str]:
+    """A label as its dim's name and the mesh axes it is split over: 'B_X' -> ('B', 'X'),
+    'B_{XY}' -> ('B', 'XY'), 'B' -> ('B', '')."""
+    name, _, axes = label.partition("_")
+    return name, axes.strip("{}")
+
+
+def join_label(name: str, axes: str) -> str:
+    """'B', 'XY' -> 'B_{XY}': a dim split over mesh axes, as symroof writes it."""
+    return name if not axes else f"{name}_{axes}" if len(axes) == 1 else f"{name}_{{{axes}}}"
 
 
 @dataclass
@@ -36,14 +51,18 @@ class Statement:
     depth: int
     xla_flops: sympy.Expr = sympy.Integer(0)
     why: str = ""
+    in_shard_map: bool = False  # written inside a shard_map's body: per chip, with its splits
 
 
 @dataclass
 class Converted:
     lets: dict[str, str] = field(default_factory=dict)  # name -> expression text
+    mesh: dict[str, int] = field(default_factory=dict)  # shard_map's mesh: symroof's axis letter -> size
+    axis_names: dict[str, str] = field(default_factory=dict)  # JAX's mesh axis name -> symroof's letter
     lines: list[tuple[int, str]] = field(default_factory=list)  # (depth, text): statements and repeat lines
     statements: list[Statement] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)  # primitive -> count: not costed
+    shard_maps: int = 0  # inside this many shard_maps now (while converting)
     layout: Counter = field(default_factory=Counter)  # primitive -> count: taken as free
     notes: list[str] = field(default_factory=list)
     # what XLA counts that no statement stands for: (FLOPs, why), once each
@@ -52,6 +71,10 @@ class Converted:
     @property
     def text(self) -> str:
         out = []
+        if self.mesh:
+            names = {letter: name for name, letter in self.axis_names.items()}
+            out.append("mesh " + ", ".join(f"{k}={v}" for k, v in self.mesh.items())
+                       + "   # shard_map's mesh: " + ", ".join(f"{k} is {names[k]!r}" for k in self.mesh))
         if self.lets:
             out.append("let " + ", ".join(f"{k} = {v}" for k, v in self.lets.items()))
         out += ["  " * depth + line for depth, line in self.lines]

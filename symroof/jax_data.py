@@ -1,0 +1,100 @@
+"""Gathers, slices and concatenation (a part of jax_convert.Converter): the primitives that
+move data and compute nothing.
+
+* gather of rows (`table[ids]`): `gather bf16[V, D], int32[B, T] -> bf16[B, T, D]`; a
+  gather of one window (what `x[:, :4]` traces to where a dim is symbolic) a slice; any
+  other gather is not costed, and said so.
+* slice, dynamic_slice, split: no statement. A slice is a window of the array: the
+  next statement reads only the window's elements, as XLA's fusion of a slice into its
+  reader does (the lowered module, unfused, reads and writes the window once more).
+* concatenate: each operand copied into its place (`copy(bf16[B, K]) -> bf16[B, K]`):
+  the operands read once, the result written once.
+* dynamic_update_slice (`x.at[i].set(u)`): the update copied into the array, in place as
+  XLA runs it: the update read and written, the rest of the array untouched.
+* pad: not costed (its fill's writes have no symroof form), and said so.
+"""
+
+from __future__ import annotations
+
+from .jax_program import Converted, View
+
+
+class DataMoves:
+    """The gather, slice and concatenation handlers; the converter provides the rest."""
+
+    out: Converted
+
+    def view(self, var, env) -> View:
+        raise NotImplementedError
+
+    def dtype(self, aval_dtype) -> str:
+        raise NotImplementedError
+
+    def labels(self, dims: list, named: frozenset[int] = frozenset()) -> list[str]:
+        raise NotImplementedError
+
+    def axis_labels(self, shape: tuple) -> tuple[list[str], list[str | None]]:
+        raise NotImplementedError
+
+    def tensor(self, view: View, axis_labels: list[str | None], summed: list[str] | None = None) -> str:
+        raise NotImplementedError
+
+    def emit(self, text: str, primitive: str, depth: int, xla_flops=None, why: str = "") -> None:
+        raise NotImplementedError
+
+    def result(self, eqn, env, k: int = 0, unreduced: str | None = None) -> View:
+        raise NotImplementedError
+
+    def _skip(self, eqn, env) -> None:
+        raise NotImplementedError
+
+    def _gather(self, eqn, env, depth: int) -> None:
+        """Rows of a table by index (`table[ids]`, an embedding lookup); any other gather is
+        not costed."""
+        table, ids = eqn.invars
+        d = eqn.params["dimension_numbers"]
+        ts, ix = tuple(table.aval.shape), tuple(ids.aval.shape)
+        rows = (len(ts) == 2 and ix and ix[-1] == 1 and tuple(d.collapsed_slice_dims) == (0,)
+                and tuple(d.start_index_map) == (0,) and tuple(eqn.params["slice_sizes"]) == (1, ts[1])
+                and tuple(d.offset_dims) == (len(ix) - 1,))
+        window = (not d.collapsed_slice_dims and tuple(d.offset_dims) == tuple(range(len(ts)))
+                  and len(ix) == 1 and not getattr(d, "operand_batching_dims", ())
+                  and tuple(eqn.outvars[0].aval.shape) == tuple(eqn.params["slice_sizes"]))
+        if window:  # one window at a computed start (x[:, :4] with a symbolic dim): a slice
+            return self._slice(eqn, env, depth)
+        if not rows:
+            return self._skip(eqn, env)
+        names = self.labels([*ts, *[x for x in ix[:-1] if x != 1]])
+        width, batch = names[1], names[2:]
+        idx_dtype = self.dtype(ids.aval.dtype)
+        text = (f"gather {self.dtype(table.aval.dtype)}[{names[0]}, {width}], {idx_dtype}[{', '.join(batch)}] -> "
+                f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join([*batch, width])}]")
+        self.emit(text, "gather", depth)
+        self.result(eqn, env)
+
+    def _slice(self, eqn, env, depth: int) -> None:
+        """A window of the array: read where it is read (every output of `split` one)."""
+        for out in eqn.outvars:
+            env[out] = self.view(eqn.invars[0], env)
+        self.out.layout[eqn.primitive.name] += 1
+
+    _dynamic_slice = _slice
+    _split = _slice
+
+    def _concatenate(self, eqn, env, depth: int) -> None:
+        for var in eqn.invars:
+            self._copy(var, env, depth, "concatenate")
+        self.result(eqn, env)
+
+    def _dynamic_update_slice(self, eqn, env, depth: int) -> None:
+        self._copy(eqn.invars[1], env, depth, "dynamic_update_slice")
+        self.result(eqn, env)
+
+    def _copy(self, var, env, depth: int, primitive: str) -> None:
+        """An array copied into a new one (its own size read and written)."""
+        shape = tuple(var.aval.shape)
+        names, labels = self.axis_labels(shape)
+        if not names:  # a scalar (an index): nothing worth a statement
+            return
+        operand = self.tensor(self.view(var, env), labels)
+        self.emit(f"copy({operand}) -> {self.dtype(var.aval.dtype)}[{', '.join(names)}]", primitive, depth)

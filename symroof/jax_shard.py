@@ -1,0 +1,255 @@
+"""shard_map in symroof's sharded notation (a part of jax_convert.Converter).
+
+    shard_map(body, mesh=Mesh('x': 2, 'y': 4), in_specs=(P('x', 'y'), P('y', None)))
+
+becomes a `mesh X=2, Y=4` line, and the body's statements are written with global dims
+and subscripts for the splits (`bf16[B_X, D_Y] *_D bf16[D_Y, F] -> bf16[B_X, F] {U_Y}`):
+symroof's own per-chip counts are then the body's. Inside the body, a local dim (B/2 for
+B split over 'x') is labelled with its global dim and the axes (B_X), bound from the
+in_specs and from what each collective makes. A contraction over a split dim leaves
+partial sums (`{U_Y}`: symroof inserts no AllReduce of its own); the body's collectives
+are written out:
+
+    psum / psum_invariant   AllReduce_Y bf16[B_X, F] {U_Y} -> bf16[B_X, F]
+    all_gather (tiled)      AllGather_X bf16[B_X, F] -> bf16[B, F]
+    psum_scatter (tiled)    ReduceScatter_{Y,F} bf16[B_X, F] {U_Y} -> bf16[B_X, F_Y]
+    all_to_all (tiled)      AllToAll_{X,F} bf16[B_X, F] -> bf16[B, F_X]
+
+ppermute, pmax, pmin and untiled scatters or all-to-alls have no symroof form: not
+costed, named in the warning. A statement outside shard_map is costed whole on every
+chip (the shardings XLA's partitioner would pick for it are not read), and said so; so
+are jit's in/out shardings and sharding constraints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import SpecError
+from .jax_program import Converted, View, join_label, split_label
+
+# JAX's mesh axis -> symroof's letter, where the name is not one letter already
+_LETTERS = "XYZWVST"
+
+
+class Sharding:
+    """The shard_map and collective handlers; the converter provides the rest."""
+
+    out: Converted
+    names: dict[str, str]
+    used: set[str]  # dim names given out: a mesh axis takes none of them
+
+    def walk(self, jaxpr, env: dict, depth: int = 0) -> None:
+        raise NotImplementedError
+
+    def view(self, var, env) -> View:
+        raise NotImplementedError
+
+    def dtype(self, aval_dtype) -> str:
+        raise NotImplementedError
+
+    def dim_name(self, dim) -> str:
+        raise NotImplementedError
+
+    def dim_text(self, dim) -> str:
+        raise NotImplementedError
+
+    def axis_labels(self, shape: tuple) -> tuple[list[str], list[str | None]]:
+        raise NotImplementedError
+
+    def emit(self, text: str, primitive: str, depth: int, xla_flops=None, why: str = "") -> None:
+        raise NotImplementedError
+
+    def _skip(self, eqn, env) -> None:
+        raise NotImplementedError
+
+    def size(self, labels: list[str]):
+        raise NotImplementedError
+
+    # -- the mesh and the body ------------------------------------------------------
+
+    def _letters(self, names) -> str:
+        """JAX's mesh axis names (one, or a tuple) as symroof's letters."""
+        names = names if isinstance(names, (tuple, list)) else (names,)
+        unknown = [n for n in names if n not in self.out.axis_names]
+        if unknown:
+            raise SpecError(f"a collective over mesh axis {unknown[0]!r}, outside any shard_map over it")
+        return "".join(self.out.axis_names[n] for n in names)
+
+    def _mesh(self, mesh) -> None:
+        for name, size in dict(mesh.shape).items():
+            if name in self.out.axis_names:
+                if self.out.mesh[self.out.axis_names[name]] != size:
+                    raise SpecError(f"two shard_maps give mesh axis {name!r} two sizes: symroof costs one mesh")
+                continue
+            text = str(name)
+            free = [c for c in (text.upper()[:1], *_LETTERS, *map(chr, range(65, 91)))
+                    if c.isalpha() and c != "U" and c not in self.out.mesh and c not in self.used]
+            letter = text.upper() if len(text) == 1 and text.upper() in free else free[0]
+            self.out.axis_names[name] = letter
+            self.out.mesh[letter] = size
+
+    def _bind(self, local, label: str, bound: dict[str, str]) -> None:
+        """Inside a body, the local dim `local` is labelled `label` (B_X)."""
+        if isinstance(local, int):
+            raise SpecError(f"shard_map splits a dim given as a number ({label}): name it in --shapes "
+                            "(x=bf16[B, D]), so that its local size cannot be taken for another dim's")
+        text = self.dim_text(local)
+        if bound.get(text, label) != label:
+            raise SpecError(f"inside shard_map the local size {text} is both {bound[text]} and {label}: "
+                            "symroof cannot tell which dim each axis is")
+        bound[text] = label
+        self.names[text] = label
+
+    def _shard_map(self, eqn, env, depth: int) -> None:
+        p = eqn.params
+        self._mesh(p["mesh"])
+        body = getattr(p["jaxpr"], "jaxpr", p["jaxpr"])
+        saved, bound = dict(self.names), dict[str, str]()
+        inner = {}
+        for var, outer, spec in zip(body.invars, eqn.invars, p["in_specs"]):
+            for j, (whole, local) in enumerate(zip(outer.aval.shape, var.aval.shape)):
+                axes = self._letters(_spec_axes(spec, j)) if _spec_axes(spec, j) else ""
+                if axes:
+                    name = self.dim_name(whole)
+                    self._bind(local, join_label(split_label(name)[0], axes), bound)
+            inner[var] = self.view(outer, env)
+        self.out.xla_extra.append((-2, "XLA's lowered module counts each shard_map's two boundary calls as -1 FLOP"))
+        self.out.shard_maps += 1
+        self.walk(body, inner, depth)
+        self.out.shard_maps -= 1
+        self.names = saved
+        for v in eqn.outvars:
+            env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
+
+    # -- collectives ----------------------------------------------------------------
+
+    def _collective(self, word: str, primitive: str, x, out, env, depth: int, labels_in: list[str],
+                    labels_out: list[str], reduced: str = "", xla_flops=None, why: str = "") -> None:
+        """Write `word x -> out`: the operand's partial sums over `reduced` summed."""
+        pending = _union(self.view(x, env).unreduced, reduced)
+        left = "".join(a for a in pending if a not in reduced)
+        operand = f"{self.dtype(x.aval.dtype)}[{', '.join(labels_in)}]" + (
+            f" {{{join_label('U', pending)}}}" if pending else "")
+        result = f"{self.dtype(out.aval.dtype)}[{', '.join(labels_out)}]" + (
+            f" {{{join_label('U', left)}}}" if left else "")
+        self.emit(f"{word} {operand} -> {result}", primitive, depth, xla_flops, why)
+        env[out] = View.whole(self.dtype(out.aval.dtype), tuple(out.aval.shape), unreduced=left)
+
+    def _psum(self, eqn, env, depth: int) -> None:
+        if any(isinstance(a, int) for a in eqn.params["axes"]):  # pmap's positional axes
+            return self._skip(eqn, env)
+        axes = self._letters(eqn.params["axes"])
+        for x, out in zip(eqn.invars, eqn.outvars):  # psum takes several arrays at once
+            labels = [label for label in self.axis_labels(tuple(x.aval.shape))[1] if label is not None]
+            self._collective(f"AllReduce_{_sub(axes)}", eqn.primitive.name, x, out, env, depth, labels, labels, axes,
+                             self.size(labels), "XLA counts an AllReduce's combine as 1 FLOP per element on a chip "
+                             "(a ReduceScatter's as none)")
+
+    _psum_invariant = _psum
+
+    def _all_gather(self, eqn, env, depth: int) -> None:
+        p = eqn.params
+        if not p["tiled"]:
+            return self._skip(eqn, env)
+        axes, d = self._letters(p["axis_name"]), p["all_gather_dimension"]
+        before = self._labels(eqn.invars[0])
+        after = list(before)
+        before[d], after[d] = self._gathered(before[d], eqn.outvars[0].aval.shape[d], axes)
+        self._collective(f"AllGather_{_sub(axes)}", *_one(eqn), env, depth, before, after)
+
+    def _reduce_scatter(self, eqn, env, depth: int) -> None:
+        p = eqn.params
+        if not p["tiled"]:
+            return self._skip(eqn, env)
+        axes, d = self._letters(p["axis_name"]), p["scatter_dimension"]
+        before = self._labels(eqn.invars[0])
+        after = list(before)
+        after[d] = self._scattered(before[d], eqn.outvars[0].aval.shape[d], axes)
+        self._collective(f"ReduceScatter_{{{','.join(axes)},{split_label(before[d])[0]}}}", *_one(eqn), env, depth,
+                         before, after, axes)
+
+    def _all_to_all(self, eqn, env, depth: int) -> None:
+        """The concat axis gathered (B_X -> B), the split axis split (F -> F_X)."""
+        p = eqn.params
+        if not p.get("tiled", False):
+            return self._skip(eqn, env)
+        axes, split, concat = self._letters(p["axis_name"]), p["split_axis"], p["concat_axis"]
+        shape = eqn.outvars[0].aval.shape
+        before = self._labels(eqn.invars[0])
+        after = list(before)
+        before[concat], after[concat] = self._gathered(before[concat], shape[concat], axes)
+        after[split] = self._scattered(before[split], shape[split], axes)
+        self._collective(f"AllToAll_{{{','.join(axes)},{split_label(before[split])[0]}}}", *_one(eqn), env, depth,
+                         before, after)
+
+    def _labels(self, var) -> list[str]:
+        """Every axis of a value labelled, a size-1 one as 1 (a collective's axes are written
+        all: the one it gathers may be of size 1 on a chip)."""
+        return [label or "1" for label in self.axis_labels(tuple(var.aval.shape))[1]]
+
+    def _gathered(self, label: str, whole, axes: str) -> tuple[str, str]:
+        """An axis gathered over `axes`: its label split and whole (B_X, B); the whole dim
+        (`whole`, the result's size) bound to its label."""
+        name, had = split_label(label)
+        if all(a in had for a in axes):  # the dim the in_specs (or a scatter) split over them
+            out = join_label(name, "".join(a for a in had if a not in axes))
+            self._name(whole, out)
+            return label, out
+        out = self.dim_name(whole)  # a dim of the body's own: split over `axes` from here
+        base, split = split_label(out)
+        return join_label(base, _union(split, axes)), out
+
+    def _scattered(self, label: str, part, axes: str) -> str:
+        """An axis split over `axes` (F -> F_Y); the local dim `part` bound to its label."""
+        name, had = split_label(label)
+        out = join_label(name, _union(had, axes))
+        self._name(part, out)
+        return out
+
+    def _name(self, dim, label: str) -> None:
+        """A symbolic local dim's label from here on (a number keeps its literal: it could
+        stand for any dim of that size)."""
+        if not isinstance(dim, int):
+            self.names[self.dim_text(dim)] = label
+
+    # -- shardings that are not read --------------------------------------------------
+
+    def _sharding_constraint(self, eqn, env, depth: int) -> None:
+        self.out.layout["sharding_constraint"] += 1
+        self._unread("a sharding constraint (with_sharding_constraint) is not read")
+        env[eqn.outvars[0]] = self.view(eqn.invars[0], env)
+
+    def unread_shardings(self, eqn) -> None:
+        """jit's in/out shardings, which XLA's partitioner works from: said, not read."""
+        given = [s for key in ("in_shardings", "out_shardings") for s in eqn.params.get(key, ())
+                 if "Unspecified" not in type(s).__name__]
+        if given:
+            self._unread("jit's in_shardings/out_shardings are not read")
+
+    def _unread(self, what: str) -> None:
+        note = (f"{what}: the statements outside shard_map are costed whole, as on one chip (the splits XLA's "
+                "partitioner would choose are not derived); write the split with shard_map to have it costed")
+        if note not in self.out.notes:
+            self.out.notes.append(note)
+
+
+def _spec_axes(spec, j: int) -> tuple:
+    """The mesh axes a PartitionSpec splits axis j over (a name, a tuple, or none)."""
+    if j >= len(spec) or spec[j] is None:
+        return ()
+    return tuple(spec[j]) if isinstance(spec[j], (tuple, list)) else (spec[j],)
+
+
+def _one(eqn) -> tuple[str, Any, Any]:
+    """A one-operand collective's primitive, operand and result."""
+    return eqn.primitive.name, eqn.invars[0], eqn.outvars[0]
+
+
+def _sub(axes: str) -> str:
+    return axes if len(axes) == 1 else "{" + axes + "}"
+
+
+def _union(*parts: str) -> str:
+    return "".join(dict.fromkeys("".join(parts)))
+
