@@ -12,7 +12,8 @@ cross-check in from_jax.py relies on; benchmarks/xla_conventions.md):
   `integer_pow` as the multiplies XLA emits for it (x^3: two).
 * reduce_sum, reduce_max, reduce_min: `sum_D`, `max_D`, `min_D`.
 * convert_element_type: a cast (`fp32[B, D] -> bf16[B, D]`), bytes only.
-* gather of rows (`table[ids]`): `gather bf16[V, D], int32[B, T] -> bf16[B, T, D]`.
+* gathers, slices, concatenation, updates: jax_data.py.
+* shard_map and its collectives: jax_shard.py (a `mesh` line, splits as subscripts).
 * broadcast_in_dim, reshape, transpose, squeeze, expand_dims, stop_gradient, copy: no
   statement. They change how an array is indexed, not its data (XLA's lowered module
   counts a transpose or reshape as a layout change, free); the next statement reads the
@@ -21,8 +22,8 @@ cross-check in from_jax.py relies on; benchmarks/xla_conventions.md):
 * scan: `repeat LENGTH { body }`, the body's slices of the scanned arrays as its operands;
   a while loop with a trip count known from its condition (`fori_loop`) the same, any
   other `repeat W1 {...}` with a symbol for the unknown trip count, and a warning.
-* anything else (sort, cumsum, scatter, slices, cond, shard_map, ...): not costed, named
-  in a warning with its count. Never dropped silently.
+* anything else (sort, cumsum, scatter, pad, cond, ppermute, ...): not costed, named in
+  a warning with its count. Never dropped silently.
 
 Dims: a symbolic dim is its own name (B); an integer its literal (4096); a composite dim
 (B*T, from a reshape) a name of its own with a `let` line (`let BT = B*T`). Where one

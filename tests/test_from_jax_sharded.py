@@ -123,3 +123,13 @@ def test_slices_concatenation_and_updates():
     for sizes in ({"B": 16, "K": 3}, {"B": 5, "K": 7}):
         check = im.xla(sizes)
         assert check["flops_agree"] and check["bytes_within_lowered"], check
+
+
+def test_xla_counts_in_float32_and_the_cross_check_says_so():
+    im = symroof.from_jax(lambda x: x * 2, "x=fp32[N]")
+    check = im.xla({"N": 2**24 + 1})
+    # XLA's figure is 2^24: the count rounded to float32; symroof's is exact
+    assert check["xla_lowered"]["flops"] == 2**24 and check["symroof"]["flops"] == 2**24 + 1
+    assert check["flops_agree"] and check["flops_unexplained"] == -1 and check["xla_resolution"] >= 2
+    small = im.xla({"N": 1000})  # below 2^24 every count is exact, and must agree exactly
+    assert small["flops_agree"] and small["flops_unexplained"] == 0 and small["xla_resolution"] == 0
