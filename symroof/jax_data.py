@@ -16,37 +16,11 @@ move data and compute nothing.
 
 from __future__ import annotations
 
-from .jax_program import Converted, View
+from .jax_program import Parts
 
 
-class DataMoves:
+class DataMoves(Parts):
     """The gather, slice and concatenation handlers; the converter provides the rest."""
-
-    out: Converted
-
-    def view(self, var, env) -> View:
-        raise NotImplementedError
-
-    def dtype(self, aval_dtype) -> str:
-        raise NotImplementedError
-
-    def labels(self, dims: list, named: frozenset[int] = frozenset()) -> list[str]:
-        raise NotImplementedError
-
-    def axis_labels(self, shape: tuple) -> tuple[list[str], list[str | None]]:
-        raise NotImplementedError
-
-    def tensor(self, view: View, axis_labels: list[str | None], summed: list[str] | None = None) -> str:
-        raise NotImplementedError
-
-    def emit(self, text: str, primitive: str, depth: int, xla_flops=None, why: str = "") -> None:
-        raise NotImplementedError
-
-    def result(self, eqn, env, k: int = 0, unreduced: str | None = None) -> View:
-        raise NotImplementedError
-
-    def _skip(self, eqn, env) -> None:
-        raise NotImplementedError
 
     def _gather(self, eqn, env, depth: int) -> None:
         """Rows of a table by index (`table[ids]`, an embedding lookup); any other gather is

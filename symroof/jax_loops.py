@@ -5,26 +5,13 @@ with a warning."""
 
 from __future__ import annotations
 
-from .jax_program import Converted, View
+from .jax_program import Parts, View
 
 
-class Loops:
+class Loops(Parts):
     """The scan and while handlers; the converter (jax_convert.Converter) provides the rest."""
 
-    out: Converted
     loops: int
-
-    def walk(self, jaxpr, env: dict, depth: int = 0) -> None:
-        raise NotImplementedError
-
-    def view(self, var, env) -> View:
-        raise NotImplementedError
-
-    def dtype(self, aval_dtype) -> str:
-        raise NotImplementedError
-
-    def dim_name(self, dim) -> str:
-        raise NotImplementedError
 
     def _scan(self, eqn, env, depth: int) -> None:
         p = eqn.params

@@ -79,3 +79,48 @@ class Converted:
             out.append("let " + ", ".join(f"{k} = {v}" for k, v in self.lets.items()))
         out += ["  " * depth + line for depth, line in self.lines]
         return "\n".join(out) + "\n"
+
+
+class Parts:
+    """What each part of the converter (jax_loops, jax_shard, jax_data) uses of the rest:
+    jax_convert.Converter provides each."""
+
+    out: Converted
+    names: dict[str, str]  # a dim's text -> its name
+    used: set[str]  # every dim name given out
+
+    def walk(self, jaxpr, env: dict, depth: int = 0) -> None:
+        raise NotImplementedError
+
+    def view(self, var, env) -> View:
+        raise NotImplementedError
+
+    def dtype(self, aval_dtype) -> str:
+        raise NotImplementedError
+
+    def dim_name(self, dim) -> str:
+        raise NotImplementedError
+
+    def dim_text(self, dim) -> str:
+        raise NotImplementedError
+
+    def labels(self, dims: list, named: frozenset[int] = frozenset()) -> list[str]:
+        raise NotImplementedError
+
+    def axis_labels(self, shape: tuple, named: frozenset[int] = frozenset()) -> tuple[list[str], list[str | None]]:
+        raise NotImplementedError
+
+    def tensor(self, view: View, axis_labels: list[str | None], summed: list[str] | None = None) -> str:
+        raise NotImplementedError
+
+    def size(self, labels: list[str]) -> sympy.Expr:
+        raise NotImplementedError
+
+    def emit(self, text: str, primitive: str, depth: int, xla_flops: sympy.Expr | None = None, why: str = "") -> None:
+        raise NotImplementedError
+
+    def result(self, eqn, env, k: int = 0, unreduced: str | None = None) -> View:
+        raise NotImplementedError
+
+    def _skip(self, eqn, env) -> None:
+        raise NotImplementedError

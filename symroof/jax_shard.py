@@ -26,45 +26,14 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import SpecError
-from .jax_program import Converted, View, join_label, split_label
+from .jax_program import Parts, View, join_label, split_label
 
 # JAX's mesh axis -> symroof's letter, where the name is not one letter already
 _LETTERS = "XYZWVST"
 
 
-class Sharding:
+class Sharding(Parts):
     """The shard_map and collective handlers; the converter provides the rest."""
-
-    out: Converted
-    names: dict[str, str]
-    used: set[str]  # dim names given out: a mesh axis takes none of them
-
-    def walk(self, jaxpr, env: dict, depth: int = 0) -> None:
-        raise NotImplementedError
-
-    def view(self, var, env) -> View:
-        raise NotImplementedError
-
-    def dtype(self, aval_dtype) -> str:
-        raise NotImplementedError
-
-    def dim_name(self, dim) -> str:
-        raise NotImplementedError
-
-    def dim_text(self, dim) -> str:
-        raise NotImplementedError
-
-    def axis_labels(self, shape: tuple) -> tuple[list[str], list[str | None]]:
-        raise NotImplementedError
-
-    def emit(self, text: str, primitive: str, depth: int, xla_flops=None, why: str = "") -> None:
-        raise NotImplementedError
-
-    def _skip(self, eqn, env) -> None:
-        raise NotImplementedError
-
-    def size(self, labels: list[str]):
-        raise NotImplementedError
 
     # -- the mesh and the body ------------------------------------------------------
 
