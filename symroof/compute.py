@@ -11,7 +11,7 @@ import warnings
 import sympy
 
 from . import ops
-from .errors import SymroofWarning
+from .errors import SymroofWarning, caller_level
 from .on_chip import OnChip, capacity
 from .sized import SizedCost, ratio
 
@@ -84,7 +84,7 @@ class Compute(SizedCost):
                       for s in self.cost.steps if s.kept != 0 and s.step is not None)
         for item in found:
             if item.fits is False:
-                warnings.warn(f"fused: {item}", SymroofWarning, stacklevel=2)
+                warnings.warn(f"fused: {item}", SymroofWarning, stacklevel=caller_level())
         return found
 
     @functools.cached_property

@@ -14,6 +14,9 @@ Examples:
 
 from __future__ import annotations
 
+import os
+import sys
+import types
 import unicodedata
 
 # An echoed line longer than this is cut down to a window around the caret.
@@ -123,3 +126,15 @@ _TAB = "    "
 
 def _blank(ch: str) -> str:
     return _TAB if ch == "\t" else " " * _width(ch)
+
+
+def caller_level() -> int:
+    """The stack level (for warnings.warn) of the first frame outside symroof and functools:
+    a warning raised inside a cached property points at the user's line, not functools.py."""
+    ours = os.path.dirname(os.path.abspath(__file__))
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and (os.path.dirname(os.path.abspath(frame.f_code.co_filename)).startswith(ours)
+                                 or frame.f_code.co_filename.endswith("functools.py")):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -32,7 +32,7 @@ import sympy
 
 from . import dtypes
 from .cost import Cost, cost
-from .errors import SpecError, SymroofWarning
+from .errors import SpecError, SymroofWarning, caller_level
 from .hardware import Chip
 from .ir import Fused, Program
 from .machine import exact_number, machine
@@ -223,7 +223,7 @@ class Analysis(Network):
         value = ratio_limit(num, den, symbols)
         if not path_independent(num, den, symbols):
             warnings.warn(f"the intensity's limit as {', '.join(map(str, symbols))} -> oo depends on "
-                          f"how they grow; taking them equal gives {value}", SymroofWarning, stacklevel=2)
+                          f"how they grow; taking them equal gives {value}", SymroofWarning, stacklevel=caller_level())
         return value
 
     def threshold(self, dim, grow=None) -> Threshold:

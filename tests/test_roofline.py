@@ -263,3 +263,17 @@ def test_evaluate_refuses_sizes_that_are_not_sizes():
         with pytest.raises(SpecError, match="positive and finite"):
             a.evaluate("t_lower", B=numpy.array(bad))
     assert a.evaluate("t_lower", B=numpy.array([1.5]))[0] > 0
+
+
+def test_a_warning_points_at_the_callers_line_not_inside_symroof():
+    import warnings
+
+    import symroof
+    from symroof.errors import SymroofWarning
+    a = symroof.analyze("fused { bf16[B, D] @ bf16[D, F] -> fp32[B, F]; gelu(fp32[B, F]) -> bf16[B, F] }",
+                        chip="h100").at(B=65536, D=8192, F=65536)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a.on_chip  # a cached property: the warning is raised two frames inside functools
+    found = [w for w in caught if issubclass(w.category, SymroofWarning)]
+    assert found and all(w.filename == __file__ for w in found)
