@@ -48,7 +48,7 @@ from .errors import SpecError
 from .ir import dim_symbol
 from .jax_data import DataMoves
 from .jax_loops import Loops
-from .jax_program import Converted, Statement, View, join_label, split_label
+from .jax_program import Converted, Statement, View, join_label, split_label, union
 from .jax_shard import Sharding
 
 # jaxpr primitive -> symroof word, for each written family
@@ -231,7 +231,7 @@ class Converter(Loops, Sharding, DataMoves):
         the axes its operands' are (a local op on partial sums), or over `unreduced`."""
         v = eqn.outvars[k]
         if unreduced is None:
-            unreduced = _union(self.view(u, env).unreduced for u in eqn.invars)
+            unreduced = union(*(self.view(u, env).unreduced for u in eqn.invars))
         env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape), unreduced=unreduced)
         return env[v]
 
@@ -370,8 +370,8 @@ class Converter(Loops, Sharding, DataMoves):
         op = "*" if not summed else "*_" + _subscript(summed)
         # inside shard_map, a contracted dim split over mesh axes leaves partial sums over
         # them: written {U_X}, so that symroof inserts no AllReduce (the body's psum is one)
-        unreduced = _union([*(split_label(label)[1] for label in summed),
-                            *(self.view(v, env).unreduced for v in (lhs, rhs))])
+        unreduced = union(*(split_label(label)[1] for label in summed),
+                          *(self.view(v, env).unreduced for v in (lhs, rhs)))
         text = (f"{self.tensor(self.view(lhs, env), left, summed)} {op} "
                 f"{self.tensor(self.view(rhs, env), right, summed)} -> "
                 f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(result)}]"
@@ -389,7 +389,3 @@ def _subscript(labels) -> str:
     names = [split_label(label)[0] for label in labels]
     return names[0] if len(names) == 1 else "{" + ",".join(names) + "}"
 
-
-def _union(axes) -> str:
-    """Mesh axes (strings of symroof's letters) together, each once, in order."""
-    return "".join(dict.fromkeys("".join(axes)))

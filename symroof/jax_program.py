@@ -41,6 +41,11 @@ def join_label(name: str, axes: str) -> str:
     return name if not axes else f"{name}_{axes}" if len(axes) == 1 else f"{name}_{{{axes}}}"
 
 
+def union(*axes: str) -> str:
+    """Mesh axes (strings of symroof's letters) together, each once, in order."""
+    return "".join(dict.fromkeys("".join(axes)))
+
+
 @dataclass
 class Statement:
     """One written statement, the primitive it came from, and how XLA's lowered count of

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import SpecError
-from .jax_program import Parts, View, join_label, split_label
+from .jax_program import Parts, View, join_label, split_label, union
 
 # JAX's mesh axis -> symroof's letter, where the name is not one letter already
 _LETTERS = "XYZWVST"
@@ -68,7 +68,7 @@ class Sharding(Parts):
             raise SpecError(f"inside shard_map the local size {text} is both {bound[text]} and {label}: "
                             "symroof cannot tell which dim each axis is")
         bound[text] = label
-        self.names[text] = label
+        self._name(local, label)
 
     def _shard_map(self, eqn, env, depth: int) -> None:
         p = eqn.params
@@ -78,10 +78,9 @@ class Sharding(Parts):
         inner = {}
         for var, outer, spec in zip(body.invars, eqn.invars, p["in_specs"]):
             for j, (whole, local) in enumerate(zip(outer.aval.shape, var.aval.shape)):
-                axes = self._letters(_spec_axes(spec, j)) if _spec_axes(spec, j) else ""
+                axes = self._letters(_spec_axes(spec, j))  # "" for an axis not split
                 if axes:
-                    name = self.dim_name(whole)
-                    self._bind(local, join_label(split_label(name)[0], axes), bound)
+                    self._bind(local, join_label(split_label(self.dim_name(whole))[0], axes), bound)
             inner[var] = self.view(outer, env)
         self.out.xla_extra.append((-2, "XLA's lowered module counts each shard_map's two boundary calls as -1 FLOP"))
         self.out.shard_maps += 1
@@ -96,7 +95,7 @@ class Sharding(Parts):
     def _collective(self, word: str, primitive: str, x, out, env, depth: int, labels_in: list[str],
                     labels_out: list[str], reduced: str = "", xla_flops=None, why: str = "") -> None:
         """Write `word x -> out`: the operand's partial sums over `reduced` summed."""
-        pending = _union(self.view(x, env).unreduced, reduced)
+        pending = union(self.view(x, env).unreduced, reduced)
         left = "".join(a for a in pending if a not in reduced)
         operand = f"{self.dtype(x.aval.dtype)}[{', '.join(labels_in)}]" + (
             f" {{{join_label('U', pending)}}}" if pending else "")
@@ -167,12 +166,12 @@ class Sharding(Parts):
             return label, out
         out = self.dim_name(whole)  # a dim of the body's own: split over `axes` from here
         base, split = split_label(out)
-        return join_label(base, _union(split, axes)), out
+        return join_label(base, union(split, axes)), out
 
     def _scattered(self, label: str, part, axes: str) -> str:
         """An axis split over `axes` (F -> F_Y); the local dim `part` bound to its label."""
         name, had = split_label(label)
-        out = join_label(name, _union(had, axes))
+        out = join_label(name, union(had, axes))
         self._name(part, out)
         return out
 
@@ -218,7 +217,4 @@ def _one(eqn) -> tuple[str, Any, Any]:
 def _sub(axes: str) -> str:
     return axes if len(axes) == 1 else "{" + axes + "}"
 
-
-def _union(*parts: str) -> str:
-    return "".join(dict.fromkeys("".join(parts)))
 
