@@ -143,7 +143,8 @@ def _spec_options(parser: argparse.ArgumentParser) -> None:
                         help="the intensity's limit as these dims grow together")
     parser.add_argument("--solve", metavar="DIM", help="the threshold on DIM for compute-bound")
     parser.add_argument("--mesh", metavar="AXIS=N[,AXIS=N@dcn...]",
-                        help="the device mesh for sharded dims, e.g. X=16,Y=16 or X=8,Z=4@dcn")
+                        help="the device mesh for sharded dims, e.g. X=16,Y=16 or X=8,Z=4@dcn; an axis "
+                             "without a size (X,Y=4) is a symbol, X@line one without wraparound")
 
 
 def main(argv=None, out=None, err=None) -> int:

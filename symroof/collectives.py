@@ -70,12 +70,15 @@ class Link:
     switch: bool                     # every chip reaches every other in one hop
     latency: sympy.Rational | None   # seconds per hop
     direct: bool = False             # a link of its own to every peer (fully connected)
+    # where `ring` is a case taken for an axis without a size, what that case needs of it
+    # ("X a multiple of 16"), said wherever the link is described; "" where its size decided
+    case: str = ""
 
     def __repr__(self) -> str:
         return link_line(self)
 
     def describe(self) -> str:
-        return f"{self.name} ({self.shape()})"
+        return f"{self.name} ({self.shape()}{self.case})"
 
     def shape(self) -> str:
         if self.switch:
@@ -89,7 +92,7 @@ class Time:
 
     bandwidth: sympy.Expr
     latency: sympy.Expr
-    hops: int
+    hops: sympy.Expr  # a number; over an axis without a size, a formula in it (X/2, X - 1)
     links: str
     latency_known: bool
 
@@ -159,9 +162,53 @@ def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None, ring: bool | None 
     wrap = chip.figure("interconnect.wraparound_min_axis_size")
     # a torus axis closes into a ring at the chip's wraparound size and its multiples
     # (whole 4x4x4 cubes on v4 and v5p; the full 16 on v5e and v6e)
+    torus = topology.startswith("torus")
+    if axis.symbolic:
+        ring, case = _symbolic_case(axis, torus, wrap)
+        return Link(name, one_way, bidi, ring, False, latency, case=case)
     if ring is None:
-        ring = topology.startswith("torus") and wrap is not None and axis.size >= wrap and axis.size % wrap == 0
-    return Link(name, one_way, bidi, ring and topology.startswith("torus"), False, latency)
+        ring = torus and wrap is not None and axis.size >= wrap and axis.size % wrap == 0
+    return Link(name, one_way, bidi, ring and torus, False, latency)
+
+
+def _symbolic_case(axis: MeshAxis, torus: bool, wrap) -> tuple[bool, str]:
+    """(ring, case) for a torus-chip axis without a size: whether
+    it wraps around follows from its size on a chip, so the formulas take a case, the one
+    written (`X@ring`, `X@line`) or, not written, a ring where the chip's axes can close into
+    one, and say which."""
+    if not torus or not wrap:
+        return False, ""
+    n = int(wrap)
+    if axis.ring is False:
+        return False, f"; written {axis.name}@line: right for {axis.name} < {n}"
+    if axis.ring:
+        return True, f"; written {axis.name}@ring: needs {axis.name} a multiple of {n}"
+    return True, (f"; assumed: needs {axis.name} a multiple of {n}, "
+                                      f"write {axis.name}@line for an axis without")
+
+
+def case_at(axis: MeshAxis, size: int | None, chip: Chip | None) -> str | None:
+    """Why the formulas over an ICI axis without a size do not hold at this size on the
+    chip (None where they do, or no size is given): the size spans several of its pod's
+    axes, or wraps around where the formulas take a line (or the other way)."""
+    if size is None or chip is None or axis.link != "ici":
+        return None
+    numeric = MeshAxis(axis.name, size)
+    given = f"give {axis.name}={size} in the mesh for its own costs"
+    try:
+        check_domain([numeric], chip)
+        pieces = spans(numeric, lay_out([numeric], chip))
+    except HardwareError as e:
+        return f"{axis.name}={size}: {e}"
+    if len(pieces) > 1:
+        return (f"{axis.name}={size} spans {len(pieces)} of {chip.name}'s physical axes, but the formulas take "
+                f"{axis.name} as one: {given}")
+    ring = link(numeric, chip, ring=pieces[0][1]).ring
+    if ring != link(axis, chip).ring:
+        return (f"at {axis.name}={size} a {chip.name} axis {'closes' if ring else 'does not close'} into a ring, "
+                f"but the formulas take {axis.name} as {'a line' if ring else 'a ring'}: write "
+                f"{axis.name}@{'ring' if ring else 'line'} in the mesh, or {given}")
+    return None
 
 
 def check_domain(axes: list[MeshAxis], chip: Chip | None) -> None:
@@ -172,8 +219,8 @@ def check_domain(axes: list[MeshAxis], chip: Chip | None) -> None:
     domain = chip.figure("interconnect.domain_size")
     chips = 1
     for axis in axes:
-        if axis.link == "ici":
-            chips *= axis.size
+        if axis.link == "ici" and not axis.symbolic:  # one without a size: the formulas take it to fit
+            chips *= axis.number
     if domain is not None and chips > domain:
         name = chip.texts.get("interconnect.name", "ICI")
         raise HardwareError(f"the mesh's {name} axes span {chips} chips, but {chip.name}'s {name} reaches "
@@ -203,12 +250,12 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
     else:
         # one axis after another; the array grows as it goes, so the slowest link goes first,
         # while the array is smallest, and the fastest moves the whole V
-        pairs = sorted(zip(physical, links), key=lambda p: _slowness(_per_byte(*p)))
+        pairs = sorted(zip(physical, links), key=lambda p: _slowness(_per_byte(_stand_in(p[0]), p[1])))
         bandwidth, grown = sympy.Integer(0), V
         for axis, l in pairs:
             bandwidth += _per_byte(axis, l) * grown
-            grown = grown / axis.size
-    hops = sum(_hops(a, l) for a, l in zip(physical, links))
+            grown = grown / axis.count
+    hops = sympy.Add(*(_hops(a, l) for a, l in zip(physical, links)))
     known = all(l.latency is not None for l in links)
     latency = sympy.Add(*(_hops(a, l) * (l.latency or 0) for a, l in zip(physical, links)))
     return Time(bandwidth, latency, hops, described, known)
@@ -236,27 +283,38 @@ def _slowness(per_byte: sympy.Expr) -> float:
     return float(per_byte.xreplace({s: 1 for s in per_byte.free_symbols}))
 
 
+def _stand_in(axis: MeshAxis) -> MeshAxis:
+    """An axis to order links by: one without a size, as a long one (its (N - 1)/N near 1;
+    where links are alike the order changes nothing: (N_X N_Y - 1)/(N_X N_Y) either way)."""
+    return MeshAxis(axis.name, 10**6, axis.link) if axis.symbolic else axis
+
+
 def _per_byte(axis: MeshAxis, l: Link) -> sympy.Expr:
     """Seconds per byte of the array gathered over one axis."""
     if l.ring and l.bidi is not None:  # a ring always has its both-ways figure
         return 1 / l.bidi
+    n = axis.count
     if l.direct:  # (N - 1)/N of it arrives over N - 1 links at once
-        return sympy.Rational(1, axis.size) / l.one_way
-    return sympy.Rational(axis.size - 1, axis.size) / l.one_way
+        return 1 / (n * l.one_way)
+    return (n - 1) / (n * l.one_way)
 
 
 def _all_to_all_per_byte(axis: MeshAxis, l: Link) -> sympy.Expr:
     """Seconds per byte of each chip's block for an AllToAll over one axis."""
-    n = axis.size
-    if l.ring:  # a quarter of the whole array (n blocks) crosses the middle, over 2 links each way
-        return sympy.Rational(n, 4) / l.bidi
+    n = axis.count
+    if l.ring and l.bidi is not None:  # a quarter of the array (n blocks) crosses the middle, 2 links each way
+        return n / (4 * l.bidi)
     if l.direct:
-        return sympy.Rational(1, n) / l.one_way
+        return 1 / (n * l.one_way)
     if l.switch:
-        return sympy.Rational(n - 1, n) / l.one_way
+        return (n - 1) / (n * l.one_way)
     # a line: the middle link carries what the left half sends the right half, one way
-    return sympy.Rational((n // 2) * ((n + 1) // 2), n) / l.one_way
+    return sympy.floor(n / 2) * sympy.ceiling(n / 2) / (n * l.one_way)
 
 
-def _hops(axis: MeshAxis, l: Link) -> int:
-    return 1 if l.switch else (axis.size // 2 if l.ring else axis.size - 1)
+def _hops(axis: MeshAxis, l: Link) -> sympy.Expr:
+    n = axis.count
+    if l.switch:
+        return sympy.Integer(1)
+    # a ring's size is a multiple of the chip's wraparound length (4 or 16): even
+    return (n / 2 if axis.symbolic else sympy.Integer(n // 2)) if l.ring else n - 1

@@ -36,7 +36,20 @@ from dataclasses import dataclass, replace
 import sympy
 
 from . import ops
-from .ir import Apply, Collective, Contraction, Fused, Mesh, Program, Statement, Step, Term, dim_symbol, label_text
+from .ir import (
+    Apply,
+    Arrays,
+    Collective,
+    Contraction,
+    Fused,
+    Mesh,
+    Program,
+    Statement,
+    Step,
+    Term,
+    dim_symbol,
+    label_text,
+)
 from .oneline import counts_line, move_line
 from .ops.base import term_bytes
 from .sharding import Layout, Local, Move, Plan, local_elements, local_size, lower
@@ -134,6 +147,8 @@ def statement_cost(statement: Statement, mesh: Mesh | None) -> Cost:
     if isinstance(statement, Fused):
         inner = [_cost(s, mesh, kept) for s, kept in zip(statement.statements, fused_kept(statement))]
         return combine(inner, mesh)
+    if isinstance(statement, Arrays):  # stored, not moved: no FLOPs, no HBM traffic (stored.py)
+        return Cost(**{key: _ZERO for key in _KEYS}, flops_total=None if mesh is None else _ZERO, mesh=mesh)
     return _cost(statement, mesh, None)
 
 

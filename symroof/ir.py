@@ -12,19 +12,14 @@ Examples:
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import sympy
 
 from .dtypes import DType
-
-
-@functools.cache
-def dim_symbol(name: str) -> sympy.Symbol:
-    """The one sympy symbol for a dim name. Every dim symbol is made here, with the same
-    assumptions, so that `subs` and comparisons never miss because two `B`s differ."""
-    return sympy.Symbol(name, positive=True, integer=True)
+from .mesh import Mesh as Mesh  # re-exported: the IR's users take the mesh from here
+from .mesh import MeshAxis as MeshAxis
+from .symbols import dim_symbol as dim_symbol
 
 
 def label_text(label: str) -> str:
@@ -282,51 +277,30 @@ class Fused:
         return self.text()
 
 
-Statement = Contraction | Apply | Collective | Fused
+@dataclass(frozen=True, slots=True)
+class Arrays:
+    """Arrays as stored, with no op (`bf16[I_XY, J], int8[B, S_X, D]`): they cost no FLOPs
+    and move no bytes; what they take of each chip's memory is `stored.py`'s."""
+
+    operands: tuple[Tensor, ...]
+
+    def text(self, values: dict[str, int] | None = None, shown: set[str] | None = None) -> str:
+        return ", ".join(t.text(values, shown) for t in self.operands)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+Statement = Contraction | Apply | Collective | Fused | Arrays
 
 
 def tensors_of(statement: Statement) -> tuple[Tensor, ...]:
     """Every tensor a statement writes, inputs and results (a fused block's, all of them)."""
     if isinstance(statement, Fused):
         return statement.tensors()
+    if isinstance(statement, Arrays):
+        return statement.operands
     return (*statement.operands, statement.output)
-
-
-@dataclass(frozen=True, slots=True)
-class MeshAxis:
-    """One axis of a device mesh: its name, how many chips along it, and the link that
-    joins them ("ici", "dcn" or "pcie")."""
-
-    name: str
-    size: int
-    link: str = "ici"
-
-    def __str__(self) -> str:
-        return f"{self.name}={self.size}" + ("" if self.link == "ici" else f"@{self.link}")
-
-
-@dataclass(frozen=True, slots=True)
-class Mesh:
-    """The device mesh a sharded spec runs on."""
-
-    axes: tuple[MeshAxis, ...]
-
-    def axis(self, name: str) -> MeshAxis:
-        return next(a for a in self.axes if a.name == name)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.axes)
-
-    @property
-    def chips(self) -> int:
-        count = 1
-        for a in self.axes:
-            count *= a.size
-        return count
-
-    def __str__(self) -> str:
-        return "mesh " + ", ".join(map(str, self.axes))
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,10 +106,17 @@ def _one(a: Analysis, limit, solve, line: bool = False) -> dict:
     if not line:
         out["values"] = {k: int(v) for k, v in a.values.items()}
     _put(out, a, _group("", mesh=False), line)
+    if a.arrays:
+        out["arrays"] = [{"array": str(s.tensor), "local_shape": [json_value(d) for d in s.local_shape],
+                          "bytes_per_chip": json_value(s.bytes_per_chip), "bytes_total": json_value(s.bytes_total),
+                          "replication": json_value(s.replication)} for s in a.arrays]
     if a.mesh is not None:
         if not line:
-            out["mesh"] = {axis.name: {"size": axis.size, "link": axis.link} for axis in a.mesh.axes}
-            out["chips"] = a.mesh.chips
+            # an axis without a size has size null, its chips a formula in its name
+            out["mesh"] = {axis.name: {"size": axis.size, "link": axis.link,
+                                       **({} if axis.ring is None else {"ring": axis.ring})}
+                           for axis in a.mesh.axes}
+            out["chips"] = json_value(a.mesh.chips)
             out["per_chip"] = True
         _put(out, a, _group("", mesh=True), line)
         out["local_steps"] = [str(item) for plan in a.cost.plans for item in plan.items
@@ -161,7 +168,7 @@ def _network(a: Analysis, line: bool = False) -> dict:
                         "array": move.move.before.text(move.move.dtype),
                         "bytes": json_value(move.bytes), "link": t.links,
                         "t": json_value(t.total), "t_bandwidth": json_value(t.bandwidth),
-                        "t_latency": json_value(t.latency) if t.latency_known else None, "hops": t.hops,
+                        "t_latency": json_value(t.latency) if t.latency_known else None, "hops": json_value(t.hops),
                         "inserted": move.move.why is not None, "why": move.move.why})
     out: dict = {"collectives": entries}
     _put(out, a, _group("links", mesh=True), line)

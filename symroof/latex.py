@@ -34,6 +34,8 @@ _SECONDS = r"\ \text{s}"
 
 def _printer(a) -> TexPrinter:
     names = {dim_symbol(n): tex_name(n) for n in a.dims}
+    if a.mesh is not None:  # a mesh axis's size, where it has none: |X|, the chips along X
+        names.update({dim_symbol(n): rf"|{tex_name(n)}|" for n in a.mesh.symbolic})
     return TexPrinter(names, words=any(len(n) > 1 for n in a.dims))
 
 
@@ -50,6 +52,8 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
     tex = _printer(a).doprint
     on_mesh = a.mesh is not None
     rows: list[tuple[str, str, str]] = []  # (left, relation, right); no left is ever empty
+    if a.arrays and not a.steps and not a.cost.moves:  # arrays alone: what they take of memory
+        return _block(_arrays(a, tex), markdown)
     rows.append((_per_chip(symbol("flops"), on_mesh), "=", tex(a.flops) + _exact(a, tex)))
     vector, transcendentals = nonzero(a, "flops_vector"), nonzero(a, "transcendentals")
     if vector is not None:
@@ -58,9 +62,10 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
         rows.append((symbol("transcendentals"), "=", rf"{tex(transcendentals)} \quad "
                                                      r"\text{(exp, log, tanh, rsqrt, ...: apart from FLOPs)}"))
     if on_mesh:
-        chips = a.mesh.chips
+        chips = a._at(sympy.sympify(a.mesh.chips))
+        count = str(chips) if chips.is_number else rf"}} {tex(chips)} \text{{"  # |X| chips: in math
         rows.append((symbol("flops_total"), "=", f"{tex(a.flops_total)} \\quad "
-                     rf"\text{{(over {chips} chip{'s' if chips != 1 else ''}, replication "
+                     rf"\text{{(over {count} chip{'s' if chips != 1 else ''}, replication "
                      + (f"{number(a.replication)})}}" if a.replication.is_number
                         else rf"}} {_frac(a.replication, tex)}\text{{)}}")))
     bytes_label = _per_chip(symbol("bytes"), on_mesh)
@@ -103,6 +108,25 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
             rows.append((r"\text{bound}", ":", rf"\text{{{a.bound}}}"))
     if solve:
         rows += _threshold_rows(a, solve, tex)  # without a chip, a.threshold says what it needs
+    return _block(rows + (_arrays(a, tex) if a.arrays else []), markdown)
+
+
+def _arrays(a, tex) -> list[tuple[str, str, str]]:
+    """Bare arrays: each one's bytes per chip (its shard) and in all, with replication."""
+    rows = []
+    for s in a.arrays:
+        shard = rf" \quad \text{{(a shard {tex_words(s.local_text())}; in all }} {tex(s.bytes_total)}" \
+                rf"\text{{, replication }} {tex(s.replication)}\text{{)}}" if a.mesh is not None else ""
+        rows.append((rf"\text{{bytes of {tex_words(str(s.tensor))}}}", "=", tex(s.bytes_per_chip) + shard))
+    if len(a.arrays) > 1 or a.mesh is not None:
+        rows.append((_per_chip(r"\text{bytes stored}", a.mesh is not None), "=", tex(a.bytes_per_chip)))
+    if a.mesh is not None:
+        rows.append((symbol("bytes_total"), "=", tex(a.bytes_total) + r" \quad \text{(replicas included)}"))
+    return rows
+
+
+def _block(rows: list[tuple[str, str, str]], markdown: bool) -> str:
+    """The rows as one aligned block."""
     body = " \\\\\n".join(f"{left} &{'' if rel == '>' or rel == '<' else rel + ' '}{right}"
                           if rel in ("=", ":") else f"{left} &{rel} {right}" for left, rel, right in rows)
     if markdown:

@@ -100,7 +100,7 @@ def local_size(layout: Layout, label: str, sizes: dict, mesh: Mesh) -> sympy.Exp
     """A dim's extent on one chip: its size over the chips along the axes that split it."""
     chips = 1
     for axis in layout.of(label):
-        chips *= mesh.axis(axis).size
+        chips *= mesh.axis(axis).count
     return sizes[label] / chips
 
 

@@ -43,9 +43,8 @@ from .model_decls import MODEL_QUANTITIES, OPTIMIZER_BYTES, Options
 from .relations import check_sizes
 from .roofline import Analysis
 from .sized import ratio
-from .solve import positive_region
+from .solve import cleared, positive_region
 from .structure import Structured
-from .thresholds import cleared
 
 
 class Model:
@@ -187,7 +186,7 @@ class Model:
         the optimizer state (zero1, zero2) and of the gradients (zero2)."""
         mesh = self.structured.program.mesh
         axes = "".join(a for kind, a in self.options.strategy if kind in kinds)
-        return math.prod(mesh.axis(a).size for a in axes) if axes and mesh is not None else 1
+        return math.prod(mesh.axis(a).number for a in axes) if axes and mesh is not None else 1
 
     @functools.cached_property
     def activation_bytes(self) -> sympy.Expr:

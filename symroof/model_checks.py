@@ -37,7 +37,7 @@ def check_shards(structured: Structured, at) -> None:
                 if not dim.axes or dim.name is None:
                     continue
                 value = at(dim_symbol(dim.name))
-                chips = math.prod(mesh.axis(a).size for a in dim.axes)
+                chips = math.prod(mesh.axis(a).number for a in dim.axes)
                 if value.is_Integer and value % chips:
                     raise SpecError(f"{dim.name} = {value} does not split evenly over "
                                     f"{', '.join(dim.axes)} ({chips} chips)")

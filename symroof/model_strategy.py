@@ -39,8 +39,7 @@ from .errors import SpecError
 from .ir import dim_symbol
 from .model import Model
 from .model_decls import DATA, with_stages
-from .solve import positive_region
-from .thresholds import cleared
+from .solve import cleared, positive_region
 from .topology import placement
 
 
@@ -209,7 +208,7 @@ def _split(model: Model, *kinds: str) -> int:
     out = 1
     kinds = with_stages(*kinds)
     for axis in "".join(strategy.get(kind, "") for kind in kinds):
-        out *= mesh.axis(axis).size
+        out *= mesh.axis(axis).number
     return out
 
 

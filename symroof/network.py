@@ -62,7 +62,9 @@ class Network(Compute):
         """Each collective, at the analysis's sizes, with its time on the chip's links:
         (MoveCost, collectives.Time) pairs, each shown on one line."""
         return tuple(CollectiveCost(dataclasses.replace(move, bytes=self._at(move.bytes)),
-                                    dataclasses.replace(t, bandwidth=self._at(t.bandwidth)))
+                                    # latency and hops too: over an axis without a size, formulas in it
+                                    dataclasses.replace(t, bandwidth=self._at(t.bandwidth),
+                                                        latency=self._at(t.latency), hops=self._at(t.hops)))
                      for move, t in self._collectives_base)
 
     @functools.cached_property

@@ -5,7 +5,7 @@ collectives, roofline), which import them directly."""
 from __future__ import annotations
 
 from .ir import label_text, subscript
-from .show import beside, human, over, pretty, seconds
+from .show import beside, duration, human, over, pretty, seconds
 
 REPR_WIDTH = 120  # no repr line is wider
 
@@ -45,7 +45,7 @@ def _time_parts(t) -> tuple[str, str]:
         shown = (over(coeff.p * rest, coeff.q) if coeff.is_Rational and coeff.q != 1
                  else pretty(bandwidth)) + " s"
     hops = f"{t.hops} hop{'s' if t.hops != 1 else ''}"
-    return shown, (f"at least {seconds(t.latency)} ({hops})" if t.latency_known else f"{hops}, latency unknown")
+    return shown, (f"at least {duration(t.latency)} ({hops})" if t.latency_known else f"{hops}, latency unknown")
 
 
 def move_line(move) -> str:
@@ -74,7 +74,7 @@ def collective_line(move, t=None) -> str:
     text = _move_text(move)
     if t is not None:
         shown, _ = _time_parts(t)
-        text += f", {shown} on {t.links}" + (f", >= {seconds(t.latency)}" if t.latency_known else "; latency unknown")
+        text += f", {shown} on {t.links}" + (f", >= {duration(t.latency)}" if t.latency_known else "; latency unknown")
     return cut(text, REPR_WIDTH)
 
 

@@ -46,7 +46,8 @@ def parse_mesh(mesh: Mesh | str | dict | None) -> Mesh | None:
     if mesh is None or isinstance(mesh, Mesh):
         return mesh
     if isinstance(mesh, dict):
-        mesh = ", ".join(f"{name}={size}" for name, size in mesh.items())
+        # {"X": None}: an axis without a size
+        mesh = ", ".join(name if size is None else f"{name}={size}" for name, size in mesh.items())
     if not isinstance(mesh, str) or not mesh.strip():
         raise SpecError(f"a mesh is written like 'X=2, Y=4@dcn', got {mesh!r}")
     text = "mesh " + normalize(mesh.strip())

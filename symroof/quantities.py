@@ -88,6 +88,11 @@ QUANTITIES: tuple[Quantity, ...] = (
              "FLOPs as XLA does", r"\text{transcendentals}", "transcendentals"),
     Quantity("flops_vector", "FLOPs", "the FLOPs that run on the vector unit (the rest run on the matrix unit)",
              r"\text{FLOPs}_\text{vector}", "vector FLOPs"),
+    # bare arrays (`bf16[I_XY, J]`), as stored: what they take of memory, not what moves
+    Quantity("bytes_per_chip", "bytes", "the bare arrays' bytes held on each chip (their shards, stored)",
+             r"\text{bytes per chip}", "bytes per chip"),
+    Quantity("bytes_total", "bytes", "the bare arrays' bytes held on all chips together, replicas included",
+             r"\text{bytes in all}", "bytes in all"),
     # on a machine
     Quantity("critical_intensity", "FLOPs/byte",
              "peak FLOPs/s over HBM bandwidth: the intensity above which the work is compute-bound",
@@ -106,7 +111,8 @@ QUANTITIES: tuple[Quantity, ...] = (
     # on a mesh
     Quantity("flops_total", "FLOPs", "FLOPs of the whole computation over the mesh, each counted once",
              r"\text{FLOPs in all}", "FLOPs total", mesh=True),
-    Quantity("replication", "", "how many chips do each FLOP: chips x per-chip FLOPs / total FLOPs",
+    Quantity("replication", "", "how many chips do each FLOP: chips x per-chip FLOPs / total FLOPs (for bare "
+             "arrays alone: how many chips hold each element)",
              r"\text{replication}", "replication", mesh=True),
     Quantity("t_network", "s", "the collectives' time on the links, bandwidth-bound", r"T_\text{network}",
              "T_network", needs="links", mesh=True),

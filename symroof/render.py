@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sympy
 
-from . import ops
+from . import arrays_report, ops
 from .collectives import link_name
 from .ir import label_text, subscript
 from .oneline import REPR_WIDTH, spec_line
@@ -21,7 +21,7 @@ from .oneline import cut as _cut
 from .quantities import QUANTITY, nonzero
 from .roofline import CONVENTIONS, Analysis, dim_names
 from .sharding import Local
-from .show import beside, human, number, over, pretty, seconds, wrapped
+from .show import beside, duration, human, number, over, pretty, seconds, wrapped
 from .thresholds import threshold_text
 from .topology import placement
 
@@ -64,9 +64,9 @@ def latency_text(a: Analysis) -> str:
     """The network's latency floor in words, saying where hop latencies are unknown."""
     floor = a.t_network_latency
     if a.t_network_latency_known:
-        return f"latency floor {seconds(floor)}"
+        return f"latency floor {duration(floor)}"
     if floor:
-        return f"latency floor at least {seconds(floor)} (some links' hop latency is unknown)"
+        return f"latency floor at least {duration(floor)} (some links' hop latency is unknown)"
     return "latency floor unknown (no hop latency figure for these links)"
 
 
@@ -77,10 +77,9 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     if a.program is not None:
         rows.append(("spec", spec_line(a.spec)))
     if a.mesh is not None:
-        rows.append(("mesh", ", ".join(f"{x.name}={x.size} ({link_name(x, a.chip)})" for x in a.mesh.axes)
-                     + f": {a.mesh.chips} chip{'s' if a.mesh.chips != 1 else ''}; the counts below are per chip"))
+        rows.append(("mesh", _axes(a) + "; the counts below are per chip"))
         laid = placement(a.mesh.axes, a.chip)
-        if laid:
+        if laid and (a.cost.moves or not a.mesh.symbolic):  # where the links play a part
             rows.append(("", laid))
     lines = a.lines
     if len(lines) > 1:
@@ -93,6 +92,10 @@ def table(a: Analysis, limit=None, solve=None) -> str:
     m = a.machine
     if m is not None:
         rows.append(("chip", _machine_text(a)))
+    rows += arrays_report.rows(a)
+    if a.arrays and not a.steps and not a.cost.moves:  # arrays alone: what they take is the report
+        return "\n".join([*_aligned(rows), "", *wrapped("arrays: as stored, bytes held in memory (not moved); "
+                                                          "GB = 1e9 bytes")])
     rows.append((_L["flops"], _count(a, "flops") + ("" if a.flops_exact == a.flops
                                                       else f"   (exact: {_readable(a.flops_exact)})")))
     vector, transcendentals = nonzero(a, "flops_vector"), nonzero(a, "transcendentals")
@@ -207,8 +210,7 @@ def summary(a: Analysis) -> str:
     if a.program is not None:
         rows.append(("spec", spec_line(a.spec)))
     if a.mesh is not None:
-        rows.append(("mesh", ", ".join(f"{x.name}={x.size} ({link_name(x, a.chip)})" for x in a.mesh.axes)
-                     + f": {a.mesh.chips} chip{'s' if a.mesh.chips != 1 else ''}; counts per chip"))
+        rows.append(("mesh", _axes(a) + "; counts per chip"))
     if len(a.lines) > 1:
         rows.append(("lines", f"{len(a.lines)} statements; the totals below"))
     m = a.machine
@@ -216,6 +218,8 @@ def summary(a: Analysis) -> str:
         rows.append(("chip", _machine_text(a)))
     if a.values:
         rows.append(("sizes", ", ".join(f"{k} = {v}" for k, v in a.values.items())))
+    if a.arrays and not a.steps and not a.cost.moves:  # arrays alone: what they take
+        return "\n".join(_aligned(rows + arrays_report.rows(a), REPR_WIDTH))
     rows.append((_L["flops"], _count(a, "flops")))
     rows.append((_L["bytes"], _count(a, "bytes") + (" HBM" if a.mesh is not None else "")))
     if a.intensity is sympy.nan:
@@ -292,11 +296,13 @@ def _collective_text(a: Analysis, move) -> str:
     t = next(t for m, t in a.collectives if m.move is move)
     shown = seconds(t.bandwidth) if t.bandwidth.is_number else over(V, V / t.bandwidth) + " s"
     hops = f"{t.hops} hop{'s' if t.hops != 1 else ''}"
-    floor = f", at least {seconds(t.latency)} ({hops})" if t.latency_known else f" ({hops}; latency unknown)"
+    floor = f", at least {duration(t.latency)} ({hops})" if t.latency_known else f" ({hops}; latency unknown)"
     return f"{text}; {t.links}: {shown}{floor}"
 
 
 def _line_summary(line: Analysis) -> str:
+    if line.arrays and not line.steps and not line.cost.moves:
+        return f"stored: {beside(line.bytes_per_chip, 'bytes')} bytes" + (" per chip" if line.mesh is not None else "")
     parts = [f"FLOPs {beside(line.flops, 'FLOPs')}", f"bytes {beside(line.bytes, 'bytes')}"]
     m = line.machine
     if m is not None and m.hbm_bw is not None and line.has_peak and (line.has_links or not line.cost.moves):
@@ -382,3 +388,11 @@ def _bound_text(a: Analysis) -> str:
         return f"compute-bound when {pretty(bound)}, else memory-bound"
     return (f"compute-bound when T_math > T_comms: {_time(a, 'math')[:-2]} > {_time(a, 'comms')[:-2]}, "
             "else memory-bound")
+
+
+def _axes(a) -> str:
+    """The mesh's axes with their links and its chips: "X=2 (ICI), Y=4 (DCN): 8 chips";
+    an axis without a size is its symbol, "X (ICI), Y=4 (ICI): 4*X chips"."""
+    axes = ", ".join(f"{x.name}{'' if x.symbolic else f'={x.size}'} ({link_name(x, a.chip)})" for x in a.mesh.axes)
+    chips = a._at(sympy.sympify(a.mesh.chips))
+    return f"{axes}: {pretty(chips)} chip{'' if chips == 1 else 's'}"

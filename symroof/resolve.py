@@ -26,11 +26,11 @@ from collections.abc import Callable, Sequence
 
 from . import dtypes
 from .errors import SpecError, column_of
-from .ir import Apply, Collective, Contraction, Dim, Fused, Mesh, MeshAxis, Operator, Program, Tensor
+from .ir import Apply, Arrays, Collective, Contraction, Dim, Fused, Mesh, MeshAxis, Operator, Program, Tensor
 from .layout import ShardingError, check_collective
 from .resolve_apply import is_infix, resolve_apply, resolve_infix
 from .resolve_steps import Context, EinsumSteps
-from .written import Span, WApply, WCollective, WDim, WFused, WMesh, WOp, WStatement, WTensor
+from .written import Span, WApply, WArrays, WCollective, WDim, WFused, WMesh, WOp, WStatement, WTensor
 
 # Limits that keep a hostile or mistaken spec from hanging sympy; far above real use.
 MAX_DIMS_PER_TENSOR = 64
@@ -46,6 +46,8 @@ RESERVED = frozenset(keyword.kwlist) | {"Integer", "Float", "Rational", "Symbol"
 
 
 LINKS = ("ici", "dcn", "pcie")
+# An ICI axis without a size, with the case its formulas take: a ring with wraparound, a line
+RING_CASES = {"ring": True, "line": False}
 
 
 def resolve(statements: list, text: str, default_dtype: str = "bf16", mesh: Mesh | None = None,
@@ -69,7 +71,7 @@ def resolve(statements: list, text: str, default_dtype: str = "bf16", mesh: Mesh
         raise SpecError("the spec declares a mesh but nothing to run on it", text, 0)
     for name, (value, span) in ctx.values.items():
         chips = ctx.chips(ctx.splits.get(name, ()))
-        if value % chips:
+        if isinstance(chips, int) and value % chips:
             raise ctx.error(f"{name} = {value} does not split evenly over "
                             f"{', '.join(sorted(ctx.splits[name]))} ({chips} chips)", span)
     # Values in the order their dims first appear, as str() prints them, so that
@@ -79,10 +81,12 @@ def resolve(statements: list, text: str, default_dtype: str = "bf16", mesh: Mesh
     return Program(tuple(resolved), tuple((name, value) for name, (value, _) in values), ctx.mesh)
 
 
-def _resolve_one(ctx: Context, written: WStatement | WApply | WCollective | WFused
-                 ) -> Contraction | Apply | Collective | Fused:
+def _resolve_one(ctx: Context, written: WStatement | WApply | WCollective | WFused | WArrays
+                 ) -> Contraction | Apply | Collective | Fused | Arrays:
     if isinstance(written, WCollective):
         return _Statement(ctx, written).collective()
+    if isinstance(written, WArrays):
+        return _Statement(ctx, written).arrays()
     if isinstance(written, WFused):
         return Fused(tuple(_resolve_op(ctx, inner) for inner in written.statements))
     return _resolve_op(ctx, written)
@@ -117,13 +121,22 @@ def _mesh_line(ctx: Context, written: WMesh) -> Mesh:
     for axis in written.axes:
         if axis.name in [a.name for a in axes]:
             raise ctx.error(f"the mesh has two axes named {axis.name}", axis.span)
-        if axis.size <= 0:
+        if axis.size is not None and axis.size <= 0:
             raise ctx.error(f"a mesh axis has a positive number of chips, got {axis.size}", axis.span)
+        if axis.size is None and axis.name in RESERVED:  # its size would be a symbol of that name
+            raise ctx.error(f"'{axis.name}' cannot name an axis without a size", axis.span)
         link = axis.link or "ici"
+        if link in RING_CASES:
+            if axis.size is not None:
+                raise ctx.error(f"{axis.name}={axis.size}: its size decides whether it wraps around on a chip; "
+                                f"'@{link}' is for an axis without a size", axis.link_span)
+            axes.append(MeshAxis(axis.name, None, "ici", RING_CASES[link]))
+            continue
         if link not in LINKS:
-            close = [l for l in LINKS if l.startswith(link.lower()[:1])]
+            close = [l for l in (*LINKS, *RING_CASES) if l.startswith(link.lower()[:1])]
             hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ctx.error(f"unknown link '{link}'{hint} (links: {', '.join(LINKS)})", axis.link_span)
+            raise ctx.error(f"unknown link '{link}'{hint} (links: {', '.join(LINKS)}; for an axis without a "
+                            "size, ring or line)", axis.link_span)
         axes.append(MeshAxis(axis.name, axis.size, link))
     return Mesh(tuple(axes))
 
@@ -132,10 +145,10 @@ class _Statement(EinsumSteps):
     """One statement being resolved: its tensors and dims read and checked here, its
     steps built by `EinsumSteps` (or, for a named op, by `resolve_apply`)."""
 
-    def __init__(self, ctx: Context, written: WStatement | WCollective | WApply):
+    def __init__(self, ctx: Context, written: WStatement | WCollective | WApply | WArrays):
         super().__init__(ctx, written)
-        tensors = ([written.input, written.output] if isinstance(written, WCollective)
-                   else [*written.operands, written.output])
+        tensors = ([written.input, written.output] if isinstance(written, WCollective) else
+                   written.tensors if isinstance(written, WArrays) else [*written.operands, written.output])
         # One tensor with a dtype makes every word before '[' in the statement a dtype: a bare
         # name there is far likelier a misspelt dtype than a tensor's name.
         self.typed = next((t for t in tensors if t.head is not None and
@@ -162,6 +175,15 @@ class _Statement(EinsumSteps):
         ops = tuple(self._operator(op) for op in w.ops)
         steps, sizes = self._steps(w, operands, ops, output, compute)
         return Contraction(operands, ops, output, compute, steps, sizes)
+
+    def arrays(self) -> Arrays:
+        """Arrays as stored: each read as a tensor is, its dims' splits checked on the mesh."""
+        w = self.w
+        assert isinstance(w, WArrays)
+        if len(w.tensors) > MAX_OPERANDS:
+            raise self.ctx.error(f"{len(w.tensors)} arrays; symroof reads at most {MAX_OPERANDS} on a line",
+                                 w.tensors[MAX_OPERANDS].span)
+        return Arrays(tuple(self._tensor(t) for t in w.tensors))
 
     def checked(self, statement: Contraction | Apply) -> Contraction | Apply:
         """The statement, once its layout is known to run on the mesh: a layout that cannot
@@ -317,7 +339,8 @@ class _Statement(EinsumSteps):
             if twice:
                 raise self.ctx.error(f"{d.text} is split over {twice[0]} twice", d.axes_span)
             chips = self.ctx.chips(axes)
-            if d.value is not None and d.value % chips:
+            # over an axis without a size, the formulas take the split as even
+            if d.value is not None and isinstance(chips, int) and d.value % chips:
                 raise self.ctx.error(f"{d.value} does not split evenly over {', '.join(axes)} "
                                      f"({chips} chips)", d.span)
         if d.name is None:
@@ -327,6 +350,9 @@ class _Statement(EinsumSteps):
             # but would not read back through sympy.parse_expr
             raise self.ctx.error(f"'{d.name}' cannot name a dim (it does not read back as a name in "
                                  "Python or sympy); choose another name", d.span)
+        if self.ctx.mesh is not None and d.name in self.ctx.mesh.symbolic:
+            raise self.ctx.error(f"{d.name} is the mesh axis {d.name}'s size (the mesh gives it none); "
+                                 "a dim needs a name of its own", d.span)
         self.spans.setdefault(d.name, d.span)
         if len(self.ctx.names) >= MAX_DIMS and d.name not in self.ctx.names:
             raise self.ctx.error(f"more than {MAX_DIMS} distinct dims; symroof handles at most {MAX_DIMS}",
@@ -343,7 +369,8 @@ class _Statement(EinsumSteps):
 
     def _check_names(self, operands: tuple[Tensor, ...]) -> None:
         """Two operands with one name are one tensor: they must agree on its type."""
-        written = [] if isinstance(self.w, WCollective) else self.w.operands  # (never asked of a collective)
+        # (never asked of a collective, nor of bare arrays)
+        written = [] if isinstance(self.w, (WCollective, WArrays)) else self.w.operands
         first: dict[str, int] = {}
         for i, t in enumerate(operands):
             if t.name is None:

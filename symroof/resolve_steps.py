@@ -10,7 +10,6 @@ import `resolve.py`, which imports it).
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ import sympy
 from . import dtypes
 from .errors import SpecError, SymroofWarning
 from .ir import Dim, Mesh, Operator, Step, Tensor, Term, is_literal_label, label_text, step_sizes
-from .written import Span, WApply, WCollective, WDim, WOp, WStatement, WTensor
+from .written import Span, WApply, WArrays, WCollective, WDim, WOp, WStatement, WTensor
 
 
 @dataclass
@@ -36,14 +35,16 @@ class Context:
     splits: dict[str, set[str]] = field(default_factory=dict)  # the axes each named dim is split over
     check: Callable | None = None  # checks a statement's layout on the mesh (see resolve.resolve)
 
-    def chips(self, axes: Iterable[str]) -> int:
-        """How many chips mesh axes span together (1 for none). Only the mesh's own axes come
-        here: every subscript is checked against the mesh as it is read."""
+    def chips(self, axes: Iterable[str]):
+        """How many chips mesh axes span together (1 for none): an int, or a product of
+        symbols over axes without a size. Only the mesh's own axes come here: every
+        subscript is checked against the mesh as it is read."""
         axes = tuple(axes)
         if not axes:
             return 1
         assert self.mesh is not None
-        return math.prod(self.mesh.axis(a).size for a in axes)
+        count = sympy.Mul(*(self.mesh.axis(a).count for a in axes))
+        return int(count) if count.is_Integer else count
 
     def error(self, message: str, span: Span | None) -> SpecError:
         if span is None:
@@ -60,7 +61,7 @@ class EinsumSteps:
     the statement as written, where each named dim first appears, and how many distinct
     dims of each literal size it has labelled (`4096`, then `4096#2`)."""
 
-    def __init__(self, ctx: Context, written: WStatement | WCollective | WApply):
+    def __init__(self, ctx: Context, written: WStatement | WCollective | WApply | WArrays):
         self.ctx = ctx
         self.w = written
         self.literal_counts: dict[int | None, int] = {}

@@ -193,6 +193,12 @@ def seconds(value) -> str:
     return f"{f:.6g} s"
 
 
+def duration(value) -> str:
+    """A time with a unit: a number as `seconds` shows it, a formula (in a mesh axis's
+    size: a latency floor of X/2 hops) as itself, in seconds."""
+    return seconds(value) if sympy.sympify(value).is_number else f"{pretty(value)} s"
+
+
 @functools.lru_cache(maxsize=8192)  # a model's layers show the same expressions again and again
 def pretty(expr: sympy.Basic) -> str:
     """An expression for people: common factors pulled out, a fraction with large
@@ -244,7 +250,10 @@ def _large_coefficients(*polys) -> bool:
 
 
 def over(expr: sympy.Expr, divisor) -> str:
-    """`expr / divisor` as a person writes it: 2*B*D*F / 1.97e14."""
+    """`expr / divisor` as a person writes it: 2*B*D*F / 1.97e14. A divisor that is a
+    formula (in a mesh axis's size) is divided through: I*J*(X - 1)/(22500000000*X)."""
+    if isinstance(divisor, sympy.Basic) and not divisor.is_number:
+        return pretty(expr / divisor)
     shown = pretty(expr)
     if isinstance(expr, sympy.Add):
         shown = f"({shown})"

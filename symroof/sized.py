@@ -18,6 +18,7 @@ import sympy
 from sympy.polys.polyerrors import CoercionFailed
 
 from . import cancel, dtypes
+from .collectives import case_at
 from .cost import Cost
 from .errors import HardwareError, SpecError, SymroofError
 from .hardware import Chip
@@ -26,6 +27,7 @@ from .machine import Machine
 from .quantities import EVALUABLE, MESH_ONLY, available
 from .sizes import size_value
 from .solve import fraction_expr, polys
+from .stored import Stored, stored
 
 
 class SizedCost:
@@ -42,14 +44,21 @@ class SizedCost:
         fixed = dict(program.values) if program is not None else {}
         given = {name: size(name, v) for name, v in (values or {}).items()}
         for name, value in given.items():
-            if program is not None and name not in program.dims:
-                raise SpecError(_unknown_dim(name, program.dims))
+            if program is not None and name not in self.dims:
+                raise SpecError(_unknown_dim(name, self.dims))
             if name in fixed and fixed[name] != value:
                 raise SpecError(f"{name} is {fixed[name]} in the spec; a size of {value} for it "
                                 "contradicts the spec")
         self.values = {name: sympy.Integer(v) for name, v in {**fixed, **given}.items()}
         if program is not None and program.mesh is not None:
             _check_splits(program, self.values)
+            # the case a formula takes for an axis without a size (ring or line) is the links':
+            # it matters where a collective runs over that axis
+            crossed = {a for m in counts.moves for a in m.move.axes}
+            for name in crossed & set(program.mesh.symbolic):
+                wrong = case_at(program.mesh.axis(name), given.get(name), self.chip)
+                if wrong:
+                    raise SpecError(wrong)
         self._subs = {dim_symbol(name): v for name, v in self.values.items()}
         self._compiled: dict = {}
         self.grow = self._grow(grow)
@@ -75,8 +84,12 @@ class SizedCost:
 
     @property
     def dims(self) -> tuple[str, ...]:
-        """The spec's named dims."""
-        return self.program.dims if self.program is not None else ()
+        """The spec's named dims, and the mesh axes without a size (their chip counts are
+        symbols as the dims' sizes are: given sizes, solved for, taken to a limit alike)."""
+        if self.program is None:
+            return ()
+        mesh = self.program.mesh
+        return self.program.dims + (mesh.symbolic if mesh is not None else ())
 
     @property
     def free_dims(self) -> tuple[str, ...]:
@@ -166,10 +179,29 @@ class SizedCost:
     @functools.cached_property
     def replication(self) -> sympy.Expr:
         """How many chips do each FLOP: chips x per-chip FLOPs / total FLOPs (1: no chip
-        repeats another's work)."""
-        if self.mesh is None or self.flops_total == 0:
+        repeats another's work). For bare arrays alone, how many chips hold each element."""
+        if self.mesh is None:
             return sympy.Integer(1)
-        return ratio(self.mesh.chips * self.flops, self.flops_total)
+        if self.flops_total == 0:
+            once = sympy.Add(*(a.bytes_total / a.replication for a in self.arrays))
+            return ratio(self.bytes_total, once) if self.arrays and once != 0 else sympy.Integer(1)
+        return ratio(self._at(sympy.sympify(self.mesh.chips)) * self.flops, self.flops_total)
+
+    @functools.cached_property
+    def arrays(self) -> tuple[Stored, ...]:
+        """The spec's bare arrays (`bf16[I_XY, J]`): each one's shard, bytes per chip and in
+        all, and replication (stored.py), at the sizes given."""
+        return tuple(a.at(self._subs) for a in stored(self.program)) if self.program is not None else ()
+
+    @functools.cached_property
+    def bytes_per_chip(self) -> sympy.Expr:
+        """The bare arrays' bytes on each chip, summed."""
+        return sympy.Add(*(a.bytes_per_chip for a in self.arrays))
+
+    @functools.cached_property
+    def bytes_total(self) -> sympy.Expr:
+        """The bare arrays' bytes on all chips together, replicas included."""
+        return sympy.Add(*(a.bytes_total for a in self.arrays))
 
     def granularity(self, dim) -> int:
         """The step a dim's size moves in: the chips that split it (its sizes must divide
@@ -179,10 +211,8 @@ class SizedCost:
             for statement in self.program.statements:
                 for tensor in tensors_of(statement):
                     for d in tensor.dims:
-                        if d.name == str(dim):
-                            chips = 1
-                            for axis in d.axes:
-                                chips *= self.mesh.axis(axis).size
+                        chips = _chips(self.mesh, d.axes, self.values)
+                        if d.name == str(dim) and chips is not None:  # a symbol's: no step in numbers
                             step = step * chips // math.gcd(step, chips)
         return step
 
@@ -314,13 +344,18 @@ def _check_splits(program: Program, values: dict) -> None:
     for statement in program.statements:
         for tensor in tensors_of(statement):
             for dim in tensor.dims:
-                if dim.axes and dim.name in values:
-                    chips = 1
-                    for axis in dim.axes:
-                        chips *= mesh.axis(axis).size
-                    if values[dim.name] % chips:
-                        raise SpecError(f"{dim.name} = {values[dim.name]} does not split evenly over "
-                                        f"{', '.join(dim.axes)} ({chips} chips)")
+                chips = _chips(mesh, dim.axes, values)
+                if dim.axes and dim.name in values and chips is not None and values[dim.name] % chips:
+                    raise SpecError(f"{dim.name} = {values[dim.name]} does not split evenly over "
+                                    f"{', '.join(dim.axes)} ({chips} chips)")
+
+
+def _chips(mesh, axes, values: dict) -> int | None:
+    """The chips axes span together at the sizes given; None where some axis has no size
+    and none was given."""
+    count = sympy.Mul(*(mesh.axis(a).count for a in axes)).xreplace(
+        {dim_symbol(n): v for n, v in values.items()})
+    return int(count) if count.is_Integer else None
 
 
 def size(name: str, value) -> int:

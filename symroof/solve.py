@@ -115,17 +115,30 @@ def fraction_expr(num: PolyElement, den: PolyElement) -> sympy.Expr:
     return num.as_expr() / den.as_expr()
 
 
+def cleared(t_math: sympy.Expr, t_roof: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
+    """Both (times, or a ratio's two sides) times one positive factor that clears their denominators, where a
+    symbolic chip's figures stand in them (2*B*D*F/C against bytes/W_hbm becomes
+    2*B*D*F*W_hbm against bytes*C): which is larger, and where, is unchanged. So do a mesh
+    axis's size where it divides (2*B*D*F/X)."""
+    both = t_math + t_roof
+    if not any(isinstance(s, sympy.Symbol) and s.is_positive and not s.is_integer for s in both.free_symbols) \
+            and not any(p.base.is_Symbol and p.exp.is_negative for p in both.atoms(sympy.Pow)):
+        return t_math, t_roof  # dims only: polynomials already
+    (n1, d1), (n2, d2) = sympy.fraction(sympy.together(t_math)), sympy.fraction(sympy.together(t_roof))
+    return sympy.expand(n1 * d2), sympy.expand(n2 * d1)
+
+
 def ratio_limit(num: sympy.Expr, den: sympy.Expr, symbols, together: bool = True) -> sympy.Expr:
     """Limit of num/den (polynomials) as `symbols` grow: together (at one rate), or one
     after another in the order given (an iterated limit)."""
-    p, q = polys(num, den)
+    p, q = polys(*cleared(num, den))
     return _as_expr(limit_parts(p, q, symbols, together))
 
 
 def path_independent(num: sympy.Expr, den: sympy.Expr, symbols) -> bool:
     """Whether the limit taken at one rate agrees with the iterated limits in every order
     (at most the first six orders are tried)."""
-    p, q = polys(num, den)
+    p, q = polys(*cleared(num, den))
     symbols = [s for s in symbols if s in p.ring.symbols]
     if len(symbols) < 2:
         return True

@@ -84,6 +84,8 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
     on the chip's fast links (ICI, NVLink) while it fits its `domain`; past it, data
     parallelism (or else FSDP) goes on the slower network between domains (DCN: pods, or
     nodes), as it is deployed."""
+    if mesh is not None:
+        mesh.number("a parallelism strategy")
     found: Strategy = {}
     for part in text.split(","):
         kind, eq, value = (p.strip() for p in part.partition("="))
@@ -110,7 +112,7 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
         twice = [a for a in names if a in used]
         if twice:
             raise SpecError(f"mesh axis {twice[0]} is used by two strategies")
-        found[kind] = tuple((a, mesh.axis(a).size, mesh.axis(a).link) for a in names)
+        found[kind] = tuple((a, mesh.axis(a).number, mesh.axis(a).link) for a in names)
     data = [kind for kind in DATA if kind in found]
     if len(data) > 1:
         raise SpecError(f"{' and '.join(data)} each split the batch over the data-parallel axes (zero1 with the "

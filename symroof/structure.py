@@ -169,6 +169,8 @@ def _read(text: str, blanked_forward: str, dtype: str, mesh, backward: Structure
         start = w.span[0]
         blocks_of.append([k for k, (lo, hi, _, _) in enumerate(regions) if lo <= start < hi])
     program = resolve(written, blanked, dtype, parse_mesh(mesh), check=check_layout)
+    if program.mesh is not None:
+        program.mesh.number("a program with let, repeat or param lines (a model)")
     counts = tuple(sympy.Mul(*(regions[k][2] for k in inside)) for inside in blocks_of)
     parts = tuple(next((name for lo, hi, name in reversed(scan.parts) if lo <= w.span[0] < hi), None)
                   for w in statements)
@@ -192,7 +194,7 @@ def _split(axes: tuple[str, ...], mesh: Mesh | None, text: str, at: int) -> int:
         if mesh is None or axis not in mesh.names:
             where = "there is no mesh" if mesh is None else f"the mesh has {', '.join(mesh.names)}"
             raise SpecError(f"a declared dim is split over axis {axis}, but {where}", text, at)
-        chips *= mesh.axis(axis).size
+        chips *= mesh.axis(axis).number
     return chips
 
 

@@ -24,7 +24,20 @@ from .resources import resource_path
 from .syntax_errors import syntax_error
 
 # The statements this module builds; `parse.py` imports WMesh from here.
-from .written import Span, WAnnotation, WApply, WCollective, WDim, WFused, WMesh, WMeshAxis, WOp, WStatement, WTensor
+from .written import (
+    Span,
+    WAnnotation,
+    WApply,
+    WArrays,
+    WCollective,
+    WDim,
+    WFused,
+    WMesh,
+    WMeshAxis,
+    WOp,
+    WStatement,
+    WTensor,
+)
 
 # Longer specs are refused before parsing: nothing a person writes by hand is this long,
 # and it keeps every later step (sympy included) quick.
@@ -162,6 +175,8 @@ def _statement(tree: Tree, text: str):
         return _call(tree, text)
     if kind == "fused":
         return _fused(tree, text)
+    if kind == "arrays":
+        return WArrays([_operand(node, text) for node in tree.children if isinstance(node, Tree)], _span(tree))
     return _einsum(tree, text)
 
 
@@ -197,8 +212,9 @@ def _mesh(tree: Tree, text: str) -> WMesh:
         name, _eq, size, at, link = node.children
         if at is not None and str(at) != "@":
             raise SpecError(f"write the link of axis {name} as '@ici', '@dcn' or '@pcie'", text, *_span(at))
-        found.append(WMeshAxis(str(name), _size_of(size, text), None if link is None else str(link),
-                               _span(node), None if link is None else _span(link)))
+        found.append(WMeshAxis(str(name), None if size is None else _size_of(size, text),
+                               None if link is None else str(link), _span(node),
+                               None if link is None else _span(link)))
     return WMesh(found, _span(tree))
 
 
@@ -235,7 +251,8 @@ def _fused(tree: Tree, text: str) -> WFused:
     for child, statement in zip(inner, statements):
         if not isinstance(statement, (WStatement, WApply)):
             what = "a fused block" if isinstance(statement, WFused) else \
-                "a mesh line" if isinstance(statement, WMesh) else "a collective"
+                "a mesh line" if isinstance(statement, WMesh) else \
+                "an array with no op" if isinstance(statement, WArrays) else "a collective"
             raise SpecError(f"{what} cannot go inside a fused block: it holds ops that run as one kernel",
                             text, *_span(child))
     return WFused(statements, _span(word), _span(tree))

@@ -22,7 +22,7 @@ import sympy
 from .ir import dim_symbol
 from .oneline import REPR_WIDTH, cut
 from .show import pretty
-from .solve import Region, fraction_expr, limit_parts, path_independent, polys, positive_region, ratio_limit
+from .solve import Region, cleared, fraction_expr, limit_parts, path_independent, polys, positive_region, ratio_limit
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,9 @@ def solve(analysis, x: sympy.Symbol, roof: Roof, grow=None) -> Threshold:
     t_math, time = cleared(analysis.t_math, roof.time)
     roof = dataclasses.replace(roof, time=time)
     exact = positive_region(t_math - roof.time, x)
-    free = (t_math + roof.time).free_symbols - {x} - _figures(t_math + roof.time)
+    # the mesh's axes without a size stay as they are, like the chip's figures, unless named
+    axes = {dim_symbol(a) for a in analysis.mesh.symbolic} if analysis.mesh is not None else set()
+    free = (t_math + roof.time).free_symbols - {x} - _figures(t_math + roof.time) - axes
     symbols = sorted(free if grow is None else {dim_symbol(d) for d in grow} & free, key=str)
     notes: list[tuple] = []
     if symbols:
@@ -156,17 +158,6 @@ def solve(analysis, x: sympy.Symbol, roof: Roof, grow=None) -> Threshold:
     else:
         rule = exact
     return _threshold(x, rule, exact, tuple(map(str, symbols)), analysis, roof, notes)
-
-
-def cleared(t_math: sympy.Expr, t_roof: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
-    """Both times times one positive factor that clears their denominators, where a
-    symbolic chip's figures stand in them (2*B*D*F/C against bytes/W_hbm becomes
-    2*B*D*F*W_hbm against bytes*C): which is larger, and where, is unchanged."""
-    if not any(isinstance(s, sympy.Symbol) and s.is_positive and not s.is_integer
-               for s in (t_math + t_roof).free_symbols):
-        return t_math, t_roof  # dims only: polynomials already
-    (n1, d1), (n2, d2) = sympy.fraction(sympy.together(t_math)), sympy.fraction(sympy.together(t_roof))
-    return sympy.expand(n1 * d2), sympy.expand(n2 * d1)
 
 
 def _figures(expr: sympy.Expr) -> set:

@@ -68,12 +68,13 @@ def lay_out(axes: Sequence[MeshAxis], chip: Chip | None) -> dict[str, tuple[Piec
     pod each piece is taken as a slice of its own. Empty where the chip has no pod shape;
     a HardwareError, saying what would fit, where the axes do not fit."""
     shape = pod_shape(chip)
-    ici = [a for a in axes if a.link == "ici"]
+    # an axis without a size is not laid: its formulas take it as one physical axis of its own
+    ici = [a for a in axes if a.link == "ici" and not a.symbolic]
     if shape is None or not ici:
         return {}
     assert chip is not None  # a shape comes from a chip
     whole = shape if chip.slice else None
-    placed = _place(tuple(a.size for a in ici), shape, _wrap(chip), whole)
+    placed = _place(tuple(a.number for a in ici), shape, _wrap(chip), whole)
     if placed is None:
         raise HardwareError(_unplaceable(ici, shape, chip))
     return {a.name: _pieces(split, _wrap(chip), whole) for a, split in zip(ici, placed)}
@@ -96,9 +97,14 @@ def placement(axes: Sequence[MeshAxis], chip: Chip | None) -> str | None:
     """
     if chip is None or pod_shape(chip) is None or not any(a.link == "ici" for a in axes):
         return None
+    symbolic = [a.name for a in axes if a.link == "ici" and a.symbolic]
+    if symbolic:
+        return (f"ICI axis{'es' if len(symbolic) > 1 else ''} without a size ({', '.join(symbolic)}) taken as one "
+                f"physical axis each, not laid on {chip.name}'s pod: the formulas hold while each fits one axis "
+                f"of it ({' x '.join(map(str, pod_shape(chip) or ()))})")
     if chip.slice:
         return f"ICI axes laid on a {'x'.join(map(str, chip.slice))} slice"
-    vendor = chip.vendor_slice(math.prod(a.size for a in axes if a.link == "ici"))
+    vendor = chip.vendor_slice(math.prod(a.number for a in axes if a.link == "ici"))
     if vendor is None or vendor == chip.pod_shape:
         return None
     try:
@@ -122,6 +128,8 @@ def _rings_of(laid: dict[str, tuple[Piece, ...]], wrap: int) -> dict[str, list[t
 def spans(axis: MeshAxis, laid: dict[str, tuple[Piece, ...]]) -> list[tuple[MeshAxis, bool | None]]:
     """The physical sub-axes a logical axis spans (itself, where it lies along one), each
     with whether it is a ring (None: by its own length)."""
+    if axis.symbolic:
+        return [(axis, axis.ring)]
     pieces = laid.get(axis.name, ((axis.size, None),))
     if len(pieces) == 1:
         return [(axis, pieces[0][1])]
@@ -192,12 +200,12 @@ def _splits(n: int, room: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
 
 def _unplaceable(ici: list[MeshAxis], shape: tuple[int, ...], chip: Chip) -> str:
     """Which axis does not fit beside the ones before it, and the nearest sizes that would."""
-    k = next(i for i in range(len(ici)) if _place(tuple(a.size for a in ici[:i + 1]), shape) is None)
-    axis, before = ici[k], tuple(a.size for a in ici[:k])
+    k = next(i for i in range(len(ici)) if _place(tuple(a.number for a in ici[:i + 1]), shape) is None)
+    axis, before = ici[k], tuple(a.number for a in ici[:k])
     def fits(m: int) -> bool:
         return _place((*before, m), shape) is not None
-    smaller = next((m for m in range(axis.size - 1, 0, -1) if fits(m)), None)
-    larger = next((m for m in range(axis.size + 1, math.prod(shape) // math.prod(before) + 1) if fits(m)), None)
+    smaller = next((m for m in range(axis.number - 1, 0, -1) if fits(m)), None)
+    larger = next((m for m in range(axis.number + 1, math.prod(shape) // math.prod(before) + 1) if fits(m)), None)
     near = [m for m in (smaller, larger) if m is not None]
     beside = f" beside {', '.join(map(str, ici[:k]))}" if k else ""
     would = " or ".join(f"{axis.name}={m}" for m in near)

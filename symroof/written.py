@@ -76,11 +76,20 @@ class WStatement:
 
 
 @dataclass
+class WArrays:
+    """`bf16[I_XY, J], int8[B, S_X, D]`: arrays as stored, with no op."""
+
+    tensors: list[WTensor]
+    span: Span
+
+
+@dataclass
 class WMeshAxis:
-    """One axis of a `mesh` line: `Y=4@dcn` (the link is None where none is written)."""
+    """One axis of a `mesh` line: `Y=4@dcn` (the link is None where none is written; the
+    size None for an axis left symbolic, `X`)."""
 
     name: str
-    size: int
+    size: int | None
     link: str | None
     span: Span
     link_span: Span | None

@@ -1,0 +1,80 @@
+"""Device meshes: their axes, each axis's chips (a number, or a symbol where the spec
+leaves it without one: `mesh X, Y=4`) and the link that joins them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from .errors import SpecError
+from .symbols import dim_symbol
+
+
+@dataclass(frozen=True, slots=True)
+class MeshAxis:
+    """One axis of a device mesh: its name, its chips (`size`; None for an axis written
+    without one, `mesh X`, whose `count` is then the symbol X), and the link that joins
+    them ("ici", "dcn" or "pcie"). For an ICI axis without a size, `ring` is the case its
+    formulas take: with wraparound (`X@ring`), without (`X@line`), or None: a ring where
+    the chip's axes can wrap, said wherever its link is described."""
+
+    name: str
+    size: int | None
+    link: str = "ici"
+    ring: bool | None = None
+
+    @property
+    def count(self) -> sympy.Expr:
+        return sympy.Integer(self.size) if self.size is not None else dim_symbol(self.name)
+
+    @property
+    def symbolic(self) -> bool:
+        return self.size is None
+
+    @property
+    def number(self) -> int:
+        """Its size, where only a number will do (a model, a pod's layout: refused before)."""
+        if self.size is None:
+            raise SpecError(f"mesh axis {self.name} needs a size here")
+        return self.size
+
+    def __str__(self) -> str:
+        size = "" if self.size is None else f"={self.size}"
+        ring = "" if self.ring is None else "@ring" if self.ring else "@line"
+        link = ring if self.link == "ici" else f"@{self.link}"
+        return f"{self.name}{size}{link}"
+
+
+@dataclass(frozen=True, slots=True)
+class Mesh:
+    """The device mesh a sharded spec runs on."""
+
+    axes: tuple[MeshAxis, ...]
+
+    def axis(self, name: str) -> MeshAxis:
+        return next(a for a in self.axes if a.name == name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.axes)
+
+    @property
+    def symbolic(self) -> tuple[str, ...]:
+        """The axes without a size, whose chip counts are symbols."""
+        return tuple(a.name for a in self.axes if a.size is None)
+
+    @property
+    def chips(self):
+        """How many chips: an int, or a product of symbols where some axis has no size."""
+        count = sympy.Mul(*(a.count for a in self.axes))
+        return int(count) if count.is_Integer else count
+
+    def number(self, what: str) -> int:
+        """Its chips, where only a number will do (`what`: a model, a strategy)."""
+        if self.symbolic:
+            raise SpecError(f"{what} needs a size for every mesh axis; {', '.join(self.symbolic)} has none")
+        return self.chips
+
+    def __str__(self) -> str:
+        return "mesh " + ", ".join(map(str, self.axes))
