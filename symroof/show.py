@@ -251,8 +251,12 @@ def _large_coefficients(*polys) -> bool:
 
 def over(expr: sympy.Expr, divisor) -> str:
     """`expr / divisor` as a person writes it: 2*B*D*F / 1.97e14. A divisor that is a
-    formula (in a mesh axis's size) is divided through: I*J*(X - 1)/(22500000000*X)."""
+    formula (in a mesh axis's size) is divided through, its number kept apart:
+    I*J*(X - 1)/X / 2.25e10."""
     if isinstance(divisor, sympy.Basic) and not divisor.is_number:
+        coeff, rest = sympy.factor_terms(sympy.cancel(expr / divisor)).as_coeff_Mul()
+        if coeff.is_Rational and coeff.q != 1:
+            return over(coeff.p * rest, coeff.q)
         return pretty(expr / divisor)
     shown = pretty(expr)
     if isinstance(expr, sympy.Add):

@@ -52,17 +52,22 @@ class SizedCost:
         self.values = {name: sympy.Integer(v) for name, v in {**fixed, **given}.items()}
         if program is not None and program.mesh is not None:
             _check_splits(program, self.values)
-            # the case a formula takes for an axis without a size (ring or line) is the links':
-            # it matters where a collective runs over that axis
-            crossed = {a for m in counts.moves for a in m.move.axes}
-            for name in crossed & set(program.mesh.symbolic):
-                wrong = case_at(program.mesh.axis(name), given.get(name), self.chip)
-                if wrong:
-                    raise SpecError(wrong)
+            for name, value in given.items():
+                self._check_case(name, value)
         self._subs = {dim_symbol(name): v for name, v in self.values.items()}
         self._compiled: dict = {}
         self.grow = self._grow(grow)
         self._frozen = True
+
+    def _check_case(self, name: str, value) -> None:
+        """A size for a mesh axis left symbolic must be one its formulas' case covers (a
+        ring, or a line: collectives.case_at), where a collective runs over it."""
+        mesh = self.program.mesh if self.program is not None else None
+        if mesh is None or name not in mesh.symbolic or not any(name in m.move.axes for m in self.cost.moves):
+            return
+        wrong = case_at(mesh.axis(name), int(value), self.chip)
+        if wrong:
+            raise SpecError(wrong)
 
     def __setattr__(self, name: str, value) -> None:
         # A result is read, never changed: renderers and callers see what was derived.
@@ -257,6 +262,11 @@ class SizedCost:
             # sizes need not be whole here (a smooth curve), but they are sizes: positive
             if not numpy.all(numpy.isfinite(v) & (v > 0)):
                 raise SpecError(f"the sizes given for {name} must be positive and finite")
+            if self.mesh is not None and name in self.mesh.symbolic:  # chips: whole, and in the case taken
+                if not numpy.all(v == numpy.round(v)):
+                    raise SpecError(f"the sizes given for mesh axis {name} must be whole numbers of chips")
+                for value in numpy.unique(v):
+                    self._check_case(name, int(value))
         try:
             shape = numpy.broadcast_shapes(*(v.shape for v in values))
         except ValueError:

@@ -219,3 +219,24 @@ def _run(argv, code=0):
     out, err = io.StringIO(), io.StringIO()
     assert main(argv, out=out, err=err) == code, err.getvalue()
     return out.getvalue(), err.getvalue()
+
+
+def test_on_a_symbolic_chip_the_threshold_is_in_its_figures_and_the_axis():
+    # no torus: a line of links, the AllReduce 2 (X - 1)/X x 2BF / W_ici against 2BDF/(X C)
+    a = analyze("mesh X; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", chip="symbolic")
+    C, W = sympy.Symbol("C", positive=True), sympy.Symbol("W_ici", positive=True)
+    rule = a.threshold("D").network.rule
+    assert sympy.simplify(rule.subs({s: {"C": C, "W_ici": W}.get(str(s), s) for s in rule.free_symbols})
+                          - 2 * C * (X - 1) / W) == 0
+
+
+def test_a_sweep_over_the_axis_stays_in_its_case():
+    import numpy
+    a = analyze("mesh X; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", chip=V5E).at(B=4096, D=8192, F=8192)
+    with pytest.raises(SpecError, match="at X=2 a TPU v5e axis does not close into a ring"):
+        a.evaluate("t_lower", X=numpy.arange(2, 17))
+    with pytest.raises(SpecError, match="whole numbers of chips"):
+        a.evaluate("t_lower", X=numpy.array([2.5]))
+    line = analyze("mesh X@line; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", chip=V5E).at(B=4096, D=8192, F=8192)
+    swept = line.evaluate("t_lower", X=numpy.array([2, 4, 8]))
+    assert [float(line.at(X=x).t_lower) for x in (2, 4, 8)] == pytest.approx(list(swept))
