@@ -25,7 +25,8 @@ import sympy
 
 from . import dtypes
 from .errors import SpecError, SymroofError, SymroofWarning
-from .jax_convert import Converted, Converter, View
+from .jax_convert import Converted, View
+from .jax_xla import Converter
 from .model_report import model
 from .relations import expression
 
@@ -154,7 +155,7 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
     jax = _jax()
     arguments = read_shapes(shapes)
     closed, rename = _trace(jax, function, arguments)
-    converter = Converter(rename)
+    converter = Converter(rename, closed)  # marks what XLA folds before counting (jax_xla.py)
     for a in arguments:
         for d in a.dims:
             if not d.isdigit():
@@ -243,7 +244,8 @@ def _structs(jax, function, arguments: list[Argument], sizes: Mapping[str, int] 
 
 def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
     """At concrete sizes: symroof's counts, XLA's lowered and compiled cost analysis, and
-    the differences each convention explains. XLA counts a loop's body once, so loops are
+    the differences each convention explains (among them what XLA folds before it counts,
+    jnp.tril's iota + 0 for one: jax_xla.py). XLA counts a loop's body once, so loops are
     compared once through (symroof's figure for the whole function is given beside)."""
     jax = _jax()
     structs = _structs(jax, imported.function, imported.arguments, sizes)

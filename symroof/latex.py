@@ -221,14 +221,19 @@ def _over(amount, rate, tex) -> str:
 def _network(a, tex) -> str:
     parts = []
     for move, t in a.collectives:
-        if t.bandwidth == 0 or move.bytes.is_number:  # over an axis of 1 chip nothing moves: 0 s
+        if t.bandwidth == 0 or (move.bytes.is_number and t.bandwidth.is_number):  # 0 s: an axis of 1 chip
             parts.append(tex_number(t.bandwidth))
             continue
         link = move.bytes / t.bandwidth  # bytes over seconds: the link's effective bandwidth
+        if not link.is_number:  # a formula in a mesh axis's size: its number kept apart
+            coeff, rest = sympy.factor_terms(sympy.cancel(t.bandwidth)).as_coeff_Mul()
+            parts.append(rf"\frac{{{tex(coeff.p * rest)}}}{{{tex_number(coeff.q)}}}" if coeff.is_Rational
+                         else tex(t.bandwidth))
+            continue
         parts.append(_over(move.bytes, link, tex))
     floor = a.t_network_latency
-    tail = (rf" \quad \text{{(at least {number(floor * 10**6)} $\mu$s of latency)}}"
-            if floor and a.t_network_latency_known else "")
+    micro = number(floor * 10**6) if floor.is_number else rf"}} {tex(floor * 10**6)} \text{{"  # |X| in math
+    tail = (rf" \quad \text{{(at least {micro} $\mu$s of latency)}}" if floor and a.t_network_latency_known else "")
     return " + ".join(parts) + _SECONDS + tail
 
 

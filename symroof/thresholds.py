@@ -231,8 +231,8 @@ def _never(x, analysis, roof: Roof, grow) -> tuple:
         tends = ratio_limit(analysis.flops, roof.traffic, [dim_symbol(d) for d in grow])
         head = (f"never compute-bound: the {what} tends to ", tends)
     else:
-        num, den = polys(analysis.flops, roof.traffic) if not (analysis.flops.is_number and roof.traffic.is_number) \
-            else (None, None)
+        numbers = analysis.flops.is_number and roof.traffic.is_number
+        num, den = polys(*cleared(analysis.flops, roof.traffic)) if not numbers else (None, None)
         tends = fraction_expr(num, den) if num is not None else analysis.flops / roof.traffic
         head = (f"never compute-bound: the {what} is ", tends)
     if x not in tends.free_symbols:

@@ -179,7 +179,7 @@ class _Spec:
 
     def __init__(self):
         self.dims: list[str] = []
-        self.axes: dict[str, int] = {}
+        self.axes: dict[str, int | None] = {}  # None: an axis left without a size
         self.mesh_in_spec = False
         self.vector = False          # work for the vector unit (elementwise, reductions, ...)
 
@@ -353,8 +353,16 @@ def _mesh_decl(r, s: _Spec):
         axes = axes[:2]
     for a in axes:
         s.axes[a] = r.choice(AXIS_SIZES if junk(r, 0.3) else AXIS_SIZES[:6] if _NOISE[0] else [2, 2, 4])
+        if r.random() < 0.15:  # an axis left without a size: a symbol
+            s.axes[a] = None
     links = LINKS if junk(r, 0.5) else LINKS[:5]
-    return ", ".join(f"{a}={s.axes[a]}{r.choice(links) if r.random() < 0.3 else ''}" for a in axes)
+
+    def axis(a):
+        link = r.choice(links) if r.random() < 0.3 else ""
+        if s.axes[a] is None:
+            return a + (r.choice(["@ring", "@line", "@dcn", ""]) if r.random() < 0.4 else "")
+        return f"{a}={s.axes[a]}{link}"
+    return ", ".join(axis(a) for a in axes)
 
 
 def _sub(r, axes):
