@@ -187,11 +187,17 @@ def _symbolic_case(axis: MeshAxis, torus: bool, wrap) -> tuple[bool, str]:
                                       f"write {axis.name}@line for an axis without")
 
 
-def case_at(axis: MeshAxis, size: int | None, chip: Chip | None) -> str | None:
+def case_at(axis: MeshAxis, size: int | None, chip: Chip | None, all_to_all: bool = False) -> str | None:
     """Why the formulas over an ICI axis without a size do not hold at this size on the
     chip (None where they do, or no size is given): the size spans several of its pod's
-    axes, or wraps around where the formulas take a line (or the other way)."""
-    if size is None or chip is None or axis.link != "ici":
+    axes, or wraps around where the formulas take a line (or the other way), or is odd
+    where an AllToAll on a line takes it even."""
+    if size is None or axis.link != "ici":
+        return None
+    if all_to_all and size % 2 and _even_case(axis, chip, None if chip is not None else 1):
+        return (f"{axis.name}={size}: an AllToAll on a line of an odd number of chips costs "
+                f"floor(X/2)*ceil(X/2)/X, not the X/4 its formula takes: give {axis.name}={size} in the mesh")
+    if chip is None:
         return None
     numeric = MeshAxis(axis.name, size)
     given = f"give {axis.name}={size} in the mesh for its own costs"
@@ -239,6 +245,8 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
         return Time(2 * once.bandwidth, 2 * once.latency, 2 * once.hops, once.links, once.latency_known)
     laid = lay_out(axes if mesh is None else mesh, chip)
     described = ", ".join(_described(a, spans(a, laid), chip, ici_one_way) for a in axes)
+    if kind == "AllToAll" and any(_even_case(a, chip, ici_one_way) for a in axes):
+        described += "; an AllToAll on a line taken over an even number of chips"
     # from here on, the physical axes: each logical axis, or the pieces of one spanning several
     pieces = [piece for a in axes for piece in spans(a, laid)]
     physical = [a for a, _ in pieces]
@@ -283,6 +291,14 @@ def _slowness(per_byte: sympy.Expr) -> float:
     return float(per_byte.xreplace({s: 1 for s in per_byte.free_symbols}))
 
 
+def _even_case(axis: MeshAxis, chip: Chip | None, ici_one_way) -> bool:
+    """Whether an AllToAll over this axis takes its size even: a line without a size."""
+    if not axis.symbolic:
+        return False
+    l = link(axis, chip, ici_one_way)
+    return not (l.ring or l.switch)
+
+
 def _stand_in(axis: MeshAxis) -> MeshAxis:
     """An axis to order links by: one without a size, as a long one (its (N - 1)/N near 1;
     where links are alike the order changes nothing: (N_X N_Y - 1)/(N_X N_Y) either way)."""
@@ -308,8 +324,12 @@ def _all_to_all_per_byte(axis: MeshAxis, l: Link) -> sympy.Expr:
         return 1 / (n * l.one_way)
     if l.switch:
         return (n - 1) / (n * l.one_way)
-    # a line: the middle link carries what the left half sends the right half, one way
-    return sympy.floor(n / 2) * sympy.ceiling(n / 2) / (n * l.one_way)
+    # a line: the middle link carries what the left half sends the right half, one way;
+    # floor(n/2) ceil(n/2) / n, n/4 for an even n: the case taken over an axis without a size
+    # (a formula in floor and ceiling has no threshold or limit symroof can solve)
+    if axis.symbolic:
+        return n / (4 * l.one_way)
+    return sympy.Rational((n // 2) * ((n + 1) // 2), n) / l.one_way
 
 
 def _hops(axis: MeshAxis, l: Link) -> sympy.Expr:

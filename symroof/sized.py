@@ -63,9 +63,10 @@ class SizedCost:
         """A size for a mesh axis left symbolic must be one its formulas' case covers (a
         ring, or a line: collectives.case_at), where a collective runs over it."""
         mesh = self.program.mesh if self.program is not None else None
-        if mesh is None or name not in mesh.symbolic or not any(name in m.move.axes for m in self.cost.moves):
+        over = [m.move.kind for m in self.cost.moves if name in m.move.axes]
+        if mesh is None or name not in mesh.symbolic or not over:
             return
-        wrong = case_at(mesh.axis(name), int(value), self.chip)
+        wrong = case_at(mesh.axis(name), int(value), self.chip, "AllToAll" in over)
         if wrong:
             raise SpecError(wrong)
 

@@ -68,11 +68,17 @@ def tex_name(name: str) -> str:
     return rf"\text{{{tex_words(name)}}}"
 
 
+# the spec's operators that are not ASCII (a step keeps the one written): as math, for KaTeX
+_OPERATORS = {"÷": r"$\div$", "×": r"$\times$", "·": r"$\cdot$", "⋅": r"$\cdot$", "∙": r"$\cdot$",
+              "•": r"$\bullet$", "−": "-"}
+
+
 def tex_words(words: str) -> str:
     """Plain words made safe inside \\text{...}: LaTeX's special characters escaped, -> oo
     and >= as math."""
     words = re.sub(r"([#$%&_{}])", r"\\\1", words).replace("^", r"\^{}").replace("~", r"\~{}")
     words = re.sub(r"(\d) us\b", r"\1 $\\mu$s", words)
     # KaTeX knows no Greek letters in text mode: they go in as math (a dim named Δ)
-    words = "".join(f"${tex_name(ch)}$" if unicodedata.name(ch, "").startswith("GREEK") else ch for ch in words)
+    words = "".join(f"${tex_name(ch)}$" if unicodedata.name(ch, "").startswith("GREEK") else _OPERATORS.get(ch, ch)
+                    for ch in words)
     return words.replace("-> oo", r"$\to\infty$").replace(">=", r"$\ge$").replace("->", r"$\to$")

@@ -506,3 +506,20 @@ def test_greek_dims_inside_words_render(katex):
                              "f16[K, S_X] @ f16[S_X, Δ] -> f16[K, Δ] {U_X}"))
     assert r"bf16[$\Delta$\_Y, G]" in tex
     katex.check(tex)
+
+
+@pytest.mark.parametrize("op", ["÷", "×", "·", "−"])
+def test_a_step_keeps_the_operator_written_and_katex_reads_it(katex, op):
+    # was: KaTeX "Unrecognized Unicode character ÷" in a fused block's step (found by the fuzzer)
+    tex = derivation(analyze(f"fused {{ fp32[B, T] {op} fp32[T] -> fp32[B, T] }}", chip="tpu-v5e",
+                             vector_flops=1e12))
+    katex.check(tex)
+    assert op not in tex
+
+
+@pytest.mark.parametrize("mesh", ["X", "X@line", "X, Y=4@dcn"])
+def test_a_mesh_axis_without_a_size_renders(katex, mesh):
+    spec = "bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]; AllToAll_{X,F} bf16[B_X, F] -> bf16[B, F_X]"
+    tex = derivation(analyze(spec, chip="tpu-v5e", mesh=mesh), solve="D")
+    katex.check(tex)
+    assert "|X|" in tex
