@@ -39,9 +39,9 @@ from .machine import exact_number, machine
 from .network import CollectiveCost, Network
 from .oneline import spec_line
 from .parse import parse
-from .show import seconds
+from .show import duration
 from .sized import dim_names, pick_max, size
-from .solve import path_independent, positive_region, ratio_limit, sign_of
+from .solve import cleared, path_independent, positive_region, ratio_limit, sign_of
 from .thresholds import Roof, Threshold, solve
 
 __all__ = ["CONVENTIONS", "Analysis", "CollectiveCost", "Threshold", "analyze", "dim_names", "roofline"]
@@ -258,11 +258,12 @@ class Analysis(Network):
         if not (self.t_network_latency_known and floor and network.op == ">" and network.exact is not None
                 and network.exact.is_number):
             return network
-        region = positive_region(self.t_math - floor, x)
+        t_math, floor_cleared = cleared(self.t_math, floor)  # X in a denominator: cleared first
+        region = positive_region(t_math - floor_cleared, x)
         if region.kind != "above" or region.root is None or not region.root.is_number \
                 or region.root <= network.exact:
             return network
-        words = (f"with the latency floor ({seconds(floor)}) it takes ", sympy.Gt(x, region.root))
+        words = (f"with the latency floor ({duration(floor)}) it takes ", sympy.Gt(x, region.root))
         return dataclasses.replace(network, reason_parts=network.reason_parts + (words,),
                                    past_latency=region.root)
 
