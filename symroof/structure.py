@@ -238,6 +238,9 @@ class _Scan:
                     raise SpecError("write a repeated block as 'repeat N {' on a line of its own, its "
                                     "statements on the lines after it, and '}' alone on the last", self.text, start)
                 count = expression(match.group("count"), (self.text, start + match.start("count")))
+                if count.is_number and not count > 0:  # `repeat L-L {`: nothing to repeat, and a 0 to divide by
+                    raise SpecError(f"a repeat count must be positive; this one is {count}", self.text,
+                                    start + match.start("count"))
                 parent = next((k for kind, k in reversed(stack) if kind == "repeat"), None)
                 if any(kind == "fused" for kind, _ in stack):
                     raise SpecError("a repeat block cannot go inside a fused block", self.text, start)

@@ -131,6 +131,8 @@ def test_bad_input_is_a_clear_error():
         read_structured("let A = 2*C, C = A\nbf16[B, A] -> bf16[B, A]")
     with pytest.raises(SpecError, match="not closed"):
         read_structured("repeat L {\nbf16[B, D] -> bf16[B, D]\n")
+    with pytest.raises(SpecError, match="repeat count must be positive; this one is 0"):  # was: nan in the report
+        read_structured("repeat L-L {\nbf16[B, D] -> bf16[B, D]\n}")
     with pytest.raises(SpecError, match="did you mean 'bf16'"):
         read_structured("param W: bf61[D]\nbf16[B, D] -> bf16[B, D]")
     with pytest.raises(SpecError, match="declared twice"):
