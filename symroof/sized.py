@@ -60,8 +60,7 @@ class SizedCost:
         self._frozen = True
 
     def _check_case(self, name: str, value) -> None:
-        """A size for a mesh axis left symbolic must be one its formulas' case covers (a
-        ring, or a line: collectives.case_at), where a collective runs over it."""
+        """A size for a symbolic mesh axis a collective crosses: in its formulas' case (case_at)."""
         mesh = self.program.mesh if self.program is not None else None
         over = [m.move.kind for m in self.cost.moves if name in m.move.axes]
         if mesh is None or name not in mesh.symbolic or not over:
