@@ -48,9 +48,7 @@ from .structure import Structured
 
 
 class Model:
-    """A structured program's model quantities (see the module docstring).
-
-    Args:
+    """A structured program's model quantities (see the module docstring). Args:
         structured: the program (`structure.read_structured`).
         machine: a `machine.Machine`, or None for counts and bytes only.
         sizes: sizes for the dims ({"B": 1, "T": 4096}); relations give the rest.
@@ -83,7 +81,8 @@ class Model:
 
     def _analysis(self, subs: dict) -> Analysis:
         program = self.structured.program
-        return Analysis(combine(_scaled(self.structured, subs), program.mesh), self.machine, program=program)
+        return Analysis(combine(_scaled(self.structured, subs), program.mesh), self.machine, program=program,
+                        settled=_names(subs))  # the sizes and lets: no longer the analysis's dims
 
     @functools.cached_property
     def step_analysis(self) -> Analysis:
@@ -99,7 +98,8 @@ class Model:
         both_ = _scaled(self.structured, self._subs) + _scaled(back, subs)
         forward = self.structured.program
         program = Program(forward.statements + back.program.statements, (), forward.mesh)
-        return Analysis(combine(both_, forward.mesh), self.machine, program=program)
+        return Analysis(combine(both_, forward.mesh), self.machine, program=program,
+                        settled=_names(self._subs) | _names(subs))
 
     @property
     def written_backward(self) -> bool:
@@ -375,6 +375,10 @@ def _substitutions(structured: Structured, sizes: dict[str, int]) -> dict:
     """The relations first (in the free dims), then the sizes: a number where all are given."""
     given = {dim_symbol(k): sympy.Integer(v) for k, v in sizes.items()}
     return {s: e.xreplace(given) for s, e in structured.relations.items()} | given
+
+
+def _names(subs: dict) -> dict[str, sympy.Expr]:  # what an analysis is told is in its counts already
+    return {str(s): v for s, v in subs.items()}
 
 
 def _all_chips(a: Analysis) -> sympy.Expr:

@@ -157,7 +157,8 @@ class Analysis(Network):
             program = Program((statement,), (), self.program.mesh)
             values = {k: v for k, v in self.values.items() if k in program.dims}
             grow = [d for d in self.grow or () if d in program.dims]
-            found.append(type(self)(counts, self.machine, program=program, values=values, grow=grow or None))
+            found.append(type(self)(counts, self.machine, program=program, values=values, grow=grow or None,
+                                    settled=self.settled))
         return tuple(found)
 
     @functools.cached_property
@@ -277,7 +278,7 @@ class Analysis(Network):
         merged.update(sizes)
         grow = [d for d in self.grow or () if d not in sizes] if self.grow else None
         return type(self)(self.cost, self.machine, program=self.program, values=merged,
-                          compute=self.compute_default, grow=grow or None)
+                          compute=self.compute_default, grow=grow or None, settled=self.settled)
 
     @functools.cached_property
     def unfused(self) -> Analysis | None:
@@ -290,7 +291,8 @@ class Analysis(Network):
                        for inner in (s.statements if isinstance(s, Fused) else (s,)))
         program = Program(opened, self.program.values, self.program.mesh)
         values = {k: int(v) for k, v in self.values.items() if k not in dict(self.program.values)}
-        return type(self)(cost(program), self.machine, program=program, values=values, grow=self.grow)
+        return type(self)(cost(program), self.machine, program=program, values=values, grow=self.grow,
+                          settled=self.settled)
 
     def __repr__(self) -> str:
         """One line; `symroof.analyze` gives the `analysis.Analysis` that shows itself as

@@ -36,14 +36,18 @@ class SizedCost:
 
     def __init__(self, counts: Cost, target: Machine | None, *, program: Program | None = None,
                  values: Mapping[str, int] | None = None, compute: dtypes.DType | None = None,
-                 grow=None):
+                 grow=None, settled: Mapping[str, sympy.Expr] | None = None):
         self.cost = counts
         self.machine = target
         self.program = program
         self.compute_default = compute
+        # names already in the counts (a model's sizes, its lets): no longer dims, not given again
+        self.settled = dict(settled or {})
         fixed = dict(program.values) if program is not None else {}
         given = {name: size(name, v) for name, v in (values or {}).items()}
         for name, value in given.items():
+            if name in self.settled:  # a model's size, or a let
+                raise SpecError(f"{name} is {self.settled[name]} in this analysis already: change it where it is set")
             if program is not None and name not in self.dims:
                 raise SpecError(_unknown_dim(name, self.dims))
             if name in fixed and fixed[name] != value:
@@ -54,7 +58,7 @@ class SizedCost:
             _check_splits(program, self.values)
             for name, value in given.items():
                 self._check_case(name, value)
-        self._subs = {dim_symbol(name): v for name, v in self.values.items()}
+        self._subs = {dim_symbol(name): v for name, v in (self.settled | self.values).items()}
         self._compiled: dict = {}
         self.grow = self._grow(grow)
         self._frozen = True
@@ -65,8 +69,7 @@ class SizedCost:
         over = [m.move.kind for m in self.cost.moves if name in m.move.axes]
         if mesh is None or name not in mesh.symbolic or not over:
             return
-        wrong = case_at(mesh.axis(name), int(value), self.chip, "AllToAll" in over)
-        if wrong:
+        if wrong := case_at(mesh.axis(name), int(value), self.chip, "AllToAll" in over):
             raise SpecError(wrong)
 
     def __setattr__(self, name: str, value) -> None:
@@ -89,12 +92,12 @@ class SizedCost:
 
     @property
     def dims(self) -> tuple[str, ...]:
-        """The spec's named dims, and the mesh axes without a size (their chip counts are
-        symbols as the dims' sizes are: given sizes, solved for, taken to a limit alike)."""
+        """The spec's named dims and mesh axes without a size (symbols alike), less the settled."""
         if self.program is None:
             return ()
         mesh = self.program.mesh
-        return self.program.dims + (mesh.symbolic if mesh is not None else ())
+        names = self.program.dims + (mesh.symbolic if mesh is not None else ())
+        return tuple(n for n in names if n not in self.settled) if self.settled else names
 
     @property
     def free_dims(self) -> tuple[str, ...]:
@@ -194,13 +197,11 @@ class SizedCost:
 
     @functools.cached_property
     def arrays(self) -> tuple[Stored, ...]:
-        """The spec's bare arrays (`bf16[I_XY, J]`): each one's shard, bytes per chip and in
-        all, and replication (stored.py), at the sizes given."""
+        """The spec's bare arrays (`bf16[I_XY, J]`) as stored (stored.py), at the sizes given."""
         return tuple(a.at(self._subs) for a in stored(self.program)) if self.program is not None else ()
 
     @functools.cached_property
-    def bytes_per_chip(self) -> sympy.Expr:
-        """The bare arrays' bytes on each chip, summed."""
+    def bytes_per_chip(self) -> sympy.Expr:  # the bare arrays' bytes on each chip, summed
         return sympy.Add(*(a.bytes_per_chip for a in self.arrays))
 
     @functools.cached_property
@@ -361,8 +362,7 @@ def _check_splits(program: Program, values: dict) -> None:
 
 
 def _chips(mesh, axes, values: dict) -> int | None:
-    """The chips axes span together at the sizes given; None where some axis has no size
-    and none was given."""
+    """The chips axes span together at the sizes given; None where one is still a symbol."""
     count = sympy.Mul(*(mesh.axis(a).count for a in axes)).xreplace(
         {dim_symbol(n): v for n, v in values.items()})
     return int(count) if count.is_Integer else None

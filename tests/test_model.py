@@ -326,3 +326,15 @@ def test_formulas_at_sizes_are_the_model_at_those_sizes(name, mode, b, t):
     for name_ in ("params", "flops", "flops_per_token", "weight_bytes", "kv_bytes", "memory_bytes", "t_step",
                   "tokens_per_s"):
         assert getattr(free, name_).xreplace(at) == getattr(sized, name_), name_
+
+
+def test_a_models_analysis_has_only_its_free_dims():
+    # was: at(D2=9999) accepted and ignored (D2 = D already in the counts), and free_dims
+    # listing D2 and D, which plot_roofline then asked sizes for
+    m = Model(read_structured("let D2 = D\nbf16[B, D] *_D bf16[D, D2] -> bf16[B, D2]"), sizes={"D": 64})
+    a = m.analysis
+    assert a.free_dims == ("B",) and a.flops == 2 * 64 * 64 * sympy.Symbol("B", positive=True, integer=True)
+    for name in ("D2", "D"):
+        with pytest.raises(SpecError, match=f"{name} is 64 in this analysis already"):
+            a.at(**{name: 9999})
+    assert a.at(B=2).flops == 2 * 2 * 64 * 64 and a.at(B=2).free_dims == ()
