@@ -41,13 +41,16 @@ class SizedCost:
         self.machine = target
         self.program = program
         self.compute_default = compute
-        # names already in the counts (a model's sizes, its lets): no longer dims, not given again
+        # names already in the counts (a model's sizes, its lets): no longer dims; a size for
+        # one is taken where it agrees with them, else refused, never ignored
         self.settled = dict(settled or {})
         fixed = dict(program.values) if program is not None else {}
         given = {name: size(name, v) for name, v in (values or {}).items()}
+        for name in [n for n in given if n in self.settled]:
+            if self.settled[name].xreplace({dim_symbol(n): v for n, v in given.items()}) != given[name]:
+                raise SpecError(f"{name} is {self.settled[name]} in this analysis: {name}={given[name]} does not agree")
+            del given[name]
         for name, value in given.items():
-            if name in self.settled:  # a model's size, or a let
-                raise SpecError(f"{name} is {self.settled[name]} in this analysis already: change it where it is set")
             if program is not None and name not in self.dims:
                 raise SpecError(_unknown_dim(name, self.dims))
             if name in fixed and fixed[name] != value:
@@ -188,11 +191,10 @@ class SizedCost:
     def replication(self) -> sympy.Expr:
         """How many chips do each FLOP: chips x per-chip FLOPs / total FLOPs (1: no chip
         repeats another's work). For bare arrays alone, how many chips hold each element."""
-        if self.mesh is None:
+        if self.mesh is None or (self.flops_total == 0 and not self.arrays):
             return sympy.Integer(1)
-        if self.flops_total == 0:
-            once = sympy.Add(*(a.bytes_total / a.replication for a in self.arrays))
-            return ratio(self.bytes_total, once) if self.arrays and once != 0 else sympy.Integer(1)
+        if self.flops_total == 0:  # bare arrays alone: their bytes in all over their bytes held once
+            return ratio(self.bytes_total, sympy.Add(*(a.bytes_total / a.replication for a in self.arrays)))
         return ratio(self._at(sympy.sympify(self.mesh.chips)) * self.flops, self.flops_total)
 
     @functools.cached_property
@@ -205,13 +207,11 @@ class SizedCost:
         return sympy.Add(*(a.bytes_per_chip for a in self.arrays))
 
     @functools.cached_property
-    def bytes_total(self) -> sympy.Expr:
-        """The bare arrays' bytes on all chips together, replicas included."""
+    def bytes_total(self) -> sympy.Expr:  # the bare arrays' bytes on all chips, replicas included
         return sympy.Add(*(a.bytes_total for a in self.arrays))
 
     def granularity(self, dim) -> int:
-        """The step a dim's size moves in: the chips that split it (its sizes must divide
-        evenly), 1 for a dim no axis splits."""
+        """The step a dim's size moves in: the chips that split it (1 where no axis does)."""
         step = 1
         if self.program is not None and self.mesh is not None:
             for statement in self.program.statements:

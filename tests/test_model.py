@@ -335,6 +335,7 @@ def test_a_models_analysis_has_only_its_free_dims():
     a = m.analysis
     assert a.free_dims == ("B",) and a.flops == 2 * 64 * 64 * sympy.Symbol("B", positive=True, integer=True)
     for name in ("D2", "D"):
-        with pytest.raises(SpecError, match=f"{name} is 64 in this analysis already"):
+        with pytest.raises(SpecError, match=f"{name} is 64 in this analysis: {name}=9999 does not agree"):
             a.at(**{name: 9999})
     assert a.at(B=2).flops == 2 * 2 * 64 * 64 and a.at(B=2).free_dims == ()
+    assert a.at(B=2, D2=64).flops == a.at(B=2).flops  # a size that agrees is taken
