@@ -1,8 +1,9 @@
 """Bare arrays in the text report: each one's shard and bytes, their sums, and whether
 they fit in the chip's HBM (stored.py says what each quantity is).
 
-    array              bf16[I_{X,Y}, J]: on each chip bf16[I/(4*X), J], I*J/(2*X) bytes; in all 2*I*J (replication 1)
-    bytes per chip     I*J/(2*X)
+    array           bf16[I_{X,Y}, J]: on each chip bf16[I/(4*X), J], I*J/(2*X) bytes; in all 2*I*J bytes (replication 1)
+    bytes per chip  I*J/(2*X) bytes
+    bytes in all    2*I*J bytes on 4*X chips, replicas included
 """
 
 from __future__ import annotations
