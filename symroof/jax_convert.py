@@ -14,6 +14,8 @@ cross-check in from_jax.py relies on; benchmarks/xla_conventions.md):
 * convert_element_type: a cast (`fp32[B, D] -> bf16[B, D]`), bytes only.
 * gathers, slices, concatenation, updates: jax_data.py.
 * shard_map and its collectives: jax_shard.py (a `mesh` line, splits as subscripts).
+* jit's in/out shardings and sharding constraints: jax_gspmd.py (the splits carried
+  through each statement as GSPMD carries them; symroof inserts the collectives).
 * broadcast_in_dim, reshape, transpose, squeeze, expand_dims, stop_gradient, copy: no
   statement. They change how an array is indexed, not its data (XLA's lowered module
   counts a transpose or reshape as a layout change, free); the next statement reads the
@@ -29,15 +31,16 @@ Dims: a symbolic dim is its own name (B); an integer its literal (4096); a compo
 (B*T, from a reshape) a name of its own with a `let` line (`let BT = B*T`). Where one
 statement has two axes of the same size (a square weight, D x D), the second gets an
 alias (`let D2 = D`), so that each axis has its own label and the contraction is the
-jaxpr's, not a guess.
+jaxpr's, not a guess; an array is read with the labels it was written with wherever they
+fit (jax_labels.py), so that a `fused { ... }` block around its writer and its reader
+keeps it on chip.
 
 This module reads jaxprs and never imports JAX itself: from_jax.py traces.
 """
 
 from __future__ import annotations
 
-import math
-import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -45,11 +48,11 @@ import sympy
 
 from . import dtypes
 from .errors import SpecError
-from .ir import dim_symbol
 from .jax_data import DataMoves
+from .jax_gspmd import Gspmd
+from .jax_labels import Naming
 from .jax_loops import Loops
 from .jax_program import Converted, Statement, View, join_label, split_label, union
-from .jax_shard import Sharding
 
 # jaxpr primitive -> symroof word, for each written family
 BINARY = {"add": "+", "add_any": "+", "sub": "-", "mul": "*", "div": "/", "max": "max", "min": "min",
@@ -69,10 +72,8 @@ INLINE = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_ca
           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
           "remat": "jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr"}
 
-_NAME = re.compile(r"[^\W\d_][^\W_]*")
 
-
-class Converter(Loops, Sharding, DataMoves):
+class Converter(Naming, Loops, Gspmd, DataMoves):
     def __init__(self, rename: Callable[[str], str] | None = None):
         """`rename`: a jaxpr dim's text -> the text it stands for (a trace whose dims were
         scaled so that shard_map's splits divide them: jax_import.py), or None."""
@@ -80,61 +81,17 @@ class Converter(Loops, Sharding, DataMoves):
         self.out = Converted()
         self.names: dict[str, str] = {}  # a dim's text (str of the jaxpr dim) -> its symroof name
         self.used: set[str] = set()  # every name given out
+        self.aliases: dict[str, str] = {}
+        self.written: dict[int, dict[int, str]] = {}
+        self.reads: Counter = Counter()
+        self.made: dict[int, tuple[int, int, str, list[str | None]]] = {}
+        self.splits: dict[int, tuple[str, ...]] = {}
         self.loops = 0
-
-    # -- dims -----------------------------------------------------------------------
-
-    def dim_name(self, dim) -> str:
-        """The name (or literal) a jaxpr dim is written with."""
-        if isinstance(dim, int):
-            return str(dim)
-        text = self.dim_text(dim)
-        if text in self.names:
-            return self.names[text]
-        if _NAME.fullmatch(text):
-            name = text
-        else:
-            if "//" in text or "mod" in text or "max" in text or "min" in text:
-                raise SpecError(f"the dim {dim} cannot be written in symroof notation (only +, -, * of dims "
-                                "and integers): give sizes that divide evenly, or concrete ones")
-            base = "".join(ch for ch in text if ch.isalnum()) or "N"
-            name = self._fresh(base if base[0].isalpha() else "n" + base)
-            self.out.lets[name] = text
-        self.names[text] = name
-        self.used.add(name)
-        return name
 
     def dim_text(self, dim) -> str:
         """A jaxpr dim as text in the user's dim names: B*T, B/2."""
         text = str(dim).replace(" ", "")
         return text if self.rename is None or isinstance(dim, int) else self.rename(text)
-
-    def _fresh(self, base: str) -> str:
-        name, k = base, 2
-        while name in self.used or name in self.names.values():
-            name, k = f"{base}{k}", k + 1
-        self.used.add(name)
-        return name
-
-    def labels(self, dims: list, named: frozenset[int] = frozenset()) -> list[str]:
-        """Names for axes of one statement (a list of jaxpr dims, one per distinct axis):
-        each its dim's name, and a fresh alias where the name is already taken; the axes
-        in `named` (a contraction's summed ones, which symroof wants named) never a
-        literal size."""
-        taken: set[str] = set()
-        out = []
-        for i, dim in enumerate(dims):
-            name, axes = split_label(self.dim_name(dim))  # inside shard_map, a split dim: B_X
-            if name in taken or (i in named and name.isdigit()):
-                base = name if name[0].isalpha() else "n" + name
-                alias = next((a for a, e in self.out.lets.items() if e == name and a not in taken), None)
-                if alias is None:
-                    alias = self._fresh(base)
-                    self.out.lets[alias] = name
-                name = alias
-            taken.add(name)
-            out.append(join_label(name, axes))
-        return out
 
     # -- writing --------------------------------------------------------------------
 
@@ -146,43 +103,11 @@ class Converter(Loops, Sharding, DataMoves):
             raise SpecError(f"a jaxpr value has dtype {name}, which symroof does not know")
         return found.name
 
-    def tensor(self, view: View, axis_labels: list[str | None], summed: list[str] | None = None) -> str:
-        """An operand written with the labels of the value's axes: the array's dims in its
-        own order, each labelled by the value axis that reads it (unlabelled: size-1 axes,
-        left out). A summed label the array lacks (a size-1 axis a reshape added) is
-        written last: it is of size 1, and the contraction needs it on both sides."""
-        by_data: dict[int, str] = {}
-        for j, k in enumerate(view.axes):
-            if k is not None and axis_labels[j] is not None:
-                by_data[k] = axis_labels[j]  # type: ignore[assignment]
-        dims = [by_data[k] for k in range(len(view.dims)) if k in by_data]
-        dims += [label for label in summed or () if label not in dims]
-        return f"{view.dtype}[{', '.join(dims)}]"
-
-    def axis_labels(self, shape: tuple, named: frozenset[int] = frozenset()) -> tuple[list[str], list[str | None]]:
-        """A value's axes named for one statement: the names of those not of size 1, and a
-        label per axis (None for a size-1 axis, which a written tensor leaves out); the
-        axes in `named` never a literal size."""
-        axes = [j for j, d in enumerate(shape) if d != 1]
-        names = self.labels([shape[j] for j in axes], frozenset(i for i, j in enumerate(axes) if j in named))
-        labels: list[str | None] = [None] * len(shape)
-        for j, n in zip(axes, names):
-            labels[j] = n
-        return names, labels
-
     def emit(self, text: str, primitive: str, depth: int, xla_flops: sympy.Expr | None = None, why: str = "") -> None:
         self.out.lines.append((depth, text + f"   # {primitive}"))
-        self.out.statements.append(Statement(text, primitive, depth, xla_flops or sympy.Integer(0), why,
-                                             self.out.shard_maps > 0))
-
-    def size(self, labels: list[str]) -> sympy.Expr:
-        """The elements of a tensor with these labels on one chip, in symroof's dim symbols."""
-        out = sympy.Integer(1)
-        for label in labels:
-            name, axes = split_label(label)
-            n = sympy.Integer(int(name)) if name.isdigit() else dim_symbol(name)
-            out *= n / math.prod(self.out.mesh[a] for a in axes)
-        return out
+        inside = self.out.shard_maps > 0
+        self.out.statements.append(Statement(text, primitive, depth, xla_flops or sympy.Integer(0), why, inside,
+                                             self.out.shardings_read and not inside))
 
     # -- the walk -------------------------------------------------------------------
 
@@ -226,13 +151,17 @@ class Converter(Loops, Sharding, DataMoves):
             env[var] = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
         return env[var]
 
-    def result(self, eqn, env, k: int = 0, unreduced: str | None = None) -> View:
-        """A statement's result: an array of its own; inside shard_map, partial sums over
-        the axes its operands' are (a local op on partial sums), or over `unreduced`."""
+    def result(self, eqn, env, k: int = 0, unreduced: str | None = None,
+               labels: list[str | None] | None = None, splits: list[str] | None = None) -> View:
+        """A statement's result: an array of its own, written with `labels` (one per axis)
+        and, outside shard_map, `splits`; inside shard_map, partial sums over the axes its
+        operands' are (a local op on partial sums), or over `unreduced`."""
         v = eqn.outvars[k]
         if unreduced is None:
             unreduced = union(*(self.view(u, env).unreduced for u in eqn.invars))
         env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape), unreduced=unreduced)
+        if labels is not None:
+            self.remember(env[v], labels, splits)
         return env[v]
 
     def _layout(self, eqn, env) -> None:
@@ -252,39 +181,43 @@ class Converter(Loops, Sharding, DataMoves):
             env[out] = replace(x, axes=tuple(None if d == 1 else next(kept) for d in shape_out))
         elif name == "reshape":  # merges or splits dims: read as an array of the new shape
             env[out] = View.whole(x.dtype, shape_out, x.const, x.unreduced)
+            self.reshaped(x, env[out], shape_in, shape_out)
         else:  # stop_gradient, copy, optimization_barrier, reduce_precision: the same array
             for i, v in enumerate(eqn.outvars):
                 env[v] = self.view(eqn.invars[i], env)
         self.out.layout[name] += 1
 
     def _inline(self, eqn, env, depth: int, key: str) -> None:
-        self.unread_shardings(eqn)
         inner = eqn.params[key]
         jaxpr = getattr(inner, "jaxpr", inner)  # ClosedJaxpr or Jaxpr
         for var, _ in zip(jaxpr.constvars, getattr(inner, "consts", ())):
             env.setdefault(var, View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape)))
         inner_env = {**{v: env[v] for v in jaxpr.constvars if v in env},
                      **{iv: self.view(ov, env) for iv, ov in zip(jaxpr.invars, eqn.invars)}}
+        self.read_shardings(eqn, jaxpr, inner_env, "in_shardings", depth)  # jit's, where given
         self.walk(jaxpr, inner_env, depth)
+        self.read_shardings(eqn, jaxpr, inner_env, "out_shardings", depth)
         for ov, iv in zip(eqn.outvars, jaxpr.outvars):
             env[ov] = self.view(iv, inner_env)
 
     def _elementwise(self, eqn, env, depth: int, word: str) -> None:
         out = eqn.outvars[0]
         shape = tuple(out.aval.shape)
-        names, labels = self.axis_labels(shape)
-        operands = []
-        for var in eqn.invars:
-            v = self.view(var, env)
-            rank = len(var.aval.shape)
-            operands.append(self.tensor(v, labels if rank == len(shape) else [None] * rank))
-        result = f"{self.dtype(out.aval.dtype)}[{', '.join(names)}]"
+        views = [self.view(var, env) for var in eqn.invars]
+        alike = [len(var.aval.shape) == len(shape) for var in eqn.invars]  # the rest: scalars
+        names, labels = self.axis_labels(shape, reads=tuple(v for v, a in zip(views, alike) if a))
+        # an operand's axis of size 1 where the result's is not is broadcast: not read, no label
+        at = [[j if a and var.aval.shape[j] == shape[j] else None for j in range(len(v.axes))]
+              for var, v, a in zip(eqn.invars, views, alike)]
+        reads = [(v, [labels[j] if j is not None else None for j in axes], axes) for v, axes in zip(views, at)]
+        operands, splits = self.operands(reads, len(shape), depth, what=eqn.primitive.name)
+        result = self.result_text(self.dtype(out.aval.dtype), labels, splits)
         if word in ("+", "-", "*", "/"):
             text = f" {word} ".join(operands) + f" -> {result}"
         else:
             text = f"{word}({', '.join(operands)}) -> {result}"
         self.emit(text, eqn.primitive.name, depth)
-        self.result(eqn, env)
+        self.result(eqn, env, labels=labels, splits=splits)
 
     def _integer_pow(self, eqn, env, depth: int) -> None:
         """x^y as XLA lowers it: squarings and multiplies (x^3: two), and a divide for y < 0."""
@@ -295,13 +228,15 @@ class Converter(Loops, Sharding, DataMoves):
                 if y == 0 else self.view(eqn.invars[0], env)
             return
         multiplies = abs(y).bit_length() - 1 + bin(abs(y)).count("1") - 1
-        names, _ = self.axis_labels(tuple(eqn.outvars[0].aval.shape))
-        t = f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(names)}]"
-        for _ in range(multiplies):
-            self.emit(f"{t} * {t} -> {t}", "integer_pow", depth)
+        shape, x = tuple(eqn.outvars[0].aval.shape), self.view(eqn.invars[0], env)
+        _, labels = self.axis_labels(shape, reads=(x,))
+        (first,), splits = self.operands([(x, labels, list(range(len(shape))))], len(shape), depth)
+        t = self.result_text(self.dtype(eqn.outvars[0].aval.dtype), labels, splits)
+        for k in range(multiplies):
+            self.emit(f"{first} * {first} -> {t}" if k == 0 else f"{t} * {t} -> {t}", "integer_pow", depth)
         if y < 0:
             self.emit(f"recip({t}) -> {t}", "integer_pow", depth)
-        self.result(eqn, env)
+        self.result(eqn, env, labels=labels, splits=splits)
 
     def _select_n(self, eqn, env, depth: int) -> None:
         if len(eqn.invars) != 3:
@@ -317,29 +252,33 @@ class Converter(Loops, Sharding, DataMoves):
             self.out.layout["convert_element_type"] += 1  # a scalar constant: folded
             self.result(eqn, env)
             return
-        names, labels = self.axis_labels(tuple(eqn.outvars[0].aval.shape))
-        operand = self.tensor(self.view(var, env), labels)
-        self.emit(f"{operand} -> {self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(names)}]",
+        shape, x = tuple(eqn.outvars[0].aval.shape), self.view(var, env)
+        names, labels = self.axis_labels(shape, reads=(x,))
+        (operand,), splits = self.operands([(x, labels, list(range(len(shape))))], len(shape), depth)
+        self.emit(f"{operand} -> {self.result_text(self.dtype(eqn.outvars[0].aval.dtype), labels, splits)}",
                   "convert_element_type", depth, self.size(names), "XLA counts a convert as 1 FLOP per element")
-        self.result(eqn, env)
+        self.result(eqn, env, labels=labels, splits=splits)
 
     def _reduce(self, eqn, env, depth: int) -> None:
         var = eqn.invars[0]
-        shape = tuple(var.aval.shape)
+        shape, x = tuple(var.aval.shape), self.view(var, env)
         reduced = set(eqn.params["axes"])
-        _, labels = self.axis_labels(shape, frozenset(reduced))
+        _, labels = self.axis_labels(shape, frozenset(reduced), reads=(x,))
         over = [labels[j] for j in sorted(reduced) if labels[j] is not None]
         kept = [labels[j] for j in range(len(shape)) if j not in reduced and labels[j] is not None]
-        out = f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(kept)}]"  # type: ignore[arg-type]
         if not over:  # only size-1 axes: nothing to reduce
-            env[eqn.outvars[0]] = self.view(var, env)
+            env[eqn.outvars[0]] = x
             self.out.layout[eqn.primitive.name] += 1
             return
-        word = REDUCE[eqn.primitive.name]
-        operand = self.tensor(self.view(var, env), labels)
-        self.emit(f"{word}_{_subscript(over)} {operand} -> {out}", eqn.primitive.name, depth,
+        # a reduced dim split over a mesh axis leaves partial sums: symroof AllReduces them
+        (operand,), splits = self.operands([(x, labels, list(range(len(shape))))], len(shape), depth,
+                                           frozenset(reduced))
+        out_labels = [labels[j] for j in range(len(shape)) if j not in reduced]
+        out_splits = [splits[j] for j in range(len(shape)) if j not in reduced]
+        out = self.result_text(self.dtype(eqn.outvars[0].aval.dtype), out_labels, out_splits)
+        self.emit(f"{REDUCE[eqn.primitive.name]}_{_subscript(over)} {operand} -> {out}", eqn.primitive.name, depth,
                   -self.size(kept), "XLA counts T - 1 combines per output, symroof T")  # type: ignore[arg-type]
-        self.result(eqn, env)
+        self.result(eqn, env, labels=out_labels, splits=out_splits)
 
     def _dot_general(self, eqn, env, depth: int) -> None:
         (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
@@ -355,29 +294,36 @@ class Converter(Loops, Sharding, DataMoves):
         dims = [ls[j] if j is not None else rs[k] for _, j, k in groups]
         # a summed axis of size 1 stays: XLA counts 2·M·N·K with K = 1, not an outer product
         kept = [i for i, d in enumerate(dims) if d != 1 or groups[i][0] == "c"]
-        summed_at = frozenset(n for n, i in enumerate(kept) if groups[i][0] == "c")
-        names = self.labels([dims[i] for i in kept], summed_at)
-        label = {i: n for i, n in zip(kept, names)}
-        left: list[str | None] = [None] * len(ls)
-        right: list[str | None] = [None] * len(rs)
+        at = {i: n for n, i in enumerate(kept)}
+        views = (self.view(lhs, env), self.view(rhs, env))
+        sides: tuple[list, list] = ([None] * len(ls), [None] * len(rs))  # each operand axis's group
         for i, (_, j, k) in enumerate(groups):
             if j is not None:
-                left[j] = label.get(i)
+                sides[0][j] = i
             if k is not None:
-                right[k] = label.get(i)
+                sides[1][k] = i
+        # each operand read with the labels its array was written with, where they fit
+        prefer = self.prefer([(v, [at.get(i) for i in side]) for v, side in zip(views, sides)])
+        names = self.labels([dims[i] for i in kept], frozenset(n for n, i in enumerate(kept) if groups[i][0] == "c"),
+                            prefer)
+        label = {i: n for i, n in zip(kept, names)}
         summed = [label[i] for i, g in enumerate(groups) if g[0] == "c" and i in label]
-        result = [label[i] for i, g in enumerate(groups) if g[0] != "c" and i in label]
+        result = [label.get(i) for i, g in enumerate(groups) if g[0] != "c"]
         op = "*" if not summed else "*_" + _subscript(summed)
+        # outside shard_map, a contracted dim split alike on both sides is summed by symroof's
+        # own AllReduce (the result is written without {U_X}); inside, the body's psum sums it
+        contracted = frozenset(i for i, g in enumerate(groups) if g[0] == "c")
+        reads = [(v, [label.get(i) for i in side], side) for v, side in zip(views, sides)]
+        (left, right), splits = self.operands(reads, len(groups), depth, contracted, summed, "dot_general")
+        out_splits = [splits[i] for i, g in enumerate(groups) if g[0] != "c"]
         # inside shard_map, a contracted dim split over mesh axes leaves partial sums over
         # them: written {U_X}, so that symroof inserts no AllReduce (the body's psum is one)
         unreduced = union(*(split_label(label)[1] for label in summed),
                           *(self.view(v, env).unreduced for v in (lhs, rhs)))
-        text = (f"{self.tensor(self.view(lhs, env), left, summed)} {op} "
-                f"{self.tensor(self.view(rhs, env), right, summed)} -> "
-                f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join(result)}]"
+        text = (f"{left} {op} {right} -> {self.result_text(self.dtype(eqn.outvars[0].aval.dtype), result, out_splits)}"
                 + (f" {{{join_label('U', unreduced)}}}" if unreduced else ""))
         self.emit(text, "dot_general", depth)
-        self.result(eqn, env, unreduced=unreduced)
+        self.result(eqn, env, unreduced=unreduced, labels=result, splits=out_splits)
 
 
 def _drop_ones(shape: tuple) -> tuple:
@@ -388,4 +334,3 @@ def _subscript(labels) -> str:
     """A subscript's dims as written: D, or {D,F} (a split dim by its name: D_X is D)."""
     names = [split_label(label)[0] for label in labels]
     return names[0] if len(names) == 1 else "{" + ",".join(names) + "}"
-

@@ -16,7 +16,7 @@ move data and compute nothing.
 
 from __future__ import annotations
 
-from .jax_program import Parts
+from .jax_program import Parts, View
 
 
 class DataMoves(Parts):
@@ -38,13 +38,23 @@ class DataMoves(Parts):
             return self._slice(eqn, env, depth)
         if not rows:
             return self._skip(eqn, env)
-        names = self.labels([*ts, *[x for x in ix[:-1] if x != 1]])
-        width, batch = names[1], names[2:]
-        idx_dtype = self.dtype(ids.aval.dtype)
-        text = (f"gather {self.dtype(table.aval.dtype)}[{names[0]}, {width}], {idx_dtype}[{', '.join(batch)}] -> "
-                f"{self.dtype(eqn.outvars[0].aval.dtype)}[{', '.join([*batch, width])}]")
-        self.emit(text, "gather", depth)
-        self.result(eqn, env)
+        # the statement's axes: the table's two, then the ids' (but the index vector's, of
+        # size 1, and any other of size 1)
+        at: list[int | None] = [None] * len(ix)
+        for j in (j for j in range(len(ix) - 1) if ix[j] != 1):
+            at[j] = 2 + sum(1 for x in ix[:j] if x != 1)
+        views = (self.view(table, env), self.view(ids, env))
+        names = self.labels([*ts, *[x for x in ix[:-1] if x != 1]], prefer=self.prefer([(views[0], [0, 1]),
+                                                                                         (views[1], at)]))
+        # a table split by rows leaves partial sums (each chip has some rows): symroof AllReduces
+        (rows_text, ids_text), splits = self.operands(
+            [(views[0], names[:2], [0, 1]), (views[1], [None if i is None else names[i] for i in at], at)],
+            len(names), depth, frozenset({0}), what="gather")
+        out = [None if i is None else names[i] for i in at[:-1]] + [names[1]]
+        out_splits = [splits[i] if i is not None else "" for i in at[:-1]] + [splits[1]]
+        result = self.result_text(self.dtype(eqn.outvars[0].aval.dtype), out, out_splits)
+        self.emit(f"gather {rows_text}, {ids_text} -> {result}", "gather", depth)
+        self.result(eqn, env, labels=out, splits=out_splits)
 
     def _slice(self, eqn, env, depth: int) -> None:
         """A window of the array: read where it is read (every output of `split` one)."""
@@ -58,17 +68,26 @@ class DataMoves(Parts):
     def _concatenate(self, eqn, env, depth: int) -> None:
         for var in eqn.invars:
             self._copy(var, env, depth, "concatenate")
-        self.result(eqn, env)
+        self._split_as(self.result(eqn, env), self.view(eqn.invars[0], env), eqn.params["dimension"])
 
     def _dynamic_update_slice(self, eqn, env, depth: int) -> None:
         self._copy(eqn.invars[1], env, depth, "dynamic_update_slice")
-        self.result(eqn, env)
+        self._split_as(self.result(eqn, env), self.view(eqn.invars[0], env))
+
+    def _split_as(self, out: View, x: View, whole: int | None = None) -> None:
+        """The result split as the array it was made from (the dim concatenated along whole)."""
+        split = self.splits.get(x.array)
+        if split:
+            axes = ["" if k is None or k >= len(split) or j == whole else split[k] for j, k in enumerate(x.axes)]
+            self.splits[out.array] = tuple(axes)
 
     def _copy(self, var, env, depth: int, primitive: str) -> None:
         """An array copied into a new one (its own size read and written)."""
         shape = tuple(var.aval.shape)
-        names, labels = self.axis_labels(shape)
+        x = self.view(var, env)
+        names, labels = self.axis_labels(shape, reads=(x,))
         if not names:  # a scalar (an index): nothing worth a statement
             return
-        operand = self.tensor(self.view(var, env), labels)
-        self.emit(f"copy({operand}) -> {self.dtype(var.aval.dtype)}[{', '.join(names)}]", primitive, depth)
+        (operand,), splits = self.operands([(x, labels, list(range(len(shape))))], len(shape), depth)
+        self.emit(f"copy({operand}) -> {self.result_text(self.dtype(var.aval.dtype), labels, splits)}", primitive,
+                  depth)

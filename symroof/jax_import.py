@@ -17,7 +17,7 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy
@@ -26,6 +26,7 @@ import sympy
 from . import dtypes
 from .errors import SpecError, SymroofError, SymroofWarning
 from .jax_convert import Converted, View
+from .jax_program import join_label
 from .jax_xla import Converter
 from .model_report import model
 from .relations import expression
@@ -163,15 +164,22 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
     env = {v: View.whole(converter.dtype(v.aval.dtype), tuple(v.aval.shape)) for v in closed.jaxpr.invars}
     converter.walk(closed.jaxpr, env)
     out = converter.out
-    if out.mesh and not all(st.in_shard_map for st in out.statements):
-        out.notes.append("statements outside shard_map are costed whole on every chip of the mesh (the splits "
-                         "XLA's partitioner would choose for them are not derived)")
+    if out.mesh and not all(st.in_shard_map or st.derived for st in out.statements):
+        out.notes.append("statements outside shard_map are costed whole on every chip of the mesh where no jit's "
+                         "shardings lay their operands out (the splits XLA's partitioner would choose for them are "
+                         "not derived)")
     warned = [f"not costed: {name} x {n} (no cost model; left out of every figure)"
               for name, n in sorted(out.skipped.items())] + out.notes
     for w in warned:
         warnings.warn(w, SymroofWarning, stacklevel=2)
+    # each input as jit's in_shardings lay it out (B_X), where they do
+    given = {a.name: a for a in arguments}
+    split = {p: converter.splits.get(env[v].array, ()) for p, v in
+             zip([p for p in _params(function, arguments) if p in given], closed.jaxpr.invars)}
+    inputs = [replace(a, dims=tuple(join_label(d, s) for d, s in zip(a.dims, split[a.name])))
+              if split.get(a.name) else a for a in arguments]
     header = [f"# imported from {getattr(function, '__module__', '?')}:{getattr(function, '__name__', '?')} "
-              f"by symroof from-jax", "# inputs: " + ", ".join(map(str, arguments))]
+              f"by symroof from-jax", "# inputs: " + ", ".join(map(str, inputs))]
     if out.layout:
         free = ", ".join(f"{k} x {n}" for k, n in sorted(out.layout.items()))
         header.append(f"# free (layout, no statement): {free}")
@@ -184,9 +192,10 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
     return Imported(function, arguments, out, str(closed), len(closed.jaxpr.eqns), text, warned)
 
 
-# shard_map needs each split dim to divide by its mesh axes, which a bare symbol does not;
-# traced again as GRAIN*B, it does (any split of up to 4096 in 2s, with 3, 5 and 7 among
-# them), and each dim's text is read back in B (jax_convert's `rename`): 2580480*B is B/2
+# shard_map and jit's shardings need each split dim to divide by its mesh axes, which a
+# bare symbol does not; traced again as GRAIN*B, it does (any split of up to 4096 in 2s,
+# with 3, 5 and 7 among them), and each dim's text is read back in B (jax_convert's
+# `rename`): 2580480*B is B/2
 GRAIN = 2**12 * 3**2 * 5 * 7
 
 
@@ -199,7 +208,7 @@ def _trace(jax, function, arguments: list[Argument]):
         raise
     except Exception as error:  # JAX's own complaint about the function at these shapes
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        if "divisible" not in str(error):
+        if "divisible" not in str(error) and "evenly divide" not in str(error):  # shard_map's; jit's
             raise SpecError(f"JAX could not trace it at these shapes: {first}") from None
     try:
         closed = jax.make_jaxpr(function)(*_structs(jax, function, arguments, None, GRAIN))
@@ -217,10 +226,7 @@ def _structs(jax, function, arguments: list[Argument], sizes: Mapping[str, int] 
     """The function's arguments as ShapeDtypeStructs, in its parameters' order: symbolic
     dims (one scope for all; each `grain` times its symbol) or, with `sizes`, concrete ones."""
     import jax.numpy as jnp
-    try:
-        params = list(inspect.signature(function).parameters)
-    except (TypeError, ValueError):
-        params = [a.name for a in arguments]
+    params = _params(function, arguments)
     given = {a.name: a for a in arguments}
     missing = [p for p in params if p not in given]
     extra = [a.name for a in arguments if a.name not in params]
@@ -242,12 +248,26 @@ def _structs(jax, function, arguments: list[Argument], sizes: Mapping[str, int] 
                                  jnp.dtype(_JAX_DTYPES[given[p].dtype])) for p in params if p in given]
 
 
+def _params(function, arguments: list[Argument]) -> list[str]:
+    """The function's parameters, in order (the arguments' order where it has no signature)."""
+    try:
+        return list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return [a.name for a in arguments]
+
+
 def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
     """At concrete sizes: symroof's counts, XLA's lowered and compiled cost analysis, and
     the differences each convention explains (among them what XLA folds before it counts,
     jnp.tril's iota + 0 for one: jax_xla.py). XLA counts a loop's body once, so loops are
     compared once through (symroof's figure for the whole function is given beside)."""
     jax = _jax()
+    if imported.converted.shardings_read:
+        # the lowered module is the whole program, before XLA partitions it (the mesh's counts,
+        # not a chip's), and the partitioned one compiles only with a device for each chip
+        raise SymroofError("--xla compares one chip's counts with XLA's lowered module, which for a jit with "
+                           "shardings is the whole program, not yet partitioned: not compared (the compiled, "
+                           "partitioned module needs a device per chip of the mesh)")
     structs = _structs(jax, imported.function, imported.arguments, sizes)
     lowered = jax.jit(imported.function).lower(*structs)
     low = _costs(lowered.cost_analysis())

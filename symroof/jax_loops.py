@@ -5,6 +5,8 @@ with a warning."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .jax_program import Parts, View
 
 
@@ -23,15 +25,16 @@ class Loops(Parts):
         for k, (iv, ov) in enumerate(zip(body.jaxpr.invars, eqn.invars)):
             v = self.view(ov, env)
             if k >= consts + carry:  # a slice of a scanned array: its first axis dropped
-                v = View(v.dtype, v.dims, v.axes[1:])
+                v = replace(v, axes=v.axes[1:], const=False, unreduced="")
             inner[iv] = v
         for var in body.jaxpr.constvars:
             inner[var] = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
         self.walk(body.jaxpr, inner, depth + 1)
         self.out.lines.append((depth, "}"))
         self.out.xla_extra.append((2, "XLA runs a scan as a while loop with a counter: an add and a compare"))
-        for v in eqn.outvars:
+        for n, (v, iv) in enumerate(zip(eqn.outvars, body.jaxpr.outvars)):
             env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
+            self._carried(self.view(iv, inner), env[v], stacked=n >= carry)
 
     def _while(self, eqn, env, depth: int) -> None:
         p = eqn.params
@@ -50,10 +53,20 @@ class Loops(Parts):
                   depth + 1)
         body = p["body_jaxpr"].jaxpr
         consts = [self.view(v, env) for v in eqn.invars[nc:nc + nb]]
-        self.walk(body, dict(zip(body.invars, [*consts, *carried])), depth + 1)
+        inner = dict(zip(body.invars, [*consts, *carried]))
+        self.walk(body, inner, depth + 1)
         self.out.lines.append((depth, "}"))
-        for v in eqn.outvars:
+        for v, iv in zip(eqn.outvars, body.outvars):
             env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
+            self._carried(self.view(iv, inner), env[v])
+
+    def _carried(self, last: View, out: View, stacked: bool = False) -> None:
+        """A loop's result split as the body's last value was (a scan's stacked results with
+        their new first axis whole), as GSPMD keeps a carry's sharding."""
+        split = self.splits.get(last.array)
+        if split:
+            axes = ["" if k is None or k >= len(split) else split[k] for k in last.axes]
+            self.splits[out.array] = tuple([""] * stacked + axes)
 
 
 def _trip_count(params: dict, invars) -> int | None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sympy
+
+_ARRAYS = itertools.count()  # each array in memory a number of its own (View.array)
 
 
 @dataclass(frozen=True)
@@ -23,10 +26,18 @@ class View:
     # inside shard_map, the mesh axes (symroof's letters) it holds partial sums over: a
     # contraction over a sharded dim leaves them, a psum (AllReduce) sums them
     unreduced: str = ""
+    # the array it reads: every view of one array has its number (a layout op keeps it, a
+    # statement makes a new array), so what is known of the array (the labels it was
+    # written with, its splits over a mesh) is known wherever it is read
+    array: int = field(default_factory=lambda: next(_ARRAYS))
 
     @staticmethod
     def whole(dtype: str, shape: tuple, const: bool = False, unreduced: str = "") -> View:
         return View(dtype, tuple(shape), tuple(range(len(shape))), const, unreduced)
+
+    def moved(self) -> View:
+        """The same view of a new array: the array after a collective moved it."""
+        return replace(self, array=next(_ARRAYS))
 
 
 def split_label(label: str) -> tuple[str, str]:
@@ -57,17 +68,19 @@ class Statement:
     xla_flops: sympy.Expr = sympy.Integer(0)
     why: str = ""
     in_shard_map: bool = False  # written inside a shard_map's body: per chip, with its splits
+    derived: bool = False  # outside shard_map, with the splits derived from jit's shardings (jax_gspmd.py)
 
 
 @dataclass
 class Converted:
     lets: dict[str, str] = field(default_factory=dict)  # name -> expression text
-    mesh: dict[str, int] = field(default_factory=dict)  # shard_map's mesh: symroof's axis letter -> size
+    mesh: dict[str, int] = field(default_factory=dict)  # JAX's mesh: symroof's axis letter -> size
     axis_names: dict[str, str] = field(default_factory=dict)  # JAX's mesh axis name -> symroof's letter
     lines: list[tuple[int, str]] = field(default_factory=list)  # (depth, text): statements and repeat lines
     statements: list[Statement] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)  # primitive -> count: not costed
     shard_maps: int = 0  # inside this many shard_maps now (while converting)
+    shardings_read: bool = False  # a jit's shardings or a sharding constraint read (jax_gspmd.py)
     layout: Counter = field(default_factory=Counter)  # primitive -> count: taken as free
     notes: list[str] = field(default_factory=list)
     # what XLA counts that no statement stands for: (FLOPs, why), once each
@@ -79,7 +92,7 @@ class Converted:
         if self.mesh:
             names = {letter: name for name, letter in self.axis_names.items()}
             out.append("mesh " + ", ".join(f"{k}={v}" for k, v in self.mesh.items())
-                       + "   # shard_map's mesh: " + ", ".join(f"{k} is {names[k]!r}" for k in self.mesh))
+                       + "   # JAX's mesh: " + ", ".join(f"{k} is {names[k]!r}" for k in self.mesh))
         if self.lets:
             out.append("let " + ", ".join(f"{k} = {v}" for k, v in self.lets.items()))
         out += ["  " * depth + line for depth, line in self.lines]
@@ -87,12 +100,21 @@ class Converted:
 
 
 class Parts:
-    """What each part of the converter (jax_loops, jax_shard, jax_data) uses of the rest:
-    jax_convert.Converter provides each."""
+    """What each part of the converter (jax_labels, jax_loops, jax_shard, jax_data,
+    jax_gspmd) uses of the rest: jax_convert.Converter provides each."""
 
     out: Converted
     names: dict[str, str]  # a dim's text -> its name
     used: set[str]  # every dim name given out
+    aliases: dict[str, str]  # an alias (T2) -> the name it stands for (T)
+    # by array (View.array): the label each of its dims was written with (by the statement
+    # that made it, or the first that read it), and how many statements have read it
+    written: dict[int, dict[int, str]]
+    reads: Counter
+    # by array: the statement that made it (its index in out.statements and in out.lines,
+    # its dtype and labels), and the mesh axes each of its dims is split over outside shard_map
+    made: dict[int, tuple[int, int, str, list[str | None]]]
+    splits: dict[int, tuple[str, ...]]
 
     def walk(self, jaxpr, env: dict, depth: int = 0) -> None:
         raise NotImplementedError
@@ -109,10 +131,24 @@ class Parts:
     def dim_text(self, dim) -> str:
         raise NotImplementedError
 
-    def labels(self, dims: list, named: frozenset[int] = frozenset()) -> list[str]:
+    def labels(self, dims: list, named: frozenset[int] = frozenset(),
+               prefer: list[list[tuple[int, str]]] | None = None) -> list[str]:
         raise NotImplementedError
 
-    def axis_labels(self, shape: tuple, named: frozenset[int] = frozenset()) -> tuple[list[str], list[str | None]]:
+    def axis_labels(self, shape: tuple, named: frozenset[int] = frozenset(),
+                    reads: tuple[View, ...] = ()) -> tuple[list[str], list[str | None]]:
+        raise NotImplementedError
+
+    def prefer(self, reads: list[tuple[View, list[int | None]]]) -> list[list[tuple[int, str]]]:
+        raise NotImplementedError
+
+    def operands(self, reads: list[tuple[View, list, list]], groups: int, depth: int,
+                 summed: frozenset[int] = frozenset(), summed_labels: list[str] | None = None,
+                 what: str = "") -> tuple[list[str], list[str]]:
+        raise NotImplementedError
+
+    @staticmethod
+    def result_text(dtype: str, labels: list, splits: list[str]) -> str:
         raise NotImplementedError
 
     def tensor(self, view: View, axis_labels: list[str | None], summed: list[str] | None = None) -> str:
@@ -124,7 +160,11 @@ class Parts:
     def emit(self, text: str, primitive: str, depth: int, xla_flops: sympy.Expr | None = None, why: str = "") -> None:
         raise NotImplementedError
 
-    def result(self, eqn, env, k: int = 0, unreduced: str | None = None) -> View:
+    def result(self, eqn, env, k: int = 0, unreduced: str | None = None,
+               labels: list[str | None] | None = None, splits: list[str] | None = None) -> View:
+        raise NotImplementedError
+
+    def remember(self, view: View, labels: list[str | None], splits: list[str] | None = None) -> None:
         raise NotImplementedError
 
     def _skip(self, eqn, env) -> None:

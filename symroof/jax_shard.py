@@ -17,8 +17,7 @@ are written out:
 
 ppermute, pmax, pmin and untiled scatters or all-to-alls have no symroof form: not
 costed, named in the warning. A statement outside shard_map is costed whole on every
-chip (the shardings XLA's partitioner would pick for it are not read), and said so; so
-are jit's in/out shardings and sharding constraints.
+chip, and said so, unless jit's shardings lay its operands out (jax_gspmd.py).
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ class Sharding(Parts):
         for name, size in dict(mesh.shape).items():
             if name in self.out.axis_names:
                 if self.out.mesh[self.out.axis_names[name]] != size:
-                    raise SpecError(f"two shard_maps give mesh axis {name!r} two sizes: symroof costs one mesh")
+                    raise SpecError(f"two meshes give mesh axis {name!r} two sizes: symroof costs one mesh")
                 continue
             text = str(name)
             free = [c for c in (text.upper()[:1], *_LETTERS, *map(chr, range(65, 91)))
@@ -77,18 +76,30 @@ class Sharding(Parts):
         saved, bound = dict(self.names), dict[str, str]()
         inner = {}
         for var, outer, spec in zip(body.invars, eqn.invars, p["in_specs"]):
+            split = self.splits.get(self.view(outer, env).array, ())  # as jit's shardings laid it out
             for j, (whole, local) in enumerate(zip(outer.aval.shape, var.aval.shape)):
                 axes = self._letters(_spec_axes(spec, j))  # "" for an axis not split
                 if axes:
                     self._bind(local, join_label(split_label(self.dim_name(whole))[0], axes), bound)
+                k = self.view(outer, env).axes[j]
+                if k is not None and k < len(split) and set(split[k]) - set(axes):
+                    self._said("an operand split more than its in_specs split it is gathered at shard_map's "
+                               "boundary: that AllGather is not costed")
             inner[var] = self.view(outer, env)
         self.out.xla_extra.append((-2, "XLA's lowered module counts each shard_map's two boundary calls as -1 FLOP"))
         self.out.shard_maps += 1
         self.walk(body, inner, depth)
         self.out.shard_maps -= 1
         self.names = saved
-        for v in eqn.outvars:
+        for v, spec in zip(eqn.outvars, p["out_specs"]):
             env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
+            if self.out.shardings_read:  # laid out by out_specs for the statements GSPMD splits after it
+                self.splits[env[v].array] = tuple(self._letters(_spec_axes(spec, j)) for j in range(len(v.aval.shape)))
+
+    def _said(self, note: str) -> None:
+        """A note for the warnings, once."""
+        if note not in self.out.notes:
+            self.out.notes.append(note)
 
     # -- collectives ----------------------------------------------------------------
 
@@ -103,13 +114,15 @@ class Sharding(Parts):
             f" {{{join_label('U', left)}}}" if left else "")
         self.emit(f"{word} {operand} -> {result}", primitive, depth, xla_flops, why)
         env[out] = View.whole(self.dtype(out.aval.dtype), tuple(out.aval.shape), unreduced=left)
+        self.remember(env[out], [label if label != "1" else None for label in labels_out])
 
     def _psum(self, eqn, env, depth: int) -> None:
         if any(isinstance(a, int) for a in eqn.params["axes"]):  # pmap's positional axes
             return self._skip(eqn, env)
         axes = self._letters(eqn.params["axes"])
         for x, out in zip(eqn.invars, eqn.outvars):  # psum takes several arrays at once
-            labels = [label for label in self.axis_labels(tuple(x.aval.shape))[1] if label is not None]
+            labels = [label for label in self.axis_labels(tuple(x.aval.shape), reads=(self.view(x, env),))[1]
+                      if label is not None]
             self._collective(f"AllReduce_{_sub(axes)}", eqn.primitive.name, x, out, env, depth, labels, labels, axes,
                              self.size(labels), "XLA counts an AllReduce's combine as 1 FLOP per element on a chip "
                              "(a ReduceScatter's as none)")
@@ -121,7 +134,7 @@ class Sharding(Parts):
         if not p["tiled"]:
             return self._skip(eqn, env)
         axes, d = self._letters(p["axis_name"]), p["all_gather_dimension"]
-        before = self._labels(eqn.invars[0])
+        before = self._labels(eqn.invars[0], env)
         after = list(before)
         before[d], after[d] = self._gathered(before[d], eqn.outvars[0].aval.shape[d], axes)
         self._collective(f"AllGather_{_sub(axes)}", *_one(eqn), env, depth, before, after)
@@ -131,7 +144,7 @@ class Sharding(Parts):
         if not p["tiled"]:
             return self._skip(eqn, env)
         axes, d = self._letters(p["axis_name"]), p["scatter_dimension"]
-        before = self._labels(eqn.invars[0])
+        before = self._labels(eqn.invars[0], env)
         after = list(before)
         after[d] = self._scattered(before[d], eqn.outvars[0].aval.shape[d], axes)
         self._collective(f"ReduceScatter_{{{','.join(axes)},{split_label(before[d])[0]}}}", *_one(eqn), env, depth,
@@ -144,17 +157,17 @@ class Sharding(Parts):
             return self._skip(eqn, env)
         axes, split, concat = self._letters(p["axis_name"]), p["split_axis"], p["concat_axis"]
         shape = eqn.outvars[0].aval.shape
-        before = self._labels(eqn.invars[0])
+        before = self._labels(eqn.invars[0], env)
         after = list(before)
         before[concat], after[concat] = self._gathered(before[concat], shape[concat], axes)
         after[split] = self._scattered(before[split], shape[split], axes)
         self._collective(f"AllToAll_{{{','.join(axes)},{split_label(before[split])[0]}}}", *_one(eqn), env, depth,
                          before, after)
 
-    def _labels(self, var) -> list[str]:
+    def _labels(self, var, env) -> list[str]:
         """Every axis of a value labelled, a size-1 one as 1 (a collective's axes are written
         all: the one it gathers may be of size 1 on a chip)."""
-        return [label or "1" for label in self.axis_labels(tuple(var.aval.shape))[1]]
+        return [label or "1" for label in self.axis_labels(tuple(var.aval.shape), reads=(self.view(var, env),))[1]]
 
     def _gathered(self, label: str, whole, axes: str) -> tuple[str, str]:
         """An axis gathered over `axes`: its label split and whole (B_X, B); the whole dim
@@ -180,26 +193,6 @@ class Sharding(Parts):
         stand for any dim of that size)."""
         if not isinstance(dim, int):
             self.names[self.dim_text(dim)] = label
-
-    # -- shardings that are not read --------------------------------------------------
-
-    def _sharding_constraint(self, eqn, env, depth: int) -> None:
-        self.out.layout["sharding_constraint"] += 1
-        self._unread("a sharding constraint (with_sharding_constraint) is not read")
-        env[eqn.outvars[0]] = self.view(eqn.invars[0], env)
-
-    def unread_shardings(self, eqn) -> None:
-        """jit's in/out shardings, which XLA's partitioner works from: said, not read."""
-        given = [s for key in ("in_shardings", "out_shardings") for s in eqn.params.get(key, ())
-                 if "Unspecified" not in type(s).__name__]
-        if given:
-            self._unread("jit's in_shardings/out_shardings are not read")
-
-    def _unread(self, what: str) -> None:
-        note = (f"{what}: the statements outside shard_map are costed whole, as on one chip (the splits XLA's "
-                "partitioner would choose are not derived); write the split with shard_map to have it costed")
-        if note not in self.out.notes:
-            self.out.notes.append(note)
 
 
 def _spec_axes(spec, j: int) -> tuple:

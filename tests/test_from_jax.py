@@ -88,6 +88,33 @@ def test_batched_contractions_and_an_embedding_gather():
     assert im.xla({"V": 50, "D": 8, "B": 2, "T": 3})["flops_agree"]
 
 
+def self_attention(q, k, v):
+    """q, k, v [B, T, N, H]: S = T, so the scores' two axes are of one size."""
+    scores = jnp.einsum("btnh,bsnh->bnts", q, k)
+    return jnp.einsum("bnts,bsnh->btnh", jax.nn.softmax(scores, axis=-1), v)
+
+
+def test_one_array_is_written_with_the_same_labels_wherever_it_is_read():
+    im = symroof.from_jax(self_attention, "q=bf16[B, T, N, H]; k=bf16[B, T, N, H]; v=bf16[B, T, N, H]")
+    texts = statements(im)
+    # the scores are made [B, N, T, T2] (the keys' axis gets the alias) and read so by every
+    # statement of the softmax, and by the values' contraction: v, not the probabilities,
+    # is read with the alias there
+    assert texts[0] == "bf16[B, T, N, H] *_H bf16[B, T2, N, H] -> bf16[B, N, T, T2]"
+    assert texts[-2:] == ["bf16[B, N, T, T2] / bf16[B, N, T] -> bf16[B, N, T, T2]",
+                          "bf16[B, T2, N, H] *_T2 bf16[B, N, T, T2] -> bf16[B, N, H, T]"]
+    assert not any("T2, T]" in t for t in texts)  # never read the other way round
+    # so the two statements fuse as written: the probabilities stay on chip
+    made, read = (line for line in im.text.splitlines() if line.startswith(tuple(texts[-2:])))
+    fused_text = im.text.replace(f"{made}\n{read}", f"fused {{\n  {made}\n  {read}\n}}")
+    assert fused_text != im.text
+    plain, fused = (symroof.model(text, "prefill").analysis for text in (im.text, fused_text))
+    b, n, t = sym("B"), sym("N"), sym("T")
+    saved = sympy.expand((plain.bytes - fused.bytes).subs(sym("T2"), t))
+    assert saved == 2 * (2 * b * n * t ** 2)  # bf16[B, N, T, T]: written once and read once
+    assert plain.flops == fused.flops
+
+
 def test_nested_jit_custom_jvp_and_remat_are_inlined():
     inner = jax.jit(lambda x: jax.nn.relu(x) * 2.0)
     im = symroof.from_jax(jax.checkpoint(lambda x: inner(x) + 1.0), "x=fp32[B, D]")

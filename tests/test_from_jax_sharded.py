@@ -102,16 +102,6 @@ def test_what_has_no_form_is_said():
         symroof.from_jax(load("matmul"), "x=bf16[16, D]; w=bf16[D, F]")
 
 
-def test_jit_shardings_are_said_not_read():
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-    devices = jax.devices()[:1]
-    mesh = jax.sharding.Mesh(devices, ("x",))
-    f = jax.jit(lambda x: x * 2, in_shardings=NamedSharding(mesh, P("x")))
-    with pytest.warns(SymroofWarning, match="jit's in_shardings/out_shardings are not read"):
-        symroof.from_jax(f, "x=fp32[B]")
-
-
 def test_slices_concatenation_and_updates():
     im = symroof.from_jax(load("data_moves"), "x=fp32[B, 8]; y=fp32[B, K]; u=fp32[B, 2]")
     assert not im.warnings

@@ -63,3 +63,39 @@ def data_moves(x, y, u):
     d = jax.lax.dynamic_update_slice(x, u, (0, 0))
     p, q = jnp.split(x, 2, axis=1)
     return b.sum() + c.sum() + d.sum() + (p * q).sum()
+
+
+# -- jit's shardings (GSPMD): read by symroof/jax_gspmd.py -------------------------------
+
+def _named(mesh, *spec):
+    return jax.sharding.NamedSharding(mesh, P(*spec))
+
+
+def jit_matmul(x_spec=("x", None), w_spec=(None, None), out_spec=None, mesh=MESH):
+    """x @ w under jit, laid out by in_shardings (and out_shardings, where given)."""
+    out = {} if out_spec is None else {"out_shardings": _named(mesh, *out_spec)}
+    return jax.jit(lambda x, w: x @ w, in_shardings=(_named(mesh, *x_spec), _named(mesh, *w_spec)), **out)
+
+
+def jit_mlp(mesh=MESH):
+    """Megatron's MLP as GSPMD is given it: the batch over 'x', w_up by columns and w_down
+    by rows over 'y'; no psum written: the partitioner (here, symroof) inserts it."""
+    return jax.jit(lambda x, w_up, w_down: jax.nn.gelu(x @ w_up) @ w_down,
+                   in_shardings=(_named(mesh, "x", None), _named(mesh, None, "y"), _named(mesh, "y", None)))
+
+
+def constrained(x, w):
+    """A sharding constraint on a contraction's partial sums: a ReduceScatter, not an
+    AllReduce; then the result gathered back for out_shardings."""
+    def f(x, w):
+        y = jax.lax.with_sharding_constraint(x @ w, _named(MESH, None, "y"))
+        return jnp.tanh(y)
+    return jax.jit(f, in_shardings=(_named(MESH, None, "y"), _named(MESH, "y", None)),
+                   out_shardings=_named(MESH, None, None))(x, w)
+
+
+def flattened(x, w):
+    """[B, T, D] split over 'x' by batch, merged to [B*T, D]: the merged dim keeps the split."""
+    def f(x, w):
+        return x.reshape(x.shape[0] * x.shape[1], x.shape[2]) @ w
+    return jax.jit(f, in_shardings=(_named(MESH, "x", None, None), _named(MESH, None, "y")))(x, w)
