@@ -8,8 +8,6 @@ they fit in the chip's HBM (stored.py says what each quantity is).
 
 from __future__ import annotations
 
-import sympy
-
 from .show import capacity, human, pretty
 
 
@@ -18,7 +16,7 @@ def rows(a) -> list[tuple[str, str]]:
     if not a.arrays:
         return []
     out = []
-    chips = a._at(sympy.sympify(a.mesh.chips)) if a.mesh is not None else 1
+    chips = a._at(a.mesh.count) if a.mesh is not None else 1
     for array in a.arrays:
         where = f"on each chip {array.local_text()}, " if a.mesh is not None else ""
         out.append(("array", f"{array.tensor}: {where}{_bytes(array.bytes_per_chip)}"

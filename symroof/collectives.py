@@ -194,6 +194,7 @@ def case_at(axis: MeshAxis, size: int | None, chip: Chip | None, all_to_all: boo
     where an AllToAll on a line takes it even."""
     if size is None or axis.link != "ici":
         return None
+    # only the link's shape matters here, not its bandwidth: without a chip, any stands in
     if all_to_all and size % 2 and _even_case(axis, chip, None if chip is not None else 1):
         return (f"{axis.name}={size}: an AllToAll on a line of an odd number of chips costs "
                 f"floor(X/2)*ceil(X/2)/X, not the X/4 its formula takes: give {axis.name}={size} in the mesh")

@@ -62,7 +62,7 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
         rows.append((symbol("transcendentals"), "=", rf"{tex(transcendentals)} \quad "
                                                      r"\text{(exp, log, tanh, rsqrt, ...: apart from FLOPs)}"))
     if on_mesh:
-        chips = a._at(sympy.sympify(a.mesh.chips))
+        chips = a._at(a.mesh.count)
         count = str(chips) if chips.is_number else rf"}} {tex(chips)} \text{{"  # |X| chips: in math
         rows.append((symbol("flops_total"), "=", f"{tex(a.flops_total)} \\quad "
                      rf"\text{{(over {count} chip{'s' if chips != 1 else ''}, replication "

@@ -98,10 +98,7 @@ def layout_of(tensor: Tensor, labels=None) -> Layout:
 
 def local_size(layout: Layout, label: str, sizes: dict, mesh: Mesh) -> sympy.Expr:
     """A dim's extent on one chip: its size over the chips along the axes that split it."""
-    chips = 1
-    for axis in layout.of(label):
-        chips *= mesh.axis(axis).count
-    return sizes[label] / chips
+    return sizes[label] / mesh.over(layout.of(label))
 
 
 def local_elements(layout: Layout, sizes: dict, mesh: Mesh) -> sympy.Expr:

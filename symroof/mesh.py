@@ -67,8 +67,16 @@ class Mesh:
     @property
     def chips(self):
         """How many chips: an int, or a product of symbols where some axis has no size."""
-        count = sympy.Mul(*(a.count for a in self.axes))
-        return int(count) if count.is_Integer else count
+        return int(self.count) if self.count.is_Integer else self.count
+
+    @property
+    def count(self) -> sympy.Expr:
+        """How many chips, always as an expression (a number, or a product of symbols)."""
+        return self.over(self.names)
+
+    def over(self, axes) -> sympy.Expr:
+        """The chips these axes span together (1 for none), as an expression."""
+        return sympy.Mul(*(self.axis(a).count for a in axes))
 
     def number(self, what: str) -> int:
         """Its chips, where only a number will do (`what`: a model, a strategy)."""

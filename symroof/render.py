@@ -394,5 +394,5 @@ def _axes(a) -> str:
     """The mesh's axes with their links and its chips: "X=2 (ICI), Y=4 (DCN): 8 chips";
     an axis without a size is its symbol, "X (ICI), Y=4 (ICI): 4*X chips"."""
     axes = ", ".join(f"{x.name}{'' if x.symbolic else f'={x.size}'} ({link_name(x, a.chip)})" for x in a.mesh.axes)
-    chips = a._at(sympy.sympify(a.mesh.chips))
+    chips = a._at(a.mesh.count)
     return f"{axes}: {pretty(chips)} chip{'' if chips == 1 else 's'}"

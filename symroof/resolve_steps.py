@@ -43,7 +43,7 @@ class Context:
         if not axes:
             return 1
         assert self.mesh is not None
-        count = sympy.Mul(*(self.mesh.axis(a).count for a in axes))
+        count = self.mesh.over(axes)
         return int(count) if count.is_Integer else count
 
     def error(self, message: str, span: Span | None) -> SpecError:

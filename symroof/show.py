@@ -196,7 +196,8 @@ def seconds(value) -> str:
 def duration(value) -> str:
     """A time with a unit: a number as `seconds` shows it, a formula (in a mesh axis's
     size: a latency floor of X/2 hops) as itself, in seconds."""
-    return seconds(value) if sympy.sympify(value).is_number else f"{pretty(value)} s"
+    formula = isinstance(value, sympy.Basic) and not value.is_number
+    return f"{pretty(value)} s" if formula else seconds(value)
 
 
 @functools.lru_cache(maxsize=8192)  # a model's layers show the same expressions again and again

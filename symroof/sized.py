@@ -195,7 +195,7 @@ class SizedCost:
             return sympy.Integer(1)
         if self.flops_total == 0:  # bare arrays alone: their bytes in all over their bytes held once
             return ratio(self.bytes_total, sympy.Add(*(a.bytes_total / a.replication for a in self.arrays)))
-        return ratio(self._at(sympy.sympify(self.mesh.chips)) * self.flops, self.flops_total)
+        return ratio(self._at(self.mesh.count) * self.flops, self.flops_total)
 
     @functools.cached_property
     def arrays(self) -> tuple[Stored, ...]:
@@ -363,7 +363,7 @@ def _check_splits(program: Program, values: dict) -> None:
 
 def _chips(mesh, axes, values: dict) -> int | None:
     """The chips axes span together at the sizes given; None where one is still a symbol."""
-    count = sympy.Mul(*(mesh.axis(a).count for a in axes)).xreplace(
+    count = mesh.over(axes).xreplace(
         {dim_symbol(n): v for n, v in values.items()})
     return int(count) if count.is_Integer else None
 

@@ -62,10 +62,10 @@ def stored(program: Program) -> tuple[Stored, ...]:
 def array(tensor: Tensor, mesh: Mesh | None) -> Stored:
     """One array on the mesh (on one chip where there is none)."""
     def chips(axes) -> sympy.Expr:
-        return sympy.Mul(*(mesh.axis(a).count for a in axes)) if mesh is not None else sympy.Integer(1)
+        return mesh.over(axes) if mesh is not None else sympy.Integer(1)
 
     local = tuple(d.symbol / chips(d.axes) for d in tensor.dims)
     per_chip = tensor.dtype.bytes * sympy.Mul(*local)
-    everywhere = chips(mesh.names) if mesh is not None else sympy.Integer(1)
+    everywhere = chips(mesh.names if mesh is not None else ())
     splitting = chips(a for d in tensor.dims for a in d.axes)
     return Stored(tensor, local, per_chip, per_chip * everywhere, everywhere / splitting)
