@@ -210,6 +210,7 @@ class Converter(Naming, Loops, Gspmd, DataMoves):
         at = [[j if a and var.aval.shape[j] == shape[j] else None for j in range(len(v.axes))]
               for var, v, a in zip(eqn.invars, views, alike)]
         reads = [(v, [labels[j] if j is not None else None for j in axes], axes) for v, axes in zip(views, at)]
+        self._widen(reads, views, shape, labels, eqn)
         operands, splits = self.operands(reads, len(shape), depth, what=eqn.primitive.name)
         result = self.result_text(self.dtype(out.aval.dtype), labels, splits)
         if word in ("+", "-", "*", "/"):
@@ -218,6 +219,24 @@ class Converter(Naming, Loops, Gspmd, DataMoves):
             text = f"{word}({', '.join(operands)}) -> {result}"
         self.emit(text, eqn.primitive.name, depth)
         self.result(eqn, env, labels=labels, splits=splits)
+
+    def _widen(self, reads: list, views: list[View], shape: tuple, labels: list[str | None], eqn) -> None:
+        """Where a result axis comes only from a broadcast (`x[D] * 2.0 -> [B, D]`, a mask
+        `and`ed with a broadcast True), one operand is read as the broadcast array, at the
+        result's shape: symroof's elementwise takes each result dim from an operand, and
+        XLA's lowered module materializes the broadcast too. A constant is widened first
+        (nothing is read twice), else the operand that carries the most axes; the bytes it
+        counts for that operand are an upper bound, said in a note."""
+        carried = {j for v, _, at in reads for j, k in zip(at, v.axes) if j is not None and k is not None}
+        missing = [j for j in range(len(shape)) if j not in carried and labels[j] is not None]
+        if not missing:
+            return
+        k = max(range(len(reads)), key=lambda i: (views[i].const, sum(k is not None for k in views[i].axes), -i))
+        wide = View.whole(views[k].dtype, shape, const=views[k].const)
+        reads[k] = (wide, list(labels), list(range(len(shape))))
+        self._said(f"{eqn.primitive.name}: a result dim ({', '.join(str(labels[j]) for j in missing)}) comes only "
+                   f"from a broadcast; one operand is read at the result's shape, so its bytes are an upper bound "
+                   f"(a fused broadcast reads less)")
 
     def _integer_pow(self, eqn, env, depth: int) -> None:
         """x^y as XLA lowers it: squarings and multiplies (x^3: two), and a divide for y < 0."""

@@ -151,10 +151,11 @@ def _evaluate(name: str, values: list, dtype):
 
 def _identity(name: str, ins: list, invars: list, result):
     """The fact of a result XLA folds (a constant, or the operand it equals), else None."""
-    def same_as(fact):  # folded to an operand: the operand, where it is the result's shape
+    def same_as(fact):  # folded to an operand: the operand, or its broadcast (a value of its own)
         v = fact[1]
-        return fact if tuple(v.aval.shape) == tuple(result.aval.shape) and v.aval.dtype == result.aval.dtype \
-            else None
+        if v.aval.dtype != result.aval.dtype:
+            return None
+        return fact if tuple(v.aval.shape) == tuple(result.aval.shape) else ("x", result)
 
     integral = numpy.dtype(invars[0].aval.dtype).kind in "biu"
     if name == "select_n":

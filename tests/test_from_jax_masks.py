@@ -106,6 +106,34 @@ def test_causal_attention_in_bf16_with_where_fill_and_softmax(sizes):
     assert c["transcendentals_agree"] and c["bytes_within_lowered"]
 
 
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("sizes", [{"B": 2, "T": 128, "N": 4}, {"B": 1, "T": 9, "N": 3}])
+def test_jax_nn_dot_product_attention_imports_and_agrees(causal, sizes):
+    def attend(q, k, v):
+        return jax.nn.dot_product_attention(q, k, v, is_causal=causal)
+    im = symroof.from_jax(attend, "q=bf16[B, T, N, 16]; k=bf16[B, T, N, 16]; v=bf16[B, T, N, 16]")
+    # its causal mask is `and`ed with a broadcast True of [B, N, T, T]: no operand carries
+    # B or N but that constant, so it is read at the result's shape, said in a warning
+    assert any("comes only from a broadcast" in w for w in im.warnings) == causal
+    c = im.xla(sizes)
+    agrees(c)
+    b, t, n = sizes["B"], sizes["T"], sizes["N"]
+    # the two contractions, by hand: 2 B N T^2 16 each
+    assert c["symroof"]["flops"] >= 2 * 2 * b * n * t * t * 16
+    # folded: tril's iota + 0 (T^2), and True & mask (B N T^2), XLA's identity and(~0, x)
+    assert c["explained_flops"].get(FOLDED, 0) == (-t * t - b * n * t * t if causal else 0)
+    assert c["transcendentals_agree"] and c["bytes_within_lowered"]
+
+
+def test_a_result_dim_only_a_broadcast_carries_is_read_at_the_results_shape():
+    im = symroof.from_jax(lambda x, y: jnp.broadcast_to(x, y.shape + x.shape) * 2.0, "x=fp32[D]; y=fp32[B]")
+    assert [s.text for s in im.converted.statements] == ["fp32[D] * fp32[B, D] -> fp32[B, D]"]
+    b, d = symroof.dim_symbol("B"), symroof.dim_symbol("D")
+    assert im.analysis.flops == b * d  # one multiply per result element, as XLA counts it
+    assert any("upper bound" in w for w in im.warnings)
+    agrees(check(lambda x, y: jnp.broadcast_to(x, y.shape + x.shape) * 2.0, "x=fp32[D]; y=fp32[B]", {"B": 3, "D": 5}))
+
+
 # -- each primitive on its own ----------------------------------------------------------
 
 def iota(x, dim=0):
