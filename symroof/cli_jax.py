@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> str:
     if args.json:
         out = {"function": args.target, "program": imported.text, "equations": imported.equations,
                "statements": len(imported.converted.statements), "warnings": imported.warnings,
-               "layout_free": dict(imported.converted.layout),
+               "layout_free": dict(imported.converted.layout), "dead_dropped": imported.converted.dead,
                **{k: json_value(getattr(a, k)) for k in ("flops", "transcendentals", "bytes", "intensity")}}
         if target is not None:
             out |= {k: json_value(getattr(a, k)) for k in ("t_math", "t_comms", "t_lower")}
@@ -67,8 +67,9 @@ def run(args: argparse.Namespace) -> str:
 def _text(args, imported, a, target, check, formulas) -> str:
     c = imported.converted
     free = ", ".join(f"{k} x {n}" for k, n in sorted(c.layout.items()))
+    dead = f"; {c.dead} dead, dropped" if c.dead else ""
     lines = [f"imported        {args.target}: {imported.equations} jaxpr equations -> {len(c.statements)} statements"
-             + (f" ({free}: layout, no statement)" if free else ""), "",
+             + (f" ({free}: layout, no statement{dead})" if free else f" ({dead[2:]})" if dead else ""), "",
              "program (symroof notation; -o FILE saves it, symroof model FILE --prefill analyses it):"]
     lines += ["  " + line for line in imported.text.rstrip("\n").split("\n")]
     lines.append("")

@@ -155,7 +155,8 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
     their counts, in `warnings` (and warned, SymroofWarning), never dropped silently."""
     jax = _jax()
     arguments = read_shapes(shapes)
-    closed, rename = _trace(jax, function, arguments)
+    traced, rename = _trace(jax, function, arguments)
+    closed, dead = _live(traced)
     converter = Converter(rename, closed)  # marks what XLA folds before counting (jax_xla.py)
     for a in arguments:
         for d in a.dims:
@@ -164,6 +165,7 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
     env = {v: View.whole(converter.dtype(v.aval.dtype), tuple(v.aval.shape)) for v in closed.jaxpr.invars}
     converter.walk(closed.jaxpr, env)
     out = converter.out
+    out.dead = dead
     if out.mesh and not all(st.in_shard_map or st.derived for st in out.statements):
         out.notes.append("statements outside shard_map are costed whole on every chip of the mesh where no jit's "
                          "shardings lay their operands out (the splits XLA's partitioner would choose for them are "
@@ -183,13 +185,36 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
     if out.layout:
         free = ", ".join(f"{k} x {n}" for k, n in sorted(out.layout.items()))
         header.append(f"# free (layout, no statement): {free}")
+    if dead:
+        header.append(f"# dropped: {dead} jaxpr equation(s) whose results nothing uses (jit drops them too)")
     if out.skipped:
         header.append("# NOT COSTED: " + ", ".join(f"{k} x {n}" for k, n in sorted(out.skipped.items())))
     text = "\n".join(header) + "\n" + out.text
     if not out.statements:
         raise SpecError("the function computes nothing symroof can cost"
                         + (f" (not costed: {', '.join(out.skipped)})" if out.skipped else ""))
-    return Imported(function, arguments, out, str(closed), len(closed.jaxpr.eqns), text, warned)
+    return Imported(function, arguments, out, str(closed), len(traced.jaxpr.eqns), text, warned)
+
+
+def _live(closed):
+    """The jaxpr without the equations whose results nothing uses (JAX's own dead-code
+    pass, into jit bodies and loops too): jit drops them before XLA sees the module, and
+    a run never computes them. Its inputs all kept (each is a parameter). And how many
+    equations were dropped."""
+    from jax._src.interpreters import partial_eval
+    from jax.extend.core import ClosedJaxpr
+    jaxpr = closed.jaxpr
+    live, _ = partial_eval.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
+    dropped = _equations(jaxpr) - _equations(live)
+    return (ClosedJaxpr(live.replace(invars=jaxpr.invars), closed.consts), dropped) if dropped else (closed, 0)
+
+
+def _equations(jaxpr) -> int:
+    """Equations in a jaxpr and in the jaxprs inside it."""
+    inner = [getattr(j, "jaxpr", j) for eqn in jaxpr.eqns for p in eqn.params.values()
+             for j in (p if isinstance(p, tuple | list) else [p])
+             if hasattr(j, "eqns") or hasattr(getattr(j, "jaxpr", None), "eqns")]
+    return len(jaxpr.eqns) + sum(_equations(j) for j in inner)
 
 
 # shard_map and jit's shardings need each split dim to divide by its mesh axes, which a

@@ -83,6 +83,7 @@ class Converted:
     shardings_read: bool = False  # a jit's shardings or a sharding constraint read (jax_gspmd.py)
     layout: Counter = field(default_factory=Counter)  # primitive -> count: taken as free
     notes: list[str] = field(default_factory=list)
+    dead: int = 0  # jaxpr equations dropped: nothing uses their results (jit drops them too)
     # what XLA counts that no statement stands for: (FLOPs, why), once each
     xla_extra: list[tuple[int, str]] = field(default_factory=list)
 

@@ -23,8 +23,11 @@ crossing. jnp.tril(x) (and tri, triu(k=1), arange) compute iota + 0, the offset 
 that a causal mask differs by.
 
 symroof counts each such statement as written, one FLOP per element; the cross-check
-explains it (a statement's xla_flops, minus its elements). Dead code, which JAX and the
-canonicalizer drop (an unused result; x in (x * 3) * 0), is not accounted for here.
+explains it (a statement's xla_flops, minus its elements). Code dead from the start (an
+unused result) is dropped before conversion (jax_import._live), as jit drops it; what a
+fold leaves dead (the compare in select(x > 0, x + 0, x)) XLA drops too, and it is
+marked here as folded. Dead transcendentals (exp of a value only a folded op reads)
+still differ in XLA's transcendental count.
 """
 
 from __future__ import annotations
@@ -103,7 +106,23 @@ def _run(jaxpr, known: dict, out: Folds) -> list:
         for v, fact in zip(eqn.outvars, results):
             if fact is not None:
                 facts[v] = fact
+    _dead(jaxpr, facts, out)
     return [_fact(v, facts) for v in jaxpr.outvars]
+
+
+def _dead(jaxpr, facts: dict, out: Folds) -> None:
+    """Mark as folded the elementwise equations that only folded ones read (in
+    select(x > 0, x + 0, x), the compare): XLA drops them once it has folded their
+    readers. A folded equation whose result is read keeps its operands (x + 0: x)."""
+    needed = {f[1] for v in jaxpr.outvars if (f := _fact(v, facts))[0] == "x"}
+    for eqn in reversed(jaxpr.eqns):
+        if not any(v in needed for v in eqn.outvars) and eqn.primitive.name in _ELEMENTWISE and not eqn.effects:
+            out[id(eqn)][-1] = True  # read by nothing XLA keeps
+            continue
+        for v in eqn.invars:
+            if type(v).__name__ != "Literal":
+                f = _fact(v, facts)
+                needed.update((v, f[1]) if f[0] == "x" else (v,))
 
 
 def _eqn(eqn, ins: list, out: Folds) -> tuple[list, bool]:

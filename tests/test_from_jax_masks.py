@@ -256,7 +256,31 @@ def test_a_select_of_one_value_either_way_is_folded(a, b):
     agrees(c)
 
 
-@pytest.mark.xfail(strict=True, reason="dead code (here the compare, once the select is folded) is dropped by "
-                                       "XLA and JAX, and not accounted for yet")
-def test_what_a_fold_leaves_dead_is_not_yet_explained():
-    agrees(check(lambda x: lax.select(x > 0, x + 0.0, x), "x=fp32[A, B]", {"A": 3, "B": 5}))
+def test_what_a_fold_leaves_dead_is_explained():
+    # select(p, x + 0, x) folds to x, and then nothing reads the compare: XLA drops it
+    c = check(lambda x: lax.select(x > 0, x + 0.0, x), "x=fp32[A, B]", {"A": 3, "B": 5})
+    agrees(c)
+    assert c["explained_flops"][FOLDED] == -3 * 15  # the add, the compare and the select
+    assert c["xla_lowered"]["flops"] == 0
+
+
+def test_dead_code_is_dropped_as_jit_drops_it():
+    @jax.jit
+    def inner(x):
+        jnp.log(x)  # dead inside a jit's body too
+        return x * 3.0
+
+    def f(x):
+        jnp.exp(x) * 2.0  # nothing reads it
+        inner(x)
+        return x + inner(x)
+
+    im = symroof.from_jax(f, "x=fp32[A, B]")
+    assert [s.primitive for s in im.converted.statements] == ["mul", "add"]
+    assert im.converted.dead == 6  # exp, mul; the first call (its jit and two equations); the second's log
+    assert "# dropped: 6 jaxpr equation(s)" in im.text
+    a, b = symroof.dim_symbol("A"), symroof.dim_symbol("B")
+    assert im.analysis.flops == 2 * a * b and im.analysis.transcendentals == 0
+    c = check(f, "x=fp32[A, B]", {"A": 3, "B": 5})
+    agrees(c)
+    assert c["xla_lowered"]["flops"] == 30 and c["transcendentals_agree"]
