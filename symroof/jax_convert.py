@@ -137,6 +137,7 @@ class Converter(Naming, Loops, Gspmd, DataMoves):
                 handler(eqn, env, depth)
             else:
                 self._skip(eqn, env)
+            self.typed(eqn, env, depth)  # a mesh of explicit axes: the type's layout holds
 
     def _skip(self, eqn, env) -> None:
         """Not costed: counted for the warning, its outputs treated as arrays of their own."""

@@ -22,6 +22,11 @@ dims), and carries the splits through each statement as GSPMD propagates them:
   statement's result has been read already (or no statement made it: an input), the
   move is written out as AllGather and AllToAll statements.
 
+Under a mesh of explicit axes (jax.sharding.AxisType.Explicit) each value's type carries
+its layout, as JAX's sharding rules derive it (a product's `out_sharding` among them):
+after each equation the type's layout holds where it differs from the carried one, as a
+constraint's would, and `jax.sharding.reshard` is read as a constraint.
+
 Splits are kept per array (View.array), as the labels are (jax_labels.py). Inside
 shard_map the body's own splits hold (jax_shard.py); shardings that are not
 NamedShardings, and constraints inside shard_map, are said in a warning, not read.
@@ -148,6 +153,27 @@ class Gspmd(Sharding):
         view = self.constrain(eqn.invars[0], eqn.params["sharding"], env, depth, "a sharding constraint",
                               frozenset(eqn.params.get("unconstrained_dims", ())))
         env[eqn.outvars[0]] = view if view is not None else self.view(eqn.invars[0], env)
+
+    def _reshard(self, eqn, env, depth: int) -> None:
+        """jax.sharding.reshard under a mesh of explicit axes: the layout the value takes,
+        as a constraint gives it."""
+        self.out.layout["reshard"] += 1
+        view = self.constrain(eqn.invars[0], eqn.params["dst_sharding"], env, depth, "a reshard")
+        env[eqn.outvars[0]] = view if view is not None else self.view(eqn.invars[0], env)
+
+    def typed(self, eqn, env: dict, depth: int) -> None:
+        """Under a mesh of explicit axes each value's type carries its layout, as JAX's
+        sharding rules derive it: where it differs from the splits symroof carried, the
+        type's holds (the statement that made it is written so, or the value is moved)."""
+        if self.out.shard_maps:
+            return
+        for var in eqn.outvars:
+            sharding = getattr(var.aval, "sharding", None)
+            types = getattr(getattr(sharding, "mesh", None), "axis_types", ())
+            if var in env and any(str(t).endswith("Explicit") for t in types):
+                view = self.constrain(var, sharding, env, depth, f"{eqn.primitive.name}'s type")
+                if view is not None:
+                    env[var] = view
 
     def constrain(self, var, sharding, env: dict, depth: int, what: str,
                   unconstrained: frozenset[int] = frozenset()) -> View | None:

@@ -237,8 +237,9 @@ def _trace(jax, function, arguments: list[Argument]):
             raise SpecError(f"JAX could not trace it at these shapes: {first}") from None
     try:
         closed = jax.make_jaxpr(function)(*_structs(jax, function, arguments, None, GRAIN))
-    except Exception:  # noqa: BLE001 (not what scaling mends: JAX's first complaint stands)
-        raise SpecError(f"JAX could not trace it at these shapes: {first}") from None
+    except Exception as error:  # noqa: BLE001 (scaling mended the splits: what JAX says now stands)
+        text = str(error).replace(f"{GRAIN}*", "")
+        raise SpecError(f"JAX could not trace it at these shapes: {text.splitlines()[0] if text else first}") from None
 
     def rename(text: str) -> str:
         value = expression(text)

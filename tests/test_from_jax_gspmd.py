@@ -205,3 +205,74 @@ def test_per_chip_flops_against_xlas_partitioned_module():
         per_chip = im.model(None, sizes).analysis.flops
         assert int(xla[name + repr(args)]) == int(per_chip) + combine, (name, args)
     assert sympy.Integer(per_chip) == 2 * 2 * 8 * 32 * 16 + 8 * 8 * 16  # the MLP: two matmuls, gelu's 8 ops
+
+
+# -- explicit sharding: each value's type carries its layout ------------------------------
+
+def explicit(*args):
+    return symroof.from_jax(load("explicit_matmul")(*args), "x=fp32[B, D]; w=fp32[D, F]")
+
+
+def test_reshard_under_explicit_axes_lays_out_each_value_as_its_type_says():
+    im = explicit()
+    assert "# inputs: x: fp32[B_X, D], w: fp32[D, F_Y]" in im.text and "reshard x 3" in im.text
+    # the product as JAX's rule types it (B over x, F over y); the last reshard gathers F
+    assert statements(im) == ["fp32[B_X, D] *_D fp32[D, F_Y] -> fp32[B_X, F_Y]",
+                              "tanh(fp32[B_X, F_Y]) -> fp32[B_X, F]"]
+    a = im.model("tpu-v5p").analysis
+    assert a.flops == 2 * B * D * F / 8 and a.transcendentals == B * F / 8
+    assert collectives(a) == ["AllGather_Y fp32[B_X, F_Y]"]
+    assert not im.warnings
+
+
+def test_a_products_out_sharding_is_its_type_a_reduce_scatter_not_an_allreduce():
+    # the contraction split over y: the product typed P('x', 'y') is scattered over y
+    scattered = explicit(("x", "y"), ("y", None), ("x", None), ("x", "y"))
+    assert statements(scattered)[0] == "fp32[B_X, D_Y] *_D fp32[D_Y, F] -> fp32[B_X, F_Y]"
+    assert collectives(scattered.model("tpu-v5p").analysis) == ["ReduceScatter_{Y,F} fp32[B_X, F] {U_Y}",
+                                                                "AllGather_Y fp32[B_X, F_Y]"]
+    # typed P('x', None): summed whole, an AllReduce
+    summed = explicit(("x", "y"), ("y", None), ("x", None), ("x", None))
+    assert statements(summed)[0] == "fp32[B_X, D_Y] *_D fp32[D_Y, F] -> fp32[B_X, F]"
+    assert collectives(summed.model("tpu-v5p").analysis) == ["AllReduce_Y fp32[B_X, F] {U_Y}"]
+    # JAX's own refusal, typed out of the split dims' scaling: no out_sharding given
+    with pytest.raises(symroof.SpecError, match="ambiguous how the output should be sharded"):
+        explicit(("x", "y"), ("y", None), ("x", None))
+
+
+_EXPLICIT = textwrap.dedent("""
+    import importlib.util, json, os, sys
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    import jax, jax.numpy as jnp
+    spec = importlib.util.spec_from_file_location("fixtures", sys.argv[1])
+    fixtures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixtures)
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+    out = []
+    for args in json.loads(sys.argv[2]):
+        with jax.set_mesh(mesh):
+            lowered = jax.jit(fixtures.explicit_matmul(*[tuple(a) for a in args])).trace(
+                jax.ShapeDtypeStruct((16, 32), jnp.float32), jax.ShapeDtypeStruct((32, 64), jnp.float32)).lower()
+            costs = lowered.compile().cost_analysis()
+        out.append([costs["flops"], costs["transcendentals"]])
+    print(json.dumps(out))
+""")
+
+
+def test_explicit_sharding_per_chip_against_xlas_partitioned_module():
+    """One chip's FLOPs and transcendentals against the compiled module on 8 host devices
+    under a mesh of explicit axes. XLA's FLOPs add its AllReduce's combine, 1 per element
+    of [B/2, F] (512); on CPU a ReduceScatter is that AllReduce and then a slice at the
+    chip's offset, whose index arithmetic (clamp, convert, multiply) XLA counts too (3)."""
+    sizes = {"B": 16, "D": 32, "F": 64}
+    cases = [([["x", None], [None, "y"], ["x", None]], 0),
+             ([["x", "y"], ["y", None], ["x", None], ["x", None]], 512),
+             ([["x", "y"], ["y", None], ["x", None], ["x", "y"]], 512 + 3)]
+    done = subprocess.run([sys.executable, "-c", _EXPLICIT, str(SHARDED), json.dumps([args for args, _ in cases])],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "XLA_FLAGS": ""})
+    assert done.returncode == 0, done.stderr
+    for (args, combine), (flops, transcendentals) in zip(cases, json.loads(done.stdout.splitlines()[-1])):
+        a = explicit(*[tuple(s) for s in args]).model(None, sizes).analysis
+        assert int(flops) == int(a.flops) + combine, args
+        assert int(transcendentals) == int(a.transcendentals), args

@@ -99,3 +99,21 @@ def flattened(x, w):
     def f(x, w):
         return x.reshape(x.shape[0] * x.shape[1], x.shape[2]) @ w
     return jax.jit(f, in_shardings=(_named(MESH, "x", None, None), _named(MESH, None, "y")))(x, w)
+
+
+# -- explicit sharding: each value's type carries its layout (read by jax_gspmd.typed) ----
+
+EXPLICIT = AbstractMesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+
+
+def explicit_matmul(x_spec=("x", None), w_spec=(None, "y"), out_spec=("x", None), product=None):
+    """x @ w under a mesh of explicit axes: the operands resharded, the product laid out
+    as `product` says (None: as JAX's sharding rule derives it, B over 'x' and F over 'y'
+    by default), then resharded as `out_spec` says."""
+    def f(x, w):
+        with jax.sharding.use_abstract_mesh(EXPLICIT):
+            x = jax.sharding.reshard(x, P(*x_spec))
+            w = jax.sharding.reshard(w, P(*w_spec))
+            y = jnp.matmul(x, w, out_sharding=None if product is None else P(*product))
+            return jax.sharding.reshard(jnp.tanh(y), P(*out_spec))
+    return f
