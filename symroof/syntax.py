@@ -21,6 +21,7 @@ from lark.exceptions import UnexpectedInput
 
 from .errors import SpecError
 from .resources import resource_path
+from .syntax_chunks import chunks, moved
 from .syntax_errors import syntax_error
 
 # The statements this module builds; `parse.py` imports WMesh from here.
@@ -97,10 +98,20 @@ def read(text: str) -> list[WStatement]:
         raise SpecError("empty spec: write a contraction, e.g. bf16[B, D] @ bf16[D, F] -> bf16[B, F]")
     _check_depth(text)
     try:
+        return [w for at, chunk in chunks(text) if _has_content(chunk) for w in moved(list(_chunk(chunk)), at, text)]
+    except (SpecError, UnexpectedInput):
+        pass  # the whole text's parse says where, in the text as written
+    try:
         tree = _parser().parse(text)
     except UnexpectedInput as err:
         raise syntax_error(text, err) from None
     return [_statement(child, text) for child in tree.children if isinstance(child, Tree)]
+
+
+@functools.lru_cache(maxsize=8192)
+def _chunk(chunk: str) -> tuple:
+    """One chunk's statements, read as if it were the whole text (syntax_chunks.py)."""
+    return tuple(_statement(child, chunk) for child in _parser().parse(chunk).children if isinstance(child, Tree))
 
 
 def normalize(text: str) -> str:
