@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 import fuzz_strategies as fs
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from symroof import syntax
@@ -27,7 +27,9 @@ def read(text: str, whole: bool = False):
         syntax.chunks = saved
 
 
-@settings(max_examples=300, deadline=None)
+# k specs of fuzzed text draw more than hypothesis's entropy budget for one input: the
+# fuzzer's own tests suppress the same checks (test_fuzz_cli.CI)
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(r=st.randoms(use_true_random=False), k=st.integers(1, 4), sep=st.sampled_from(["\n", "\n\n# a note {\n", ";\n"]))
 def test_reading_in_chunks_is_reading_whole(r, k, sep):
     text = sep.join(fs.gen_spec_text(r)[0] for _ in range(k))
