@@ -102,12 +102,18 @@ def _xla_lines(check: dict) -> list[str]:
         lines.append(f"  {key:16}{s[key]:>14}{low[key]:>14}{(comp or {}).get(key, '-'):>14}")
     for why, n in check["explained_flops"].items():
         lines.append(f"  FLOPs {n:+d}: {why}")
+    for why, n in check["explained_transcendentals"].items():
+        lines.append(f"  transcendentals {n:+d}: {why}")
     near = (f" ({check['flops_unexplained']:+d} left: within XLA's float32 resolution at this size, "
             f"±{check['xla_resolution']})") if check["flops_unexplained"] \
         else ""
     lines.append("  FLOPs: " + (f"agree, every difference explained above{near}" if check["flops_agree"] else
                                 f"DISAGREE by {check['flops_unexplained']:+d} unexplained"
                                 + (f" (not costed: {', '.join(check['not_costed'])})" if check["not_costed"] else "")))
+    if check["explained_transcendentals"] or not check["transcendentals_agree"]:
+        agree = check["transcendentals_agree"]
+        lines.append("  transcendentals: " + ("agree, every difference explained above" if agree else
+                                              f"DISAGREE by {check['transcendentals_unexplained']:+d} unexplained"))
     lines.append("  bytes: " + ("symroof's are within XLA's lowered figure, which writes and reads every "
                                 "intermediate (fusion keeps them on chip)" if check["bytes_within_lowered"] else
                                 "symroof counts MORE than XLA's lowered module: a bug, please report it"))

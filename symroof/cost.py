@@ -232,10 +232,11 @@ def step_cost(step: Step, sizes: dict[str, sympy.Expr], kept: Kept | None = None
     counted = kind.count(step, size)
     inputs_kept, output_kept = kept if kept is not None else ((False,) * len(step.inputs), False)
     read = kind.read(step, size, frozenset(i for i, k in enumerate(inputs_kept) if k))
-    out = term_bytes(step.output, size)
+    out = kind.written(step, size)
     vector = counted.flops if kind.unit == ops.VECTOR else _ZERO
     return StepCost(counted.flops, counted.flops_exact, read, _ZERO if output_kept else out,
-                    counted.transcendentals, vector, step=step, kept=out if output_kept else _ZERO)
+                    counted.transcendentals, vector, step=step,
+                    kept=term_bytes(step.output, size) if output_kept else _ZERO)
 
 
 def repeated(c: Cost, k: sympy.Expr, subs: dict) -> Cost:

@@ -10,7 +10,9 @@ cross-check in from_jax.py relies on; benchmarks/xla_conventions.md):
 * elementwise arithmetic, comparisons, selects, unary functions: symroof's elementwise,
   unary and select kinds, one FLOP (or one transcendental) per element as XLA counts;
   `integer_pow` as the multiplies XLA emits for it (x^3: two).
-* reduce_sum, reduce_max, reduce_min: `sum_D`, `max_D`, `min_D`.
+* reduce_sum, reduce_max, reduce_min, argmax, argmin: `sum_D`, `max_D`, `min_D`,
+  `argmax_D fp32[B, D] -> int32[B]`; cumsum, cumprod, cummax, cummin, cumlogsumexp:
+  `cumsum_T fp32[B, T] -> fp32[B, T]` (jax_scans.py).
 * convert_element_type: a cast (`fp32[B, D] -> bf16[B, D]`), bytes only.
 * gathers, slices, concatenation, updates: jax_data.py.
 * shard_map and its collectives: jax_shard.py (a `mesh` line, splits as subscripts).
@@ -24,7 +26,7 @@ cross-check in from_jax.py relies on; benchmarks/xla_conventions.md):
 * scan: `repeat LENGTH { body }`, the body's slices of the scanned arrays as its operands;
   a while loop with a trip count known from its condition (`fori_loop`) the same, any
   other `repeat W1 {...}` with a symbol for the unknown trip count, and a warning.
-* anything else (sort, cumsum, scatter, pad, cond, ppermute, ...): not costed, named in
+* anything else (sort, scatter, pad, cond, ppermute, ...): not costed, named in
   a warning with its count. Never dropped silently.
 
 Dims: a symbolic dim is its own name (B); an integer its literal (4096); a composite dim
@@ -53,6 +55,7 @@ from .jax_gspmd import Gspmd
 from .jax_labels import Naming
 from .jax_loops import Loops
 from .jax_program import Converted, Statement, View, join_label, split_label, union
+from .jax_scans import COMBINE, REDUCE, Scans, subscript
 
 # jaxpr primitive -> symroof word, for each written family
 BINARY = {"add": "+", "add_any": "+", "sub": "-", "mul": "*", "div": "/", "max": "max", "min": "min",
@@ -62,7 +65,6 @@ UNARY = {"exp": "exp", "log": "log", "tanh": "tanh", "rsqrt": "rsqrt", "sqrt": "
          "square": "square", "abs": "abs", "neg": "neg", "sign": "sign", "floor": "floor", "ceil": "ceil",
          "round": "round", "not": "not", "is_finite": "isfinite", "erf": "erf", "cbrt": "cbrt", "sin": "sin",
          "cos": "cos", "tan": "tan", "expm1": "expm1", "log1p": "log1p", "exp2": "exp2"}
-REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min"}
 # no data moved: the next statement reads the array these index differently
 LAYOUT = ("broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "stop_gradient", "copy", "copy_p",
           "optimization_barrier", "reduce_precision", "pvary")
@@ -73,7 +75,7 @@ INLINE = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_ca
           "remat": "jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr"}
 
 
-class Converter(Naming, Loops, Gspmd, DataMoves):
+class Converter(Naming, Loops, Gspmd, DataMoves, Scans):
     def __init__(self, rename: Callable[[str], str] | None = None):
         """`rename`: a jaxpr dim's text -> the text it stands for (a trace whose dims were
         scaled so that shard_map's splits divide them: jax_import.py), or None."""
@@ -103,11 +105,13 @@ class Converter(Naming, Loops, Gspmd, DataMoves):
             raise SpecError(f"a jaxpr value has dtype {name}, which symroof does not know")
         return found.name
 
-    def emit(self, text: str, primitive: str, depth: int, xla_flops: sympy.Expr | None = None, why: str = "") -> None:
+    def emit(self, text: str, primitive: str, depth: int, xla_flops: sympy.Expr | None = None, why: str = "",
+             xla_transcendentals: sympy.Expr | None = None) -> None:
         self.out.lines.append((depth, text + f"   # {primitive}"))
         inside = self.out.shard_maps > 0
         self.out.statements.append(Statement(text, primitive, depth, xla_flops or sympy.Integer(0), why, inside,
-                                             self.out.shardings_read and not inside))
+                                             self.out.shardings_read and not inside,
+                                             xla_transcendentals or sympy.Integer(0)))
 
     # -- the walk -------------------------------------------------------------------
 
@@ -119,9 +123,11 @@ class Converter(Naming, Loops, Gspmd, DataMoves):
             if name in LAYOUT:
                 self._layout(eqn, env)
             elif name in FREE or (eqn.invars and all(self.view(v, env).const for v in eqn.invars)
-                                  and name not in INLINE and name not in ("scan", "while")):
+                                  and name not in INLINE and name not in ("scan", "while")
+                                  and name not in REDUCE and name not in COMBINE):
                 # iota's array is made at run time; a dim's value (and arithmetic on literals and
-                # such values) is a Python number once the sizes are concrete
+                # such values) is a Python number once the sizes are concrete. (A reduction or a
+                # scan of constants is computed: XLA folds elementwise ops on constants, not those.)
                 for v in eqn.outvars:
                     env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape), const=name != "iota")
                 self.out.layout["constant" if name not in FREE else name] += 1
@@ -279,27 +285,6 @@ class Converter(Naming, Loops, Gspmd, DataMoves):
                   "convert_element_type", depth, self.size(names), "XLA counts a convert as 1 FLOP per element")
         self.result(eqn, env, labels=labels, splits=splits)
 
-    def _reduce(self, eqn, env, depth: int) -> None:
-        var = eqn.invars[0]
-        shape, x = tuple(var.aval.shape), self.view(var, env)
-        reduced = set(eqn.params["axes"])
-        _, labels = self.axis_labels(shape, frozenset(reduced), reads=(x,))
-        over = [labels[j] for j in sorted(reduced) if labels[j] is not None]
-        kept = [labels[j] for j in range(len(shape)) if j not in reduced and labels[j] is not None]
-        if not over:  # only size-1 axes: nothing to reduce
-            env[eqn.outvars[0]] = x
-            self.out.layout[eqn.primitive.name] += 1
-            return
-        # a reduced dim split over a mesh axis leaves partial sums: symroof AllReduces them
-        (operand,), splits = self.operands([(x, labels, list(range(len(shape))))], len(shape), depth,
-                                           frozenset(reduced))
-        out_labels = [labels[j] for j in range(len(shape)) if j not in reduced]
-        out_splits = [splits[j] for j in range(len(shape)) if j not in reduced]
-        out = self.result_text(self.dtype(eqn.outvars[0].aval.dtype), out_labels, out_splits)
-        self.emit(f"{REDUCE[eqn.primitive.name]}_{_subscript(over)} {operand} -> {out}", eqn.primitive.name, depth,
-                  -self.size(kept), "XLA counts T - 1 combines per output, symroof T")  # type: ignore[arg-type]
-        self.result(eqn, env, labels=out_labels, splits=out_splits)
-
     def _dot_general(self, eqn, env, depth: int) -> None:
         (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
         lhs, rhs = eqn.invars
@@ -329,7 +314,7 @@ class Converter(Naming, Loops, Gspmd, DataMoves):
         label = {i: n for i, n in zip(kept, names)}
         summed = [label[i] for i, g in enumerate(groups) if g[0] == "c" and i in label]
         result = [label.get(i) for i, g in enumerate(groups) if g[0] != "c"]
-        op = "*" if not summed else "*_" + _subscript(summed)
+        op = "*" if not summed else "*_" + subscript(summed)
         # outside shard_map, a contracted dim split alike on both sides is summed by symroof's
         # own AllReduce (the result is written without {U_X}); inside, the body's psum sums it
         contracted = frozenset(i for i, g in enumerate(groups) if g[0] == "c")
@@ -348,9 +333,3 @@ class Converter(Naming, Loops, Gspmd, DataMoves):
 
 def _drop_ones(shape: tuple) -> tuple:
     return tuple(d for d in shape if d != 1)
-
-
-def _subscript(labels) -> str:
-    """A subscript's dims as written: D, or {D,F} (a split dim by its name: D_X is D)."""
-    names = [split_label(label)[0] for label in labels]
-    return names[0] if len(names) == 1 else "{" + ",".join(names) + "}"

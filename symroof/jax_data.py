@@ -1,60 +1,68 @@
 """Gathers, slices and concatenation (a part of jax_convert.Converter): the primitives that
-move data and compute nothing.
+move data and compute nothing; scatters and pads are jax_scatter.py's.
 
-* gather of rows (`table[ids]`): `gather bf16[V, D], int32[B, T] -> bf16[B, T, D]`; a
-  gather of one window (what `x[:, :4]` traces to where a dim is symbolic) a slice; any
-  other gather is not costed, and said so.
+* gather along one axis, the indices' last dim of size 1 and whole rows along the other
+  axes: `table[ids]` (`gather bf16[V, D], int32[B, T] -> bf16[B, T, D]`), `jnp.take` on
+  any axis (`gather fp32[B, V, D], int32[K] -> fp32[B, K, D]`: the picked dim is the one
+  the result lacks), `take_along_axis` (a batch dim, in the table and the indices both:
+  `gather fp32[B, T, V], int32[B, T] -> fp32[B, T]`). The result's labels are remembered
+  for the jaxpr's axes in the jaxpr's order. In mode "fill" (jnp.take's and
+  take_along_axis's default) XLA's lowering masks out-of-bounds indices: 3 FLOPs per index
+  and a select per element, explained in the cross-check. A gather of one window (what
+  `x[:, :4]` traces to where a dim is symbolic) is a slice; any other gather (along
+  several axes at once, of part of a row) is not costed, and said so.
 * slice, dynamic_slice, split: no statement. A slice is a window of the array: the
   next statement reads only the window's elements, as XLA's fusion of a slice into its
   reader does (the lowered module, unfused, reads and writes the window once more).
 * concatenate: each operand copied into its place (`copy(bf16[B, K]) -> bf16[B, K]`):
-  the operands read once, the result written once.
+  the operands read once (a broadcast one at its full shape, as XLA materializes it),
+  the result written once.
 * dynamic_update_slice (`x.at[i].set(u)`): the update copied into the array, in place as
   XLA runs it: the update read and written, the rest of the array untouched.
-* pad: not costed (its fill's writes have no symroof form), and said so.
+* scatter, scatter-add, -mul, -min, -max and pad: jax_scatter.py.
 """
 
 from __future__ import annotations
 
-from .jax_program import Parts, View
+from .jax_program import View
+from .jax_scatter import FILL, Scatters, indexed
 
 
-class DataMoves(Parts):
-    """The gather, slice and concatenation handlers; the converter provides the rest."""
+class DataMoves(Scatters):
+    """The gather, slice and concatenation handlers (and jax_scatter's scatter and pad);
+    the converter provides the rest."""
 
     def _gather(self, eqn, env, depth: int) -> None:
-        """Rows of a table by index (`table[ids]`, an embedding lookup); any other gather is
-        not costed."""
+        """Elements of a table picked along one axis by index (`table[ids]`, `jnp.take`,
+        `take_along_axis`); one window (`x[:, :4]` with a symbolic dim) a slice; any other
+        gather is not costed."""
         table, ids = eqn.invars
         d = eqn.params["dimension_numbers"]
         ts, ix = tuple(table.aval.shape), tuple(ids.aval.shape)
-        rows = (len(ts) == 2 and ix and ix[-1] == 1 and tuple(d.collapsed_slice_dims) == (0,)
-                and tuple(d.start_index_map) == (0,) and tuple(eqn.params["slice_sizes"]) == (1, ts[1])
-                and tuple(d.offset_dims) == (len(ix) - 1,))
+        result = tuple(eqn.outvars[0].aval.shape)
+        batch = tuple(getattr(d, "operand_batching_dims", ()))
         window = (not d.collapsed_slice_dims and tuple(d.offset_dims) == tuple(range(len(ts)))
-                  and len(ix) == 1 and not getattr(d, "operand_batching_dims", ())
-                  and tuple(eqn.outvars[0].aval.shape) == tuple(eqn.params["slice_sizes"]))
+                  and len(ix) == 1 and not batch and result == tuple(eqn.params["slice_sizes"]))
         if window:  # one window at a computed start (x[:, :4] with a symbolic dim): a slice
             return self._slice(eqn, env, depth)
-        if not rows:
+        found = indexed(ts, ix, result, tuple(d.offset_dims), tuple(d.start_index_map),
+                        tuple(d.collapsed_slice_dims), batch, tuple(getattr(d, "start_indices_batching_dims", ())),
+                        tuple(eqn.params["slice_sizes"]))
+        if found is None:
             return self._skip(eqn, env)
-        # the statement's axes: the table's two, then the ids' (but the index vector's, of
-        # size 1, and any other of size 1)
-        at: list[int | None] = [None] * len(ix)
-        for j in (j for j in range(len(ix) - 1) if ix[j] != 1):
-            at[j] = 2 + sum(1 for x in ix[:j] if x != 1)
-        views = (self.view(table, env), self.view(ids, env))
-        names = self.labels([*ts, *[x for x in ix[:-1] if x != 1]], prefer=self.prefer([(views[0], [0, 1]),
-                                                                                         (views[1], at)]))
-        # a table split by rows leaves partial sums (each chip has some rows): symroof AllReduces
-        (rows_text, ids_text), splits = self.operands(
-            [(views[0], names[:2], [0, 1]), (views[1], [None if i is None else names[i] for i in at], at)],
-            len(names), depth, frozenset({0}), what="gather")
-        out = [None if i is None else names[i] for i in at[:-1]] + [names[1]]
-        out_splits = [splits[i] if i is not None else "" for i in at[:-1]] + [splits[1]]
-        result = self.result_text(self.dtype(eqn.outvars[0].aval.dtype), out, out_splits)
-        self.emit(f"gather {rows_text}, {ids_text} -> {result}", "gather", depth)
-        self.result(eqn, env, labels=out, splits=out_splits)
+        table_groups, ids_groups, out_groups, dims = found
+        reads = [(self.whole(table, table_groups, env, "gather"), table_groups),
+                 (self.whole(ids, ids_groups, env, "gather"), ids_groups)]
+        picked = frozenset(g for g in table_groups if g is not None and g not in out_groups)
+        fill = None
+        if getattr(eqn.params.get("mode"), "name", "") == "FILL_OR_DROP":
+            # XLA's lowering: index >= 0, index <= bound, and (3 per index), then a select per element
+            def fill(names):
+                return 3 * self.size([names[g] for g in ids_groups if g is not None]) + \
+                    self.size([names[g] for g in out_groups if g is not None])
+        # a table split along the picked axis leaves partial sums (each chip has some rows):
+        # symroof AllReduces them
+        self.indexing(eqn, env, depth, "gather", reads, dims, picked, out_groups, fill, FILL)
 
     def _slice(self, eqn, env, depth: int) -> None:
         """A window of the array: read where it is read (every output of `split` one)."""
@@ -88,6 +96,7 @@ class DataMoves(Parts):
         names, labels = self.axis_labels(shape, reads=(x,))
         if not names:  # a scalar (an index): nothing worth a statement
             return
+        x = self.whole(var, labels, env, primitive)  # a broadcast (a constant's) copied: materialized
         (operand,), splits = self.operands([(x, labels, list(range(len(shape))))], len(shape), depth)
         self.emit(f"copy({operand}) -> {self.result_text(self.dtype(var.aval.dtype), labels, splits)}", primitive,
                   depth)

@@ -60,7 +60,7 @@ def union(*axes: str) -> str:
 @dataclass
 class Statement:
     """One written statement, the primitive it came from, and how XLA's lowered count of
-    it differs from symroof's (FLOPs: XLA minus symroof), with the reason."""
+    it differs from symroof's (FLOPs and transcendentals: XLA minus symroof), with the reason."""
 
     text: str
     primitive: str
@@ -69,6 +69,7 @@ class Statement:
     why: str = ""
     in_shard_map: bool = False  # written inside a shard_map's body: per chip, with its splits
     derived: bool = False  # outside shard_map, with the splits derived from jit's shardings (jax_gspmd.py)
+    xla_transcendentals: sympy.Expr = sympy.Integer(0)
 
 
 @dataclass
@@ -158,7 +159,8 @@ class Parts:
     def size(self, labels: list[str]) -> sympy.Expr:
         raise NotImplementedError
 
-    def emit(self, text: str, primitive: str, depth: int, xla_flops: sympy.Expr | None = None, why: str = "") -> None:
+    def emit(self, text: str, primitive: str, depth: int, xla_flops: sympy.Expr | None = None, why: str = "",
+             xla_transcendentals: sympy.Expr | None = None) -> None:
         raise NotImplementedError
 
     def result(self, eqn, env, k: int = 0, unreduced: str | None = None,
@@ -169,4 +171,11 @@ class Parts:
         raise NotImplementedError
 
     def _skip(self, eqn, env) -> None:
+        raise NotImplementedError
+
+    def _said(self, note: str) -> None:
+        raise NotImplementedError
+
+    def _collective_move(self, view: View, labels: list, after: tuple[str, ...], word: str, depth: int,
+                         what: str) -> View:
         raise NotImplementedError

@@ -129,7 +129,7 @@ def fix_message(problem: str, fixes, times=None) -> str:
         cost = f"{V} bytes per chip" + (f", {times[i]}" if times else "")
         said.append(f"{fix.kind}_{fix.axes[0]} {fix.before.text(fix.dtype)} -> {fix.after.text(fix.dtype)} "
                     f"({cost})")
-    return f"{problem}; gather one side first: " + ", or ".join(said)
+    return f"{problem}; gather {'one side' if len(said) > 1 else 'it'} first: " + ", or ".join(said)
 
 
 def check_collective(kind: str, axes: Axes, dim: str | None, source: Tensor, target: Tensor) -> str | None:

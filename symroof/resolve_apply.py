@@ -99,7 +99,7 @@ def _pick(st, w: WApply, kinds, count: int, over) -> ops.Kind:
 def _applied(st, kind: ops.Kind, word: str, form: str, over, operands, output: Tensor, compute,
              written: list[WTensor], written_out: WTensor, checked_as: str | None = None) -> Apply:
     labels = _labels(st, operands)
-    out = _output_labels(st, labels, output, written_out, over)
+    out = _output_labels(st, labels, output, written_out, kind.makes_dims)
     try:
         summed = kind.summed(checked_as or word, labels, over, out)
     except ops.ShapeError as err:
@@ -124,17 +124,22 @@ def _labels(st, operands) -> list[list[str]]:
     return found
 
 
-def _output_labels(st, labels, output: Tensor, written: WTensor, over) -> list[str]:
+def _output_labels(st, labels, output: Tensor, written: WTensor, makes_dims: bool) -> list[str]:
+    """The result's dims as labels: each an input's (a literal paired by size with an
+    unpaired input literal), or, for a kind whose result has dims of its own (a pad's),
+    a dim of its own."""
     present = list(dict.fromkeys(l for ls in labels for l in ls))
     out: list[str] = []
     for dim, wdim in zip(output.dims, written.dims):
         if dim.name is not None:
-            if dim.name not in present:
+            if dim.name not in present and not makes_dims:
                 raise st.ctx.error(f"result dim {dim.name} is not in any input", wdim.span)
             out.append(dim.name)
             continue
         match = next((l for l in present if is_literal_label(l) and l not in out and
                       int(label_text(l)) == dim.size), None)
+        if match is None and makes_dims:
+            match = st._fresh(dim.size)
         if match is None:
             raise st.ctx.error(f"result dim {dim.size} matches no input dim of that size", wdim.span)
         out.append(match)

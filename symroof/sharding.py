@@ -4,6 +4,7 @@ between them, inserted where the layouts demand them and shown, never hidden.
 A tensor's layout says which mesh axes split each of its dims, and over which axes it
 holds unreduced partial sums. For each binary step:
 
+0. A dim the step needs whole on each chip (a pad's padded dim) is gathered first.
 1. A dim that two inputs share must be split alike. A summed (contracting) dim split on
    one side only is gathered there first (the book's case 2: AllGather it). A batch dim
    split on one side only is sliced locally on the other (free: that side is replicated).
@@ -95,12 +96,22 @@ def _valid(layout: Layout) -> bool:
 
 def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list) -> Layout:
     kind = ops.kind_of(step.kind)
+    if kind.scans:
+        _check_whole(step, layouts)
     if kind.stats(step.fn):
         return _lower_rows(step, kind.stats(step.fn), layouts, final, items)
     if kind.same_layouts:
         _check_same(step, layouts)
     summed = set(step.summed)
     dtypes = [t.dtype for t in step.inputs]
+    # 0. dims each chip needs whole (a pad's padded dim: its shards alone cannot be padded)
+    for label in kind.whole(step):
+        for i, lay in enumerate(layouts):
+            if label in lay.labels and lay.of(label):
+                gathered = lay.with_axes(label, ())
+                items.append(Move("AllGather", lay.of(label), dtypes[i], lay, gathered,
+                                  why=f"{step.fn} needs {label_text(label)} whole on each chip"))
+                layouts[i] = gathered
     every = list(dict.fromkeys(l for t in step.inputs for l in t.labels))
     # contracting dims first: gathering them frees axes that a batch dim may then take
     order = [l for l in every if l in summed] + [l for l in every if l not in summed]
@@ -143,7 +154,10 @@ def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list) -> 
         # a result split where its inputs are not: each chip computes only its part (its
         # inputs are replicated there, so it slices them locally, for free)
         for label, want in zip(step.output.labels, _written(step.output).axes):
+            # (a scan's dim is not: each chip's part needs every element before it, so it
+            # computes the whole scan and slices it)
             if label in split and not split[label] and want and not set(want) & set(partial) and \
+                    not (kind.scans and label in summed) and \
                     all(_free(lay, label, want) for lay in layouts if label in lay.labels) and \
                     not any(set(want) & set(split[l]) for l in every if l != label):
                 layouts = [lay.with_axes(label, want) if label in lay.labels else lay for lay in layouts]
@@ -193,6 +207,24 @@ def _lower_rows(step: Step, stats: int, layouts: list[Layout], final: bool, item
     if not final:
         return natural
     return _to_written(natural, _written(step.output), step.output.dtype, items)
+
+
+def _check_whole(step: Step, layouts: list[Layout]) -> None:
+    """A scan over a dim split across chips: each chip's part needs the totals of the
+    chips before it, a prefix across the mesh that symroof does not cost. An error, with
+    the AllGather that makes the dim whole first."""
+    for i, lay in enumerate(layouts):
+        for label in step.summed:
+            axes = lay.of(label) if label in lay.labels else ()
+            if not axes:
+                continue
+            gathered = lay.with_axes(label, ())
+            fix = (f"AllGather_{''.join(axes)} {label_text(label)} first",
+                   Move("AllGather", axes, step.inputs[i].dtype, lay, gathered,
+                        why=f"fix: {label_text(label)} whole on each chip"), None)
+            raise ShardingError(f"{step.fn}_{label_text(label)} scans {label_text(label)}, which is split over "
+                                f"{', '.join(axes)}: each element needs every one before it, on other chips too "
+                                "(a prefix across the mesh, which symroof does not cost)", [fix])
 
 
 def _written(result: Term) -> Layout:

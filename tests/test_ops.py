@@ -35,11 +35,19 @@ FORMS = [
     "bf16[B, D] -> fp32[B]",
     "max_D bf16[B, D] -> bf16[B]",
     "mean_D bf16[B, D] -> bf16[B]",
+    "argmax_D bf16[B, D] -> int32[B]",
+    "cumsum_T fp32[B, T] -> fp32[B, T]",
+    "cumlogsumexp_T fp32[B, T] -> fp32[B, T]",
     "softmax_T bf16[B, N, S, T] -> bf16[B, N, S, T]",
     "rmsnorm_D bf16[B, T, D] -> bf16[B, T, D]",
     "rmsnorm_D bf16[B, T, D], bf16[D] -> bf16[B, T, D]",
     "layernorm_D bf16[B, T, D], bf16[D], bf16[D] -> bf16[B, T, D]",
     "gather bf16[V, D], int32[B, T] -> bf16[B, T, D]",
+    "gather fp32[B, V], int32[B] -> fp32[B]",
+    "scatter_add bf16[V, D], int32[B, T], bf16[B, T, D] -> bf16[V, D]",
+    "scatter_add int32[B, T], bf16[B, T, D] -> bf16[V, D]",
+    "scatter bf16[V, D], int32[B], bf16[B, D] -> bf16[V, D]",
+    "pad bf16[B, T, D] -> bf16[B, 40, D]",
     "fp32[B, D] -> bf16[B, D]",
     "transpose(bf16[B, D]) -> bf16[D, B]",
     FUSED_ATTENTION,
@@ -66,6 +74,15 @@ CASES = [
     ("bf16[B, D] -> fp32[B]", B * D, B * (D - 1), 0, 2 * B * D + 4 * B),
     ("max_D bf16[B, D] -> bf16[B]", B * D, B * (D - 1), 0, 2 * B * D + 2 * B),
     ("mean_D fp32[B, D] -> fp32[B]", B * D + B, B * D, 0, 4 * B * D + 4 * B),
+    # one compare per term; the input read, the int32 indices written
+    ("argmax_D bf16[B, D] -> int32[B]", B * D, B * (D - 1), 0, 2 * B * D + 4 * B),
+    ("argmin_D fp32[B, D] -> int32[B]", B * D, B * (D - 1), 0, 4 * B * D + 4 * B),
+    # a sequential scan: T - 1 combines per row; read once, written once
+    ("cumsum_T fp32[B, T] -> fp32[B, T]", B * T, B * (T - 1), 0, 8 * B * T),
+    ("cummax_T bf16[B, T, D] -> bf16[B, T, D]", B * T * D, B * D * (T - 1), 0, 4 * B * T * D),
+    # one logaddexp per combine: 8 FLOPs (max, sub, abs, neg, add; the NaN guard's compare,
+    # add, select) and 2 transcendentals (exp, log1p)
+    ("cumlogsumexp_T fp32[B, T] -> fp32[B, T]", 8 * B * T, 8 * B * (T - 1), 2 * B * T, 8 * B * T),
     ("softmax_T bf16[B, N, S, T] -> bf16[B, N, S, T]", 4 * E, 4 * E - 2 * R, E, 4 * E),
     ("rmsnorm_D bf16[B, T, D] -> bf16[B, T, D]", 3 * M + 2 * Q, 3 * M + Q, Q, 4 * M),
     ("rmsnorm_D bf16[B, T, D], bf16[D] -> bf16[B, T, D]", 4 * M + 2 * Q, 4 * M + Q, Q, 4 * M + 2 * D),
@@ -74,6 +91,18 @@ CASES = [
      8 * M + 8 * D),
     # rows read (not the table), the int32 indices, the rows written
     ("gather bf16[V, D], int32[B, T] -> bf16[B, T, D]", 0, 0, 0, 2 * M + 4 * Q + 2 * M),
+    # one element of each row, B a batch dim: the elements taken, the indices, the result
+    ("gather fp32[B, V], int32[B] -> fp32[B]", 0, 0, 0, 4 * B + 4 * B + 4 * B),
+    # jnp.take(x, ids, axis=1): the picked dim need not be the first
+    ("gather fp32[B, V, D], int32[T] -> fp32[B, T, D]", 0, 0, 0, 4 * M + 4 * T + 4 * M),
+    # in place: 1 FLOP per update; the rows touched read and written, the updates and indices read
+    ("scatter_add bf16[V, D], int32[B, T], bf16[B, T, D] -> bf16[V, D]", M, M, 0, 2 * M + 4 * Q + 2 * M + 2 * M),
+    # into new zeros: the whole [V, D] result written besides
+    ("scatter_add int32[B, T], bf16[B, T, D] -> bf16[V, D]", M, M, 0, 6 * M + 4 * Q + 2 * V * D),
+    ("scatter bf16[V, D], int32[B, T], bf16[B, T, D] -> bf16[V, D]", 0, 0, 0, 6 * M + 4 * Q),
+    ("scatter_max fp32[V, D], int32[B], fp32[B, D] -> fp32[V, D]", B * D, B * D, 0, 12 * B * D + 4 * B),
+    # the operand read once, the padded result written once
+    ("pad bf16[B, T, D] -> bf16[B, S, D]", 0, 0, 0, 2 * M + 2 * B * S * D),
     ("fp32[B, D] -> bf16[B, D]", 0, 0, 0, 6 * B * D),
     # the attention block fused: Q, K, V read, the output written; the scores stay on chip
     (FUSED_ATTENTION, 4 * E * H + 4 * E, E * (2 * H - 1) + (4 * E - 2 * R) + R * H * (2 * T - 1), E,
@@ -94,7 +123,8 @@ def test_every_word_names_a_kind_and_every_kind_says_what_it_counts():
     for word, kinds in WORDS.items():
         for kind in kinds:
             assert kind.describe(word), (word, kind.name)
-    assert set(KINDS) == {"contract", "elementwise", "unary", "select", "reduce", "softmax", "norm", "gather", "copy"}
+    assert set(KINDS) == {"contract", "elementwise", "unary", "select", "reduce", "softmax", "norm", "gather", "copy",
+                          "cumulative", "scatter", "pad"}
 
 
 # ---- units -----------------------------------------------------------------------------
@@ -149,7 +179,22 @@ def test_softmax_is_memory_bound_on_every_chip_with_a_vector_figure():
     ("gelu(bf16[B, T]) -> bf16[B]", "elementwise: its result keeps every input dim"),
     ("bf16[B, D] + bf16[B, D] @ bf16[D, F] -> bf16[B, F]", "in one statement"),
     ("sum_D bf16[B, D] -> bf16[B, D]", r"sum_D leaves \[B\]"),
-    ("gather bf16[V, D], int32[B, T] -> bf16[B, D]", "the indices' dims, then the table's row"),
+    ("argmax_D bf16[B, D] -> int32[D]", r"argmax_D leaves \[B\]"),
+    ("cumsum_{B,T} fp32[B, T] -> fp32[B, T]", "cumsum scans one dim"),
+    ("cumsum_T fp32[B, T] -> fp32[B]", "cumsum keeps its input's dims"),
+    ("cumsum fp32[B, T] -> fp32[B, T]", "cumsum works over named dims"),
+    ("mesh X=4; cumsum_T fp32[B, T_X] -> fp32[B, T_X]", "cumsum_T scans T, which is split over X"),
+    ("gather bf16[V, D], int32[B, T] -> bf16[B, D]", r"gives \[B, T, D\]: the indices' dims, then the table's"),
+    ("gather bf16[V, D], int32[B, T] -> bf16[B, T, V, D]", "the one its result lacks; the result has every one"),
+    ("gather bf16[V, W, D], int32[B] -> bf16[B, D]", "the one its result lacks; the result lacks V, W"),
+    ("scatter_add bf16[V, D], int32[B, T], bf16[B, D] -> bf16[V, D]", r"takes updates \[B, T, D\]"),
+    ("scatter_add bf16[V, D], int32[B, T], bf16[B, T, D] -> bf16[V]", r"gives an array of its dims, not \[V\]"),
+    ("scatter_add int32[B], bf16[B, D] -> bf16[D]", "the one its updates lack; they have every one of its dims"),
+    ("scatter_add bf16[V, D], bf16[B, T, D] -> bf16[V, D]", "cannot have the dim they pick along .V.; with two"),
+    ("scatter_D bf16[V, D], int32[B], bf16[B, D] -> bf16[V, D]", "scatter takes no subscript"),
+    ("scatter_add bf16[V, D] -> bf16[V, D]", "scatter_add takes 2 to 3 operands, got 1"),
+    ("pad bf16[B, T] -> bf16[B]", r"replaces 1 \(T\) with 0 \(none\)"),
+    ("pad bf16[B, T] -> bf16[B, T2, F]", r"replaces 1 \(T\) with 2 \(T2, F\)"),
     ("rmsnorm_D bf16[B, D], bf16[F] -> bf16[B, D]", "F is not a dim of the input"),
     ("fused { mesh X=2 }", "cannot go inside a fused block"),
     ("fusd { gelu(bf16[B]) -> bf16[B] }", "did you mean 'fused'"),
@@ -186,6 +231,28 @@ def test_a_reduction_over_a_split_dim_leaves_partial_results_to_all_reduce():
     assert moves(analyze("mesh X=4; max_D bf16[B_X, D] -> bf16[B_X]")) == []
 
 
+def test_argmax_over_a_split_dim_all_reduces_each_rows_max_and_index():
+    a = analyze("mesh X=4; argmax_D bf16[B, D_X] -> int32[B]")
+    assert moves(a) == [("AllReduce", ("X",), 8 * B)]  # the max and its index, 2 fp32 values per row
+    assert a.flops == B * D / 4  # each chip compares its quarter of each row
+    assert moves(analyze("mesh X=4; argmax_D bf16[B_X, D] -> int32[B_X]")) == []
+    with pytest.raises(SpecError, match="holds no partial sums"):  # an index is no partial sum
+        parse("mesh X=4; argmax_D bf16[B, D_X] -> int32[B] {U_X}")
+
+
+def test_a_scan_over_a_split_dim_is_an_error_that_names_the_gather():
+    with pytest.raises(SpecError) as err:
+        parse("mesh X=4; cumsum_T fp32[B, T_X] -> fp32[B, T_X]")
+    assert "a prefix across the mesh, which symroof does not cost" in str(err.value)
+    assert "gather it first: AllGather_X fp32[B, T_X] -> fp32[B, T] (4*B*T bytes per chip)" in str(err.value)
+    # split along another dim: each chip scans its own rows
+    a = analyze("mesh X=4; cumsum_T fp32[B_X, T] -> fp32[B_X, T]")
+    assert moves(a) == [] and a.flops == B * T / 4
+    # written split along T from a whole input: every chip scans all of T, then keeps its part
+    a = analyze("mesh X=4; cumsum_T fp32[B, T] -> fp32[B, T_X]")
+    assert moves(a) == [] and a.flops == B * T and sympy.expand(a.flops_exact - B * (T - 1)) == 0
+
+
 def test_elementwise_needs_matching_layouts_and_says_how_to_fix_them():
     assert moves(analyze("mesh X=2, Y=2; bf16[B_X, D] + bf16[B_X, D] -> bf16[B_X, D]")) == []
     # one side replicated: it slices its part, for free
@@ -198,6 +265,26 @@ def test_a_vocab_sharded_embedding_all_reduces_its_rows():
     a = analyze("mesh X=4; gather bf16[V_X, D], int32[B, T] -> bf16[B, T, D]")
     assert moves(a) == [("AllReduce", ("X",), 2 * B * T * D)]
     assert moves(analyze("mesh X=4; gather bf16[V, D_X], int32[B, T] -> bf16[B, T, D_X]")) == []
+    # a batch dim split alike in the table and the indices: each chip its rows, nothing moved
+    a = analyze("mesh X=4; gather fp32[B_X, V], int32[B_X] -> fp32[B_X]")
+    assert moves(a) == [] and a.bytes == 12 * B / 4
+
+
+def test_a_scatter_of_a_split_batch_all_reduces_the_array_it_made():
+    # data parallel: each chip adds its quarter of the updates into a [V, D] of its own
+    a = analyze("mesh X=4; scatter_add int32[B_X, T], bf16[B_X, T, D] -> bf16[V, D]")
+    assert moves(a) == [("AllReduce", ("X",), 2 * V * D)]
+    assert a.flops == B * T * D / 4 and a.bytes == 6 * B * T * D / 4 + 4 * B * T / 4 + 2 * V * D
+    # the array split along its rows: each chip writes the rows it holds, nothing moved
+    assert moves(analyze("mesh X=4; scatter_add bf16[V_X, D], int32[B], bf16[B, D] -> bf16[V_X, D]")) == []
+
+
+def test_a_pad_gathers_a_split_dim_it_pads_first():
+    a = analyze("mesh X=4; pad bf16[B, T_X] -> bf16[B, S]")
+    assert moves(a) == [("AllGather", ("X",), 2 * B * T)]
+    assert a.bytes == 2 * B * T + 2 * B * S  # each chip pads the whole of T
+    a = analyze("mesh X=4; pad bf16[B_X, T] -> bf16[B_X, S]")
+    assert moves(a) == [] and a.bytes == (2 * B * T + 2 * B * S) / 4
 
 
 # ---- fused blocks ----------------------------------------------------------------------
@@ -293,6 +380,42 @@ def test_symbolic_counts_equal_brute_force_counts(word, shape):
     a = analyze(spec)
     c = brute(word, shape)
     assert a.flops_exact == c.flops and a.transcendentals == c.transcendentals, spec
+
+
+def scan(word: str, shape: tuple[int, ...], axis: int) -> Counter:
+    """A sequential prefix scan along `axis`, element by element: y[0] = x[0], then one
+    combine of y[t - 1] with x[t] for each t (cumlogsumexp's, logaddexp as JAX writes it)."""
+    c = Counter()
+    others = [range(n) for j, n in enumerate(shape) if j != axis]
+    for _ in itertools.product(*others):
+        y = 0.0
+        for _ in range(1, shape[axis]):
+            if word == "cumlogsumexp":  # max(a, b) + log1p(exp(-|a - b|)), NaN-guarded
+                d = c.op(y, 0.0)
+                m, a = c.op(y, 0.0), c.op(c.op(d))  # max; neg(abs(d))
+                y = c.op(m, c.fn(c.fn(a)))  # + log1p(exp(.))
+                c.op(c.op(d, d), c.op(y, 0.0))  # isnan(d) (d != d), a + b, select
+            else:
+                y = c.op(y, 0.0)
+    return c
+
+
+@settings(max_examples=40, deadline=None)
+@given(word=st.sampled_from(["cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"]),
+       shape=st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple), data=st.data())
+def test_a_scans_exact_count_is_a_sequential_prefix_scan(word, shape, data):
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    names = ["A", "C", "K"][:len(shape)]
+    dims = ", ".join(f"{n}={s}" for n, s in zip(names, shape))
+    spec = f"{word}_{names[axis]} fp32[{dims}] -> fp32[{', '.join(names)}]"
+    a = analyze(spec)
+    c = scan(word, shape, axis)
+    assert a.flops_exact == c.flops, spec
+    # leading: one combine for every element (the first of each row too), as a reduction's n
+    assert a.flops == c.flops + math.prod(shape) // shape[axis] * (8 if word == "cumlogsumexp" else 1), spec
+    elements = math.prod(shape)
+    assert a.transcendentals == (2 * elements if word == "cumlogsumexp" else 0), spec
+    assert a.bytes == 2 * 4 * elements, spec
 
 
 @settings(max_examples=40, deadline=None)

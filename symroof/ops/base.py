@@ -67,9 +67,17 @@ class Kind:
     # Whether operands whose shared dims are split differently are an error (with the
     # gathers that would fix it) rather than gathered silently.
     same_layouts = False
+    # Whether it scans the dims it works over (cumsum): each element depends on every one
+    # before it, on other chips too where such a dim is split (a prefix across the mesh,
+    # which symroof does not cost). Split, the lowering says so and names the AllGather that
+    # fixes it; a result written split there is computed whole and sliced.
+    scans = False
     # How a report says what the step does with the dims in `Step.summed`: a contraction
     # or reduction "sums" them, a softmax or norm works "over" them, a gather indexes them.
     over_word = "over"
+    # Whether its result may have dims no operand has (a pad's padded dim, T2 = T + 3; the
+    # rows of a scatter into a new array): `summed` checks them.
+    makes_dims = False
 
     def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
                output: Sequence[str]) -> tuple[str, ...]:
@@ -92,6 +100,15 @@ class Kind:
         read = distinct(step.inputs)
         return sympy.Add(*(term_bytes(t, size) for i, t in enumerate(step.inputs)
                            if i not in kept and any(t is r for r in read)))
+
+    def written(self, step: Step, size: Size) -> sympy.Expr:
+        """HBM bytes written: the whole result (a scatter writes only the rows it touches)."""
+        return term_bytes(step.output, size)
+
+    def whole(self, step: Step) -> tuple[str, ...]:
+        """The input dims each chip needs whole (a pad's padded dims): an input split over
+        one is gathered first (AllGather) on a mesh."""
+        return ()
 
     def describe(self, word: str) -> str:
         """One line for the README's table (`table()`): what it counts per element."""

@@ -3,13 +3,19 @@ einsum `bf16[B, D] -> fp32[B]`), on the vector unit.
 
 Reducing n terms is n - 1 FLOPs per result element (exact) and n (leading); `mean` adds
 one divide per result element.
+
+`argmax_D x -> int32[B]` (and `argmin`) is the index of the max: one compare per term, as
+max's (the selects that carry the index along are not counted, as max's are not); its
+result has the index's dtype. With D split over a mesh axis each chip finds its own max
+and index, and the rows' pairs are combined across the axis (an AllReduce of two fp32
+values per row: the max, and its index), where a sum's partial results are AllReduced.
 """
 
 from __future__ import annotations
 
 from .base import Counted, Kind, ShapeError, Size, over_dims, shown
 
-FUNCTIONS = ("sum", "max", "min", "mean")
+FUNCTIONS = ("sum", "max", "min", "mean", "argmax", "argmin")
 
 
 class Reduce(Kind):
@@ -31,7 +37,13 @@ class Reduce(Kind):
         extra = out if step.fn == "mean" else 0
         return Counted(out * n + extra, out * (n - 1) + extra)
 
+    def stats(self, word: str | None) -> int:
+        return 2 if word in ("argmax", "argmin") else 0
+
     def describe(self, word: str) -> str:
+        if word in ("argmax", "argmin"):
+            return ("n FLOPs per result element over n terms (exact: n - 1): one compare each; "
+                    "split, the max and its index combined across chips")
         return "n FLOPs per result element over n terms (exact: n - 1)" + (", + 1 divide" if word == "mean" else "")
 
 
