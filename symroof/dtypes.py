@@ -53,9 +53,14 @@ _TABLE: list[tuple[str, object, str, bool, tuple[str, ...]]] = [
     ("fp8_e4m3", 1, "fp8", True, ("e4m3", "fp8e4m3", "f8e4m3", "float8e4m3", "float8_e4m3", "float8_e4m3fn",
                                   "f8e4m3fn")),
     ("fp8_e5m2", 1, "fp8", True, ("e5m2", "fp8e5m2", "f8e5m2", "float8e5m2", "float8_e5m2")),
+    ("int64", 8, "int64", False, ("i64",)),
     ("int32", 4, "int32", False, ("i32",)),
     ("int16", 2, "int16", False, ("i16",)),
     ("int8", 1, "int8", False, ("i8",)),
+    # unsigned: random bits and hashes (uint32), bytes (uint8); the rate of the signed width
+    ("uint64", 8, "int64", False, ("u64",)),
+    ("uint32", 4, "int32", False, ("u32",)),
+    ("uint16", 2, "int16", False, ("u16",)),
     ("uint8", 1, "int8", False, ("u8",)),
     ("int4", sympy.Rational(1, 2), "int4", False, ("i4",)),
     ("fp4", sympy.Rational(1, 2), "fp4", True, ("e2m1", "fp4e2m1", "float4_e2m1fn", "f4")),
@@ -72,8 +77,8 @@ for _name, _bytes, _rate, _is_float, _aliases in _TABLE:
 
 # Which of two equally wide dtypes a mixed contraction computes in, so that the answer
 # does not depend on the order of the operands: the first in this list wins.
-_PREFERENCE = ["fp64", "fp32", "tf32", "int32", "bf16", "fp16", "int16", "fp8", "fp8_e4m3",
-               "fp8_e5m2", "int8", "uint8", "bool", "fp4", "int4"]
+_PREFERENCE = ["fp64", "int64", "uint64", "fp32", "tf32", "int32", "uint32", "bf16", "fp16", "int16", "uint16", "fp8",
+               "fp8_e4m3", "fp8_e5m2", "int8", "uint8", "bool", "fp4", "int4"]
 
 _DTYPE_LIKE = re.compile(r"^(?:bf|fp|f|int|i|uint|u|float|bfloat|tf)\d|^(?:BF|FP|INT|UINT|TF)\d")
 

@@ -7,18 +7,23 @@ How each family is written (and what XLA's lowered module counts for it, which t
 cross-check in from_jax.py relies on; benchmarks/xla_conventions.md):
 
 * dot_general: a contraction, its contracted dims named (`*_{D}`), batch dims shared.
-* elementwise arithmetic, comparisons, selects, unary functions: symroof's elementwise,
-  unary and select kinds, one FLOP (or one transcendental) per element as XLA counts;
-  `integer_pow` as the multiplies XLA emits for it (x^3: two).
-* reduce_sum, reduce_max, reduce_min, argmax, argmin: `sum_D`, `max_D`, `min_D`,
-  `argmax_D fp32[B, D] -> int32[B]`; cumsum, cumprod, cummax, cummin, cumlogsumexp:
-  `cumsum_T fp32[B, T] -> fp32[B, T]` (jax_scans.py).
-* convert_element_type: a cast (`fp32[B, D] -> bf16[B, D]`), bytes only.
+* elementwise arithmetic, comparisons, selects, shifts, unary functions: symroof's
+  elementwise, unary and select kinds, one FLOP (or one transcendental) per element as XLA
+  counts; `integer_pow` as the multiplies XLA emits for it (x^3: two); the functions XLA
+  expands into polynomials (erfc, lgamma, digamma, erf_inv, asin, sinh, ...) at the
+  FLOPs and transcendentals XLA counts for its expansion (ops/unary.py), a 16-bit float's
+  two converts to fp32 and back explained.
+* reduce_sum, reduce_max, reduce_min, reduce_prod, reduce_and, reduce_or, argmax, argmin:
+  `sum_D`, `max_D`, `min_D`, `prod_D`, `all_D`, `any_D`, `argmax_D fp32[B, D] -> int32[B]`;
+  cumsum, cumprod, cummax, cummin, cumlogsumexp: `cumsum_T fp32[B, T] -> fp32[B, T]`
+  (jax_scans.py).
+* convert_element_type, and bitcast_convert_type between dtypes of one width: a cast
+  (`fp32[B, D] -> bf16[B, D]`), bytes only.
 * gathers, slices, concatenation, updates: jax_data.py.
 * shard_map and its collectives: jax_shard.py (a `mesh` line, splits as subscripts).
 * jit's in/out shardings and sharding constraints: jax_gspmd.py (the splits carried
   through each statement as GSPMD carries them; symroof inserts the collectives).
-* broadcast_in_dim, reshape, transpose, squeeze, expand_dims, stop_gradient, copy: no
+* broadcast_in_dim, reshape, transpose, squeeze, expand_dims, rev, stop_gradient, copy: no
   statement. They change how an array is indexed, not its data (XLA's lowered module
   counts a transpose or reshape as a layout change, free); the next statement reads the
   array it came from, broadcasting by dim name (`bf16[B, D] + bf16[D]`).
@@ -26,8 +31,11 @@ cross-check in from_jax.py relies on; benchmarks/xla_conventions.md):
 * scan: `repeat LENGTH { body }`, the body's slices of the scanned arrays as its operands;
   a while loop with a trip count known from its condition (`fori_loop`) the same, any
   other `repeat W1 {...}` with a symbol for the unknown trip count, and a warning.
-* anything else (sort, scatter, pad, cond, ppermute, ...): not costed, named in
-  a warning with its count. Never dropped silently.
+* cond and switch: the branch that costs the most in every count (jax_cond.py), as XLA
+  counts a conditional; not costed where no branch does.
+* a PRNG key is its uint32 words (random_wrap, random_unwrap: no statement).
+* anything else (sort, random_bits, ppermute, conv_general_dilated, reduce_window, ...):
+  not costed, named in a warning with its count. Never dropped silently.
 
 Dims: a symbolic dim is its own name (B); an integer its literal (4096); a composite dim
 (B*T, from a reshape) a name of its own with a `let` line (`let BT = B*T`). Where one
@@ -50,6 +58,7 @@ import sympy
 
 from . import dtypes
 from .errors import SpecError
+from .jax_cond import Conds
 from .jax_data import DataMoves
 from .jax_gspmd import Gspmd
 from .jax_labels import Naming
@@ -60,14 +69,22 @@ from .jax_scans import COMBINE, REDUCE, Scans, subscript
 # jaxpr primitive -> symroof word, for each written family
 BINARY = {"add": "+", "add_any": "+", "sub": "-", "mul": "*", "div": "/", "max": "max", "min": "min",
           "and": "and", "or": "or", "xor": "xor", "rem": "rem", "pow": "pow", "atan2": "atan2",
-          "eq": "compare", "ne": "compare", "lt": "compare", "le": "compare", "gt": "compare", "ge": "compare"}
+          "eq": "compare", "ne": "compare", "lt": "compare", "le": "compare", "gt": "compare", "ge": "compare",
+          "shift_left": "shl", "shift_right_logical": "shr", "shift_right_arithmetic": "shr"}
 UNARY = {"exp": "exp", "log": "log", "tanh": "tanh", "rsqrt": "rsqrt", "sqrt": "sqrt", "logistic": "sigmoid",
          "square": "square", "abs": "abs", "neg": "neg", "sign": "sign", "floor": "floor", "ceil": "ceil",
          "round": "round", "not": "not", "is_finite": "isfinite", "erf": "erf", "cbrt": "cbrt", "sin": "sin",
-         "cos": "cos", "tan": "tan", "expm1": "expm1", "log1p": "log1p", "exp2": "exp2"}
+         "cos": "cos", "tan": "tan", "expm1": "expm1", "log1p": "log1p", "exp2": "exp2",
+         "population_count": "popcount", "clz": "clz", "erfc": "erfc", "erf_inv": "erfinv", "lgamma": "lgamma",
+         "digamma": "digamma", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh",
+         "asinh": "asinh", "acosh": "acosh", "atanh": "atanh"}
+# computed in fp32 where the operand is a 16-bit float: XLA counts a convert in and out
+UPCAST = ("erfc", "erf_inv", "lgamma", "digamma", "sinh", "cosh")
+UPCAST_WHY = ("XLA computes erfc, erf_inv, lgamma, digamma, sinh and cosh of a 16-bit float in fp32: a convert in "
+              "and out, 2 FLOPs per element")
 # no data moved: the next statement reads the array these index differently
 LAYOUT = ("broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "stop_gradient", "copy", "copy_p",
-          "optimization_barrier", "reduce_precision", "pvary")
+          "optimization_barrier", "reduce_precision", "pvary", "rev", "random_wrap", "random_unwrap")
 # constants made on the fly, read by nothing a statement counts
 FREE = ("iota", "dim_as_value", "axis_index")
 INLINE = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
@@ -75,7 +92,7 @@ INLINE = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_ca
           "remat": "jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr"}
 
 
-class Converter(Naming, Loops, Gspmd, DataMoves, Scans):
+class Converter(Naming, Loops, Gspmd, DataMoves, Scans, Conds):
     def __init__(self, rename: Callable[[str], str] | None = None):
         """`rename`: a jaxpr dim's text -> the text it stands for (a trace whose dims were
         scaled so that shard_map's splits divide them: jax_import.py), or None."""
@@ -100,6 +117,8 @@ class Converter(Naming, Loops, Gspmd, DataMoves, Scans):
     @staticmethod
     def dtype(aval_dtype) -> str:
         name = str(aval_dtype)
+        if name.startswith("key<"):  # a PRNG key (key<fry>): its words are uint32s (random_wrap's operand)
+            return "uint32"
         found = dtypes.lookup(name)
         if found is None:
             raise SpecError(f"a jaxpr value has dtype {name}, which symroof does not know")
@@ -123,14 +142,9 @@ class Converter(Naming, Loops, Gspmd, DataMoves, Scans):
             if name in LAYOUT:
                 self._layout(eqn, env)
             elif name in FREE or (eqn.invars and all(self.view(v, env).const for v in eqn.invars)
-                                  and name not in INLINE and name not in ("scan", "while")
+                                  and name not in INLINE and name not in ("scan", "while", "cond")
                                   and name not in REDUCE and name not in COMBINE):
-                # iota's array is made at run time; a dim's value (and arithmetic on literals and
-                # such values) is a Python number once the sizes are concrete. (A reduction or a
-                # scan of constants is computed: XLA folds elementwise ops on constants, not those.)
-                for v in eqn.outvars:
-                    env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape), const=name != "iota")
-                self.out.layout["constant" if name not in FREE else name] += 1
+                self._constant(eqn, env)
             elif name in INLINE:
                 self._inline(eqn, env, depth, INLINE[name])
             elif name in BINARY:
@@ -144,6 +158,16 @@ class Converter(Naming, Loops, Gspmd, DataMoves, Scans):
             else:
                 self._skip(eqn, env)
             self.typed(eqn, env, depth)  # a mesh of explicit axes: the type's layout holds
+
+    def _constant(self, eqn, env) -> None:
+        """No statement: iota's array is made at run time; a dim's value (and arithmetic on
+        literals and such values) is a Python number once the sizes are concrete. (A
+        reduction or a scan of constants is computed: XLA folds elementwise ops on
+        constants, not those.)"""
+        name = eqn.primitive.name
+        for v in eqn.outvars:
+            env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape), const=name != "iota")
+        self.out.layout["constant" if name not in FREE else name] += 1
 
     def _skip(self, eqn, env) -> None:
         """Not costed: counted for the warning, its outputs treated as arrays of their own."""
@@ -189,7 +213,8 @@ class Converter(Naming, Loops, Gspmd, DataMoves, Scans):
         elif name == "reshape":  # merges or splits dims: read as an array of the new shape
             env[out] = View.whole(x.dtype, shape_out, x.const, x.unreduced)
             self.reshaped(x, env[out], shape_in, shape_out)
-        else:  # stop_gradient, copy, optimization_barrier, reduce_precision: the same array
+        else:  # stop_gradient, copy, optimization_barrier, reduce_precision, rev (read backwards), a PRNG
+            # key's wrapping (its words as a key): the same array
             for i, v in enumerate(eqn.outvars):
                 env[v] = self.view(eqn.invars[i], env)
         self.out.layout[name] += 1
@@ -224,7 +249,10 @@ class Converter(Naming, Loops, Gspmd, DataMoves, Scans):
             text = f" {word} ".join(operands) + f" -> {result}"
         else:
             text = f"{word}({', '.join(operands)}) -> {result}"
-        self.emit(text, eqn.primitive.name, depth)
+        if eqn.primitive.name in UPCAST and dtypes.DTYPES[self.dtype(out.aval.dtype)].bytes == 2:
+            self.emit(text, eqn.primitive.name, depth, 2 * self.size(names), UPCAST_WHY)
+        else:
+            self.emit(text, eqn.primitive.name, depth)
         self.result(eqn, env, labels=labels, splits=splits)
 
     def _widen(self, reads: list, views: list[View], shape: tuple, labels: list[str | None], eqn) -> None:
@@ -272,6 +300,14 @@ class Converter(Naming, Loops, Gspmd, DataMoves, Scans):
     def _clamp(self, eqn, env, depth: int) -> None:
         self._elementwise(eqn, env, depth, "clamp")
 
+    def _bitcast_convert_type(self, eqn, env, depth: int) -> None:
+        """The same bits read as another dtype of the same width: a cast, bytes only (XLA
+        counts it 1 FLOP per element, as a convert); between widths, the shape changes too:
+        not costed."""
+        if tuple(eqn.invars[0].aval.shape) != tuple(eqn.outvars[0].aval.shape):
+            return self._skip(eqn, env)
+        self._convert_element_type(eqn, env, depth)
+
     def _convert_element_type(self, eqn, env, depth: int) -> None:
         var = eqn.invars[0]
         if type(var).__name__ == "Literal" or not var.aval.shape:
@@ -282,7 +318,7 @@ class Converter(Naming, Loops, Gspmd, DataMoves, Scans):
         names, labels = self.axis_labels(shape, reads=(x,))
         (operand,), splits = self.operands([(x, labels, list(range(len(shape))))], len(shape), depth)
         self.emit(f"{operand} -> {self.result_text(self.dtype(eqn.outvars[0].aval.dtype), labels, splits)}",
-                  "convert_element_type", depth, self.size(names), "XLA counts a convert as 1 FLOP per element")
+                  eqn.primitive.name, depth, self.size(names), "XLA counts a convert as 1 FLOP per element")
         self.result(eqn, env, labels=labels, splits=splits)
 
     def _dot_general(self, eqn, env, depth: int) -> None:

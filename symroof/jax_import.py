@@ -25,6 +25,7 @@ import sympy
 
 from . import dtypes
 from .errors import SpecError, SymroofError, SymroofWarning
+from .jax_cond import COUNTS
 from .jax_convert import Converted, View
 from .jax_program import join_label
 from .jax_xla import Converter
@@ -32,8 +33,9 @@ from .model_report import model
 from .relations import expression
 
 # symroof dtype -> numpy/JAX dtype name
-_JAX_DTYPES = {"fp64": "float64", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int32": "int32",
-               "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool", "fp8_e4m3": "float8_e4m3fn",
+_JAX_DTYPES = {"fp64": "float64", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int64": "int64",
+               "int32": "int32", "int16": "int16", "int8": "int8", "uint64": "uint64", "uint32": "uint32",
+               "uint16": "uint16", "uint8": "uint8", "bool": "bool", "fp8_e4m3": "float8_e4m3fn",
                "fp8_e5m2": "float8_e5m2"}
 _SHAPE = re.compile(r"\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<dtype>\w+)\s*\[(?P<dims>[^\]]*)\]\s*")
 _DIM = re.compile(r"[^\W\d_][^\W_]*|\d+")
@@ -158,6 +160,7 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
     traced, rename = _trace(jax, function, arguments)
     closed, dead = _live(traced)
     converter = Converter(rename, closed)  # marks what XLA folds before counting (jax_xla.py)
+    converter.price = _price  # a conditional's branches priced to find the costliest (jax_cond.py)
     for a in arguments:
         for d in a.dims:
             if not d.isdigit():
@@ -194,6 +197,14 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
         raise SpecError("the function computes nothing symroof can cost"
                         + (f" (not costed: {', '.join(out.skipped)})" if out.skipped else ""))
     return Imported(function, arguments, out, str(closed), len(traced.jaxpr.eqns), text, warned)
+
+
+def _price(built: Converted, lines: list[tuple[int, str]]) -> dict[str, sympy.Expr]:
+    """The counts of a program of these lines (with what the converter has built so far:
+    its mesh and lets), by jax_cond.COUNTS."""
+    a = model(replace(built, lines=list(lines)).text, "prefill").analysis
+    return dict(zip(COUNTS, (a.flops, a.transcendentals, a.bytes,
+                             sympy.Add(*(m.count * m.bytes for m in a.cost.moves)))))
 
 
 def _live(closed):
@@ -310,7 +321,8 @@ def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
         if st.why:  # in the program's dims and lets: the model substitutes both
             explained[st.why] = explained.get(st.why, sympy.Integer(0)) + m.at(st.xla_flops)
     for extra, why in imported.converted.xla_extra:
-        explained[why] = explained.get(why, sympy.Integer(0)) + extra
+        explained[why] = explained.get(why, sympy.Integer(0)) + m.at(sympy.Integer(extra) if isinstance(extra, int)
+                                                                      else extra)
     explained_t: dict[str, sympy.Expr] = {}  # transcendentals, where a statement's differ (cumlogsumexp)
     for st in imported.converted.statements:
         if st.why and st.xla_transcendentals != 0:

@@ -26,6 +26,8 @@ class Loops(Parts):
             v = self.view(ov, env)
             if k >= consts + carry:  # a slice of a scanned array: its first axis dropped
                 v = replace(v, axes=v.axes[1:], const=False, unreduced="")
+            elif k >= consts:  # a carry: a constant only on the first trip (a counter from 0)
+                v = replace(v, const=False)
             inner[iv] = v
         for var in body.jaxpr.constvars:
             inner[var] = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
@@ -47,7 +49,8 @@ class Loops(Parts):
         self.out.lines.append((depth, f"repeat {trips} {{   # while"))
         # the condition, then the body, each trip (the condition's last test, one more, is left out)
         nc, nb = p["cond_nconsts"], p["body_nconsts"]
-        carried = [self.view(v, env) for v in eqn.invars[nc + nb:]]
+        # a carry is a constant only on the first trip (a counter from 0): not one to the body
+        carried = [replace(self.view(v, env), const=False) for v in eqn.invars[nc + nb:]]
         cond = p["cond_jaxpr"].jaxpr
         self.walk(cond, {**dict(zip(cond.invars, [*(self.view(v, env) for v in eqn.invars[:nc]), *carried]))},
                   depth + 1)

@@ -86,7 +86,7 @@ class Converted:
     notes: list[str] = field(default_factory=list)
     dead: int = 0  # jaxpr equations dropped: nothing uses their results (jit drops them too)
     # what XLA counts that no statement stands for: (FLOPs, why), once each
-    xla_extra: list[tuple[int, str]] = field(default_factory=list)
+    xla_extra: list[tuple[int | sympy.Expr, str]] = field(default_factory=list)
 
     @property
     def text(self) -> str:

@@ -1,8 +1,9 @@
 """Reductions and scans (a part of jax_convert.Converter): reduce_sum, reduce_max,
 reduce_min, argmax and argmin over named dims, and the cumulative ops along one.
 
-* reduce_sum, reduce_max, reduce_min: `sum_D`, `max_D`, `min_D`. XLA counts T - 1
-  combines per output, symroof T (its leading count).
+* reduce_sum, reduce_max, reduce_min, reduce_prod, reduce_and, reduce_or: `sum_D`,
+  `max_D`, `min_D`, `prod_D`, `all_D`, `any_D`. XLA counts T - 1 combines per output,
+  symroof T (its leading count).
 * argmax, argmin: `argmax_D fp32[B, D] -> int32[B]`, one compare per term (ops/reduce.py).
   JAX lowers each to one reduce of (value, index) pairs whose comparator XLA counts as 9
   ops (4 compares: greater, NaN, equal, lower index; 2 ors and an and; 2 selects): 9(T - 1)
@@ -32,7 +33,8 @@ from __future__ import annotations
 
 from .jax_program import Parts, View, join_label, split_label, union
 
-REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "argmax": "argmax", "argmin": "argmin"}
+REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "prod", "reduce_and": "all",
+          "reduce_or": "any", "argmax": "argmax", "argmin": "argmin"}
 # a cumulative op's combine as XLA counts it in the reduce_window JAX lowers it to: (FLOPs,
 # transcendentals); each is what symroof counts per element (ops/cumulative.py)
 COMBINE = {"cumsum": (1, 0), "cumprod": (1, 0), "cummax": (1, 0), "cummin": (1, 0), "cumlogsumexp": (8, 2)}

@@ -11,12 +11,13 @@ partial sums (`{U_Y}`: symroof inserts no AllReduce of its own); the body's coll
 are written out:
 
     psum / psum_invariant   AllReduce_Y bf16[B_X, F] {U_Y} -> bf16[B_X, F]
+    pmax / pmin             the same (an AllReduce that keeps the max: the same bytes moved)
     all_gather (tiled)      AllGather_X bf16[B_X, F] -> bf16[B, F]
     psum_scatter (tiled)    ReduceScatter_{Y,F} bf16[B_X, F] {U_Y} -> bf16[B_X, F_Y]
     all_to_all (tiled)      AllToAll_{X,F} bf16[B_X, F] -> bf16[B, F_X]
 
-ppermute, pmax, pmin and untiled scatters or all-to-alls have no symroof form: not
-costed, named in the warning. A statement outside shard_map is costed whole on every
+ppermute and untiled gathers, scatters or all-to-alls have no symroof form: not costed,
+named in the warning. A statement outside shard_map is costed whole on every
 chip, and said so, unless jit's shardings lay its operands out (jax_gspmd.py).
 """
 
@@ -127,7 +128,8 @@ class Sharding(Parts):
                              self.size(labels), "XLA counts an AllReduce's combine as 1 FLOP per element on a chip "
                              "(a ReduceScatter's as none)")
 
-    _psum_invariant = _psum
+    # a max or min across chips moves what a sum does (XLA counts its combine alike)
+    _psum_invariant = _pmax = _pmin = _psum
 
     def _all_gather(self, eqn, env, depth: int) -> None:
         p = eqn.params

@@ -41,6 +41,8 @@ import sympy
 from . import jax_convert
 
 FOLDED = "XLA folds x + 0, x * 1 and other identities with constants before counting"
+CONSTANT_ARGUMENT = ("XLA counts an op on a jit's constant arguments inside its body (jnp.remainder's divisor checks): "
+                     "a function's arguments are no constants to it, 1 FLOP per element")
 SCALAR_CONVERT = "XLA counts a convert of a scalar that is no constant in its function (jnp.where's fill) as 1 FLOP"
 
 # call-like primitives lowered inline (a constant argument is a constant in the body)
@@ -58,7 +60,8 @@ _SAME = {"sub": 0, "xor": 0, "eq": True, "le": True, "ge": True, "ne": False, "l
 _ELEMENTWISE = set(jax_convert.BINARY) | set(jax_convert.UNARY) | {"select_n", "clamp", "integer_pow"}
 # what symroof counts as one FLOP per result element (the rest: transcendentals)
 ONE_FLOP = (set(jax_convert.BINARY) - {"pow", "atan2"}) | {"select_n", "clamp", "neg", "abs", "sign", "floor",
-                                                           "ceil", "round", "not", "is_finite", "square"}
+                                                           "ceil", "round", "not", "is_finite", "square",
+                                                           "population_count", "clz"}
 
 
 class Folds(defaultdict):
@@ -221,6 +224,12 @@ class Converter(jax_convert.Converter):
         if self._folds(eqn) and eqn.primitive.name in ONE_FLOP and len(self.out.statements) == n + 1:
             names, _ = self.axis_labels(tuple(eqn.outvars[0].aval.shape))
             self.out.statements[n] = replace(self.out.statements[n], xla_flops=-self.size(names), why=FOLDED)
+
+    def _constant(self, eqn, env) -> None:
+        super()._constant(eqn, env)
+        if eqn.primitive.name in ONE_FLOP and not self._folds(eqn):
+            names, _ = self.axis_labels(tuple(eqn.outvars[0].aval.shape))
+            self.out.xla_extra.append((self.size(names), CONSTANT_ARGUMENT))
 
     def _convert_element_type(self, eqn, env, depth: int) -> None:
         n = len(self.out.statements)

@@ -1,6 +1,7 @@
 """Elementwise binary ops (`a + b`, `a * b`, `max(a, b)`), broadcasting by dim name, on
 the vector unit: one FLOP per result element, as XLA counts add, subtract, multiply,
-divide, maximum, minimum, compare, and, or, xor and rem; pow and atan2 one
+divide, maximum, minimum, compare, and, or, xor, rem and shifts (shl; shr, logical or
+arithmetic); pow and atan2 one
 transcendental instead (measured: benchmarks/xla_conventions.md)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from .base import Counted, Kind, Size, same_dims
 # word -> the infix symbol it prints as (None: written as a call, max(a, b))
 FUNCTIONS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "max": None, "min": None,
              "maximum": None, "minimum": None, "compare": None, "and": None, "or": None, "xor": None,
-             "rem": None, "pow": None, "atan2": None}
+             "rem": None, "pow": None, "atan2": None, "shl": None, "shr": None}
 TRANSCENDENTAL = ("pow", "atan2")  # XLA counts these a transcendental, and no FLOP
 SYMBOLS = {"+": "add", "-": "sub", "−": "sub", "*": "mul", "/": "div", "÷": "div"}
 

@@ -1,5 +1,6 @@
-"""Reductions over named dims (`sum_D x`, `max_D x`, `mean_D x`, and the one-operand
-einsum `bf16[B, D] -> fp32[B]`), on the vector unit.
+"""Reductions over named dims (`sum_D x`, `max_D x`, `min_D`, `prod_D`, `all_D` and
+`any_D` (a logical and, or), `mean_D x`, and the one-operand einsum
+`bf16[B, D] -> fp32[B]`), on the vector unit.
 
 Reducing n terms is n - 1 FLOPs per result element (exact) and n (leading); `mean` adds
 one divide per result element.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from .base import Counted, Kind, ShapeError, Size, over_dims, shown
 
-FUNCTIONS = ("sum", "max", "min", "mean", "argmax", "argmin")
+FUNCTIONS = ("sum", "max", "min", "prod", "all", "any", "mean", "argmax", "argmin")
 
 
 class Reduce(Kind):

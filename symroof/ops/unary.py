@@ -43,6 +43,22 @@ FUNCTIONS: dict[str, tuple[int, int, str]] = {
     "exp2": (1, 1, "exp(x ln 2)"),
     "gelu_erf": (66, 1, "0.5 x (1 + erf(x / sqrt 2)), jax.nn.gelu(approximate=False): JAX expands "
                         "erf into a rational polynomial with one exp"),
+    "popcount": (1, 0, "popcount"),  # the bits set
+    "clz": (1, 0, "clz"),  # leading zeros
+    # functions XLA expands into polynomials, selects and a few transcendentals before it
+    # counts (fp32; a 16-bit float's are computed in fp32, between two converts)
+    "erfc": (62, 1, "1 - erf(x), as XLA expands it: two rational polynomials and one exp"),
+    "erfinv": (37, 2, "the inverse of erf, as XLA expands it: a polynomial in sqrt(-log(1 - x^2))"),
+    "lgamma": (53, 4, "log of Gamma(x)'s magnitude, as XLA expands it: Lanczos' series, a reflection for x < 1/2"),
+    "digamma": (73, 3, "d/dx log Gamma(x), as XLA expands it: Lanczos' series, a reflection for x < 1/2"),
+    "asin": (5, 2, "2 atan2(x, 1 + sqrt(1 - x^2)), as XLA expands it"),
+    "acos": (3, 2, "2 atan2(sqrt(1 - x^2), 1 + x), as XLA expands it"),
+    "atan": (0, 1, "atan2(x, 1)"),
+    "sinh": (10, 3, "(exp(x) - exp(-x)) / 2, as XLA expands it, with expm1 near 0"),
+    "cosh": (3, 2, "(exp(x) + exp(-x)) / 2, as XLA expands it"),
+    "asinh": (11, 3, "sign(x) log(abs(x) + sqrt(x^2 + 1)), as XLA expands it"),
+    "acosh": (7, 4, "log(x + sqrt(x^2 - 1)), as XLA expands it"),
+    "atanh": (6, 2, "(log1p(x) - log1p(-x)) / 2, as XLA expands it"),
 }
 
 
