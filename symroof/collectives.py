@@ -22,6 +22,10 @@ along an axis:
   what it costs over those pieces as separate axes: v5e's X=256 is two rings of 16,
   V / (2 x W_bidirectional) for an AllGather, not one ring of 256.
 * AllReduce costs a ReduceScatter plus an AllGather: twice either.
+* Permute (ppermute's neighbour exchange; V: each chip's block) sends each chip's block
+  to the next chip along one axis, the last's to the first: V / W_one_way, every link
+  busy one way at once; one hop on a ring or through a switch, N - 1 on a line (the last
+  block's way back).
 * AllToAll (V: each chip's block, the same size before and after; the whole array is
   N x V) costs a quarter of an AllGather of the whole array on a ring with wraparound,
   N x V / (4 x W_bidirectional): a quarter of the array crosses the ring's middle each
@@ -244,6 +248,8 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
     if kind == "AllReduce":
         once = time("AllGather", axes, V, chip, ici_one_way, mesh)
         return Time(2 * once.bandwidth, 2 * once.latency, 2 * once.hops, once.links, once.latency_known)
+    if kind == "Permute":
+        return _permute(axes, V, chip, ici_one_way, mesh)
     laid = lay_out(axes if mesh is None else mesh, chip)
     described = ", ".join(_described(a, spans(a, laid), chip, ici_one_way) for a in axes)
     if kind == "AllToAll" and any(_even_case(a, chip, ici_one_way) for a in axes):
@@ -268,6 +274,22 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
     known = all(l.latency is not None for l in links)
     latency = sympy.Add(*(_hops(a, l) * (l.latency or 0) for a, l in zip(physical, links)))
     return Time(bandwidth, latency, hops, described, known)
+
+
+def _permute(axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_one_way,
+             mesh: Sequence[MeshAxis] | None) -> Time:
+    """A Permute over one axis: each chip's block to the next chip along it, the last's to
+    the first (a cyclic shift, as ppermute's ring exchanges run). Every chip sends V over
+    one link one way at once: V / W_one_way. On a ring, one hop; on a line the last
+    chip's block crosses the whole line back (its links carry it the other way, at no cost
+    in bandwidth), N - 1 hops; through a switch, one. An axis that spans several physical
+    axes (v5e's X=64: 16 x 4) is costed as the line it then is."""
+    (axis,) = axes
+    pieces = spans(axis, lay_out(list(axes) if mesh is None else list(mesh), chip))
+    l = link(axis, chip, ici_one_way, pieces[0][1] if len(pieces) == 1 else False)
+    hops = sympy.Integer(1) if l.switch or l.ring else axis.count - 1
+    described = f"{axis.name}: {l.describe()}" + ("; a cyclic shift across the line" if hops != 1 else "")
+    return Time(V / l.one_way, hops * (l.latency or 0), hops, described, l.latency is not None)
 
 
 def _described(axis: MeshAxis, spanned: list[tuple[MeshAxis, bool | None]], chip: Chip | None,

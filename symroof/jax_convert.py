@@ -101,6 +101,7 @@ class Converter(Naming, Loops, Gspmd, DataMoves, Scans, Conds):
         self.names: dict[str, str] = {}  # a dim's text (str of the jaxpr dim) -> its symroof name
         self.used: set[str] = set()  # every name given out
         self.aliases: dict[str, str] = {}
+        self.locals: dict[str, str] = {}  # inside shard_map, a chip's share of a split dim (T2Y) -> its label (T2_Y)
         self.written: dict[int, dict[int, str]] = {}
         self.reads: Counter = Counter()
         self.made: dict[int, tuple[int, int, str, list[str | None]]] = {}

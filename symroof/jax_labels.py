@@ -89,7 +89,28 @@ class Naming(Parts):
                 name = alias
             taken.add(name)
             out[i] = join_label(name, axes)
+        if self.out.shard_maps:
+            self._local(out)  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
+
+    def _local(self, out: list[str]) -> None:
+        """Inside shard_map a mesh axis splits at most one of a statement's axes: where a
+        chip's block pairs two dims split over one axis (q @ k.T with the sequence split
+        on both sides: ring attention's scores, a block of [T/4, T/4]), the later is
+        written as a local dim of its own (`let T2Y = T2/4`), the chip's share, so every
+        count per chip is the block's."""
+        seen: set[str] = set()
+        for i, label in enumerate(out):
+            name, axes = split_label(label)
+            if set(axes) & seen:
+                share = f"{name}/{math.prod(self.out.mesh[a] for a in axes)}"
+                local = next((k for k, v in self.locals.items() if v == label), None)
+                if local is None:
+                    local = self._fresh(name + axes)
+                    self.out.lets[local] = share
+                    self.locals[local] = label
+                out[i] = local
+            seen |= set(axes)
 
     def _assign(self, dims: list, named: frozenset[int], candidates: list[tuple[int, str]]) -> list[str | None]:
         """The axes given a remembered label, in the candidates' order (None: not given)."""
@@ -112,7 +133,7 @@ class Naming(Parts):
     def _stands_for(self, label: str, dim) -> bool:
         """Whether a label (T2, B_X) names this dim here: an alias stands for its name, and
         inside shard_map the dim's label carries its splits (B outside is B_X inside)."""
-        name, axes = split_label(label)
+        name, axes = split_label(self.locals.get(label, label))  # a chip's share (T2Y) stands for its split dim
         return join_label(self.aliases.get(name, name), axes) == self.dim_name(dim)
 
     def axis_labels(self, shape: tuple, named: frozenset[int] = frozenset(),

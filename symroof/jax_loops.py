@@ -26,8 +26,8 @@ class Loops(Parts):
             v = self.view(ov, env)
             if k >= consts + carry:  # a slice of a scanned array: its first axis dropped
                 v = replace(v, axes=v.axes[1:], const=False, unreduced="")
-            elif k >= consts:  # a carry: a constant only on the first trip (a counter from 0)
-                v = replace(v, const=False)
+            elif k >= consts:
+                v = _carry(v, iv)
             inner[iv] = v
         for var in body.jaxpr.constvars:
             inner[var] = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
@@ -49,12 +49,11 @@ class Loops(Parts):
         self.out.lines.append((depth, f"repeat {trips} {{   # while"))
         # the condition, then the body, each trip (the condition's last test, one more, is left out)
         nc, nb = p["cond_nconsts"], p["body_nconsts"]
-        # a carry is a constant only on the first trip (a counter from 0): not one to the body
-        carried = [replace(self.view(v, env), const=False) for v in eqn.invars[nc + nb:]]
+        body = p["body_jaxpr"].jaxpr
+        carried = [_carry(self.view(v, env), iv) for v, iv in zip(eqn.invars[nc + nb:], body.invars[nb:])]
         cond = p["cond_jaxpr"].jaxpr
         self.walk(cond, {**dict(zip(cond.invars, [*(self.view(v, env) for v in eqn.invars[:nc]), *carried]))},
                   depth + 1)
-        body = p["body_jaxpr"].jaxpr
         consts = [self.view(v, env) for v in eqn.invars[nc:nc + nb]]
         inner = dict(zip(body.invars, [*consts, *carried]))
         self.walk(body, inner, depth + 1)
@@ -70,6 +69,16 @@ class Loops(Parts):
         if split:
             axes = ["" if k is None or k >= len(split) else split[k] for k in last.axes]
             self.splits[out.array] = tuple([""] * stacked + axes)
+
+
+def _carry(first: View, var) -> View:
+    """A carry as the body reads it: a constant only on the first trip (a counter from 0),
+    and after it an array of the carry's whole shape (an accumulator that starts as
+    broadcast zeros is read as the array it becomes)."""
+    shape = tuple(var.aval.shape)
+    if any(k is None and d != 1 for k, d in zip(first.axes, shape)):
+        return View.whole(first.dtype, shape, unreduced=first.unreduced)
+    return replace(first, const=False)
 
 
 def _trip_count(params: dict, invars) -> int | None:

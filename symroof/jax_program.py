@@ -109,6 +109,7 @@ class Parts:
     names: dict[str, str]  # a dim's text -> its name
     used: set[str]  # every dim name given out
     aliases: dict[str, str]  # an alias (T2) -> the name it stands for (T)
+    locals: dict[str, str]  # inside shard_map, a local dim (T2Y, let T2Y = T2/4) -> the split label (T2_Y)
     # by array (View.array): the label each of its dims was written with (by the statement
     # that made it, or the first that read it), and how many statements have read it
     written: dict[int, dict[int, str]]

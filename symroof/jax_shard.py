@@ -12,13 +12,15 @@ are written out:
 
     psum / psum_invariant   AllReduce_Y bf16[B_X, F] {U_Y} -> bf16[B_X, F]
     pmax / pmin             the same (an AllReduce that keeps the max: the same bytes moved)
+    ppermute (neighbours)   Permute_Y bf16[B_X, F] -> bf16[B_X, F]
     all_gather (tiled)      AllGather_X bf16[B_X, F] -> bf16[B, F]
     psum_scatter (tiled)    ReduceScatter_{Y,F} bf16[B_X, F] {U_Y} -> bf16[B_X, F_Y]
     all_to_all (tiled)      AllToAll_{X,F} bf16[B_X, F] -> bf16[B, F_X]
 
-ppermute and untiled gathers, scatters or all-to-alls have no symroof form: not costed,
-named in the warning. A statement outside shard_map is costed whole on every
-chip, and said so, unless jit's shardings lay its operands out (jax_gspmd.py).
+A ppermute to other than a neighbour along one axis, and untiled gathers, scatters or
+all-to-alls, have no symroof form: not costed, named in the warning. A statement outside
+shard_map is costed whole on every chip, and said so, unless jit's shardings lay its
+operands out (jax_gspmd.py).
 """
 
 from __future__ import annotations
@@ -130,6 +132,25 @@ class Sharding(Parts):
 
     # a max or min across chips moves what a sum does (XLA counts its combine alike)
     _psum_invariant = _pmax = _pmin = _psum
+
+    def _ppermute(self, eqn, env, depth: int) -> None:
+        """A ppermute whose every pair is a neighbour along one mesh axis (the ring shift of
+        ring attention, a pipeline's send to the next stage, pairwise swaps): symroof's
+        Permute, costed as a cyclic shift (on a line, its latency floor an upper bound for
+        a shift that does not wrap). Another permutation, or one over several axes: not
+        costed, and said."""
+        names = eqn.params["axis_name"]
+        names = names if isinstance(names, (tuple, list)) else (names,)
+        axes = self._letters(names)
+        n = self.out.mesh[axes[0]] if len(axes) == 1 else 0
+        near = all((d - s) % n in (1, n - 1) for s, d in eqn.params["perm"]) if n else False
+        if not near:
+            self._said(f"ppermute over {', '.join(map(str, names))} other than to a neighbour along one mesh axis "
+                       f"(perm {list(eqn.params['perm'])[:4]}...): not costed")
+            return self._skip(eqn, env)
+        for x, out in zip(eqn.invars, eqn.outvars):
+            labels = self._labels(x, env)
+            self._collective(f"Permute_{axes}", eqn.primitive.name, x, out, env, depth, labels, labels)
 
     def _all_gather(self, eqn, env, depth: int) -> None:
         p = eqn.params

@@ -136,6 +136,13 @@ def check_collective(kind: str, axes: Axes, dim: str | None, source: Tensor, tar
     """What is wrong with a written collective's layouts, in words, or None."""
     before, after = layout_of(source), layout_of(target)
     names = before.labels
+    if kind == "Permute":  # each chip's block moves to its neighbour: the layout stays
+        if len(axes) != 1:
+            return "a Permute sends each chip's block to its neighbour along one mesh axis: Permute_X"
+        if before != after:
+            return "a Permute moves each chip's block to its neighbour and keeps its layout: the result is " \
+                   "split and unreduced as the input is"
+        return None
     if kind in ("AllGather", "AllToAll") and before.unreduced != after.unreduced:
         return f"an {kind} does not reduce: the result keeps {{U{subscript(before.unreduced)}}}" \
             if before.unreduced else f"an {kind} leaves nothing unreduced"

@@ -48,7 +48,7 @@ MAX_SIZE_DIGITS = 18
 # No spec nests braces deeper than a few levels (\text{\text{int8[B]}}); deeper is refused.
 MAX_DEPTH = 16
 
-COLLECTIVES = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll")
+COLLECTIVES = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Permute")
 
 
 @functools.cache

@@ -91,8 +91,9 @@ def test_the_collectives_each_written_out():
 
 
 def test_what_has_no_form_is_said():
+    assert "Permute_X fp32[B_X, D] -> fp32[B_X, D]" in statements(symroof.from_jax(load("permuted"), "x=fp32[B, D]"))
     with pytest.warns(SymroofWarning, match="not costed: ppermute x 1"):
-        symroof.from_jax(load("permuted"), "x=fp32[B, D]")
+        symroof.from_jax(load("permuted_far"), "x=fp32[B, D]")
     with pytest.warns(SymroofWarning, match="outside shard_map are costed whole on every chip"):
         im = symroof.from_jax(load("after"), "x=bf16[B, D]; w=bf16[D, F]")
     assert statements(im)[-1] == "tanh(bf16[B, F]) -> bf16[B, F]"

@@ -120,6 +120,7 @@ SPECS = [
     "ReduceScatter_{X,J} bf16[I, J] {U_X} -> bf16[I, J_X]",
     "AllReduce_X bf16[I, J] {U_X} -> bf16[I, J]",
     "AllToAll_{X,J} bf16[I_X, J] -> bf16[I, J_X]",
+    "Permute_X bf16[I_X, J] -> bf16[I_X, J]",
     "bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]",
     "bf16[B_X, D] @ bf16[D, F_Y] -> bf16[B_X, F_Y]",
     "bf16[I_XY, J], int8[B, D_Y, F]",

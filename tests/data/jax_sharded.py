@@ -38,8 +38,15 @@ def collectives(x, w):
 
 
 def permuted(x):
+    """A swap between the two chips of 'x': neighbours, a Permute."""
     return jax.shard_map(lambda x: jax.lax.ppermute(x, "x", [(0, 1), (1, 0)]) * 2, mesh=MESH,
                          in_specs=P("x", None), out_specs=P("x", None))(x)
+
+
+def permuted_far(x):
+    """A shift by two along 'y' (4 chips): no neighbour exchange, not costed."""
+    return jax.shard_map(lambda x: jax.lax.ppermute(x, "y", [(i, (i + 2) % 4) for i in range(4)]) * 2,
+                         mesh=MESH, in_specs=P("y", None), out_specs=P("y", None))(x)
 
 
 def after(x, w):
