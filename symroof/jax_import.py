@@ -195,7 +195,8 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
     text = "\n".join(header) + "\n" + out.text
     if not out.statements:
         raise SpecError("the function computes nothing symroof can cost"
-                        + (f" (not costed: {', '.join(out.skipped)})" if out.skipped else ""))
+                        + (f" (not costed: {', '.join(out.skipped)})" if out.skipped else "")
+                        + "".join(f"; {note}" for note in out.notes))
     return Imported(function, arguments, out, str(closed), len(traced.jaxpr.eqns), text, warned)
 
 

@@ -141,6 +141,8 @@ class Sharding(Parts):
         costed, and said."""
         names = eqn.params["axis_name"]
         names = names if isinstance(names, (tuple, list)) else (names,)
+        if any(isinstance(a, int) for a in names):  # pmap's positional axes
+            return self._skip(eqn, env)
         axes = self._letters(names)
         n = self.out.mesh[axes[0]] if len(axes) == 1 else 0
         near = all((d - s) % n in (1, n - 1) for s, d in eqn.params["perm"]) if n else False

@@ -77,7 +77,7 @@ from jax.sharding import AbstractMesh  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import symroof  # noqa: E402
-from symroof.errors import SymroofWarning  # noqa: E402
+from symroof.errors import SpecError, SymroofWarning  # noqa: E402
 
 SIZES = ({"B": 4, "D": 8}, {"B": 3, "D": 5})
 
@@ -128,6 +128,10 @@ def test_where_no_branch_costs_most_in_every_count_the_cond_is_not_costed_and_sa
     assert "# cond: branch 0, not written:\n#   exp(fp32[B, D]) -> fp32[B, D]   # exp" in im.text
     assert statements(im) == ["fp32[B, D] + fp32[] -> fp32[B, D]"]  # what follows it is costed
     assert im.xla(SIZES[0])["not_costed"] == {"cond": 1}
+    # alone, nothing is left to cost: an error that says why
+    with warnings.catch_warnings(), pytest.raises(SpecError, match="nothing symroof can cost.*none of its 2 branches"):
+        warnings.simplefilter("ignore", SymroofWarning)
+        symroof.from_jax(lambda p, x: lax.cond(p, lambda x: x * 2 + 1, jnp.exp, x), "p=bool[]; x=fp32[B, D]")
 
 
 def test_a_branch_not_taken_leaves_no_names_behind():
