@@ -50,6 +50,7 @@ class Tried:
     missing: dict[str, int]
     lets: dict[str, str]
     counts: dict[str, sympy.Expr] | None
+    unpriced: str = ""  # why counts is None
 
 
 class Conds(Parts):
@@ -73,9 +74,10 @@ class Conds(Parts):
             lines = self.out.lines[start:]
             missing = {k: n - skipped.get(k, 0) for k, n in self.out.skipped.items() if n > skipped.get(k, 0)}
             made = {k: v for k, v in self.out.lets.items() if k not in lets}
-            tried.append(Tried(lines, missing, made, self._priced(lines) if len(self.out.statements) > statements
-                               else dict.fromkeys(COUNTS, sympy.Integer(0))))
-        self._restore(saved)
+            counts, why = self._priced(lines) if len(self.out.statements) > statements else \
+                (dict.fromkeys(COUNTS, sympy.Integer(0)), "")
+            tried.append(Tried(lines, missing, made, counts, why))
+        self._restore(saved)  # (what a branch said went with it: said again below, where it matters)
         k = costliest([(t.missing, t.counts) for t in tried])
         n = len(branches)
         if k is None:
@@ -83,9 +85,8 @@ class Conds(Parts):
                                           "(each below, as comments)"))
             for i, t in enumerate(tried):
                 self._commented(i, t, depth)
-            self._said(f"cond: none of its {n} branches costs the most in every count (or one that might holds a "
-                       "primitive symroof cannot cost): not costed; its branches are written as comments, to "
-                       "swap one in")
+            self._said(f"cond: none of its {n} branches is proved to cost the most in every count ({_why(tried)}): "
+                       "not costed; its branches are written as comments in the program, to swap one in")
             return self._skip(eqn, env)
         self.out.lines.append((depth, f"# cond: branch {k} of {n} written, the costliest in every count (XLA "
                                       "counts a conditional so too)"))
@@ -104,16 +105,15 @@ class Conds(Parts):
         self.walk(jaxpr, inner, depth)
         return inner
 
-    def _priced(self, lines: list[tuple[int, str]]) -> dict | None:
-        """A branch's counts (None: it cannot be priced: no pricing given, or its program
-        does not analyse on its own)."""
+    def _priced(self, lines: list[tuple[int, str]]) -> tuple[dict | None, str]:
+        """A branch's counts, or None and why it cannot be priced (no pricing given, or its
+        program does not analyse on its own)."""
         if self.price is None:
-            return None
+            return None, "no pricing given"
         try:
-            return self.price(self.out, lines)
+            return self.price(self.out, lines), ""
         except SymroofError as error:
-            self._said(f"cond: a branch could not be priced on its own ({error})")
-            return None
+            return None, f"it does not analyse on its own: {error}"
 
     def _commented(self, i: int, tried: Tried, depth: int) -> None:
         """A branch not written, as comments (with the lets it would need, which the
@@ -134,6 +134,15 @@ class Conds(Parts):
             delattr(self, k)
         for k, v in saved.items():
             setattr(self, k, copy.deepcopy(v))
+
+
+def _why(tried: list[Tried]) -> str:
+    """Why no branch was chosen, in words: what a branch holds that is not costed or could
+    not be priced; else each costs more than another in some count."""
+    said = [f"branch {i} holds {', '.join(f'{k} x {n}' for k, n in t.missing.items())}, not costed"
+            for i, t in enumerate(tried) if t.missing]
+    said += [f"branch {i} is not priced: {t.unpriced}" for i, t in enumerate(tried) if t.counts is None]
+    return "; ".join(said) or "each costs more than another in some count, or more only at some sizes"
 
 
 def costliest(branches: list[tuple[dict, dict | None]]) -> int | None:
