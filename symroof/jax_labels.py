@@ -101,16 +101,21 @@ class Naming(Parts):
         count per chip is the block's."""
         seen: set[str] = set()
         for i, label in enumerate(out):
-            name, axes = split_label(label)
+            axes = split_label(label)[1]
             if set(axes) & seen:
-                share = f"{name}/{math.prod(self.out.mesh[a] for a in axes)}"
-                local = next((k for k, v in self.locals.items() if v == label), None)
-                if local is None:
-                    local = self._fresh(name + axes)
-                    self.out.lets[local] = share
-                    self.locals[local] = label
-                out[i] = local
+                out[i] = self.share(label)
             seen |= set(axes)
+
+    def share(self, label: str) -> str:
+        """Inside shard_map, a chip's share of a split dim (T_Y) as a local dim of its own,
+        the same one each time: `T2Y`, with `let T2Y = T2/4`."""
+        local = next((k for k, v in self.locals.items() if v == label), None)
+        if local is None:
+            name, axes = split_label(label)
+            local = self._fresh(name + axes)
+            self.out.lets[local] = f"{name}/{math.prod(self.out.mesh[a] for a in axes)}"
+            self.locals[local] = label
+        return local
 
     def _assign(self, dims: list, named: frozenset[int], candidates: list[tuple[int, str]]) -> list[str | None]:
         """The axes given a remembered label, in the candidates' order (None: not given)."""

@@ -174,6 +174,12 @@ class Parts:
     def _skip(self, eqn, env) -> None:
         raise NotImplementedError
 
+    def share(self, label: str) -> str:
+        raise NotImplementedError
+
+    def whole(self, var, groups: list, env, what: str) -> View:
+        raise NotImplementedError
+
     def _said(self, note: str) -> None:
         raise NotImplementedError
 

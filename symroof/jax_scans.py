@@ -64,7 +64,7 @@ class Scans(Parts):
             env[out] = View.whole(self.dtype(out.aval.dtype), tuple(out.aval.shape)) if arg else x
             self.out.layout[name] += 1
             return
-        x = self._materialized(x, labels, shape, name)
+        x = self.whole(var, labels, env, name)
         split_over = union(*(split_label(label)[1] for label in over))  # inside shard_map: the body's splits
         if arg and split_over:
             self._said(f"{name} over a dim shard_map's body holds split ({', '.join(over)}): its local index has "
@@ -102,7 +102,7 @@ class Scans(Parts):
             self._said(f"{name} along a dim shard_map's body holds split ({labels[axis]}): a prefix of each chip's "
                        "own part has no symroof form (not costed)")
             return self._skip(eqn, env)
-        x = self._materialized(x, labels, shape, name)
+        x = self.whole(var, labels, env, name)
         split = self.splits.get(x.array, ()) if not self.out.shard_maps else ()
         k = x.axes[axis]
         had = split[k] if k is not None and k < len(split) else ""
@@ -122,20 +122,6 @@ class Scans(Parts):
         self.result(eqn, env, labels=labels, splits=splits)
 
     _cumsum = _cumprod = _cummax = _cummin = _cumlogsumexp = _cumulative
-
-    def _materialized(self, x: View, labels: list, shape: tuple, name: str) -> View:
-        """The operand, or where a dim of it is only a broadcast (`jnp.ones(T)`), the
-        broadcast array: the kind works over each dim of its input, and XLA's lowered
-        module materializes the broadcast too. Its bytes are then an upper bound, said."""
-        if not any(labels[j] is not None and k is None for j, k in enumerate(x.axes)):
-            return x
-        self._said(f"{name}: a dim of its operand is a broadcast; the operand is read at its full shape, so its "
-                   "bytes are an upper bound")
-        wide = View.whole(x.dtype, shape, const=x.const)
-        split = self.splits.get(x.array, ())
-        if any(split):  # the dims it had keep their splits (jit's shardings)
-            self.splits[wide.array] = tuple(split[k] if k is not None and k < len(split) else "" for k in x.axes)
-        return wide
 
 
 def subscript(labels) -> str:

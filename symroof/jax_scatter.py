@@ -30,7 +30,7 @@ contraction's; a chip pads its own shard, the shard's dim a name of its own (`le
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 
 from .jax_program import Parts, View, join_label, split_label, union
 
@@ -46,6 +46,17 @@ def same(a, b) -> bool:
         return bool(a == b)
     except Exception:  # noqa: BLE001 (JAX's inconclusive comparison of symbolic dims)
         return False
+
+
+def grouping(dims: list) -> Callable[..., int | None]:
+    """The group (a distinct axis of one statement, its dim appended to `dims`) a new axis
+    is: None for an axis of size 1 (unlabelled), unless it must be written."""
+    def group(dim, written: bool = False) -> int | None:
+        if same(dim, 1) and not written:
+            return None
+        dims.append(dim)
+        return len(dims) - 1
+    return group
 
 
 def indexed(array: tuple, ids: tuple, result: tuple, windows: tuple, picked: tuple, collapsed: tuple,
@@ -71,13 +82,7 @@ def indexed(array: tuple, ids: tuple, result: tuple, windows: tuple, picked: tup
         if not same(sizes[j] if sizes is not None else result[window[j]], 1 if j == a else array[j]):
             return None
     dims: list = []
-
-    def group(dim, written: bool = False) -> int | None:  # a size-1 axis unlabelled, but the picked one
-        if same(dim, 1) and not written:
-            return None
-        dims.append(dim)
-        return len(dims) - 1
-
+    group = grouping(dims)  # a size-1 axis unlabelled, but the picked one
     ids_groups = [group(ids[i]) for i in range(len(ids) - 1)] + [None]
     pair = dict(zip(batch, ids_batch))
     array_groups = [ids_groups[pair[j]] if j in pair else group(array[j], j == a) for j in range(len(array))]
@@ -158,9 +163,6 @@ class Scatters(Parts):
 
     _scatter_add = _scatter_mul = _scatter_min = _scatter_max = _scatter
 
-    def _fresh(self, base: str) -> str:  # jax_labels.Naming's
-        raise NotImplementedError
-
     def whole(self, var, groups: list, env, what: str) -> View:
         """An operand's view; where an axis of it that the statement labels is a broadcast
         (no array holds it: the ones a gradient scatters, a size-1 axis padded), the
@@ -171,8 +173,8 @@ class Scatters(Parts):
             return view
         shape = tuple(var.aval.shape)
         if any(g is not None and k is None and not same(d, 1) for g, k, d in zip(groups, view.axes, shape)):
-            self._said(f"{what}: an operand that is a broadcast is read at its full shape, as XLA's lowered module "
-                       "materializes it (a fused kernel reads less)")
+            self._said(f"{what}: a broadcast operand is read at its full shape, as XLA's lowered module "
+                       "materializes it, so its bytes are an upper bound (a fused kernel reads less)")
         wide = View.whole(view.dtype, shape, const=view.const)
         split, known = self.splits.get(view.array, ()), self.written.get(view.array, {})
         if any(split):
@@ -187,13 +189,7 @@ class Scatters(Parts):
         shape, result = tuple(var.aval.shape), tuple(eqn.outvars[0].aval.shape)
         padded = {j for j, (lo, hi, interior) in enumerate(eqn.params["padding_config"]) if lo or hi or interior}
         dims: list = []
-
-        def group(dim, written: bool) -> int | None:  # a size-1 axis unlabelled, but a padded one
-            if same(dim, 1) and not written:
-                return None
-            dims.append(dim)
-            return len(dims) - 1
-
+        group = grouping(dims)  # a size-1 axis unlabelled, but a padded one
         # the operand's axes, then each padded axis of the result a group of its own
         at = [group(d, j in padded) for j, d in enumerate(shape)]
         groups = [group(result[j], True) if j in padded else at[j] for j in range(len(shape))]
@@ -201,12 +197,10 @@ class Scatters(Parts):
         names = self.labels(dims, prefer=self.prefer([(x, at)]))
         replaced = [g for j in sorted(padded) if (g := at[j]) is not None]  # (each is: a padded axis is labelled)
         for g in replaced:
-            name, axes = split_label(names[g])
-            if axes and self.out.shard_maps:
+            if split_label(names[g])[1] and self.out.shard_maps:
                 # inside shard_map a chip pads its shard (T_X, T/2 elements), not T: written as a
                 # dim of its own (let TX = T/2), or symroof's engine would gather T first
-                names[g] = self._fresh(name + axes)
-                self.out.lets[names[g]] = f"{name}/{math.prod(self.out.mesh[a] for a in axes)}"
+                names[g] = self.share(names[g])
         (operand,), splits = self.operands([(x, [None if g is None else names[g] for g in at], at)], len(dims),
                                            depth, what="pad")
         out = [None if g is None else names[g] for g in groups]
