@@ -127,7 +127,7 @@ def fix_message(problem: str, fixes, times=None) -> str:
     said = []
     for i, (_, fix, V) in enumerate(fixes):
         cost = f"{V} bytes per chip" + (f", {times[i]}" if times else "")
-        said.append(f"{fix.kind}_{fix.axes[0]} {fix.before.text(fix.dtype)} -> {fix.after.text(fix.dtype)} "
+        said.append(f"{fix.kind}{subscript(fix.axes)} {fix.before.text(fix.dtype)} -> {fix.after.text(fix.dtype)} "
                     f"({cost})")
     return f"{problem}; gather {'one side' if len(said) > 1 else 'it'} first: " + ", or ".join(said)
 

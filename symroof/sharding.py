@@ -30,7 +30,7 @@ import functools
 
 from . import ops
 from .dtypes import DTYPES, DType
-from .ir import Apply, Collective, Contraction, Mesh, Step, Term, label_text
+from .ir import Apply, Collective, Contraction, Mesh, Step, Term, label_text, subscript
 from .layout import (
     Axes,
     Layout,
@@ -187,7 +187,7 @@ def _lower_rows(step: Step, stats: int, layouts: list[Layout], final: bool, item
         for label in layouts[i].labels:
             have, want = layouts[i].of(label), x.of(label)
             if have != want and want[:len(have)] != have:
-                kept = tuple(a for a in have if a in want[:len(have)])
+                kept = _kept(have, want)
                 gathered = layouts[i].with_axes(label, kept)
                 items.append(Move("AllGather", tuple(a for a in have if a not in kept), step.inputs[i].dtype,
                                   layouts[i], gathered, why=f"{label_text(label)} is split otherwise "
@@ -244,11 +244,11 @@ def _check_same(step: Step, layouts: list[Layout]) -> None:
             continue
         fixes = []
         for i, lay in enumerate(layouts):
-            other = layouts[1 - i].of(label)
-            extra = tuple(a for a in lay.of(label) if a not in other)
-            gathered = lay.with_axes(label, tuple(a for a in lay.of(label) if a in other))
+            kept = _kept(lay.of(label), layouts[1 - i].of(label))
+            extra = tuple(a for a in lay.of(label) if a not in kept)
+            gathered = lay.with_axes(label, kept)
             side = "left" if i == 0 else "right"
-            fixes.append((f"AllGather_{''.join(extra)} the {side} operand's {label_text(label)} first",
+            fixes.append((f"AllGather{subscript(extra)} the {side} operand's {label_text(label)} first",
                           Move("AllGather", extra, step.inputs[i].dtype, lay, gathered,
                                why=f"fix: {label_text(label)} split as the other side"), None))
         raise ShardingError(f"{label_text(label)} is split over {', '.join(left) or 'nothing'} on the left "
@@ -351,6 +351,19 @@ def _common(splits) -> Axes:
     while all(len(s) > n and s[n] == splits[0][n] for s in splits):
         n += 1
     return splits[0][:n]
+
+
+def _kept(have: Axes, other: Axes) -> Axes:
+    """The axes a dim split over `have` keeps when it gathers the rest, so that `other` can
+    be reached from it by slicing alone: the longest prefix of `other` that `have` holds
+    in the same order (a gather keeps the order of the axes it leaves). K_Y against
+    K_{P,Y} keeps nothing (K_Y's blocks are not K_{P,Y}'s: Y is gathered, then P, Y
+    sliced); K_{P,Y} against K_Y keeps Y (P gathered)."""
+    for n in range(len(other), 0, -1):
+        rest = iter(have)
+        if all(a in rest for a in other[:n]):  # a subsequence of have
+            return other[:n]
+    return ()
 
 
 def _nested(splits) -> bool:
