@@ -3,6 +3,7 @@ formulas against hand derivations from the chip's figures, and numbers substitut
 them against what the numeric mesh gives."""
 
 import json
+import math
 
 import pytest
 import sympy
@@ -127,21 +128,30 @@ SPECS = [
 ]
 QUANTITIES = ("flops", "flops_total", "bytes", "t_network", "t_network_latency", "network_bytes",
               "bytes_per_chip", "bytes_total", "replication")
-# (chip, the case written, sizes in that case on that chip); dims of 4·720720 = 2^6·3^2·5·7·11·13
-# split evenly over every X here
+# (chip, the case written, sizes in that case on that chip)
 CASES = [("v5e", "", [16]), ("v5e", "@line", range(2, 16)), ("v5p", "", [4, 8, 12, 16]), ("v5p", "@line", [2, 3]),
          ("h100", "", range(2, 9)), ("v5e", "@dcn", [2, 4, 8, 16, 32, 64])]
 
 
+def _y(chip, x):
+    """The second axis beside X: 2, but 1 where the H100's NVLink node (8) holds no more."""
+    return 2 if chip != "h100" or x <= 4 else 1
+
+
+# a dim's size, a multiple of every X x Y drawn (a dim split over both, I_XY, splits evenly
+# on each chip: X=64, Y=2 is 128 = 2^7 chips), drawn as 1 or 2 of that
+UNIT = math.lcm(*(x * _y(chip, x) for chip, _, xs in CASES for x in xs))
+
+
 @settings(max_examples=60, deadline=None)
 @given(spec=st.sampled_from(SPECS), case=st.sampled_from(CASES), data=st.data(),
-       sizes=st.fixed_dictionaries({d: st.sampled_from([4 * 720720, 8 * 720720]) for d in "BDFIJ"}))
+       sizes=st.fixed_dictionaries({d: st.sampled_from([UNIT, 2 * UNIT]) for d in "BDFIJ"}))
 def test_substituting_sizes_gives_what_the_numeric_mesh_gives(spec, case, data, sizes):
     chip, written, choices = case
     if spec.startswith("AllToAll") and written == "@line":
         choices = [c for c in choices if c % 2 == 0]  # the even case its formula takes
     x = data.draw(st.sampled_from(list(choices)), label="X")
-    y = 2 if chip != "h100" or x <= 4 else 1  # the NVLink node holds 8
+    y = _y(chip, x)
     symbolic = analyze(f"mesh X{written}, Y={y}\n{spec}", chip=chip)
     link = "@dcn" if written == "@dcn" else ""
     numeric = analyze(f"mesh X={x}{link}, Y={y}\n{spec}", chip=chip)
@@ -149,6 +159,14 @@ def test_substituting_sizes_gives_what_the_numeric_mesh_gives(spec, case, data, 
     at, expected = symbolic.at(X=x, **used), numeric.at(**used)
     for name in QUANTITIES:
         assert sympy.simplify(getattr(at, name) - getattr(expected, name)) == 0, name
+
+
+def test_every_case_drawn_splits_every_dim_evenly():
+    # the property above draws only valid cases: each dim divides over every X x Y drawn
+    for chip, _, xs in CASES:
+        for x in xs:
+            assert UNIT % (x * _y(chip, x)) == 0, (chip, x)
+    assert UNIT % (64 * 2) == 0  # the draw that once failed: X=64@dcn beside Y=2
 
 
 def test_a_size_outside_the_case_taken_is_refused_not_costed():
