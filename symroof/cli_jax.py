@@ -37,9 +37,10 @@ def add_parser(commands) -> None:
 
 def run(args: argparse.Namespace) -> str:
     sizes = set_sizes(args.set)
-    if args.xla and not sizes:
-        raise SymroofError("--xla compares at concrete sizes: give them with --set (B=8,D=512)")
     imported = jax_import.from_jax(jax_import.load_function(args.target), args.shapes)
+    if args.xla and imported.dims() and not sizes:
+        raise SymroofError(f"--xla compares at concrete sizes: give them with --set "
+                           f"({','.join(f'{d}=...' for d in imported.dims())})")
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as f:
@@ -95,11 +96,13 @@ def _text(args, imported, a, target, check, formulas) -> str:
 def _xla_lines(check: dict) -> list[str]:
     s, low, comp = check["symroof"], check["xla_lowered"], check["xla_compiled"]
     at = ", ".join(f"{k}={v}" for k, v in check["sizes"].items())
-    lines = [f"XLA cost analysis at {at}" + (" (loops once through, as XLA counts them)"
-                                              if check["loops_counted_once"] else "") + ":",
+    loops = (" (loops as XLA counts them: a loop's body once, an unrolled scan's as often as the lowered module "
+             "holds it)") if check["loops_counted_once"] else ""
+    lines = [f"XLA cost analysis at {at or 'the shapes given'}{loops}:",
              f"  {'':16}{'symroof':>14}{'XLA lowered':>14}{'XLA compiled':>14}"]
     for key in ("flops", "transcendentals", "bytes"):
         lines.append(f"  {key:16}{s[key]:>14}{low[key]:>14}{(comp or {}).get(key, '-'):>14}")
+    lines += [f"  {said}" for said in check.get("unrolled", ())]
     for why, n in check["explained_flops"].items():
         lines.append(f"  FLOPs {n:+d}: {why}")
     for why, n in check["explained_transcendentals"].items():
@@ -114,8 +117,12 @@ def _xla_lines(check: dict) -> list[str]:
         agree = check["transcendentals_agree"]
         lines.append("  transcendentals: " + ("agree, every difference explained above" if agree else
                                               f"DISAGREE by {check['transcendentals_unexplained']:+d} unexplained"))
-    lines.append("  bytes: " + ("symroof's are within XLA's lowered figure, which writes and reads every "
-                                "intermediate (fusion keeps them on chip)" if check["bytes_within_lowered"] else
-                                "symroof counts MORE than XLA's lowered module: a bug, please report it"))
+    folded = check.get("bytes_without_folded")
+    lines.append("  bytes: " + ("symroof counts MORE than XLA's lowered module: a bug, please report it"
+                                if not check["bytes_within_lowered"] else
+                                f"symroof's less what XLA folds away ({folded}: XLA neither reads nor writes "
+                                "what it folds) are within XLA's lowered figure" if folded is not None else
+                                "symroof's are within XLA's lowered figure, which writes and reads every "
+                                "intermediate (fusion keeps them on chip)"))
     return lines
 

@@ -82,6 +82,11 @@ UNARY = {"exp": "exp", "log": "log", "tanh": "tanh", "rsqrt": "rsqrt", "sqrt": "
 UPCAST = ("erfc", "erf_inv", "lgamma", "digamma", "sinh", "cosh")
 UPCAST_WHY = ("XLA computes erfc, erf_inv, lgamma, digamma, sinh and cosh of a 16-bit float in fp32: a convert in "
               "and out, 2 FLOPs per element")
+CONVERT_WHY = "XLA counts a convert as 1 FLOP per element"
+CONVERT_BROADCAST_WHY = ("XLA counts a convert of a broadcast array as 1 FLOP per element of the broadcast; symroof "
+                         "casts the array before it is broadcast, bytes only")
+DOT_NO_SUM_WHY = ("XLA counts a dot with no summed dim (an einsum like 'bnt,n->bnt') as a dot, 2 FLOPs per "
+                  "product (a multiply and an add); symroof writes it as an elementwise product, 1 FLOP per element")
 # no data moved: the next statement reads the array these index differently
 LAYOUT = ("broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "stop_gradient", "copy", "copy_p",
           "optimization_barrier", "reduce_precision", "pvary", "rev", "random_wrap", "random_unwrap")
@@ -131,7 +136,7 @@ class Converter(Naming, Loops, Gspmd, DataMoves, Scans, Conds):
         inside = self.out.shard_maps > 0
         self.out.statements.append(Statement(text, primitive, depth, xla_flops or sympy.Integer(0), why, inside,
                                              self.out.shardings_read and not inside,
-                                             xla_transcendentals or sympy.Integer(0)))
+                                             xla_transcendentals or sympy.Integer(0), len(self.out.lines) - 1))
 
     # -- the walk -------------------------------------------------------------------
 
@@ -318,9 +323,22 @@ class Converter(Naming, Loops, Gspmd, DataMoves, Scans, Conds):
         shape, x = tuple(eqn.outvars[0].aval.shape), self.view(var, env)
         names, labels = self.axis_labels(shape, reads=(x,))
         (operand,), splits = self.operands([(x, labels, list(range(len(shape))))], len(shape), depth)
-        self.emit(f"{operand} -> {self.result_text(self.dtype(eqn.outvars[0].aval.dtype), labels, splits)}",
-                  eqn.primitive.name, depth, self.size(names), "XLA counts a convert as 1 FLOP per element")
-        self.result(eqn, env, labels=labels, splits=splits)
+        kept = [j for j in range(len(shape)) if x.axes[j] is not None or labels[j] is None]
+        dtype = self.dtype(eqn.outvars[0].aval.dtype)
+        if len(kept) == len(shape):
+            self.emit(f"{operand} -> {self.result_text(dtype, labels, splits)}", eqn.primitive.name, depth,
+                      self.size(names), CONVERT_WHY)
+            self.result(eqn, env, labels=labels, splits=splits)
+            return
+        # a cast of a broadcast (a causal mask's bool[T, T2] broadcast to [B, 1, T, T2], then
+        # cast): the array is cast as it is, and its result read broadcast, as the operand was
+        # (XLA's lowered module casts every element of the broadcast: 1 FLOP each)
+        sub = [labels[j] for j in kept]
+        self.emit(f"{operand} -> {self.result_text(dtype, sub, [splits[j] for j in kept])}", eqn.primitive.name,
+                  depth, self.size(names), CONVERT_BROADCAST_WHY)
+        made = View.whole(dtype, tuple(shape[j] for j in kept), unreduced=x.unreduced)
+        self.remember(made, sub, [splits[j] for j in kept])
+        env[eqn.outvars[0]] = replace(made, axes=tuple(kept.index(j) if j in kept else None for j in range(len(shape))))
 
     def _dot_general(self, eqn, env, depth: int) -> None:
         (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
@@ -364,7 +382,10 @@ class Converter(Naming, Loops, Gspmd, DataMoves, Scans, Conds):
                           *(self.view(v, env).unreduced for v in (lhs, rhs)))
         text = (f"{left} {op} {right} -> {self.result_text(self.dtype(eqn.outvars[0].aval.dtype), result, out_splits)}"
                 + (f" {{{join_label('U', unreduced)}}}" if unreduced else ""))
-        self.emit(text, "dot_general", depth)
+        if summed:
+            self.emit(text, "dot_general", depth)
+        else:  # no summed dim (a head mask, a norm's scale, an outer product): symroof's elementwise product
+            self.emit(text, "dot_general", depth, self.size([r for r in result if r is not None]), DOT_NO_SUM_WHY)
         self.result(eqn, env, unreduced=unreduced, labels=result, splits=out_splits)
 
 

@@ -28,7 +28,7 @@ from .errors import SpecError, SymroofError, SymroofWarning
 from .jax_cond import COUNTS
 from .jax_convert import Converted, View
 from .jax_program import join_label
-from .jax_xla import Converter
+from .jax_xla import FOLDED, Converter
 from .model_report import model
 from .relations import expression
 
@@ -313,27 +313,34 @@ def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
         compiled = _costs(lowered.compile().cost_analysis())
     except Exception:  # noqa: BLE001 (a backend without it: the lowered figures still stand)
         compiled = None
-    once = _once(imported)
-    code = re.sub(r"#[^\n]*", "", once)
-    m = model(once, "prefill", None, {k: v for k, v in sizes.items() if re.search(rf"(?<![^\W_]){k}(?![^\W_])", code)})
+    c = imported.converted
+    lengths = model(c.text, "prefill", None, _used(c.text, sizes))  # a scan's length in the dims: at these sizes
+    loops = {at: _xla_loop(unroll, int(lengths.at(sympy.Integer(n) if isinstance(n, int) else expression(n))))
+             for at, (unroll, n) in c.scans.items()}
+    lines, times = _as_xla_counts(c.lines, {at: copies for at, (copies, _) in loops.items()})
+    once = replace(c, lines=lines).text
+    m = model(once, "prefill", None, _used(once, sizes))
     a = m.analysis
     explained: dict[str, sympy.Expr] = {}
-    for st in imported.converted.statements:
+    for st in c.statements:
         if st.why:  # in the program's dims and lets: the model substitutes both
-            explained[st.why] = explained.get(st.why, sympy.Integer(0)) + m.at(st.xla_flops)
-    for extra, why in imported.converted.xla_extra:
-        explained[why] = explained.get(why, sympy.Integer(0)) + m.at(sympy.Integer(extra) if isinstance(extra, int)
-                                                                      else extra)
+            explained[st.why] = explained.get(st.why, sympy.Integer(0)) + m.at(st.xla_flops) * times(st.line)
+    counter = "XLA runs a scan as a while loop with a counter: an add and a compare"
+    extras = [*c.xla_extra, *((2, counter, at) for at, (_, looped) in loops.items() if looped)]
+    for extra, why, at in extras:
+        explained[why] = explained.get(why, sympy.Integer(0)) + m.at(
+            sympy.Integer(extra) if isinstance(extra, int) else extra) * times(at)
     explained_t: dict[str, sympy.Expr] = {}  # transcendentals, where a statement's differ (cumlogsumexp)
-    for st in imported.converted.statements:
+    for st in c.statements:
         if st.why and st.xla_transcendentals != 0:
-            explained_t[st.why] = explained_t.get(st.why, sympy.Integer(0)) + m.at(st.xla_transcendentals)
+            explained_t[st.why] = explained_t.get(st.why, sympy.Integer(0)) + m.at(st.xla_transcendentals) \
+                * times(st.line)
     flops = int(a.flops)
     expected = flops + sum(int(v) for v in explained.values())
     expected_t = int(a.transcendentals) + sum(int(v) for v in explained_t.values())
     # XLA adds its counts up in float32: past 2^24 a count is to within its spacing there
     # (one per term added), not exact; below, exact
-    terms = len(imported.converted.statements) + len(imported.converted.xla_extra)
+    terms = len(c.statements) + len(extras)
     resolution = _float32_spacing(low["flops"]) * terms
     result = {"sizes": dict(sizes), "symroof": {"flops": flops, "transcendentals": int(a.transcendentals),
                                                 "bytes": int(a.bytes)},
@@ -346,7 +353,19 @@ def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
               <= _float32_spacing(low["transcendentals"]) * terms,
               "transcendentals_unexplained": low["transcendentals"] - expected_t,
               "bytes_within_lowered": int(a.bytes) <= low["bytes"] + _float32_spacing(low["bytes"]) * terms,
-              "loops_counted_once": _has_loops(imported), "not_costed": dict(imported.converted.skipped)}
+              "loops_counted_once": _has_loops(imported),
+              "unrolled": [f"a scan of {lengths.at(sympy.Integer(n) if isinstance(n, int) else expression(n))} "
+                           f"unrolled {u}: XLA counts its body {copies} time(s), and so does the comparison"
+                           for (u, n), (copies, _) in zip(c.scans.values(), loops.values()) if u != 1],
+              "not_costed": dict(c.skipped)}
+    if not result["bytes_within_lowered"] and any(st.why == FOLDED for st in c.statements):
+        # what XLA folds away it neither reads nor writes: the rest of the program against XLA's bytes
+        kept = [(d, t) for k, (d, t) in enumerate(lines)
+                if not any(st.why == FOLDED and st.line == k for st in c.statements)]
+        rest = int(model(replace(c, lines=kept).text, "prefill", None, _used(once, sizes)).analysis.bytes) \
+            if any(not t.lstrip().startswith(("#", "repeat", "}")) for _, t in kept) else 0
+        result["bytes_without_folded"] = rest
+        result["bytes_within_lowered"] = rest <= low["bytes"] + _float32_spacing(low["bytes"]) * terms
     if _has_loops(imported):
         whole = imported.model(None, sizes).analysis
         result["symroof_whole"] = {"flops": int(whole.flops), "bytes": int(whole.bytes)}
@@ -362,10 +381,59 @@ def _has_loops(imported: Imported) -> bool:
     return any(line.lstrip().startswith("repeat ") for _, line in imported.converted.lines)
 
 
-def _once(imported: Imported) -> str:
-    """The program with its repeat blocks run once: what XLA's cost analysis counts."""
-    return "\n".join(line for line in imported.text.split("\n")
-                     if not re.match(r"\s*repeat\b", line) and line.strip() != "}") + "\n"
+def _used(text: str, sizes: Mapping[str, int]) -> dict[str, int]:
+    """The sizes of the dims a program's code names (a model refuses the others)."""
+    code = re.sub(r"#[^\n]*", "", text)
+    return {k: v for k, v in sizes.items() if re.search(rf"(?<![^\W_]){k}(?![^\W_])", code)}
+
+
+def _xla_loop(unroll: int, length: int) -> tuple[int, bool]:
+    """A scan of `length` unrolled `unroll` as JAX lowers it (jax's _scan_impl): how many
+    copies of its body the lowered module holds, each counted once by XLA, and whether a
+    while loop (with its counter) remains. unroll=1: one copy in a loop; unroll=k: k in
+    a loop and the remainder after it; all of them where one trip would do (unroll=True)."""
+    if unroll == 1:
+        return 1, True
+    trips, remainder = divmod(length, unroll) if unroll else (0, length)
+    if trips == 1 and remainder == 0:
+        trips, remainder = 0, length
+    return (unroll if trips else 0) + remainder, trips > 0
+
+
+def _as_xla_counts(lines: list[tuple[int, str]],
+                   copies: dict[int, int]) -> tuple[list[tuple[int, str]], Callable[[int], int]]:
+    """The program's lines as XLA's cost analysis counts them: each repeat block's body
+    once, or as many times as an unrolled scan's lowered module holds it (`copies`, by the
+    repeat line's index); and how many times a line (by its index in `lines`), or what
+    was said at a position between lines (Converted.extra), is so counted."""
+    blocks: list[tuple[int, int, int]] = []  # (repeat line, its closing line, copies)
+
+    def block(i: int) -> tuple[list[tuple[int, str]], int]:
+        body: list[tuple[int, str]] = []
+        while i < len(lines):
+            depth, text = lines[i]
+            if text.strip() == "}":
+                return body, i
+            if re.match(r"repeat\b", text.lstrip()):
+                inner, end = block(i + 1)
+                blocks.append((i, end, copies.get(i, 1)))
+                body += inner * copies.get(i, 1)
+                i = end + 1
+            else:
+                body.append((depth, text))
+                i += 1
+        return body, i
+
+    out, _ = block(0)
+
+    def times(at: int) -> int:
+        n = 1
+        for start, end, k in blocks:
+            if start < at <= end:
+                n *= k
+        return n
+
+    return out, times
 
 
 def _costs(found) -> dict:

@@ -20,7 +20,10 @@ class Loops(Parts):
         body = p["jaxpr"]
         consts, carry = p["num_consts"], p["num_carry"]
         length = p["length"]
-        self.out.lines.append((depth, f"repeat {self.dim_name(length)} {{   # scan"))
+        unroll = int(p.get("unroll", 1))  # iterations per trip of the while loop XLA runs (jax_import.xla_copies)
+        self.out.scans[len(self.out.lines)] = (unroll, length if isinstance(length, int) else self.dim_name(length))
+        self.out.lines.append((depth, f"repeat {self.dim_name(length)} {{   # scan"
+                               + (f", unroll={unroll}" if unroll != 1 else "")))
         inner = {}
         for k, (iv, ov) in enumerate(zip(body.jaxpr.invars, eqn.invars)):
             v = self.view(ov, env)
@@ -32,8 +35,7 @@ class Loops(Parts):
         for var in body.jaxpr.constvars:
             inner[var] = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
         self.walk(body.jaxpr, inner, depth + 1)
-        self.out.lines.append((depth, "}"))
-        self.out.xla_extra.append((2, "XLA runs a scan as a while loop with a counter: an add and a compare"))
+        self.out.lines.append((depth, "}"))  # (XLA's loop counter: jax_import.cross_check)
         for n, (v, iv) in enumerate(zip(eqn.outvars, body.jaxpr.outvars)):
             env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
             self._carried(self.view(iv, inner), env[v], stacked=n >= carry)

@@ -70,6 +70,7 @@ class Statement:
     in_shard_map: bool = False  # written inside a shard_map's body: per chip, with its splits
     derived: bool = False  # outside shard_map, with the splits derived from jit's shardings (jax_gspmd.py)
     xla_transcendentals: sympy.Expr = sympy.Integer(0)
+    line: int = -1  # its index in Converted.lines (the repeat blocks it lies in)
 
 
 @dataclass
@@ -85,8 +86,15 @@ class Converted:
     layout: Counter = field(default_factory=Counter)  # primitive -> count: taken as free
     notes: list[str] = field(default_factory=list)
     dead: int = 0  # jaxpr equations dropped: nothing uses their results (jit drops them too)
-    # what XLA counts that no statement stands for: (FLOPs, why), once each
-    xla_extra: list[tuple[int | sympy.Expr, str]] = field(default_factory=list)
+    # what XLA counts that no statement stands for: (FLOPs, why, where: the index in `lines`
+    # it was said at, so the repeat blocks it lies in), once each
+    xla_extra: list[tuple[int | sympy.Expr, str, int]] = field(default_factory=list)
+    # each scan's repeat line (its index in `lines`) -> (its unroll, its length: a number or a dim's name)
+    scans: dict[int, tuple[int, int | str]] = field(default_factory=dict)
+
+    def extra(self, flops: int | sympy.Expr, why: str) -> None:
+        """What XLA counts here that no statement stands for (once per pass through here)."""
+        self.xla_extra.append((flops, why, len(self.lines)))
 
     @property
     def text(self) -> str:

@@ -31,6 +31,8 @@ index, and a scan over such a dim, have no symroof form: not costed, and said.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .jax_program import Parts, View, join_label, split_label, union
 
 REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "prod", "reduce_and": "all",
@@ -61,7 +63,9 @@ class Scans(Parts):
         arg = name in ("argmax", "argmin")
         if not over:  # only size-1 axes: nothing to reduce (an argmax's index: 0, an array of its own)
             out = eqn.outvars[0]
-            env[out] = View.whole(self.dtype(out.aval.dtype), tuple(out.aval.shape)) if arg else x
+            # the input itself, read without the reduced axes (a sum over [B, T, 1]'s last: [B, T])
+            env[out] = View.whole(self.dtype(out.aval.dtype), tuple(out.aval.shape)) if arg else \
+                replace(x, axes=tuple(k for j, k in enumerate(x.axes) if j not in reduced))
             self.out.layout[name] += 1
             return
         x = self.whole(var, labels, env, name)

@@ -89,7 +89,7 @@ class Sharding(Parts):
                     self._said("an operand split more than its in_specs split it is gathered at shard_map's "
                                "boundary: that AllGather is not costed")
             inner[var] = self.view(outer, env)
-        self.out.xla_extra.append((-2, "XLA's lowered module counts each shard_map's two boundary calls as -1 FLOP"))
+        self.out.extra(-2, "XLA's lowered module counts each shard_map's two boundary calls as -1 FLOP")
         self.out.shard_maps += 1
         self.walk(body, inner, depth)
         self.out.shard_maps -= 1

@@ -210,7 +210,7 @@ class Converter(jax_convert.Converter):
         super().__init__(rename)
         self.folded = folds(closed)
         self.visits: dict[int, int] = defaultdict(int)
-        self.out.xla_extra += [(1, SCALAR_CONVERT)] * self.folded.converts
+        self.out.xla_extra += [(1, SCALAR_CONVERT, 0)] * self.folded.converts
 
     def _folds(self, eqn) -> bool:
         marks = self.folded.get(id(eqn), [])
@@ -229,7 +229,7 @@ class Converter(jax_convert.Converter):
         super()._constant(eqn, env)
         if eqn.primitive.name in ONE_FLOP and not self._folds(eqn):
             names, _ = self.axis_labels(tuple(eqn.outvars[0].aval.shape))
-            self.out.xla_extra.append((self.size(names), CONSTANT_ARGUMENT))
+            self.out.extra(self.size(names), CONSTANT_ARGUMENT)
 
     def _convert_element_type(self, eqn, env, depth: int) -> None:
         n = len(self.out.statements)
