@@ -125,9 +125,12 @@ def link_name(axis: MeshAxis, chip: Chip | None) -> str:
 def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None, ring: bool | None = None) -> Link:
     """The link along a mesh axis, from the chip's figures. `ici_one_way` replaces the
     chip's per-link ICI (or NVLink) figure; with no chip it describes a plain line of
-    links of that bandwidth, without wraparound and with no known hop latency. `ring`
-    says whether a torus axis closes into a ring, where its place on a slice decides
-    (topology.spans); by default its own length does."""
+    links of that bandwidth, without wraparound (or with it, where the axis is written
+    `@ring`) and with no known hop latency. `ring` says whether a torus axis closes into
+    a ring, where its place on a slice decides (topology.spans); by default its own length
+    does. An ICI axis written `@ring` or `@line` is that case where no chip decides (a
+    symbolic chip, --ici-bw alone); on a chip, `check_cases` refuses a case its torus does
+    not make, with why."""
     if axis.link in ("dcn", "pcie"):
         if chip is None:
             raise HardwareError(f"axis {axis.name} is on {axis.link.upper()}: name a chip for its figures")
@@ -144,7 +147,10 @@ def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None, ring: bool | None 
     if chip is None:
         if ici_one_way is None:
             raise HardwareError("collectives need link figures: name a chip (--chip) or give --ici-bw")
-        return Link(link_name(axis, chip), ici_one_way, 2 * ici_one_way, False, False, None)
+        # no torus to decide: a line of links, or the ring written (X@ring: both directions)
+        written = "" if axis.ring is None else f"; written {axis}"
+        return Link(link_name(axis, chip), ici_one_way, 2 * ici_one_way, bool(axis.ring), False, None,
+                    case=written)
     name = link_name(axis, chip)
     latency = chip.figure("interconnect.hop_latency_s")
     topology = chip.texts.get("interconnect.topology", "")
@@ -172,16 +178,20 @@ def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None, ring: bool | None 
         return Link(name, one_way, bidi, ring, False, latency, case=case)
     if ring is None:
         ring = torus and wrap is not None and axis.size >= wrap and axis.size % wrap == 0
-    return Link(name, one_way, bidi, ring and torus, False, latency)
+    ring = bool(ring and torus)
+    if axis.ring is not None and axis.ring != ring:  # check_cases says so before any link is costed
+        raise HardwareError(_case_refused(axis, chip, ring))
+    return Link(name, one_way, bidi, ring, False, latency, case="" if axis.ring is None else f"; written {axis}")
 
 
 def _symbolic_case(axis: MeshAxis, torus: bool, wrap) -> tuple[bool, str]:
     """(ring, case) for a torus-chip axis without a size: whether
     it wraps around follows from its size on a chip, so the formulas take a case, the one
     written (`X@ring`, `X@line`) or, not written, a ring where the chip's axes can close into
-    one, and say which."""
+    one, and say which. (A ring written where the chip's axes never close, check_cases
+    refuses first.)"""
     if not torus or not wrap:
-        return False, ""
+        return False, "" if axis.ring is None else f"; written {axis.name}@line"
     n = int(wrap)
     if axis.ring is False:
         return False, f"; written {axis.name}@line: right for {axis.name} < {n}"
@@ -203,6 +213,10 @@ def case_at(axis: MeshAxis, size: int | None, chip: Chip | None, all_to_all: boo
         return (f"{axis.name}={size}: an AllToAll on a line of an odd number of chips costs "
                 f"floor(X/2)*ceil(X/2)/X, not the X/4 its formula takes: give {axis.name}={size} in the mesh")
     if chip is None:
+        if axis.ring and size % 2:  # no chip's wraparound length makes it even
+            return (f"{axis.name}={size}: the formulas over {axis.name}@ring take {axis.name} even ({axis.name}/2 "
+                    f"hops, an AllToAll's {axis.name}/4 of the array across the middle); an odd ring has "
+                    f"floor({axis.name}/2): give {axis.name}={size}@ring in the mesh")
         return None
     numeric = MeshAxis(axis.name, size)
     given = f"give {axis.name}={size} in the mesh for its own costs"
@@ -222,9 +236,54 @@ def case_at(axis: MeshAxis, size: int | None, chip: Chip | None, all_to_all: boo
     return None
 
 
+def check_cases(axes: Sequence[MeshAxis], chip: Chip | None) -> None:
+    """An ICI axis written `@ring` or `@line` is costed as written, or refused, with why:
+    where no chip decides (a symbolic chip, --ici-bw alone) it is taken as written; on a
+    switch or fully connected chip (NVLink, Infinity Fabric) there is no ring to choose; on
+    a torus an axis with a size is what the chip makes of it (v5p's X=8 closes into a ring,
+    v5e's X=8 does not, v5e's X=64 spans a ring of 16 and a line of 4), and the case written
+    must be that one; a ring written without a size needs a chip whose axes can close."""
+    if chip is None:
+        return
+    for axis in axes:
+        if axis.link != "ici" or axis.ring is None:
+            continue
+        topology = chip.texts.get("interconnect.topology", "")
+        name = chip.texts.get("interconnect.name", "ICI")
+        if not topology.startswith("torus"):
+            size = "" if axis.symbolic else f"={axis.size}"
+            raise HardwareError(f"mesh axis {axis}: {chip.name}'s {name} is a {topology or 'network'}, not a torus: "
+                                f"there is no ring or line to choose; write {axis.name}{size}")
+        if axis.symbolic:
+            if axis.ring and not chip.figure("interconnect.wraparound_min_axis_size"):
+                raise HardwareError(f"mesh axis {axis}: no source gives the length at which {chip.name}'s axes "
+                                    "close into rings (wraparound_min_axis_size), so symroof takes them as lines: "
+                                    f"write {axis.name}@line")
+            continue
+        pieces = spans(axis, lay_out([a for a in axes if a.link == "ici"], chip))
+        if len(pieces) > 1:
+            raise HardwareError(f"mesh axis {axis} spans {len(pieces)} of {chip.name}'s physical axes "
+                                f"({' x '.join(str(p.size) for p, _ in pieces)}), not one "
+                                f"{'ring' if axis.ring else 'line'}: write {axis.name}={axis.size} for what it "
+                                "costs laid on them")
+        link(axis, chip, ring=pieces[0][1])  # refuses a case the chip does not make
+
+
+def _case_refused(axis: MeshAxis, chip: Chip, ring: bool) -> str:
+    """Why an axis with a size is not the case written on this torus chip."""
+    wrap = chip.figure("interconnect.wraparound_min_axis_size")
+    rule = (f"its axes close into rings at multiples of {int(wrap)}" if wrap else
+            "no source gives when its axes close into rings, so symroof takes them as lines")
+    where = f" on the {'x'.join(map(str, chip.slice))} slice" if chip.slice else ""
+    return (f"mesh axis {axis}: on {chip.name}{where} an axis of {axis.size} "
+            f"{'closes' if ring else 'does not close'} into a ring ({rule}): write "
+            f"{axis.name}={axis.size}{'@ring' if ring else '@line'}, or {axis.name}={axis.size}")
+
+
 def check_domain(axes: list[MeshAxis], chip: Chip | None) -> None:
     """The ICI (or NVLink) axes together may span at most the chip's domain, and fit its
-    pod's shape where it has one (v5e's 16 x 16 holds X=64 as 16 x 4, not X=17)."""
+    pod's shape where it has one (v5e's 16 x 16 holds X=64 as 16 x 4, not X=17); an axis
+    written `@ring` or `@line` must be the case the chip makes of it (check_cases)."""
     if chip is None:
         return
     domain = chip.figure("interconnect.domain_size")
@@ -237,6 +296,7 @@ def check_domain(axes: list[MeshAxis], chip: Chip | None) -> None:
         raise HardwareError(f"the mesh's {name} axes span {chips} chips, but {chip.name}'s {name} reaches "
                             f"{int(domain)}: put the outer axes on DCN (e.g. Y=4@dcn)")
     lay_out(axes, chip)
+    check_cases(axes, chip)
 
 
 def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_one_way=None,
@@ -341,8 +401,13 @@ def _per_byte(axis: MeshAxis, l: Link) -> sympy.Expr:
 def _all_to_all_per_byte(axis: MeshAxis, l: Link) -> sympy.Expr:
     """Seconds per byte of each chip's block for an AllToAll over one axis."""
     n = axis.count
-    if l.ring and l.bidi is not None:  # a quarter of the array (n blocks) crosses the middle, 2 links each way
-        return n / (4 * l.bidi)
+    if l.ring and l.bidi is not None:
+        # a quarter of the array (n blocks) crosses the middle, 2 links each way: of each chip's
+        # block, floor(n/2) ceil(n/2) / n each way, n/4 for an even n (a torus chip's rings are:
+        # multiples of 4 or 16; over an axis without a size, the case taken: case_at)
+        if axis.symbolic:
+            return n / (4 * l.bidi)
+        return sympy.Rational((n // 2) * ((n + 1) // 2), n) / l.bidi
     if l.direct:
         return 1 / (n * l.one_way)
     if l.switch:

@@ -127,16 +127,16 @@ def _mesh_line(ctx: Context, written: WMesh) -> Mesh:
             raise ctx.error(f"'{axis.name}' cannot name an axis without a size", axis.span)
         link = axis.link or "ici"
         if link in RING_CASES:
-            if axis.size is not None:
-                raise ctx.error(f"{axis.name}={axis.size}: its size decides whether it wraps around on a chip; "
-                                f"'@{link}' is for an axis without a size", axis.link_span)
-            axes.append(MeshAxis(axis.name, None, "ici", RING_CASES[link]))
+            # an ICI axis with wraparound or without, as written: honoured where no chip decides
+            # (a symbolic chip, --ici-bw), checked against the chip's torus where one does
+            # (collectives.check_cases)
+            axes.append(MeshAxis(axis.name, axis.size, "ici", RING_CASES[link]))
             continue
         if link not in LINKS:
             close = [l for l in (*LINKS, *RING_CASES) if l.startswith(link.lower()[:1])]
             hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ctx.error(f"unknown link '{link}'{hint} (links: {', '.join(LINKS)}; for an axis without a "
-                            "size, ring or line)", axis.link_span)
+            raise ctx.error(f"unknown link '{link}'{hint} (links: {', '.join(LINKS)}; for an ICI axis with "
+                            "wraparound or without, ring or line)", axis.link_span)
         axes.append(MeshAxis(axis.name, axis.size, link))
     return Mesh(tuple(axes))
 

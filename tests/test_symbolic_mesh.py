@@ -10,7 +10,7 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symroof import SpecError, analyze, get_chip, parse
+from symroof import HardwareError, SpecError, analyze, get_chip, parse
 from symroof.cli import main
 from symroof.ir import dim_symbol
 
@@ -130,7 +130,9 @@ QUANTITIES = ("flops", "flops_total", "bytes", "t_network", "t_network_latency",
               "bytes_per_chip", "bytes_total", "replication")
 # (chip, the case written, sizes in that case on that chip)
 CASES = [("v5e", "", [16]), ("v5e", "@line", range(2, 16)), ("v5p", "", [4, 8, 12, 16]), ("v5p", "@line", [2, 3]),
-         ("h100", "", range(2, 9)), ("v5e", "@dcn", [2, 4, 8, 16, 32, 64])]
+         ("h100", "", range(2, 9)), ("v5e", "@dcn", [2, 4, 8, 16, 32, 64]),
+         # no chip decides: the case written, a ring taken even (its formulas' X/2 hops)
+         ("symbolic", "@ring", [2, 4, 6, 8]), ("symbolic", "@line", range(2, 9)), ("symbolic", "", range(2, 9))]
 
 
 def _y(chip, x):
@@ -153,8 +155,7 @@ def test_substituting_sizes_gives_what_the_numeric_mesh_gives(spec, case, data, 
     x = data.draw(st.sampled_from(list(choices)), label="X")
     y = _y(chip, x)
     symbolic = analyze(f"mesh X{written}, Y={y}\n{spec}", chip=chip)
-    link = "@dcn" if written == "@dcn" else ""
-    numeric = analyze(f"mesh X={x}{link}, Y={y}\n{spec}", chip=chip)
+    numeric = analyze(f"mesh X={x}{written}, Y={y}\n{spec}", chip=chip)  # the case written, at a size
     used = {d: v for d, v in sizes.items() if d in symbolic.dims}
     at, expected = symbolic.at(X=x, **used), numeric.at(**used)
     for name in QUANTITIES:
@@ -167,6 +168,85 @@ def test_every_case_drawn_splits_every_dim_evenly():
         for x in xs:
             assert UNIT % (x * _y(chip, x)) == 0, (chip, x)
     assert UNIT % (64 * 2) == 0  # the draw that once failed: X=64@dcn beside Y=2
+
+
+# ---- a ring or a line written where no chip decides, and where one does (issue 26, item 2) --------
+
+W_ICI = sympy.Symbol("W_ici", positive=True)
+
+
+def _in_w(e):
+    """A symbolic chip's figures as the symbols written here (W_ici)."""
+    return e.xreplace({s: W_ICI for s in e.free_symbols if str(s) == "W_ici"})
+
+
+@pytest.mark.parametrize("mesh, n", [("X@ring", X), ("X=8@ring", sympy.Integer(8))])
+def test_a_ring_on_a_symbolic_chip_is_costed_as_a_ring(mesh, n):
+    # a bidirectional ring: the gathered array V = 2IJ over both directions of a link,
+    # W_bidi = 2 W_ici, X/2 hops; the line it was costed as: (X - 1)/X V / W_ici, X - 1 hops
+    a = analyze(f"mesh {mesh}; AllGather_X bf16[I_X, J] -> bf16[I, J]", chip="symbolic")
+    ((_, t),) = a.collectives
+    assert sympy.simplify(_in_w(t.bandwidth) - 2 * I * J / (2 * W_ICI)) == 0
+    assert t.hops == n / 2 and f"written {mesh}" in t.links and "ring with wraparound" in t.links
+    # an AllReduce: a ReduceScatter and an AllGather, each V / W_bidi and X/2 hops
+    r = analyze(f"mesh {mesh}; AllReduce_X bf16[I, J] {{U_X}} -> bf16[I, J]", chip="symbolic")
+    ((_, t),) = r.collectives
+    assert sympy.simplify(_in_w(t.bandwidth) - 2 * 2 * I * J / (2 * W_ICI)) == 0 and t.hops == n
+
+
+@pytest.mark.parametrize("mesh, n", [("X@line", X), ("X=8@line", sympy.Integer(8)), ("X", X),
+                                     ("X=8", sympy.Integer(8))])
+def test_a_line_on_a_symbolic_chip_is_costed_as_a_line(mesh, n):
+    a = analyze(f"mesh {mesh}; AllGather_X bf16[I_X, J] -> bf16[I, J]", chip="symbolic")
+    ((_, t),) = a.collectives
+    assert sympy.simplify(_in_w(t.bandwidth) - (n - 1) / n * 2 * I * J / W_ICI) == 0 and t.hops == n - 1
+
+
+@pytest.mark.parametrize("mesh, ring", [("X@ring", True), ("X=6@ring", True), ("X@line", False), ("X=6", False)])
+def test_ici_bw_alone_costs_the_case_written(mesh, ring):
+    w = 1e11  # one way per link; a ring uses both directions
+    a = analyze(f"mesh {mesh}; AllGather_X bf16[I_X, J] -> bf16[I, J]", ici_bw=w)
+    ((_, t),) = a.collectives
+    n = X if "=" not in mesh else sympy.Integer(6)
+    V = 2 * I * J
+    want = V / (2 * sympy.Float(w)) if ring else (n - 1) / n * V / sympy.Float(w)
+    assert sympy.simplify(t.bandwidth - want) == 0 and t.hops == (n / 2 if ring else n - 1)
+
+
+def test_an_all_to_all_on_a_numeric_ring_where_no_chip_decides():
+    # X=5@ring: floor(5/2) ceil(5/2) = 6 of each chip's 5 pieces... of the array's 25 blocks of
+    # V/5, 6 cross the middle each way over 2 links: 6/5 V / W_bidi, V = 2IJ/5
+    a = analyze("mesh X=5@ring; AllToAll_{X,J} bf16[I_X, J] -> bf16[I, J_X]", chip="symbolic")
+    ((_, t),) = a.collectives
+    assert sympy.simplify(_in_w(t.bandwidth) - sympy.Rational(6, 5) * (2 * I * J / 5) / (2 * W_ICI)) == 0
+    assert t.hops == 2
+    # over an axis without a size, the ring's formulas take X even: an odd size is refused
+    with pytest.raises(SpecError, match="X@ring take X even"):
+        analyze("mesh X@ring; AllToAll_{X,J} bf16[I_X, J] -> bf16[I, J_X]", chip="symbolic").at(X=5)
+
+
+def test_a_ring_with_a_size_on_a_torus_is_the_chips_or_refused():
+    bidi = figure(V5P, "link_bandwidth_bidi_bytes_per_s")
+    written = analyze("mesh X=8@ring; AllGather_X bf16[I_X, J] -> bf16[I, J]", chip=V5P)
+    ((_, t),) = written.collectives
+    assert t.bandwidth == 2 * I * J / bidi and t.hops == 4  # a v5p axis of 8 closes (a multiple of 4)
+    refused = [("mesh X=6@ring", V5P, "an axis of 6 does not close into a ring"),
+               ("mesh X=8@line", V5P, "an axis of 8 closes into a ring"),
+               ("mesh X=8@ring", V5E, "an axis of 8 does not close into a ring"),
+               ("mesh X=64@line", V5E, r"spans 2 of TPU v5e's physical axes \(16 x 4\)"),
+               ("mesh X=8@ring", H100, "NVLink is a switch, not a torus"),
+               ("mesh X@ring", H100, "NVLink is a switch, not a torus")]
+    for mesh, chip, message in refused:
+        a = analyze(f"{mesh}; AllGather_X bf16[I_X, J] -> bf16[I, J]", chip=chip)
+        with pytest.raises(HardwareError, match=message):
+            a.collectives
+
+
+def test_the_cli_says_the_ring_written_on_a_symbolic_chip():
+    out, _ = _run(["analyze", "AllGather_X bf16[I_X, J] -> bf16[I, J]", "--mesh", "X@ring", "--chip", "symbolic"])
+    assert "X: ICI (ring with wraparound; written X@ring): I*J/W_ici s (X/2 hops" in out
+    out, err = _run(["analyze", "AllGather_X bf16[I_X, J] -> bf16[I, J]", "--mesh", "X=6@ring", "--chip", "v5p"], 2)
+    assert err.count("\n") == 1 and "X=6@ring: on TPU v5p an axis of 6 does not close into a ring" in err
 
 
 def test_a_size_outside_the_case_taken_is_refused_not_costed():
@@ -183,7 +263,6 @@ def test_a_size_outside_the_case_taken_is_refused_not_costed():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("mesh X=4@ring; bf16[I_X]", "its size decides whether it wraps around"),
     ("mesh X; bf16[X, I_X]", "X is the mesh axis X's size"),
     ("mesh X@rung; bf16[I_X]", "unknown link 'rung'; did you mean 'ring'"),
 ])
