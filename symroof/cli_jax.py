@@ -26,7 +26,12 @@ def add_parser(commands) -> None:
                                           "analysis at the --set sizes. Needs JAX: pip install 'symroof[jax]'.")
     cmd.add_argument("target", metavar="MODULE:FUNCTION", help="my_model:block, or path/to/file.py:block")
     cmd.add_argument("--shapes", required=True,
-                     help="each parameter's dtype and dims: \"x=bf16[B, D]; w=bf16[D, F]\" (names are symbolic dims)")
+                     help="each parameter's dtype and dims: \"x=bf16[B, D]; w=bf16[D, F]\" (names are symbolic dims); "
+                          "a pytree argument by its leaves: \"p.w=bf16[D, F]; p.b=bf16[F]\"")
+    cmd.add_argument("--params", action="append", default=[], metavar="ARG[,ARG...]",
+                     help="the arguments that are the model's weights (w_up,w_down; a pytree argument whole: p): "
+                          "declared `param` in the program, as are the arrays the function closes over, so "
+                          "`symroof model FILE` counts params and weight_bytes")
     machine_options(cmd)
     cmd.add_argument("--set", action="append", default=[], metavar="DIM=VALUE", help="sizes for the dims (B=8,D=512)")
     cmd.add_argument("--xla", action="store_true",
@@ -37,7 +42,8 @@ def add_parser(commands) -> None:
 
 def run(args: argparse.Namespace) -> str:
     sizes = set_sizes(args.set)
-    imported = jax_import.from_jax(jax_import.load_function(args.target), args.shapes)
+    imported = jax_import.from_jax(jax_import.load_function(args.target), args.shapes,
+                                   [name for given in args.params for name in given.split(",")])
     if args.xla and imported.dims() and not sizes:
         raise SymroofError(f"--xla compares at concrete sizes: give them with --set "
                            f"({','.join(f'{d}=...' for d in imported.dims())})")

@@ -100,7 +100,7 @@ class Conds(Parts):
     def _branch(self, closed, operands: list[View], depth: int) -> dict:
         """Write one branch (a closed jaxpr) on the conditional's operands; its env."""
         jaxpr = closed.jaxpr
-        inner = {v: View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape)) for v in jaxpr.constvars}
+        inner = {v: self.constant(v, value) for v, value in zip(jaxpr.constvars, closed.consts)}
         inner.update(zip(jaxpr.invars, operands))
         self.walk(jaxpr, inner, depth)
         return inner

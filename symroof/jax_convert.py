@@ -181,6 +181,13 @@ class Converter(Naming, Loops, Gspmd, DataMoves, Scans, Conds):
         for v in eqn.outvars:
             env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape))
 
+    def constant(self, var, value) -> View:
+        """A closed jaxpr's constant (an array the function closes over: a weight), read as
+        an array of its own; remembered, so the program declares it (jax_import.py)."""
+        view = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
+        self.out.closed.setdefault(id(value), (view.dtype, view.dims, []))[2].append(view.array)
+        return view
+
     def view(self, var, env) -> View:
         if type(var).__name__ == "Literal":
             return View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape), const=True)
@@ -228,8 +235,9 @@ class Converter(Naming, Loops, Gspmd, DataMoves, Scans, Conds):
     def _inline(self, eqn, env, depth: int, key: str) -> None:
         inner = eqn.params[key]
         jaxpr = getattr(inner, "jaxpr", inner)  # ClosedJaxpr or Jaxpr
-        for var, _ in zip(jaxpr.constvars, getattr(inner, "consts", ())):
-            env.setdefault(var, View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape)))
+        for var, value in zip(jaxpr.constvars, getattr(inner, "consts", ())):
+            if var not in env:
+                env[var] = self.constant(var, value)
         inner_env = {**{v: env[v] for v in jaxpr.constvars if v in env},
                      **{iv: self.view(ov, env) for iv, ov in zip(jaxpr.invars, eqn.invars)}}
         self.read_shardings(eqn, jaxpr, inner_env, "in_shardings", depth)  # jit's, where given

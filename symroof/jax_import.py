@@ -16,7 +16,7 @@ import inspect
 import re
 import sys
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -37,7 +37,7 @@ _JAX_DTYPES = {"fp64": "float64", "fp32": "float32", "bf16": "bfloat16", "fp16":
                "int32": "int32", "int16": "int16", "int8": "int8", "uint64": "uint64", "uint32": "uint32",
                "uint16": "uint16", "uint8": "uint8", "bool": "bool", "fp8_e4m3": "float8_e4m3fn",
                "fp8_e5m2": "float8_e5m2"}
-_SHAPE = re.compile(r"\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<dtype>\w+)\s*\[(?P<dims>[^\]]*)\]\s*")
+_SHAPE = re.compile(r"\s*(?P<name>[A-Za-z_]\w*(?:\.\w+)*)\s*=\s*(?P<dtype>\w+)\s*\[(?P<dims>[^\]]*)\]\s*")
 _DIM = re.compile(r"[^\W\d_][^\W_]*|\d+")
 
 
@@ -81,6 +81,11 @@ def read_shapes(text: str | Mapping[str, str]) -> list[Argument]:
                 raise SpecError(f"a dim is a name or a whole number, not {d!r}", text, at + found.start("dims"))
         if any(a.name == found["name"] for a in out):
             raise SpecError(f"{found['name']} is given twice", text, at + found.start("name"))
+        whole = next((a.name for a in out if found["name"].startswith(a.name + ".")
+                      or a.name.startswith(found["name"] + ".")), None)
+        if whole is not None:
+            raise SpecError(f"{found['name']} and {whole} are both given: an argument is one array or a pytree of "
+                            "leaves (p.w=..., p.b=...), not both", text, at + found.start("name"))
         out.append(Argument(found["name"], dtype.name, dims))
         at += len(part) + 1
     if not out:
@@ -151,12 +156,19 @@ class Imported:
         return cross_check(self, sizes)
 
 
-def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
+def from_jax(function: Callable, shapes: str | Mapping[str, str], params: str | Iterable[str] = ()) -> Imported:
     """Trace `function` with symbolic shapes (`"x=bf16[B, D]; w=bf16[D, F]"`: its parameters
-    by name) and write it as a symroof program. Primitives it cannot cost are named, with
-    their counts, in `warnings` (and warned, SymroofWarning), never dropped silently."""
+    by name; a pytree argument by its leaves, `p.w=bf16[D, F]; p.b=bf16[F]`) and write it as
+    a symroof program. Primitives it cannot cost are named, with their counts, in
+    `warnings` (and warned, SymroofWarning), never dropped silently.
+
+    `params` names the arguments that are the model's parameters (its weights: `"w_up,
+    w_down"`, or a pytree argument whole, `"p"`): each is declared `param` in the program,
+    as is each array the function closes over, so `symroof model` counts them (params,
+    weight_bytes)."""
     jax = _jax()
     arguments = read_shapes(shapes)
+    weights = _weights(arguments, params)
     traced, rename = _trace(jax, function, arguments)
     closed, dead = _live(traced)
     converter = Converter(rename, closed)  # marks what XLA folds before counting (jax_xla.py)
@@ -166,6 +178,7 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
             if not d.isdigit():
                 converter.used.add(d)
     env = {v: View.whole(converter.dtype(v.aval.dtype), tuple(v.aval.shape)) for v in closed.jaxpr.invars}
+    env.update({v: converter.constant(v, value) for v, value in zip(closed.jaxpr.constvars, closed.consts)})
     converter.walk(closed.jaxpr, env)
     out = converter.out
     out.dead = dead
@@ -178,11 +191,11 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
     for w in warned:
         warnings.warn(w, SymroofWarning, stacklevel=2)
     # each input as jit's in_shardings lay it out (B_X), where they do
-    given = {a.name: a for a in arguments}
-    split = {p: converter.splits.get(env[v].array, ()) for p, v in
-             zip([p for p in _params(function, arguments) if p in given], closed.jaxpr.invars)}
+    split = {a.name: converter.splits.get(env[v].array, ()) for a, v in
+             zip(_leaves(jax, function, arguments), closed.jaxpr.invars)}
     inputs = [replace(a, dims=tuple(join_label(d, s) for d, s in zip(a.dims, split[a.name])))
               if split.get(a.name) else a for a in arguments]
+    out.params = _declarations([a for a in inputs if a.name in weights], out, converter.reads)
     header = [f"# imported from {getattr(function, '__module__', '?')}:{getattr(function, '__name__', '?')} "
               f"by symroof from-jax", "# inputs: " + ", ".join(map(str, inputs))]
     if out.layout:
@@ -198,6 +211,54 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str]) -> Imported:
                         + (f" (not costed: {', '.join(out.skipped)})" if out.skipped else "")
                         + "".join(f"; {note}" for note in out.notes))
     return Imported(function, arguments, out, str(closed), len(traced.jaxpr.eqns), text, warned)
+
+
+def _weights(arguments: list[Argument], params: str | Iterable[str]) -> set[str]:
+    """The arguments (by name) that `params` names: `"w_up, w_down"`, an argument whole, or
+    a pytree argument (`p`) or part of one (`p.dense`) with every leaf under it."""
+    names = [n.strip() for n in (params.split(",") if isinstance(params, str) else params)]
+    if any(not isinstance(n, str) for n in names):
+        raise SymroofError("params names arguments: give their names (\"w_up, w_down\")")
+    out: set[str] = set()
+    for name in filter(None, names):
+        found = {a.name for a in arguments if a.name == name or a.name.startswith(name + ".")}
+        if not found:
+            raise SpecError(f"params names {name!r}, which --shapes does not give (it gives "
+                            f"{', '.join(a.name for a in arguments)})")
+        out |= found
+    return out
+
+
+def _declarations(weights: list[Argument], out: Converted, reads) -> list[str]:
+    """`param` lines: the arguments named as parameters, then each array the function
+    closes over that a statement reads (a scalar constant is no weight: left out), each
+    with a name symroof reads (no `_`, which subscripts: w_up is wUp) and what it stands for."""
+    taken: set[str] = set()
+    lines = []
+    for a in weights:
+        parts = a.name.split(".")
+        name = _declared_name(parts[1:] if len(parts) > 1 else parts, taken)
+        lines.append(f"param {name}: {a.dtype}[{', '.join(a.dims)}]   # argument {a.name}")
+    k = 0
+    for dtype, dims, arrays in out.closed.values():
+        if dims and any(reads[array] for array in arrays):
+            k += 1
+            lines.append(f"param {_declared_name([f'const{k}'], taken)}: {dtype}[{', '.join(map(str, dims))}]"
+                         "   # an array the function closes over")
+    return lines
+
+
+def _declared_name(parts: list[str], taken: set[str]) -> str:
+    """A name for a declaration: `w_up` -> wUp, `dense.kernel` -> denseKernel, once each."""
+    words = [w for p in parts for w in re.split(r"[_\W]+", p) if w]
+    name = "".join(w if i == 0 else w[:1].upper() + w[1:] for i, w in enumerate(words)) or "p"
+    if not re.match(r"[^\W\d_]", name):
+        name = "p" + name
+    base, n = name, 2
+    while name in taken:
+        name, n = f"{base}{n}", n + 1
+    taken.add(name)
+    return name
 
 
 def _price(built: Converted, lines: list[tuple[int, str]]) -> dict[str, sympy.Expr]:
@@ -265,9 +326,9 @@ def _structs(jax, function, arguments: list[Argument], sizes: Mapping[str, int] 
     dims (one scope for all; each `grain` times its symbol) or, with `sizes`, concrete ones."""
     import jax.numpy as jnp
     params = _params(function, arguments)
-    given = {a.name: a for a in arguments}
+    given = {_root(a.name) for a in arguments}
     missing = [p for p in params if p not in given]
-    extra = [a.name for a in arguments if a.name not in params]
+    extra = list(dict.fromkeys(_root(a.name) for a in arguments if _root(a.name) not in params))
     if extra:
         raise SpecError(f"--shapes gives {', '.join(extra)}, which the function does not take "
                         f"(its parameters: {', '.join(params)})")
@@ -282,8 +343,47 @@ def _structs(jax, function, arguments: list[Argument], sizes: Mapping[str, int] 
         if unknown:
             raise SpecError(f"give a size for {', '.join(unknown)} (--set {unknown[0]}=...)")
         symbols = {n: int(sizes[n]) for n in names}
-    return [jax.ShapeDtypeStruct(tuple(int(d) if d.isdigit() else symbols[d] for d in given[p].dims),
-                                 jnp.dtype(_JAX_DTYPES[given[p].dtype])) for p in params if p in given]
+    return [_tree(arguments, p, lambda a: jax.ShapeDtypeStruct(
+        tuple(int(d) if d.isdigit() else symbols[d] for d in a.dims), jnp.dtype(_JAX_DTYPES[a.dtype])))
+        for p in params if p in given]
+
+
+def _root(name: str) -> str:
+    """The function's parameter an argument is (a pytree's leaf `p.w`: p)."""
+    return name.split(".", 1)[0]
+
+
+def _tree(arguments: list[Argument], root: str, leaf: Callable[[Argument], object]) -> object:
+    """The parameter `root` as the function takes it: one array, or a pytree of its leaves
+    (`p.dense.w`: dicts, a level whose keys are 0, 1, ... n-1 a list), each `leaf(argument)`."""
+    tree: dict = {}
+    for a in arguments:
+        if a.name == root:
+            return leaf(a)
+        if _root(a.name) == root:
+            node = tree
+            *path, last = a.name.split(".")[1:]
+            for key in path:
+                node = node.setdefault(key, {})
+            node[last] = leaf(a)
+    return _lists(tree)
+
+
+def _lists(node: object) -> object:
+    if not isinstance(node, dict):
+        return node
+    node = {k: _lists(v) for k, v in node.items()}
+    if set(node) == {str(i) for i in range(len(node))}:
+        return [node[str(i)] for i in range(len(node))]
+    return node
+
+
+def _leaves(jax, function, arguments: list[Argument]) -> list[Argument]:
+    """The arguments in the order JAX flattens them into the jaxpr's inputs."""
+    index = {a.name: k for k, a in enumerate(arguments)}
+    params = [p for p in _params(function, arguments) if p in {_root(a.name) for a in arguments}]
+    return [arguments[k] for p in params for k in jax.tree_util.tree_leaves(_tree(arguments, p,
+                                                                                lambda a: index[a.name]))]
 
 
 def _params(function, arguments: list[Argument]) -> list[str]:
@@ -291,7 +391,7 @@ def _params(function, arguments: list[Argument]) -> list[str]:
     try:
         return list(inspect.signature(function).parameters)
     except (TypeError, ValueError):
-        return [a.name for a in arguments]
+        return list(dict.fromkeys(_root(a.name) for a in arguments))
 
 
 def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:

@@ -32,8 +32,8 @@ class Loops(Parts):
             elif k >= consts:
                 v = _carry(v, iv)
             inner[iv] = v
-        for var in body.jaxpr.constvars:
-            inner[var] = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
+        for var, value in zip(body.jaxpr.constvars, body.consts):
+            inner[var] = self.constant(var, value)
         self.walk(body.jaxpr, inner, depth + 1)
         self.out.lines.append((depth, "}"))  # (XLA's loop counter: jax_import.cross_check)
         for n, (v, iv) in enumerate(zip(eqn.outvars, body.jaxpr.outvars)):

@@ -89,6 +89,10 @@ class Converted:
     # what XLA counts that no statement stands for: (FLOPs, why, where: the index in `lines`
     # it was said at, so the repeat blocks it lies in), once each
     xla_extra: list[tuple[int | sympy.Expr, str, int]] = field(default_factory=list)
+    # the arrays the function closes over (a jaxpr's consts: weights), by the constant's
+    # id: its dtype, shape, and the arrays (View.array) it is read as
+    closed: dict[int, tuple[str, tuple, list[int]]] = field(default_factory=dict)
+    params: list[str] = field(default_factory=list)  # `param` declarations, written after the lets
     # each scan's repeat line (its index in `lines`) -> (its unroll, its length: a number or a dim's name)
     scans: dict[int, tuple[int, int | str]] = field(default_factory=dict)
 
@@ -105,6 +109,7 @@ class Converted:
                        + "   # JAX's mesh: " + ", ".join(f"{k} is {names[k]!r}" for k in self.mesh))
         if self.lets:
             out.append("let " + ", ".join(f"{k} = {v}" for k, v in self.lets.items()))
+        out += self.params
         out += ["  " * depth + line for depth, line in self.lines]
         return "\n".join(out) + "\n"
 
@@ -183,6 +188,9 @@ class Parts:
         raise NotImplementedError
 
     def share(self, label: str) -> str:
+        raise NotImplementedError
+
+    def constant(self, var, value) -> View:
         raise NotImplementedError
 
     def whole(self, var, groups: list, env, what: str) -> View:

@@ -22,6 +22,16 @@ caller), as is a loop's body; custom_jvp, custom_vjp and remat are inlined, cons
 crossing. jnp.tril(x) (and tri, triu(k=1), arange) compute iota + 0, the offset k: the T^2
 that a causal mask differs by.
 
+What XLA folds it neither reads nor writes: where symroof's bytes exceed the lowered
+module's, the cross-check compares them without the folded statements (a function whose
+only op folds away: 0 bytes in XLA).
+
+Not folds, but XLA's counts that the cross-check explains beside them (jax_convert.py): a
+dot_general with no summed dim, 2 FLOPs per product in the lowered module (a multiply and
+an add) where symroof writes an elementwise product (1); a convert of a broadcast array,
+1 FLOP per element of the broadcast, where symroof casts the array before it. And a scan
+unrolled k times is counted as its lowered module holds it (jax_import.cross_check).
+
 symroof counts each such statement as written, one FLOP per element; the cross-check
 explains it (a statement's xla_flops, minus its elements). Code dead from the start (an
 unused result) is dropped before conversion (jax_import._live), as jit drops it; what a
