@@ -27,11 +27,11 @@ Examples:
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import sympy
-import yaml
 
 from .errors import SymroofError
 from .expr import read_expression
@@ -46,6 +46,11 @@ QUANTITY_KEYS = tuple(q.name for q in QUANTITIES if q.check)
 OTHER_KEYS = ("bound", "threshold", "intensity_limit")
 # What can be checked with neither a spec nor counts: ratios of the chip's figures.
 _MACHINE_ONLY = {q.name for q in QUANTITIES if q.check and not q.expression}
+# The keys a spec claim may have: a typo (`sett:`, `tolerence:`) is an error, never a
+# setting silently left at its default (claims_model.KEYS are a model claim's).
+KEYS = ("id", "spec", "given", "set", "mesh", "chip", "expect", "tolerance", "book", "quote", "issue")
+_GIVEN_KEYS = ("flops", "bytes")
+_LIMIT_KEYS = ("as", "expr")
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ class CaseResult:
     outcomes: tuple[Outcome, ...] = ()
     error: str | None = None
     book: object = None
+    line: int | None = None  # the line of the claims file the claim starts on, where it came from one
 
     @property
     def ok(self) -> bool:
@@ -77,6 +83,7 @@ def check_case(case: Mapping, hardware=None) -> CaseResult:
     """Derive everything a claim expects and compare."""
 
     def outcomes(expect: Mapping, tolerance: float) -> list[Outcome]:
+        unknown_keys(case, KEYS, "a claim", {"sizes": "set"})
         analysis = _analysis(case, expect, hardware)
         return [_outcome(analysis, str(key), value, tolerance, hardware) for key, value in expect.items()]
 
@@ -91,18 +98,33 @@ def checked(case, outcomes: Callable[[Mapping, float], Iterable[Outcome]]) -> Ca
         return CaseResult("?", error=f"a claim is a mapping (id, spec, chip, expect), not {type(case).__name__} "
                                      f"{str(case)[:40]!r}")
     case_id = str(case.get("id", "?"))
+    line = getattr(case, "line", None)  # claims_model.Claim's
     try:
         expect = case.get("expect")
         if not isinstance(expect, Mapping) or not expect:
             raise SymroofError("'expect' must be a non-empty mapping of keys to expected values")
-        tolerance = _tolerance(case.get("tolerance", DEFAULT_TOLERANCE))
+        tolerance = read_tolerance(case.get("tolerance", DEFAULT_TOLERANCE))
         found = tuple(outcomes(expect, tolerance))
     except SymroofError as err:
-        return CaseResult(case_id, error=str(err).split("\n")[0], book=case.get("book"))
+        return CaseResult(case_id, error=str(err).split("\n")[0], book=case.get("book"), line=line)
     except (ValueError, TypeError, AttributeError) as err:
         # a claim of the wrong shape (a list where a number goes, ...): its own row, not a crash
-        return CaseResult(case_id, error=f"malformed claim: {err}", book=case.get("book"))
-    return CaseResult(case_id, found, book=case.get("book"))
+        return CaseResult(case_id, error=f"malformed claim: {err}", book=case.get("book"), line=line)
+    return CaseResult(case_id, found, book=case.get("book"), line=line)
+
+
+def unknown_keys(mapping: Mapping, known: tuple[str, ...], what: str, hints: dict | None = None) -> None:
+    """A key `known` lacks is an error naming it, with the nearest known key (or the hint
+    `hints` gives for it: where the setting it means goes)."""
+    unknown = [str(k) for k in mapping if k not in known]
+    if not unknown:
+        return
+    said = []
+    for key in unknown:
+        hint = (hints or {}).get(key)
+        close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+        said.append(f"{key} (did you mean {hint or close[0]}?)" if hint or close else key)
+    raise SymroofError(f"unknown key(s) {', '.join(said)} in {what}; known: {', '.join(known)}")
 
 
 def compared(key: str, got, expected, tolerance: float, names) -> Outcome:
@@ -111,13 +133,18 @@ def compared(key: str, got, expected, tolerance: float, names) -> Outcome:
     return Outcome(key, expected, got, _matches(got, expected, tolerance, names))
 
 
-def _tolerance(value) -> float:
+def read_tolerance(value) -> float:
+    """A relative tolerance: a number from 0 up to (not including) 1. Of 1 or more, 0 would
+    pass for every expected value, and of infinity, anything would: a claim that cannot fail."""
     try:
+        if isinstance(value, bool):
+            raise TypeError
         tolerance = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise SymroofError(f"tolerance must be a number, not {value!r}") from None
-    if not tolerance >= 0:
-        raise SymroofError(f"tolerance must be zero or positive, not {value!r}")
+    if not 0 <= tolerance < 1:
+        raise SymroofError(f"tolerance must be zero or positive and below 1 (it is relative), not {value!r}: "
+                           "at 1 or more a claim passes 0 for any expected value")
     return tolerance
 
 
@@ -145,6 +172,7 @@ def _analysis(case: Mapping, expect: Mapping, hardware) -> Analysis:
         given = {"flops": 1}  # the chip's figures alone; one FLOP puts its peak in play
     if not isinstance(given, Mapping):
         raise SymroofError("'given' must be a mapping such as {flops: 2e12, bytes: 1e9}")
+    unknown_keys(given, _GIVEN_KEYS, "'given'")
     return roofline(given.get("flops", 0), given.get("bytes", 0), dtype=chip.get("dtype", "bf16"), **figures)
 
 
@@ -157,6 +185,7 @@ def _outcome(a: Analysis, key: str, expected, tolerance: float, hardware) -> Out
     if key == "intensity_limit":
         if not isinstance(expected, Mapping) or "as" not in expected or "expr" not in expected:
             raise SymroofError("intensity_limit expects {as: [dims], expr: ...}")
+        unknown_keys(expected, _LIMIT_KEYS, "intensity_limit")
         dims = expected["as"]
         # `as: D` or `as: "D, F"` is as good as `as: [D, F]`: never letters of one name
         dims = [d.strip() for d in dims.split(",")] if isinstance(dims, str) else [str(d) for d in dims]
@@ -198,6 +227,16 @@ def _never_on_any_chip(a: Analysis, hardware) -> Outcome:
     return Outcome("threshold", "none", "none" if ok else failures, ok, note)
 
 
+def threshold_parts(expected: Mapping) -> None:
+    """A threshold's parts: each known, and one at least to compare (with none, it would
+    pass whatever the threshold is)."""
+    for part in set(expected) - {"var", "op", "rule", "exact", "none", "network"}:
+        raise SymroofError(f"unknown threshold part '{part}' (known: var, op, rule, exact, network, none)")
+    if not expected.get("none") and not set(expected) & {"op", "rule", "exact", "network"}:
+        raise SymroofError(f"threshold {{var: {expected.get('var')}}} checks nothing: give op, rule, exact, "
+                           "network or none: true")
+
+
 def _threshold_outcome(a: Analysis, expected, tolerance: float) -> Outcome:
     if expected in ("none", None):
         free = a.free_dims
@@ -208,6 +247,7 @@ def _threshold_outcome(a: Analysis, expected, tolerance: float) -> Outcome:
         return Outcome("threshold", "none", t, t.op is None, t.reason or "")
     if not isinstance(expected, Mapping) or "var" not in expected:
         raise SymroofError("threshold expects 'none' or {var: B, op: '>', rule: ..., exact: ...}")
+    threshold_parts(expected)
     t = a.threshold(expected["var"])
     if expected.get("none"):
         return Outcome("threshold", "none", t, t.op is None, t.reason or "")
@@ -230,8 +270,6 @@ def _threshold_outcome(a: Analysis, expected, tolerance: float) -> Outcome:
         good = got is not None and _matches(got, expected[part], tolerance, a.dims)
         ok = ok and good
         notes.append(f"{part}: {t.var} {t.op} {_shown(got)}")
-    for part in set(expected) - {"var", "op", "rule", "exact", "none", "network"}:
-        raise SymroofError(f"unknown threshold part '{part}' (known: var, op, rule, exact, network, none)")
     wanted = "; ".join(f"{part}: {expected['var']} {expected.get('op', '>')} {expected[part]}"
                        for part in ("rule", "exact", "network") if part in expected)
     return Outcome("threshold", wanted or dict(expected), t, ok, "; ".join(notes))
@@ -253,9 +291,11 @@ def _matches(got, expected, tolerance: float, names) -> bool:
     if got.is_number and want.is_number:
         if not (got.is_finite and want.is_finite):
             return got == want      # oo is oo, and no tolerance makes a number infinite
+        # exactly, never through floats: 1e200*1e200 is no float, and inf <= inf would pass it
+        tol = sympy.Rational(repr(float(tolerance)))
         if want == 0:
-            return abs(float(got)) <= tolerance
-        return abs(float(got) - float(want)) <= tolerance * abs(float(want))
+            return bool(abs(got) <= tol)
+        return bool(abs(got - want) <= tol * abs(want))
     return _identical(got, want)
 
 
@@ -282,45 +322,12 @@ def _identical(got: sympy.Expr, want: sympy.Expr) -> bool:
     return sympy.expand(difference) == 0 or sympy.simplify(difference) == 0
 
 
-def load_claims(path) -> list:
-    """The claims of a YAML file: a list of claims, or a mapping with a `claims` list. An
-    entry that is not a mapping is kept: checking it gives its own ERROR row."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as error:
-        raise SymroofError(f"cannot read {path}: {error.strerror or error}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise SymroofError(f"{path}: not UTF-8 text (byte {error.start + 1} is "
-                           f"{raw[error.start]:#04x})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        where = getattr(error, "problem_mark", None)
-        at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else \
-            f" (character {error.position + 1})" if isinstance(getattr(error, "position", None), int) else ""
-        # one line: a ReaderError's text goes on with the file's name and position
-        problem = (str(getattr(error, "problem", None) or error).strip().splitlines() or ["?"])[0]
-        raise SymroofError(f"{path}: not valid YAML{at}: {problem}") from None
-    except RecursionError:
-        raise SymroofError(f"{path}: not valid YAML: nested too deeply") from None
-    if isinstance(data, Mapping) and isinstance(data.get("claims"), list):
-        data = data["claims"]
-    if not isinstance(data, list):
-        raise SymroofError(f"{path}: expected a list of claims (mappings with spec, chip, expect)")
-    if not data:
-        raise SymroofError(f"{path}: no claims to check")
-    return data
-
-
 def report(results: list[CaseResult]) -> str:
     """A pass/fail table: each claim, each expected value against what symroof got."""
     rows = []
     for result in results:
         if result.error is not None:
-            rows.append(("ERROR", result.id, result.error))
+            rows.append(("ERROR", result.id, (f"line {result.line}: " if result.line else "") + result.error))
         for i, o in enumerate(result.outcomes):
             if o.key == "threshold":
                 got = o.note or str(o.got)     # a Threshold says itself in words

@@ -1,4 +1,5 @@
-"""Claims about whole models: a claim that names `model:` (a models.json id or alias) in
+"""Claims about whole models, and the claims file read (`load_claims`, every claim's shape
+checked, each claim knowing its line). A claim that names `model:` (a models.json id or alias) in
 place of a spec, checked against `symroof.model` in the frame and with the comparisons of
 claims.py (numbers within a relative `tolerance`, expressions exactly).
 
@@ -29,6 +30,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 
+import yaml
+
 from . import claims
 from .claims import CaseResult, Outcome
 from .errors import SymroofError
@@ -43,6 +46,13 @@ from .sizes import size_value
 KEYS = ("id", "model", "mode", "chip", "sizes", "chips", "optimizer", "remat", "mfu", "expect", "tolerance",
         "book", "quote", "issue")
 _CHIP_KEYS = ("name", "variant", "peak_flops", "hbm_bw")
+
+
+class Claim(dict):
+    """A claim as `load_claims` reads it: a mapping that knows the line of the file it
+    starts on (`line`), for the report to say where a claim that cannot be checked is."""
+
+    line: int | None = None
 
 
 def check_case(case: Mapping, hardware=None) -> CaseResult:
@@ -65,11 +75,7 @@ def check_model_case(case: Mapping, hardware=None) -> CaseResult:
 
 
 def _model(case: Mapping, hardware) -> Model:
-    unknown = [str(k) for k in case if k not in KEYS]
-    if unknown:
-        hint = " (a model claim's sizes go in 'sizes')" if "set" in unknown else ""
-        raise SymroofError(f"unknown key(s) {', '.join(unknown)} in a model claim{hint}; "
-                           f"known: {', '.join(KEYS)}")
+    claims.unknown_keys(case, KEYS, "a model claim", {"set": "sizes"})
     name = case["model"]
     if not isinstance(name, str) or not name.strip():
         raise SymroofError(f"'model' must name a model in models.json (llama-3-70b), not {name!r}")
@@ -114,3 +120,93 @@ def _quantity(m: Model, key: str):
     if q.needs_chip and m.machine is None:
         raise SymroofError(f"'{key}' needs a chip: name one, e.g. 'chip: h100'")
     return getattr(m, key)  # tokens and the per-token ones say themselves when a program has no tokens
+
+
+def load_claims(path) -> list:
+    """The claims of a YAML file: a list of claims, or a mapping with a `claims` list. An
+    entry that is not a mapping is kept: checking it gives its own ERROR row."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
+        raise SymroofError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SymroofError(f"{path}: not UTF-8 text (byte {error.start + 1} is "
+                           f"{raw[error.start]:#04x})") from None
+    loader = None
+    try:
+        loader = _Loader(text)  # its reader refuses a character YAML does not allow, here
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else \
+            f" (character {error.position + 1})" if isinstance(getattr(error, "position", None), int) else ""
+        # one line: a ReaderError's text goes on with the file's name and position
+        problem = (str(getattr(error, "problem", None) or error).strip().splitlines() or ["?"])[0]
+        raise SymroofError(f"{path}: not valid YAML{at}: {problem}") from None
+    except RecursionError:
+        raise SymroofError(f"{path}: not valid YAML: nested too deeply") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    items = node.value if isinstance(node, yaml.SequenceNode) else []
+    if isinstance(data, Mapping) and isinstance(data.get("claims"), list):
+        data = data["claims"]
+        items = next((v.value for k, v in node.value if k.value == "claims"), [])
+    if not isinstance(data, list):
+        raise SymroofError(f"{path}: expected a list of claims (mappings with spec, chip, expect)")
+    if not data:
+        raise SymroofError(f"{path}: no claims to check")
+    found = []
+    for k, claim in enumerate(data):
+        if isinstance(claim, Mapping) and k < len(items):
+            claim = Claim(claim)
+            claim.line = items[k].start_mark.line + 1
+            try:
+                check_shape(claim)
+            except SymroofError as error:
+                raise SymroofError(f"{path}, line {claim.line}, claim {str(claim.get('id', '?'))!r}: "
+                                   f"{str(error).splitlines()[0]}") from None
+        found.append(claim)
+    return found
+
+
+def check_shape(case: Mapping) -> None:
+    """What a claims file is refused for as a whole (`load_claims`, exit 2), before anything
+    is derived: a key no claim has (a typo would leave its setting at its default), and a
+    claim that cannot fail (a tolerance of 1 or more, or infinite; a threshold with nothing
+    to compare). `check_case` refuses the same, each claim on its own row."""
+    if "model" in case:
+        claims.unknown_keys(case, KEYS, "a model claim", {"set": "sizes"})
+    else:
+        claims.unknown_keys(case, claims.KEYS, "a claim", {"sizes": "set"})
+    if "tolerance" in case:
+        claims.read_tolerance(case["tolerance"])
+    expect = case.get("expect")
+    threshold = expect.get("threshold") if isinstance(expect, Mapping) else None
+    if isinstance(threshold, Mapping):
+        claims.threshold_parts(threshold)
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a key given twice in one mapping (PyYAML keeps the
+    last silently: `expect: {flops: 1, flops: 2}` would check one of them)."""
+
+
+def _mapping(loader: _Loader, node: yaml.MappingNode):
+    seen: list = []
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        if any(key == other for other in seen):
+            raise yaml.constructor.ConstructorError("while reading a mapping", node.start_mark,
+                                                    f"the key {key!r} is given twice", key_node.start_mark)
+        seen.append(key)
+    return (yield from loader.construct_yaml_map(node))
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _mapping)

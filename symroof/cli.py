@@ -21,9 +21,8 @@ import warnings
 
 from . import cli_jax, cli_measure, cli_model, cli_plan, latex
 from .chip_card import chip_card, chips_table
-from .claims import load_claims
 from .claims import report as claims_report
-from .claims_model import check_case
+from .claims_model import check_case, load_claims
 from .cli_options import machine_kwargs, machine_options, set_sizes
 from .collectives import time as collective_time
 from .errors import SpecError, SymroofError, SymroofWarning

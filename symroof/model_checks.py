@@ -26,8 +26,12 @@ def check_names(structured: Structured, sizes: dict) -> None:
 
 
 def check_shards(structured: Structured, at) -> None:
-    """A sharded dim whose size is known (a `let`, or a size given; `at` puts them in)
-    must split evenly over its axes: 8 KV heads do not split over 16 chips."""
+    """What the sizes must satisfy, once `at` puts them in (a `let`, or a size given): a
+    sharded dim whose size is known must split evenly over its axes, in a statement or in a
+    declaration (8 KV heads do not split over 16 chips; `param Wq: bf16[D_X, F]` with D = 64
+    on X=3 would hold 21.3 rows a chip); and every `let` must come to a positive size
+    (`let tokens = B - 8` at B = 8 is no tokens)."""
+    _check_lets(structured, at)
     mesh = structured.program.mesh
     if mesh is None:
         return
@@ -41,6 +45,24 @@ def check_shards(structured: Structured, at) -> None:
                 if value.is_Integer and value % chips:
                     raise SpecError(f"{dim.name} = {value} does not split evenly over "
                                     f"{', '.join(dim.axes)} ({chips} chips)")
+    for declared in structured.declared:
+        for expr, axes in zip(declared.dims, declared.axes):
+            if not axes or not expr.free_symbols:
+                continue  # a number: structure.py checked it
+            value = at(expr)
+            chips = math.prod(mesh.axis(a).number for a in axes)
+            if value.is_Integer and value % chips:
+                raise SpecError(f"{declared.word} {declared.name}: {expr} = {value} does not split evenly over "
+                                f"{', '.join(axes)} ({chips} chips)", structured.text, declared.at)
+
+
+def _check_lets(structured: Structured, at) -> None:
+    for name, expr in structured.lets:
+        value = at(dim_symbol(name))
+        if value.is_number and not value > 0:
+            shown = ", ".join(f"{s.name} = {at(s)}" for s in sorted(expr.free_symbols, key=str))
+            raise SpecError(f"let {name} = {expr} comes to {value}" + (f" at {shown}" if shown else "")
+                            + ": a size is positive")
 
 
 def both(regions: list):

@@ -35,7 +35,7 @@ from .parse import parse_mesh
 from .relations import expression, resolve_relations
 from .resolve import resolve
 from .sharding import check_layout
-from .syntax import WMesh, normalize, read
+from .syntax import MAX_SIZE_DIGITS, WMesh, normalize, read
 
 DECLARATIONS = ("param", "embedding", "cache")  # embedding: a parameter counted apart
 _NAME = r"[^\W\d_][^\W_]*"
@@ -71,6 +71,8 @@ class Declared:
     count: sympy.Expr
     block: int | None
     split: int = 1  # the chips its sharded dims split it over (bf16[D_X, F] on X=8: 8)
+    axes: tuple[tuple[str, ...], ...] = ()  # each dim's mesh axes (bf16[D_X, F]: (("X",), ()))
+    at: int | None = None  # the offset of its name in the program's text (for errors)
 
     @property
     def elements(self) -> sympy.Expr:
@@ -177,14 +179,45 @@ def _read(text: str, blanked_forward: str, dtype: str, mesh, backward: Structure
     blocks = tuple(Block(count, tuple(i for i, inside in enumerate(blocks_of) if k in inside), parent)
                    for k, (_, _, count, parent) in enumerate(regions))
     declared = tuple(Declared(word, name, dt, dims, sympy.Mul(*(regions[k][2] for k in scan.enclosing(at))),
-                              _innermost(scan.enclosing(at)), _split(axes, program.mesh, text, at))
+                              _innermost(scan.enclosing(at)),
+                              _split(tuple(a for each in axes for a in each), program.mesh, text, at), axes, at)
                      for word, name, dt, dims, axes, at in scan.declared)
     names = [d.name for d in declared]
     for d, (*_, at) in zip(declared, scan.declared):
         if names.count(d.name) > 1:
             raise SpecError(f"{d.name} is declared twice", text, at)
     relations = resolve_relations(scan.lets, scan.let_spans)
+    _check_declared(declared, relations, program.mesh, text)
+    _check_relations(scan.lets, scan.let_spans, relations)
     return Structured(whole, program, counts, parts, blocks, declared, relations, tuple(scan.lets), backward)
+
+
+def _check_declared(declared: tuple[Declared, ...], relations: dict, mesh: Mesh | None, text: str) -> None:
+    """A declared tensor's dims get the checks a statement's get: a sharded dim whose size
+    is known here (a number, or a `let` that comes to one) splits evenly over its axes
+    (64 does not over X=3: each chip would hold 21.3 rows). A size given later is checked
+    against the mesh by model_checks.check_shards."""
+    for d in declared:
+        for dim, axes in zip(d.dims, d.axes):
+            value = dim.xreplace(relations)
+            if not axes or not value.is_Integer:
+                continue
+            chips = _split(axes, mesh, text, d.at or 0)
+            if value % chips:
+                shown = f"{dim} = {value}" if dim != value else str(value)
+                raise SpecError(f"{d.word} {d.name}: {shown} does not split evenly over {', '.join(axes)} "
+                                f"({chips} chips)", text, d.at)
+
+
+def _check_relations(lets: list, spans: list, relations: dict) -> None:
+    """A `let` that is negative (or zero) at every size of its dims is refused, as a number
+    that is not positive is (`let tokens = 0 - B`: negative tokens, negative FLOPs per token);
+    one that may be, at some sizes, is checked at the sizes given (model_checks)."""
+    for (name, _), span in zip(lets, spans):
+        value = relations.get(dim_symbol(name))
+        if value is not None and not value.is_number and value.is_positive is False:
+            raise SpecError(f"{name} = {value} is not positive at any size of "
+                            f"{', '.join(sorted(s.name for s in value.free_symbols))}: a size is positive", *span)
 
 
 def _split(axes: tuple[str, ...], mesh: Mesh | None, text: str, at: int) -> int:
@@ -202,6 +235,18 @@ def _innermost(blocks: list[int]) -> int | None:
     return blocks[-1] if blocks else None
 
 
+def _declared_dim(text: str, whole: str, at: int) -> sympy.Expr:
+    """A declared dim: a name, or a size that is a positive whole number of at most
+    MAX_SIZE_DIGITS digits, as a statement's dim must be (bf16[0, D] holds nothing)."""
+    if not text.isdigit():
+        return dim_symbol(text)
+    if len(text.lstrip("0")) > MAX_SIZE_DIGITS:
+        raise SpecError(f"a dim's size has at most {MAX_SIZE_DIGITS} digits", whole, at, at + len(text))
+    if int(text) <= 0:
+        raise SpecError(f"a dim's size must be a positive integer, got {int(text)}", whole, at, at + len(text))
+    return sympy.Integer(int(text))
+
+
 class _Scan:
     """One pass over the lines: structure read, and blanked out of the text."""
 
@@ -209,7 +254,8 @@ class _Scan:
         self.text = text
         self.lets: list[tuple[str, sympy.Expr]] = []
         self.let_spans: list[tuple[str, int, int]] = []
-        self.declared: list[tuple[str, str, dtypes.DType, tuple[sympy.Expr, ...], tuple[str, ...], int]] = []
+        self.declared: list[tuple[str, str, dtypes.DType, tuple[sympy.Expr, ...], tuple[tuple[str, ...], ...],
+                                  int]] = []
         # repeat blocks: (start offset, end offset, count, parent block)
         self.regions: list[tuple[int, int, sympy.Expr, int | None]] = []
         self.parts: list[tuple[int, int, str]] = []  # named parts: (start, end, name)
@@ -305,15 +351,23 @@ class _Scan:
                 also = f"; did you mean '{hint}'?" if hint else ""
                 raise SpecError(f"unknown dtype '{match.group('dtype')}'{also}", self.text,
                                 at + match.start("dtype"), at + match.end("dtype"))
-            dims, axes = [], []
+            dims: list[sympy.Expr] = []
+            axes: list[tuple[str, ...]] = []
+            offset = at + match.start("dims")
             for item in _dim_items(match.group("dims")):
+                here = offset + len(item) - len(item.lstrip())
                 found = _DIM.fullmatch(item.strip())
                 if found is None:
                     raise SpecError(f"a declared tensor's dims are names or sizes (D, D_X, 4096), not "
-                                    f"{item.strip()!r}", self.text, at + match.start("dims"))
-                dims.append(sympy.Integer(int(found["dim"])) if found["dim"].isdigit() else dim_symbol(found["dim"]))
+                                    f"{item.strip()!r}", self.text, here)
+                dims.append(_declared_dim(found["dim"], self.text, here))
                 sub = (found["sub"] or "").strip("{}")
-                axes += [a.strip() for a in sub.split(",")] if "," in sub else list(sub)
+                split = tuple(a.strip() for a in sub.split(",")) if "," in sub else tuple(sub)
+                twice = [a for a in split if split.count(a) > 1]
+                if twice:  # as a statement's dim is refused: D_{X,X} is not D over X twice
+                    raise SpecError(f"{item.strip()} is split over {twice[0]} twice", self.text, here)
+                axes.append(split)
+                offset += len(item) + 1
             self.declared.append((word, match.group("name"), dtype, tuple(dims), tuple(axes),
                                   at + match.start("name")))
             pos = match.end()

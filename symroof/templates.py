@@ -17,7 +17,7 @@ from __future__ import annotations
 from . import dtypes
 from .backward import backward
 from .errors import SpecError
-from .models_file import FIELDS, MLPS
+from .models_file import FIELDS, MLPS, NORMS, POSITIONS
 from .strategies import gathered, shard, subscripted
 
 
@@ -33,9 +33,20 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
     N, K = sizes["N"], sizes["K"]
     if N % K:
         raise SpecError(f"model {config['id']}: {N} query heads do not group evenly over {K} KV heads")
-    mlp = config.get("mlp", "swiglu")
-    if mlp not in MLPS:
-        raise SpecError(f"model {config['id']}: mlp is one of {', '.join(MLPS)}, not {mlp!r}")
+    for field in ("id", "name"):  # written into the program's first line: one line, nothing more
+        if not isinstance(config.get(field), str) or not config[field].isprintable():
+            raise SpecError(f"model {config.get('id', '?')!r}: its {field} must be printable text on one line, "
+                            f"not {config.get(field)!r}")
+    choices = {}
+    for field, known, default in (("mlp", MLPS, "swiglu"), ("norm", NORMS, "rmsnorm"),
+                                  ("positions", POSITIONS, "rope")):
+        choices[field] = config.get(field, default)  # a config from models.json has each (models_file.py)
+        if choices[field] not in known:
+            raise SpecError(f"model {config['id']}: {field} is one of {', '.join(known)}, not {choices[field]!r}")
+    for field in ("bias", "tied_embeddings"):
+        if not isinstance(config.get(field, False), bool):
+            raise SpecError(f"model {config['id']}: {field} is true or false, not {config[field]!r}")
+    mlp = choices["mlp"]
     moe = config.get("moe")
     decode = mode == "decode"
     stored = {}
@@ -48,18 +59,18 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
     kv = stored["kv"]
     seq = "" if decode else ", T"  # decode runs one token per sequence
     x = f"bf16[B{seq}, D]"
-    norm = config.get("norm", "rmsnorm")
-    bias = bool(config.get("bias"))
+    norm = choices["norm"]
+    bias = config.get("bias", False)
     lines = [f"# {config['name']}, {mode}: the transformer template (symroof model {config['id']} --print)",
              "let " + ", ".join(f"{d} = {sizes[d]}" for d in ("D", "F", "K", "H", "L", "V")) + f", G = {N // K}",
              "let N = K*G" + ("" if decode else ", S = T"),
              f"let tokens = {'B' if decode else 'B*T'}"]
     if moe:
         lines.append(f"let E = {moe['experts']}, A = {moe['active']}, C = tokens*A/E, slots = E*C")
-    if config.get("positions") == "learned":
+    if choices["positions"] == "learned":
         lines.append(f"let Tmax = {sizes['context']}")
     lines += ["", "embedding Emb: bf16[V, D]", f"gather bf16[V, D], int32[B{seq}] -> {x}"]
-    if config.get("positions") == "learned":
+    if choices["positions"] == "learned":
         lines += ["embedding Pos: bf16[Tmax, D]", f"gather bf16[Tmax, D], int32[B{seq}] -> {x}",
                   f"{x} + {x} -> {x}"]
     lines += ["", "repeat L {"]
@@ -69,7 +80,7 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
               "  part mlp {", *("    " + line for line in feed), "  }"]
     lines += ["}", ""]
     lines += _norm(x, norm, bias, "Wnf", "bnf")
-    if config.get("tied_embeddings"):
+    if config.get("tied_embeddings", False):
         lines.append(f"{x} *_D bf16[V, D] -> bf16[B{seq}, V]   # tied: the embedding table again")
     else:
         lines += ["embedding Wout: bf16[D, V]", f"{x} *_D bf16[D, V] -> bf16[B{seq}, V]"]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from symroof.claims import load_claims, report
-from symroof.claims_model import check_case
+from symroof.claims import report
+from symroof.claims_model import check_case, load_claims
 from symroof.cli import main
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -54,12 +54,16 @@ def test_a_wrong_number_is_a_failed_outcome_not_an_error():
     ("unknown-model", "unknown model 'llama-9-70b'"),
     ("training-quantity-in-decode", "'optimizer_bytes' is a training quantity; this claim's mode is decode"),
     ("time-without-chip", "'t_step' needs a chip"),
-    ("spec-style-sizes", "unknown key(s) set in a model claim (a model claim's sizes go in 'sizes')"),
 ])
 def test_what_cannot_be_checked_is_a_one_line_error(claim, message):
     result = _results(FAILING)[claim]
     assert not result.ok and result.outcomes == ()
     assert result.error is not None and message in result.error and "\n" not in result.error
+
+
+def test_a_spec_claims_sizes_key_in_a_model_claim_is_refused():
+    result = check_case({"id": "s", "model": "llama-3-70b", "set": {"B": 32}, "expect": {"params": 70.55e9}})
+    assert result.outcomes == () and "unknown key(s) set (did you mean sizes?) in a model claim" in result.error
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -125,7 +129,7 @@ def test_check_reports_each_failing_claim_on_its_row():
     assert rows["wrong-params"].startswith("FAIL")
     assert rows["unknown-quantity"].startswith("ERROR") and "kv_bytes_per_tokn" in rows["unknown-quantity"]
     assert rows["unknown-model"].startswith("ERROR") and "unknown model 'llama-9-70b'" in rows["unknown-model"]
-    assert "6 claims: 0 passed, 6 failed" in out
+    assert "5 claims: 0 passed, 5 failed" in out
 
 
 def test_check_json_has_model_claims():
