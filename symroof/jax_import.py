@@ -16,7 +16,7 @@ import inspect
 import re
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -414,9 +414,12 @@ def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
     except Exception:  # noqa: BLE001 (a backend without it: the lowered figures still stand)
         compiled = None
     c = imported.converted
-    lengths = model(c.text, "prefill", None, _used(c.text, sizes))  # a scan's length in the dims: at these sizes
-    loops = {at: _xla_loop(unroll, int(lengths.at(sympy.Integer(n) if isinstance(n, int) else expression(n))))
-             for at, (unroll, n) in c.scans.items()}
+    # each scan's length at these sizes (a dim's name: through the program's lets), where it is unrolled
+    at_sizes = model(c.text, "prefill", None, _used(c.text, sizes)).at \
+        if any(u != 1 and not isinstance(n, int) for u, n in c.scans.values()) else sympy.Integer
+    lengths = {at: n if isinstance(n, int) else 1 if u == 1 else int(at_sizes(expression(n)))
+               for at, (u, n) in c.scans.items()}  # (unrolled once: each trip one copy, whatever its length)
+    loops = {at: _xla_loop(unroll, lengths[at]) for at, (unroll, _) in c.scans.items()}
     lines, times = _as_xla_counts(c.lines, {at: copies for at, (copies, _) in loops.items()})
     once = replace(c, lines=lines).text
     m = model(once, "prefill", None, _used(once, sizes))
@@ -454,14 +457,13 @@ def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
               "transcendentals_unexplained": low["transcendentals"] - expected_t,
               "bytes_within_lowered": int(a.bytes) <= low["bytes"] + _float32_spacing(low["bytes"]) * terms,
               "loops_counted_once": _has_loops(imported),
-              "unrolled": [f"a scan of {lengths.at(sympy.Integer(n) if isinstance(n, int) else expression(n))} "
-                           f"unrolled {u}: XLA counts its body {copies} time(s), and so does the comparison"
-                           for (u, n), (copies, _) in zip(c.scans.values(), loops.values()) if u != 1],
+              "unrolled": [f"a scan of {lengths[at]} unrolled {u}: XLA counts its body {loops[at][0]} time(s), "
+                           "and so does the comparison" for at, (u, _) in c.scans.items() if u != 1],
               "not_costed": dict(c.skipped)}
     if not result["bytes_within_lowered"] and any(st.why == FOLDED for st in c.statements):
         # what XLA folds away it neither reads nor writes: the rest of the program against XLA's bytes
-        kept = [(d, t) for k, (d, t) in enumerate(lines)
-                if not any(st.why == FOLDED and st.line == k for st in c.statements)]
+        kept, _ = _as_xla_counts(c.lines, {at: copies for at, (copies, _) in loops.items()},
+                                 {st.line for st in c.statements if st.why == FOLDED})
         rest = int(model(replace(c, lines=kept).text, "prefill", None, _used(once, sizes)).analysis.bytes) \
             if any(not t.lstrip().startswith(("#", "repeat", "}")) for _, t in kept) else 0
         result["bytes_without_folded"] = rest
@@ -500,12 +502,13 @@ def _xla_loop(unroll: int, length: int) -> tuple[int, bool]:
     return (unroll if trips else 0) + remainder, trips > 0
 
 
-def _as_xla_counts(lines: list[tuple[int, str]],
-                   copies: dict[int, int]) -> tuple[list[tuple[int, str]], Callable[[int], int]]:
+def _as_xla_counts(lines: list[tuple[int, str]], copies: dict[int, int],
+                   drop: Set[int] = frozenset()) -> tuple[list[tuple[int, str]], Callable[[int], int]]:
     """The program's lines as XLA's cost analysis counts them: each repeat block's body
     once, or as many times as an unrolled scan's lowered module holds it (`copies`, by the
     repeat line's index); and how many times a line (by its index in `lines`), or what
-    was said at a position between lines (Converted.extra), is so counted."""
+    was said at a position between lines (Converted.extra), is so counted. The lines in
+    `drop` (by index) are left out."""
     blocks: list[tuple[int, int, int]] = []  # (repeat line, its closing line, copies)
 
     def block(i: int) -> tuple[list[tuple[int, str]], int]:
@@ -520,7 +523,8 @@ def _as_xla_counts(lines: list[tuple[int, str]],
                 body += inner * copies.get(i, 1)
                 i = end + 1
             else:
-                body.append((depth, text))
+                if i not in drop:
+                    body.append((depth, text))
                 i += 1
         return body, i
 

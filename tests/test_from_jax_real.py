@@ -159,3 +159,24 @@ def test_a_folded_op_beside_others_keeps_the_others_bytes():
     # without the folded multiply: the matmul's reads and write, by hand
     assert check["bytes_without_folded"] == 4 * (2 * 8 + 8 * 4 + 2 * 4)
     assert check["bytes_within_lowered"]
+
+
+def test_an_unrolled_scan_of_a_symbolic_length():
+    im = symroof.from_jax(_scan(2), "x=fp32[B, D]; ws=fp32[L, D, D]")
+    body = 2 * 2 * 8 * 8
+    for length, copies, looped in ((5, 3, True), (2, 2, False), (1, 1, False)):  # 2 in a loop and 1 after; all
+        check = im.xla({"B": 2, "D": 8, "L": length})
+        assert check["symroof"]["flops"] == copies * body
+        assert check["xla_lowered"]["flops"] == copies * body + 2 * looped and check["flops_agree"]
+
+
+def test_the_lines_as_xla_counts_them():
+    from symroof.jax_import import _as_xla_counts
+    lines = [(0, "a"), (0, "repeat 5 {   # scan, unroll=2"), (1, "b"), (1, "repeat 4 {   # scan"), (2, "c"),
+             (1, "}"), (0, "}"), (0, "d")]
+    out, times = _as_xla_counts(lines, {1: 3}, drop={4})
+    # the outer body (b, and the inner loop's body once, c dropped) three times
+    assert [t for _, t in out] == ["a", "b", "b", "b", "d"]
+    assert [times(k) for k in range(len(lines))] == [1, 1, 3, 3, 3, 3, 3, 1]
+    out, _ = _as_xla_counts(lines, {})
+    assert [t for _, t in out] == ["a", "b", "c", "d"]
