@@ -46,6 +46,7 @@ from .sizes import size_value
 KEYS = ("id", "model", "mode", "chip", "sizes", "chips", "optimizer", "remat", "mfu", "expect", "tolerance",
         "book", "quote", "issue")
 _CHIP_KEYS = ("name", "variant", "peak_flops", "hbm_bw")
+MAX_FILE_BYTES = 5_000_000  # a claims file; the chapter's is under 10 kB
 
 
 class Claim(dict):
@@ -127,9 +128,11 @@ def load_claims(path) -> list:
     entry that is not a mapping is kept: checking it gives its own ERROR row."""
     try:
         with open(path, "rb") as handle:
-            raw = handle.read()
+            raw = handle.read(MAX_FILE_BYTES + 1)
     except OSError as error:
         raise SymroofError(f"cannot read {path}: {error.strerror or error}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise SymroofError(f"{path}: more than {MAX_FILE_BYTES} bytes, more than a claims file may have")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:

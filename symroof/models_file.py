@@ -17,7 +17,6 @@ import difflib
 import functools
 import json
 import re
-from pathlib import Path
 from typing import NoReturn
 
 from .errors import SpecError
@@ -74,17 +73,21 @@ def _did_you_mean(word: str, choices) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-@functools.cache
-def _load(path: str, _stamp: tuple[int, int] | None = None) -> tuple[dict, ...]:
-    """The checked models of a file (`_stamp`, its mtime and size, renews the cache when
-    the file changes)."""
+def _load(path: str) -> tuple[dict, ...]:
+    """The checked models of a file, read again each time (a file edited between two calls
+    is never answered from the cache), checked once for each content."""
     try:
-        raw = Path(path).read_bytes()
-    except OSError as err:
-        raise SpecError(f"cannot read models file {path}: {err.strerror or err}") from None
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except (OSError, ValueError) as err:
+        raise SpecError(f"cannot read models file {path}: {getattr(err, 'strerror', None) or err}") from None
     if len(raw) > MAX_FILE_BYTES:
-        raise SpecError(f"models file {path}: {len(raw)} bytes, more than a models file may have "
-                        f"({MAX_FILE_BYTES})")
+        raise SpecError(f"models file {path}: more than {MAX_FILE_BYTES} bytes, more than a models file may have")
+    return _checked(path, raw)
+
+
+@functools.lru_cache(maxsize=16)
+def _checked(path: str, raw: bytes) -> tuple[dict, ...]:
     try:
         data = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except UnicodeDecodeError as err:
@@ -199,13 +202,7 @@ def _whole(value: object, limit: int) -> bool:
 
 def models(path: str | None = None) -> tuple[dict, ...]:
     """Every model in the file (the shipped models.json by default)."""
-    file = str(path or resource_path("models.json"))
-    try:
-        stat = Path(file).stat()
-        stamp: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
-    except (OSError, ValueError):
-        stamp = None  # _load says why it cannot read it
-    return _load(file, stamp)
+    return _load(str(path or resource_path("models.json")))
 
 
 def get_model(name: str, path: str | None = None) -> dict:

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 import sympy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from symroof import SpecError
 from symroof.claims import _matches
 from symroof.claims_model import check_case
 from symroof.cli import main
-from symroof.models_file import get_model
+from symroof.models_file import MLPS, NORMS, POSITIONS, get_model
 from symroof.templates import program
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,6 +149,28 @@ def test_every_field_is_checked(tmp_path, change, says):
     assert says in line, line
 
 
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                     | st.text(max_size=12), lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=6)
+_CHOICES = {"mlp": MLPS, "norm": NORMS, "positions": POSITIONS}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(field=st.sampled_from(["tied_embeddings", "bias", "mlp", "norm", "positions"]), value=_JSON)
+def test_any_value_but_a_valid_one_is_refused_naming_the_field(tmp_path, field, value):
+    """Whatever JSON value a flag or a choice holds, it is one the schema allows (a JSON
+    boolean; one of the choices) or it is refused with the model and the field named: never
+    read as something else."""
+    valid = isinstance(value, bool) if field in ("tied_embeddings", "bias") else value in _CHOICES[field]
+    path = models_file(tmp_path, llama(**{field: value}))
+    if valid:
+        assert get_model("llama-3-8b", str(path))[field] == value
+        return
+    with pytest.raises(SpecError) as caught:
+        get_model("llama-3-8b", str(path))
+    assert f"model llama-3-8b: {field} " in str(caught.value) and "\n" not in str(caught.value)
+
+
 def test_a_missing_choice_is_refused_not_defaulted(tmp_path):
     entry = llama()
     del entry["tied_embeddings"]  # before: untied, silently (gemma-7b ties its embeddings)
@@ -166,6 +190,14 @@ def test_the_file_itself_is_checked(tmp_path, text, says):
     path.write_text(text, encoding="utf-8")
     line = refused("model", "x", "--models", path)
     assert says in line and str(path) in line, line
+
+
+def test_a_models_file_edited_between_two_calls_is_read_again(tmp_path):
+    # before: cached by its path, the first content answered for the rest of the process
+    path = models_file(tmp_path, llama())
+    assert get_model("llama-3-8b", str(path))["sizes"]["L"] == 32
+    models_file(tmp_path, llama(sizes={**LLAMA_3_8B["sizes"], "L": 16}))
+    assert get_model("llama-3-8b", str(path))["sizes"]["L"] == 16
 
 
 # ---- declarations -----------------------------------------------------------------------
@@ -293,6 +325,11 @@ def test_a_threshold_with_nothing_to_compare_is_refused(tmp_path):
     ok = check_case({"id": "t", "spec": SPEC, "chip": {"name": "v5e"}, "set": {"D": 4096, "F": 4096},
                      "expect": {"threshold": {"var": "B", "op": ">"}}})
     assert ok.ok, ok
+
+
+def test_a_claims_file_is_bounded_in_size(tmp_path):
+    path = claims_file(tmp_path, "# " + "x" * 5_000_000 + "\n- {id: a, given: {flops: 1}, expect: {flops: 1}}\n")
+    assert "more than a claims file may have" in refused("check", path)
 
 
 def test_an_error_row_says_its_line(tmp_path):
