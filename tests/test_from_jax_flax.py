@@ -76,3 +76,34 @@ def test_a_flax_causal_attention_block():
     check = im.xla({"B": b, "T": t})
     assert check["flops_agree"] and check["transcendentals_agree"] and check["bytes_within_lowered"]
     assert m.analysis.transcendentals == b * 2 * t * t + b * t  # by hand: the softmax's exps, LayerNorm's rsqrts
+
+
+def test_a_flax_nnx_model_closed_over_declares_its_weights():
+    nnx = pytest.importorskip("flax.nnx")
+
+    class MLP(nnx.Module):
+        def __init__(self, rngs):
+            self.norm = nnx.RMSNorm(16, rngs=rngs)
+            self.up = nnx.Linear(16, 32, rngs=rngs)
+            self.down = nnx.Linear(32, 16, rngs=rngs)
+
+        def __call__(self, x):
+            return self.down(nnx.gelu(self.up(self.norm(x))))
+    model = MLP(nnx.Rngs(0))
+    im = symroof.from_jax(lambda x: model(x), "x=fp32[B, 16]")  # the weights: arrays it closes over
+    b = 4
+    m = symroof.model(im.text, "prefill", None, {"B": b})
+    assert m.params == 16 + 16 * 32 + 32 + 32 * 16 + 16  # by hand: the norm's scale, two kernels, two biases
+    assert m.weight_bytes == 4 * m.params
+    # and the gradient through a causal attention block, its variables closed over (jax.grad of a loss)
+    v = _Block().init(jax.random.key(0), jnp.zeros((2, 8, 16)))
+    grad = jax.grad(lambda v, x: jnp.mean(_Block().apply(v, x) ** 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SymroofWarning)
+        g = symroof.from_jax(lambda x: grad(v, x), "x=fp32[B, T, 16]")
+    assert symroof.model(g.text, "prefill", None, {"B": 2, "T": 8}).params == 16 + 16 + 3 * (16 * 2 * 8 + 2 * 8) \
+        + 2 * 8 * 16 + 16
+    for imported, sizes in ((im, {"B": b}), (g, {"B": 2, "T": 8})):
+        # XLA folds what closed-over constants make identities (a zero bias added, a unit scale): explained
+        check = imported.xla(sizes)
+        assert check["flops_agree"] and check["transcendentals_agree"] and check["bytes_within_lowered"]
