@@ -2,15 +2,26 @@
 (model_decls.Options.remat): "full" keeps each repeated block's input (the first tensor
 its first statement reads), "none" every statement's output (a fused block's
 intermediates are recomputed, as flash attention does), "save=x,o,h" the tensors so named.
-On a mesh each is its shard on a chip."""
+On a mesh each is its shard on a chip.
+
+And the other side of the same policy: what the backward pass computes again because it
+was not kept (`recomputed`). "full": every statement of each repeated block, once more (the
+block's whole forward, as Megatron's and llm-analysis's 4x-forward count has it); "save=":
+the statements of a repeated block whose output is not named in the list; "none": nothing.
+Under every policy a fused block's intermediates, which never reach HBM, are computed again
+by its backward (flash attention's backward recomputes the scores and probabilities from
+q and k). A statement outside the repeated blocks keeps its output. A collective written as
+a statement is run again only where it moves activations: a parameter gathered for the
+forward (FSDP) is gathered once more by the backward, for the backward's own use, and that
+gather serves the recomputation too."""
 
 from __future__ import annotations
 
 import sympy
 
-from .cost import Cost, cost
+from .cost import Cost, combine, cost, statement_cost
 from .errors import SpecError
-from .ir import Collective, dim_symbol, tensors_of
+from .ir import Arrays, Collective, Fused, Statement, dim_symbol, tensors_of
 from .model_decls import Options
 from .structure import Structured
 
@@ -32,18 +43,53 @@ def activation_bytes(s: Structured, options: Options) -> sympy.Expr:
         each = cost(s.program).statements
         return sympy.Add(*(k * _output_bytes(c) for c, k in zip(each, s.counts)))
     if options.saved:  # the named tensors, each once per pass where it first appears
+        _check_saved(s, options)
         found: dict[str, sympy.Expr] = {}
         for statement, count in zip(statements, s.counts):
             for tensor in tensors_of(statement):
                 if tensor.name in options.saved and tensor.name not in found:
                     found[tensor.name] = count * _local_bytes(tensor, mesh)
-        missing = [n for n in options.saved if n not in found]
-        if missing:
-            names = sorted({t.name for st in statements for t in tensors_of(st) if t.name})
-            raise SpecError(f"remat save: no tensor named {', '.join(missing)} in the program (named: "
-                            f"{', '.join(names) or 'none'})")
         return sympy.Add(*found.values())
     return sympy.Add(*(count * each for count, each in _block_inputs(s)))
+
+
+def recomputed(s: Structured, options: Options) -> list[tuple[int, Cost]]:
+    """What the backward pass computes again (see the module docstring): for each forward
+    statement it recomputes, the statement's index and the cost of what is run again, per
+    chip and once (the statement's `counts` scale it as they scale the statement)."""
+    statements = s.program.statements
+    mesh = s.program.mesh
+    if options.saved:
+        _check_saved(s, options)
+    inside = {i for block in s.blocks if block.parent is None for i in block.statements}
+    found = []
+    for i, statement in enumerate(statements):
+        each = statement_cost(statement, mesh)
+        if i in inside and _run_again(statement, options):
+            found.append((i, each))
+        if isinstance(statement, Fused) and len(statement.statements) > 1:  # its intermediates, in its backward
+            found.append((i, combine(list(each.statements[:-1]), mesh)))
+    return found
+
+
+def _check_saved(s: Structured, options: Options) -> None:
+    """A `save=` policy names tensors the program has (a misspelt name would keep nothing)."""
+    names = {t.name for statement in s.program.statements for t in tensors_of(statement) if t.name}
+    missing = [n for n in options.saved if n not in names]
+    if missing:
+        raise SpecError(f"remat save: no tensor named {', '.join(missing)} in the program (named: "
+                        f"{', '.join(sorted(names)) or 'none'})")
+
+
+def _run_again(statement: Statement, options: Options) -> bool:
+    """Whether a statement of a repeated block is recomputed under the policy."""
+    if options.remat == "none" or isinstance(statement, Arrays):
+        return False
+    if isinstance(statement, Collective) and not carries_tokens(d.name for d in statement.input.dims):
+        return False  # a parameter's gather: the backward's own serves (see the module docstring)
+    if options.saved:
+        return statement.output.name not in options.saved  # a fused block's: its last statement's
+    return True
 
 
 def block_input_bytes(s: Structured) -> sympy.Expr:

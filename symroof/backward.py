@@ -142,7 +142,9 @@ class _Writer:
             line = run[0]
             code = line.split("#", 1)[0].strip()
             word = code.split(None, 1)[0]
-            if word in ("param", "embedding", "cache"):
+            if word == "cache":  # the keys and values a cache would keep: no gradient of their own
+                return []
+            if word in ("param", "embedding"):
                 return [lead + s for s in self._syncs(code)]
             if word == "gather" and self.fsdp:  # its backward scatters into the table's gradient, whole
                 line = line.replace(sub("D", self.fsdp), "D")

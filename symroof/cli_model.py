@@ -11,7 +11,7 @@ import argparse
 import json
 
 from . import model_report
-from .cli_options import machine_kwargs, machine_options, mode_options
+from .cli_options import machine_kwargs, machine_options, mode_options, remat_option
 from .errors import SpecError
 from .json_report import json_value
 from .machine import machine
@@ -36,9 +36,7 @@ def add_parser(commands) -> None:
                           "model's context")
     cmd.add_argument("--mfu", type=float, help="time a step at this fraction of the peak, not the roofline")
     cmd.add_argument("--optimizer", default="adam", help="adam (12 bytes/param), adafactor (4) or sgd (0)")
-    cmd.add_argument("--remat", default="full",
-                     help="activations kept: full (each block's input), none (every output), or save=x,o,h "
-                          "(the tensors so named; the templates name x, q, k, v, o, a, g, u, h, m)")
+    remat_option(cmd)
     cmd.add_argument("--train-tokens", metavar="N", help="days to train on N tokens (15e12)")
     cmd.add_argument("--weights", default="bf16", metavar="DTYPE",
                      help="the weight matrices' dtype: int8 or fp8 for weight-only quantization (bf16)")
@@ -84,6 +82,9 @@ def run(args: argparse.Namespace) -> str:
                                      {k: v for k, v in sizes.items() if k not in ("B", "T", "S")}, options)
     if args.train_tokens and args.mode != "train":
         raise SpecError(f"--train-tokens gives the days to train: it goes with --train, not --{args.mode}")
+    if args.remat != "full" and args.mode != "train":
+        raise SpecError(f"--remat is what a training step keeps for its backward pass: it goes with --train, "
+                        f"not --{args.mode}")
     total = size_value(args.train_tokens, "--train-tokens") if args.train_tokens else None
     shown = ", ".join(f"{k} = {v}" for k, v in sizes.items())
     mesh = structured.program.mesh

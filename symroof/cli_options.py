@@ -58,6 +58,14 @@ def set_sizes(items) -> dict[str, int]:
     return values
 
 
+def remat_option(parser: argparse.ArgumentParser) -> None:
+    """--remat: what a training step keeps of its activations, and so what it recomputes."""
+    parser.add_argument("--remat", default="full",
+                        help="activations kept: full (each block's input; the backward recomputes each block's "
+                             "forward), none (every output), or save=x,o,h (the tensors so named, the rest of a "
+                             "block recomputed; the templates name x, q, k, v, o, a, g, u, h, m)")
+
+
 def mode_options(parser: argparse.ArgumentParser) -> None:
     """--train (the default), --prefill, --decode: a model's step."""
     mode = parser.add_mutually_exclusive_group()

@@ -34,7 +34,7 @@ from typing import Any
 
 import sympy
 
-from .activations import activation_bytes
+from .activations import activation_bytes, recomputed
 from .cost import Cost, combine, cost, repeated
 from .errors import SpecError
 from .ir import Program, dim_symbol
@@ -85,10 +85,11 @@ class Model:
                         settled=_names(subs))  # the sizes and lets: no longer the analysis's dims
 
     @functools.cached_property
-    def step_analysis(self) -> Analysis:
-        """The whole step as one roofline analysis: in training with a written backward
-        section, forward and backward together (their collectives overlapping the work of
-        the whole step); otherwise the forward's."""
+    def model_analysis(self) -> Analysis:
+        """The step whose FLOPs are the model's (what an MFU counts): in training with a
+        written backward section, forward and backward together (their collectives
+        overlapping the work of the whole step); otherwise the forward's (a training step's
+        backward then counted as twice it: `backward_factor`). Nothing recomputed."""
         back = self.structured.backward
         if self.options.mode != "train" or back is None:
             return self.analysis
@@ -101,15 +102,43 @@ class Model:
         return Analysis(combine(both_, forward.mesh), self.machine, program=program,
                         settled=_names(self._subs) | _names(subs))
 
+    @functools.cached_property
+    def recomputed(self) -> list[tuple[int, Cost]]:
+        """What a training step's backward pass computes again under the remat policy
+        (activations.recomputed): each forward statement's index and the cost of what is
+        run again of it, as often as the statement runs. Empty outside training."""
+        if self.options.mode != "train":
+            return []
+        counts = self.structured.counts
+        return [(i, repeated(c, counts[i], self._subs)) for i, c in recomputed(self.structured, self.options)]
+
+    @functools.cached_property
+    def step_analysis(self) -> Analysis:
+        """The whole step as the chips run it, as one roofline analysis: in training the
+        model's step (`model_analysis`, its forward three times over where no backward is
+        written) and what the remat policy recomputes; otherwise the forward's. Its FLOPs
+        are the hardware FLOPs; its time is the step's."""
+        base = self.model_analysis
+        if self.options.mode != "train":
+            return base
+        factor = self.backward_factor
+        costs = [c if factor == 1 else repeated(c, factor, {}) for c in base.cost.statements]
+        costs += [c for _, c in self.recomputed]
+        forward = self.structured.program
+        assert base.program is not None  # a model's analyses carry their program
+        program = Program(base.program.statements + tuple(forward.statements[i] for i, _ in self.recomputed),
+                          base.program.values, forward.mesh)
+        return Analysis(combine(costs, forward.mesh), self.machine, program=program, settled=base.settled)
+
     @property
     def written_backward(self) -> bool:
         """Whether a training step is costed from its written backward section (else 3x)."""
         return self.options.mode == "train" and self.structured.backward is not None
 
     @property
-    def step_factor(self) -> int:
-        """How many times `step_analysis` a step is: 3 in training by the convention (no
-        written backward: the backward twice the forward), else 1."""
+    def backward_factor(self) -> int:
+        """How many times `model_analysis` a step's model FLOPs are: 3 in training by the
+        convention (no written backward: the backward twice the forward), else 1."""
         return 3 if self.options.mode == "train" and not self.written_backward else 1
 
     # ---- parameters and counts --------------------------------------------------------
@@ -155,11 +184,21 @@ class Model:
 
     @functools.cached_property
     def flops_train(self) -> sympy.Expr:
-        return self.step_factor * _all_chips(self.step_analysis)
+        """The model FLOPs of a training step: forward and backward, nothing recomputed."""
+        return self.backward_factor * _all_chips(self.model_analysis)
 
     @functools.cached_property
     def flops_train_per_token(self) -> sympy.Expr:
         return ratio(self.flops_train, self.tokens)
+
+    @functools.cached_property
+    def flops_train_hardware(self) -> sympy.Expr:
+        """The hardware FLOPs of a training step: the model FLOPs and what is recomputed."""
+        return _all_chips(self.step_analysis)
+
+    @functools.cached_property
+    def flops_train_hardware_per_token(self) -> sympy.Expr:
+        return ratio(self.flops_train_hardware, self.tokens)
 
     # ---- memory -------------------------------------------------------------------------
 
@@ -261,24 +300,44 @@ class Model:
         self._chip()
         self._check_mesh()
         self._check_split()
+        if self.options.mfu is not None:  # the model FLOPs over every chip's share of the peak, at the MFU
+            return self._model_flops / (self._chips_in_all * self.matrix_peak * self.options.mfu_exact)
+        return self.step_analysis.t_lower / self.options.chips  # on a mesh, per chip already
+
+    @property
+    def _chips_in_all(self) -> sympy.Expr:
         mesh = self.structured.program.mesh
-        if self.options.mfu is not None:  # the whole step's FLOPs over every chip's share of the peak
-            chips = mesh.chips if mesh is not None else self.options.chips
-            work = self.step_factor * _all_chips(self.step_analysis)
-            return work / (chips * self.matrix_peak * self.options.mfu_exact)
-        return self.step_factor * self.step_analysis.t_lower / self.options.chips  # on a mesh, per chip already
+        return mesh.chips if mesh is not None else sympy.Integer(self.options.chips)
+
+    @property
+    def _model_flops(self) -> sympy.Expr:
+        return self.flops_train if self.options.mode == "train" else self.flops
+
+    @functools.cached_property
+    def mfu(self) -> sympy.Expr:
+        """Model FLOPs utilisation at t_step: the model FLOPs over t_step times every
+        chip's matrix peak (the most a step can reach, t_step being a lower bound)."""
+        return self._model_flops / (self.t_step * self._chips_in_all * self.matrix_peak)
+
+    @functools.cached_property
+    def hfu(self) -> sympy.Expr:
+        """Hardware FLOPs utilisation at t_step: as `mfu`, with what is recomputed counted."""
+        return self.flops_train_hardware / (self.t_step * self._chips_in_all * self.matrix_peak)
 
     @functools.cached_property
     def matrix_peak(self) -> sympy.Expr:
         """The matrix unit's peak for the dtype doing most of the work: what an MFU is a
         fraction of (not FLOPs over T_math, which the vector unit's work drags down)."""
         a = self.analysis
-        matrix = {name: work for name, work in a.work.items() if not name.startswith("vector")}
+        matrix = self._matrix_work()
         if not matrix:
             raise SpecError("an MFU is a fraction of the matrix unit's peak, and this model has no matrix work")
         busiest = max(matrix, key=lambda name: a._at(matrix[name]).xreplace(
             {s: 1 for s in a._at(matrix[name]).free_symbols}))
         return a.rates[busiest]
+
+    def _matrix_work(self) -> dict:
+        return {name: work for name, work in self.analysis.work.items() if not name.startswith("vector")}
 
     @functools.cached_property
     def tokens_per_s(self) -> sympy.Expr:
@@ -322,11 +381,13 @@ class Model:
     def time_split(self) -> dict[str, sympy.Expr]:
         """Each named part's time in a step (the template's attention and mlp; "rest" for
         what is in no part): its statements' roofline times, each bound on its own, run as
-        often as they run (3x in training), over the chips."""
+        often as they run (in training: the forward three times over, or with its written
+        backward, and what is recomputed), over the chips."""
         self._chip()
-        factor = self.step_factor / sympy.Integer(self.options.chips)
+        factor = 1 / sympy.Integer(self.options.chips)
         back = self.structured.backward
-        parts = self.structured.parts + (back.parts if self.written_backward and back is not None else ())
+        parts = self.structured.parts + (back.parts if self.written_backward and back is not None else ()) \
+            + tuple(self.structured.parts[i] for i, _ in self.recomputed)
         found: dict[str, sympy.Expr] = {}
         for line, part in zip(self.step_analysis.lines, parts):
             found[part or "rest"] = found.get(part or "rest", sympy.Integer(0)) + factor * line.t_lower
@@ -364,7 +425,12 @@ class Model:
                 continue  # the mesh fixes the chips: `fits` says whether they hold it
             if q.name == "tokens" and dim_symbol("tokens") not in self.structured.relations:
                 continue
-            if q.name in ("flops_per_token", "flops_train_per_token", "tokens_per_s") and \
+            if q.name == "kv_bytes" and self.options.mode == "train":
+                continue  # training keeps no cache (its bytes per token are the architecture's: still shown)
+            if q.name in ("mfu", "hfu") and not self._matrix_work():
+                continue
+            if q.name in ("flops_per_token", "flops_train_per_token", "flops_train_hardware_per_token",
+                          "tokens_per_s") and \
                     dim_symbol("tokens") not in self.structured.relations:
                 continue
             found[q.name] = getattr(self, q.name)

@@ -38,9 +38,13 @@ MODEL_QUANTITIES: tuple[ModelQuantity, ...] = (
     ModelQuantity("tokens", "", "tokens one step processes (`let tokens = ...`)"),
     ModelQuantity("flops", "FLOPs", "FLOPs of one forward step"),
     ModelQuantity("flops_per_token", "FLOPs", "forward FLOPs per token"),
-    ModelQuantity("flops_train", "FLOPs", "training FLOPs of one step: forward + backward (2x forward)",
+    ModelQuantity("flops_train", "FLOPs", "model FLOPs of a training step: forward + backward (2x forward), "
+                  "nothing recomputed; what an MFU counts", train_only=True),
+    ModelQuantity("flops_train_per_token", "FLOPs", "model FLOPs of a training step per token", train_only=True),
+    ModelQuantity("flops_train_hardware", "FLOPs", "hardware FLOPs of a training step: its model FLOPs and "
+                  "what the remat policy recomputes; what an HFU counts, and what t_step runs", train_only=True),
+    ModelQuantity("flops_train_hardware_per_token", "FLOPs", "hardware FLOPs of a training step per token",
                   train_only=True),
-    ModelQuantity("flops_train_per_token", "FLOPs", "training FLOPs per token", train_only=True),
     ModelQuantity("weight_bytes", "bytes", "bytes of the parameters"),
     ModelQuantity("grad_bytes", "bytes", "bytes of the gradients (the parameters' dtype)", train_only=True),
     ModelQuantity("optimizer_bytes", "bytes", "bytes of the optimizer state", train_only=True),
@@ -52,9 +56,15 @@ MODEL_QUANTITIES: tuple[ModelQuantity, ...] = (
     ModelQuantity("hbm_per_chip", "bytes", "memory_bytes over the chips"),
     ModelQuantity("hbm_left_per_chip", "bytes", "usable HBM a chip has left", needs_chip=True),
     ModelQuantity("min_chips", "", "the fewest chips whose usable HBM holds memory_bytes", needs_chip=True),
-    ModelQuantity("t_step", "s", "time of one step: the roofline's lower bound (3x for training, or the "
-                  "forward and a written backward together), or at the given MFU, over the chips", needs_chip=True),
+    ModelQuantity("t_step", "s", "time of one step: the roofline's lower bound of its hardware FLOPs and bytes "
+                  "(training: the forward 3x, or the forward and a written backward together, and what is "
+                  "recomputed), or at the given MFU, over the chips", needs_chip=True),
     ModelQuantity("tokens_per_s", "tokens/s", "tokens over t_step", needs_chip=True),
+    ModelQuantity("mfu", "", "model FLOPs utilisation at t_step: the model FLOPs (flops_train; in inference "
+                  "flops) over t_step x the chips x the matrix peak; t_step being a lower bound, the most a "
+                  "step reaches", needs_chip=True),
+    ModelQuantity("hfu", "", "hardware FLOPs utilisation at t_step: flops_train_hardware over t_step x the "
+                  "chips x the matrix peak", train_only=True, needs_chip=True),
 )
 MODEL_QUANTITY = {q.name: q for q in MODEL_QUANTITIES}
 

@@ -45,7 +45,9 @@ from .topology import placement
 
 @dataclass(frozen=True)
 class Collective:
-    """One collective of a step: in which pass, over which axes, on what, how often."""
+    """One collective of a step: in which pass, over which axes, on what, how often. A
+    collective of a statement the backward pass recomputes (remat) is `backward` and
+    `recomputed`."""
 
     backward: bool
     kind: str
@@ -56,6 +58,12 @@ class Collective:
     time: sympy.Expr   # all `count` of them, bandwidth-bound
     overlaps: bool     # on parameters or gradients (True), or on activations (False)
     latency: sympy.Expr = sympy.Integer(0)  # all `count` of them, their hops' latency floor
+    recomputed: bool = False
+
+    @property
+    def when(self) -> str:
+        """The pass it runs in, in words: forward, backward, or recompute (in the backward)."""
+        return "recompute" if self.recomputed else "backward" if self.backward else "forward"
 
     @property
     def floored(self) -> sympy.Expr:
@@ -75,13 +83,14 @@ def collectives(model: Model) -> list[Collective]:
     if a.mesh is None:
         return []
     forward = len(model.structured.program.statements)
-    passes = [k >= forward for k, c in enumerate(a.cost.statements) for _ in c.moves]
+    again = len(a.cost.statements) - len(model.recomputed)  # the recomputed statements come last
+    passes = [(k >= forward, k >= again) for k, c in enumerate(a.cost.statements) for _ in c.moves]
     out = []
-    for backward, (move, t) in zip(passes, a.collectives):
+    for (backward, recomputed), (move, t) in zip(passes, a.collectives):
         before = move.move.before  # activations carry the tokens; parameters and gradients do not
         out.append(Collective(backward, move.move.kind, "".join(move.move.axes), before.text(move.move.dtype),
                               move.bytes, model.at(move.count), t.bandwidth, not carries_tokens(before.labels),
-                              model.at(t.latency)))
+                              model.at(t.latency), recomputed))
     return out
 
 
@@ -94,11 +103,10 @@ def times(model: Model) -> dict[str, sympy.Expr]:
     rows = collectives(model)
     hidden = sympy.Add(*(c.floored for c in rows if c.overlaps))
     exposed = sympy.Add(*(c.floored for c in rows if not c.overlaps))
-    factor = model.step_factor
     work = sympy.Max(a.t_math, a.t_comms)
-    t_step = factor * sympy.Max(work, hidden) + exposed
+    t_step = sympy.Max(work, hidden) + exposed
     return {"t_network_overlapped": hidden, "t_network_exposed": exposed,
-            "t_comm_exposed": t_step - factor * work, "t_step_exposed": t_step}
+            "t_comm_exposed": t_step - work, "t_step_exposed": t_step}
 
 
 def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
@@ -252,8 +260,8 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
         out.append(("pipeline", model.pipeline.describe(show)))
     groups: dict[tuple, list] = {}
     for c in found["collectives"]:
-        groups.setdefault((c.backward, c.kind, c.axes, c.overlaps), []).append(c)
-    for (backward, kind, axes, overlaps), group in groups.items():
+        groups.setdefault((c.when, c.kind, c.axes, c.overlaps), []).append(c)
+    for (when, kind, axes, overlaps), group in groups.items():
         count = sympy.Add(*(c.count for c in group))
         zero = "".join(a for k, a in found["strategy"].items() if k in ("zero1", "zero2"))
         what = "between stages: overlap the next microbatch but in the fill and the drain" if kind == "Send" else \
@@ -261,7 +269,7 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
         if kind == "AllReduce" and zero and set(zero) & set(axes):
             what += "; ZeRO runs it as a ReduceScatter of the gradients and an AllGather of the updated " \
                     "parameters, in the same time"
-        out.append(("collectives", f"{'backward' if backward else 'forward'}: {show(count)} x {kind} over {axes}, "
+        out.append(("collectives", f"{when}: {show(count)} x {kind} over {axes}, "
                                    f"{seconds(sympy.Add(*(c.time for c in group)))} ({what})"))
     out.append(("t_step_exposed", f"{seconds(found['t_step_exposed'])} (the activations' collectives exposed; "
                                   f"t_comm_exposed {seconds(found['t_comm_exposed'])})"))
@@ -303,7 +311,7 @@ def as_json(model: Model, value) -> dict:
     if not found:
         return {}
     return {"strategy": found["strategy"],
-            "collectives": [{"pass": "backward" if c.backward else "forward", "kind": c.kind, "axes": c.axes,
+            "collectives": [{"pass": c.when, "kind": c.kind, "axes": c.axes,
                              "tensor": c.tensor, "bytes": value(c.bytes), "count": value(c.count),
                              "t": value(c.time), "overlaps": c.overlaps} for c in found["collectives"]],
             **{k: value(found[k]) for k in ("t_network_overlapped", "t_network_exposed", "t_comm_exposed",

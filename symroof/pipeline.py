@@ -226,7 +226,8 @@ class Pipeline:
         reductions once) and the sends between stages."""
         out = [c if self._once(c) else Collective(c.backward, c.kind, c.axes, c.tensor, self.micro(c.bytes),
                                                    self.microbatches * c.count, self.microbatches * self.micro(c.time),
-                                                   c.overlaps, self.microbatches * self.micro(c.latency))
+                                                   c.overlaps, self.microbatches * self.micro(c.latency),
+                                                   c.recomputed)
                for c in collectives(self.last)]
         count = sympy.Integer(self.schedule.chunks * self.microbatches)  # interleaved: each chunk's boundary
         for backward in (False, True):

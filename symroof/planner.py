@@ -20,6 +20,7 @@ forward and backward, by the sharding engine (model_strategy.py), and ranked by
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -96,10 +97,11 @@ def _splits(chips: int, kinds: dict) -> list[dict[str, int]]:
 
 
 def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context: int | None = None,
-         models_file=None) -> Plan:
+         models_file=None, remat: str = "full") -> Plan:
     """Every strategy for `name` on `chips` chips of `chip` with a batch of `tokens` tokens
     (sequences of `context`, the model's by default; in decode, `tokens` sequences of one
-    new token each over a context of `context`)."""
+    new token each over a context of `context`), training under the `remat` policy (what
+    each chip keeps of its activations, and what its backward recomputes)."""
     started = time.perf_counter()
     config = get_model(name, models_file)
     if not isinstance(chips, int) or not 1 <= chips <= 65536:
@@ -129,7 +131,8 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
             {"dp": split.pop("dp"), "tp": split["tp"]}
         sizes |= {k: split[k] for k in ("sp", "ep") if split[k] > 1 or (k == "ep" and config.get("moe"))}
         found.append(Candidate(sizes))
-    probe = model(name, mode, chip, batch, models_file=models_file)  # one chip, unsharded: the floors
+    run = functools.partial(model, name, mode, chip, batch, models_file=models_file, remat=remat)
+    probe = run()  # one chip, unsharded: the floors
     usable = probe._usable()
     if not (usable.is_number and probe.analysis.t_lower.is_number):
         raise SpecError("a plan ranks step times: it needs a chip whose figures are numbers (not --chip symbolic "
@@ -141,7 +144,8 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
     # pipelines last: each is bounded below by its bubble, (M + (P - 1)/v)/M of the chips' share of
     # the work at the peak (v = 2 where the interleaved schedule can run), and set aside uncosted
     # where that bound is slower than a strategy already costed
-    ideal = probe.flops_train / (chips * probe.matrix_peak)
+    ideal = probe.flops_train_hardware / (chips * probe.matrix_peak) if train else \
+        probe.flops / (chips * probe.matrix_peak)
     best = None
     for c in sorted(found, key=lambda c: c.sizes.get("pp", 1)):
         pp = c.sizes.get("pp", 1)
@@ -152,9 +156,9 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
                 c.rejected = f"pp={pp}: its bubble alone makes it at least {float(floor) * 1e3:.4g} ms, slower " \
                              f"than {float(best) * 1e3:.4g} ms already found"
         if c.rejected is None:
-            _cost(c, name, mode, chip, batch, models_file, usable)
+            _cost(c, run, usable)
             if c.rejected is None and pp > 1 and s["L"] % (2 * pp) == 0:
-                _interleaved(c, name, mode, chip, batch, models_file, usable)
+                _interleaved(c, run, usable)
             if c.rejected is None:
                 t = c.figures["t_step_exposed"]
                 best = t if best is None or t < best else best
@@ -182,17 +186,17 @@ def _pruned(sizes: dict, s: dict, sequences: int, params, per_param: int, usable
     return None
 
 
-def _cost(c: Candidate, name: str, mode: str, chip: str, batch: dict, models_file, usable) -> None:
+def _cost(c: Candidate, run, usable) -> None:
     """Cost a candidate; where plain data parallelism does not fit in training, the same split
     with ZeRO-1, then ZeRO-2 (the same step time, less memory: model_strategy costs them alike).
     A figure the chip lacks for it (a pipeline's sends over a network with no bandwidth) or a
-    mesh past the chip's domain sets it aside, saying so."""
+    mesh past the chip's domain sets it aside, saying so. `run` makes the model (the plan's
+    name, mode, chip, batch and options) under a strategy."""
     try:
-        m = model(name, mode, chip, batch, strategy=c.strategy, models_file=models_file,
-                  schedule=c.schedule if c.sizes.get("pp", 1) > 1 else None)
+        m = run(strategy=c.strategy, schedule=c.schedule if c.sizes.get("pp", 1) > 1 else None)
         if m.hbm_per_chip > usable and (stage := _zero_stage(m, c, usable)):
             c.zero = stage  # costed again with it, its memory checked as any other's
-            return _cost(c, name, mode, chip, batch, models_file, usable)
+            return _cost(c, run, usable)
         if m.hbm_per_chip > usable:
             c.rejected = (f"out of memory: {float(m.hbm_per_chip) / 1e9:.4g} GB a chip "
                           f"(usable {float(usable) / 1e9:.4g})")
@@ -230,11 +234,11 @@ def _zero_stage(m: Model, c: Candidate, usable) -> int:
     return 2 if one - m.grad_bytes * spare / m.options.chips <= usable else 0
 
 
-def _interleaved(c: Candidate, name: str, mode: str, chip, batch: dict, models_file, usable) -> None:
+def _interleaved(c: Candidate, run, usable) -> None:
     """Keep the interleaved schedule (2 layer chunks a chip: a bubble half 1F1B's, twice the
     sends) in place of 1F1B where it is faster."""
     other = Candidate(dict(c.sizes), zero=c.zero, schedule="interleaved")
-    _cost(other, name, mode, chip, batch, models_file, usable)
+    _cost(other, run, usable)
     if other.rejected is None and other.figures["t_step_exposed"] < c.figures["t_step_exposed"]:
         c.schedule, c.zero, c.model, c.figures = other.schedule, other.zero, other.model, other.figures
 

@@ -112,8 +112,9 @@ def _attention(x: str, seq: str, norm: str, bias: bool, decode: bool, cache: str
     lines += ["param Wq: bf16[D, K, G, H], Wk: bf16[D, K, H], Wv: bf16[D, K, H], Wo: bf16[K, G, H, D]"]
     if bias:
         lines += ["param bq: bf16[K, G, H], bk: bf16[K, H], bv: bf16[K, H], bo: bf16[D]"]
-    if decode:
-        lines += [f"cache Kc: {kv}, Vc: {kv}   # the context's keys and values"]
+    # the keys and values a sequence's tokens leave: decode reads the context's, prefill
+    # writes them; in training no cache is kept, but its bytes per token are the model's
+    lines += [f"cache Kc: {kv}, Vc: {kv}   # the context's keys and values"]
     source = x if decode else "bf16[B, S, D]"
     lines += [f"{x} *_D bf16[D, K, G, H] -> q: {q}", f"{source} *_D bf16[D, K, H] -> k: {new_kv}",
               f"{source} *_D bf16[D, K, H] -> v: {new_kv}"]

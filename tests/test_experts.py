@@ -50,17 +50,22 @@ def test_each_layer_sends_its_tokens_to_their_experts_and_back(chip):
     exchanges = [c for c in rows if c.kind == "AllToAll"]
     # each chip's block: its B*T/n tokens, each sent to its A experts, D wide in bf16
     V = B * T // n * A * D * 2
-    assert sum(c.count for c in exchanges if not c.backward) == 2 * L  # dispatch and combine
-    assert sum(c.count for c in exchanges if c.backward) == 2 * L      # their gradients, back
+    assert sum(c.count for c in exchanges if c.when == "forward") == 2 * L  # dispatch and combine
+    assert sum(c.count for c in exchanges if c.when == "backward") == 2 * L  # their gradients, back
+    # remat full (the default): the backward recomputes each block's forward, its exchanges too
+    assert sum(c.count for c in exchanges if c.when == "recompute") == 2 * L
     assert all(c.bytes == V and not c.overlaps for c in exchanges)     # on the critical path
     t = model_strategy.thresholds(m, {"ep": "M"})["ep"]
-    assert sum(c.time for c in exchanges) == 4 * L * _all_to_all(V, n, chip)
-    assert t["exchange_ratio"] == m.step_analysis.t_math / (4 * L * _all_to_all(V, n, chip))
+    assert sum(c.time for c in exchanges) == 6 * L * _all_to_all(V, n, chip)
+    assert t["exchange_ratio"] == m.step_analysis.t_math / (6 * L * _all_to_all(V, n, chip))
+    kept = symroof.model("mixtral-8x7b", "train", chip, {"B": B, "T": T}, strategy=f"ep={n}", remat="none")
+    assert sum(c.count for c in model_strategy.collectives(kept) if c.kind == "AllToAll") == 4 * L
     # every chip holds the attention and the router whole, and an nth of the experts
     assert m.weight_bytes == 2 * (_params() - EXPERT_PARAMS) + 2 * EXPERT_PARAMS // n
     plain = symroof.model("mixtral-8x7b", "train", chip, {"B": B, "T": T})
     assert m.flops_train == plain.flops_train
-    assert m.step_analysis.flops * n == plain.analysis.flops * 3  # each chip an nth of the step's work
+    assert m.model_analysis.flops * n == plain.analysis.flops * 3  # each chip an nth of the step's work
+    assert m.step_analysis.flops * n == plain.step_analysis.flops  # and of what it recomputes
 
 
 def test_past_a_node_the_exchange_runs_on_the_scale_out_network():
@@ -71,7 +76,8 @@ def test_past_a_node_the_exchange_runs_on_the_scale_out_network():
     exchanges = [c for c in model_strategy.collectives(m) if c.kind == "AllToAll"]
     V = B * T // 2 * A * D * 2  # the tokens split over ep only: tp holds them whole
     assert all(c.bytes == V and c.axes == "U" for c in exchanges)
-    assert sum(c.time for c in exchanges) == 4 * L * _all_to_all(V, 2, "h100", "scaleout")
+    # forward, backward and recomputed (remat full), each layer's dispatch and combine
+    assert sum(c.time for c in exchanges) == 6 * L * _all_to_all(V, 2, "h100", "scaleout")
 
 
 def test_the_experts_gradients_are_summed_over_the_data_axes_only():
@@ -142,7 +148,8 @@ def test_expert_parallelism_keeps_the_work(ep, dp, tp, fsdp, mode):
     # out (with its exchanges and batched expert gradients) keeps the 3x
     assert (m.flops_train, m.flops) == (plain.flops_train, plain.flops)
     if tp == 1:  # nothing is replicated: every chip does an equal share
-        assert m.step_analysis.flops * ep * dp * fsdp == plain.analysis.flops * (3 if mode == "train" else 1)
+        assert m.model_analysis.flops * ep * dp * fsdp == plain.analysis.flops * (3 if mode == "train" else 1)
+        assert m.step_analysis.flops * ep * dp * fsdp == plain.step_analysis.flops  # what is recomputed too
     exchanges = [c for c in model_strategy.collectives(m) if c.kind == "AllToAll"]
     assert bool(exchanges) == (ep > 1)
     if ep > 1:  # each chip's tokens, each to its A experts: the tokens split over dp, fsdp and ep

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import by_hand
 import pytest
 import sympy
 from hypothesis import given, settings
@@ -241,11 +242,15 @@ def test_step_time_tokens_and_days_by_hand():
     config = get_model("llama-3-8b")
     m = _model("llama-3-8b", chip="tpu-v5p", sizes={"B": 64, "T": 4096}, chips=64, mfu=0.5)
     peak = machine("tpu-v5p").peak("bf16")
-    assert m.t_step == 3 * m.flops / (64 * peak * sympy.Rational(1, 2))  # 3x forward, over chips x peak x MFU
+    # the model FLOPs (3x forward, nothing recomputed: MFU's definition) over chips x peak x MFU
+    assert m.t_step == 3 * m.flops / (64 * peak * sympy.Rational(1, 2))
+    assert m.mfu == sympy.Rational(1, 2)  # the MFU given is the MFU the step runs at
+    assert m.hfu == m.mfu * m.flops_train_hardware / m.flops_train > m.mfu  # remat full recomputes
     assert m.tokens_per_s == 64 * 4096 / m.t_step
     assert m.days_to_train(15 * 10**12) == 15 * 10**12 / m.tokens_per_s / 86400
-    roof = _model("llama-3-8b", chip="tpu-v5p", sizes={"B": 64, "T": 4096}, chips=64)
-    assert roof.t_step == 3 * roof.analysis.t_lower / 64
+    for remat in ("full", "none"):  # the roofline: the step's hardware work, what remat recomputes too
+        roof = _model("llama-3-8b", chip="tpu-v5p", sizes={"B": 64, "T": 4096}, chips=64, remat=remat)
+        assert roof.t_step == max(by_hand.step("llama-3-8b", "tpu-v5p", 64, 4096, remat)) / 64
     assert config["sizes"]["context"] == 8192
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import by_hand
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,7 +35,7 @@ def test_data_parallel_all_reduces_each_gradient_once_by_hand(chip, mesh):
     s = get_model("llama-3-8b")["sizes"]
     X = int(mesh.split("=")[1].split("@")[0])
     sizes = {"B": 2 * X, "T": 2048}
-    m = symroof.model("llama-3-8b", "train", chip=chip, sizes=sizes, strategy="dp=X", mesh=mesh)
+    m = symroof.model("llama-3-8b", "train", chip=chip, sizes=sizes, strategy="dp=X", mesh=mesh, remat="none")
     rows = model_strategy.collectives(m)
     assert {c.kind for c in rows} == {"AllReduce"} and all(c.backward and c.overlaps for c in rows)
     # one AllReduce of each weight's bf16 gradient, as often as the weight is (L for a layer's)
@@ -45,10 +46,10 @@ def test_data_parallel_all_reduces_each_gradient_once_by_hand(chip, mesh):
                                 values={"W": n}).t_network for n, _ in _weights(s).values()}
     t_net = sum(count * alone[n] for n, count in _weights(s).values())
     assert m.step_analysis.t_network == t_net
-    # the threshold: per-chip tokens where 3x the forward's T_math (each chip a 1/X of the
-    # batch, T_math linear in B) reaches the gradients' AllReduces
-    one = symroof.model("llama-3-8b", "prefill", chip=chip, sizes={"B": 1, "T": 2048}).analysis.t_math
-    per_chip_batch = t_net / (3 * one)  # sequences per chip at the threshold
+    # the threshold: per-chip tokens where the step's T_math (each chip a 1/X of the batch,
+    # T_math linear in B) reaches the gradients' AllReduces: 3x the forward's, and with remat
+    # none only flash attention's recomputed scores and softmax in the backward, each layer
+    per_chip_batch = t_net / by_hand.step_t_math("llama-3-8b", chip, 2048, "none")  # sequences a chip holds there
     found = model_strategy.thresholds(m, {"dp": "X"})["dp"]["per_chip_tokens"]
     assert found == per_chip_batch * 2048
 
@@ -87,19 +88,22 @@ def test_tensor_parallel_training_all_reduces_activations_four_times_a_layer(chi
     rows = model_strategy.collectives(m)
     # Megatron: forward, the attention output and MLP down projections; backward, the
     # gradients into each sublayer's input (q, k, v at once; the gated MLP's two at once);
-    # and once the output layer's (vocabulary split) gradient into the final norm
-    assert sorted((c.kind, c.backward, c.bytes, c.count) for c in rows) == sorted(
-        [("AllReduce", False, B * T * D * 2, L)] * 2 + [("AllReduce", True, B * T * D * 2, L)] * 2
-        + [("AllReduce", True, B * T * D * 2, 1)])
+    # and once the output layer's (vocabulary split) gradient into the final norm; remat full
+    # (the default) runs each layer's forward again in the backward, its two AllReduces too
+    assert sorted((c.kind, c.when, c.bytes, c.count) for c in rows) == sorted(
+        [("AllReduce", "forward", B * T * D * 2, L)] * 2 + [("AllReduce", "backward", B * T * D * 2, L)] * 2
+        + [("AllReduce", "backward", B * T * D * 2, 1)] + [("AllReduce", "recompute", B * T * D * 2, L)] * 2)
     assert not any(c.overlaps for c in rows)  # activations: the next statement waits for them
     one = symroof.analyze("AllReduce_Y bf16[B, T, D] {U_Y} -> bf16[B, T, D]", chip=chip, mesh="Y=8",
                           values={"B": B, "T": T, "D": D}).t_network
-    assert m.step_analysis.t_network == (4 * L + 1) * one
+    assert m.step_analysis.t_network == (6 * L + 1) * one
     found = model_strategy.times(m)
     a = m.step_analysis
-    assert found["t_step_exposed"] == max(a.t_math, a.t_comms) + (4 * L + 1) * one
+    assert found["t_step_exposed"] == max(a.t_math, a.t_comms) + (6 * L + 1) * one
     ratio = model_strategy.thresholds(m, {"tp": "Y"})["tp"]["ratio"]
-    assert ratio == a.t_math / ((4 * L + 1) * one)
+    assert ratio == a.t_math / ((6 * L + 1) * one)
+    kept = symroof.model("llama-3-8b", "train", chip=chip, sizes={"B": B, "T": T}, strategy="tp=8", remat="none")
+    assert kept.step_analysis.t_network == (4 * L + 1) * one  # nothing recomputed: Megatron's four a layer
     assert V % 8 == 0
 
 
@@ -141,7 +145,9 @@ def test_training_strategy_errors_and_json(capsys):
     assert out["strategy"] == {"fsdp": "X", "tp": "Y"}
     assert {"t_comm_exposed", "t_step_exposed", "memory_per_chip", "threshold", "collectives"} <= set(out)
     assert out["threshold"]["fsdp"]["per_chip_tokens"] > 0 and out["threshold"]["tp"]["ratio"] > 0
-    assert {c["pass"] for c in out["collectives"]} == {"forward", "backward"}
+    # tp's AllReduces run again where the backward recomputes a layer (remat full, the default)
+    assert {c["pass"] for c in out["collectives"]} == {"forward", "backward", "recompute"}
+    assert {c["kind"] for c in out["collectives"] if c["pass"] == "recompute"} == {"AllReduce"}
     assert main(["model", "llama-3-8b", "--chip", "tpu-v5p", "--strategy", "fsdp=4", "--print"]) == 0
     printed = capsys.readouterr().out
     assert "backward {" in printed and "AllGather_Z" in printed
