@@ -4,6 +4,10 @@ against XLA's cost analysis at the sizes `--set` gives.
 
     symroof from-jax my_model:block --shapes "x=bf16[B, T, D]; w=bf16[D, F]" --chip h100
     symroof from-jax path/to/file.py:mlp --shapes "..." --set B=8,T=128,D=512,F=2048 --xla
+    symroof from-jax my_model:apply --shapes "v.w=bf16[D, F]; x=bf16[B, D]" --params v -o block.sr
+
+`--params` names the arguments that are weights (a pytree argument by its leaves, p.w):
+with the arrays the function closes over, they are declared `param` in the program.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ def run(args: argparse.Namespace) -> str:
         out = {"function": args.target, "program": imported.text, "equations": imported.equations,
                "statements": len(imported.converted.statements), "warnings": imported.warnings,
                "layout_free": dict(imported.converted.layout), "dead_dropped": imported.converted.dead,
+               "params_declared": imported.converted.params,
                **{k: json_value(getattr(a, k)) for k in ("flops", "transcendentals", "bytes", "intensity")}}
         if target is not None:
             out |= {k: json_value(getattr(a, k)) for k in ("t_math", "t_comms", "t_lower")}

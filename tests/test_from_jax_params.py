@@ -64,6 +64,8 @@ def test_the_cli_writes_params_that_symroof_model_counts(tmp_path, capsys):
                  "-o", str(out)]) == 0
     assert out.read_text().count("\nparam ") == 2
     capsys.readouterr()
+    assert main(["from-jax", f"{BLOCKS}:mlp", "--shapes", MLP_SHAPES, "--params", "w_down", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["params_declared"] == ["param wDown: bf16[F, D]   # argument w_down"]
     assert main(["from-jax", f"{BLOCKS}:mlp", "--shapes", MLP_SHAPES, "--params", "w_gate"]) == 2
     err = capsys.readouterr().err
     assert "w_gate" in err and "Traceback" not in err and len(err.strip().splitlines()) <= 3
