@@ -68,7 +68,7 @@ def figure_text(path: str, value) -> str:
         return " x ".join(map(str, value)) + " chips"
     if isinstance(value, str):
         return _TOPOLOGIES.get(value, value).replace("_", " ") if path != "interconnect.name" else value
-    digits = 6  # every figure in the file has at most six significant figures: shown exactly
+    digits = 7  # every figure in the file has at most seven significant figures (v4's vector rate): shown exactly
     if path.endswith("capacity_bytes"):
         return capacity(value, digits)
     if path.endswith("_s") and not path.endswith("per_s"):
@@ -85,6 +85,25 @@ def figure_text(path: str, value) -> str:
     if path == "interconnect.wraparound_min_axis_size":
         return f"{value} (and multiples)"
     return number(value)
+
+
+def estimates_text(estimates: dict, chip_id: str) -> str:
+    """The estimated figures a result runs at (`Machine.estimates`: path -> (value, source)),
+    for a report's "estimates" row; empty where there are none.
+
+    Examples:
+        >>> estimates_text({"vector_flops_per_s.fp32": (6 * 10**12, "estimate: ...")}, "tpu-v5e")
+        ... # doctest: +NORMALIZE_WHITESPACE
+        'fp32 vector units 6 TFLOPs/s (vector_flops_per_s.fp32) is an estimate, not a sourced figure
+        (symroof chip tpu-v5e says how it was derived); --vector-flops or --override replaces it'
+    """
+    if not estimates:
+        return ""
+    each = ", ".join(f"{_LABELS.get(path, path)} {figure_text(path, value)} ({path})"
+                     for path, (value, _) in estimates.items())
+    flags = "--vector-flops or --override" if any(p.startswith("vector") for p in estimates) else "--override"
+    return (f"{each} {'is an estimate' if len(estimates) == 1 else 'are estimates'}, not a sourced figure "
+            f"(symroof chip {chip_id} says how it was derived); {flags} replaces it")
 
 
 def chip_card(chip, references: dict | None = None, variant: str | None = None) -> str:
@@ -121,18 +140,21 @@ def chip_card(chip, references: dict | None = None, variant: str | None = None) 
             if value is None and not source:
                 missing.append(label)
                 continue
-            body.append((label, figure_text(path, value), mark(source), path))
+            estimate = " (estimate)" if value is not None and chip.is_estimate(path) else ""
+            body.append((label, figure_text(path, value) + estimate, mark(source), path))
         sections.append((name, about, body, missing))
     other = [(path, *given[path]) for path in given if path not in placed]
     if other:
         sections.append(("other", "other figures", [(p, figure_text(p, v), mark(s), p) for p, v, s in other], []))
     width = max((len(label) for _, _, body, _ in sections for label, *_ in body), default=0)
-    shown = max((len(text) for _, _, body, _ in sections for _, text, *_ in body), default=0)
     refs = max((len(ref) for _, _, body, _ in sections for _, _, ref, _ in body), default=0)
     for name, about, body, missing in sections:
         if not body and not missing:
             continue
         out += ["", *wrapped(f"{name}: {about}")]
+        # each section's figures as wide as its widest, so that a long figure (an estimate's,
+        # marked) does not push another section's long field paths past the card's width
+        shown = max((len(text) for _, text, *_ in body), default=0)
         for label, text, ref, path in body:
             out.append(f"  {label:<{width}}  {text:<{shown}}  {ref:<{refs}}  {path}".rstrip())
         if missing:
@@ -140,7 +162,9 @@ def chip_card(chip, references: dict | None = None, variant: str | None = None) 
     if chip.variants:
         out += ["", "variants: other figures the sources give, applied with --variant NAME"]
         for name, fields in chip.variants.items():
-            figures = "; ".join(f"{_LABELS.get(p, p)} {figure_text(p, v)}" for p, v in fields.items())
+            guessed = chip.sources.get(f"variants.{name}", "").startswith("estimate")
+            figures = "; ".join(f"{_LABELS.get(p, p)} {figure_text(p, v)}" + (" (estimate)" if guessed else "")
+                                for p, v in fields.items())
             source = mark(chip.sources.get(f"variants.{name}", ""))
             out += wrapped(f"{name} {source}: {figures}", "  ")
     if chip.notes:
@@ -162,7 +186,7 @@ def chip_card(chip, references: dict | None = None, variant: str | None = None) 
 
 def chips_table(chips) -> str:
     """Every chip's headline figures, one row each, SI-scaled."""
-    header = ("chip", "name", "bf16 peak", "HBM BW", "HBM", "critical", "link")
+    header = ("chip", "name", "bf16 peak", "HBM BW", "HBM", "critical", "link", "vector (fp32)")
     lines = []
     for chip in chips:
         h = chip.headline()
@@ -170,11 +194,16 @@ def chips_table(chips) -> str:
                  lambda v: human(v, "bytes/s"), "hbm_capacity_bytes": capacity,
                  "critical_intensity_bf16": lambda v: number(v, 4),
                  "link_one_way_bytes_per_s": lambda v: human(v, "bytes/s")}
-        lines.append((chip.id, chip.name, *("-" if h[k] is None else show(h[k]) for k, show in shows.items())))
+        vector = chip.figure("vector_flops_per_s.fp32")
+        lines.append((chip.id, chip.name, *("-" if h[k] is None else show(h[k]) for k, show in shows.items()),
+                      "-" if vector is None else human(vector, "FLOPs/s")
+                      + (" (estimate)" if chip.is_estimate("vector_flops_per_s.fp32") else "")))
     widths = [max(len(x) for x in col) for col in zip(header, *lines)]
     body = ["  ".join(f"{x:<{w}}" for x, w in zip(line, widths)).rstrip() for line in (header, *lines)]
     return "\n".join([*body, "", *wrapped(
         "bf16 peak: dense (no 2:4 sparsity); HBM BW: bandwidth; HBM: capacity; critical: bf16 peak / HBM "
-        "bandwidth, FLOPs/byte; link: one direction of one ICI or NVLink link; four significant figures; "
+        "bandwidth, FLOPs/byte; link: one direction of one ICI or NVLink link; vector (fp32): the vector units' "
+        "rate for elementwise work, an estimate where marked (no source gives it: symroof chip NAME says how it "
+        "was derived); four significant figures; "
         "SI units: 1 GB = 1e9 bytes (GiB = 2^30 bytes, in brackets "
         "where the source quotes it); symroof chip NAME shows every figure and its source")])

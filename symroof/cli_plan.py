@@ -10,6 +10,7 @@ import argparse
 import json
 
 from . import model_strategy, planner
+from .chip_card import estimates_text
 from .cli_options import machine_kwargs, machine_options, mode_options
 from .errors import SpecError
 from .json_report import json_value
@@ -47,9 +48,23 @@ def run(args: argparse.Namespace) -> str:
     tokens = size_value(args.batch, "--batch")
     context = size_value(args.context, "--context") if args.context else None
     found = planner.plan(args.name, target, chips, tokens, args.mode, context, args.models)
+    guessed = _estimates(found, target)
     if args.json:
-        return json.dumps(_as_json(found, args), indent=2)
-    return _table(found, args, target.name)
+        return json.dumps({**_as_json(found, args), "estimates": {
+            path: {"value": json_value(value), "source": source} for path, (value, source) in guessed.items()}},
+            indent=2)
+    text = _table(found, args, target.name)
+    if guessed:
+        assert target.chip is not None
+        text += "\n\n" + "\n".join(wrapped("estimates: " + estimates_text(guessed, target.chip.id)))
+    return text
+
+
+def _estimates(p: planner.Plan, target) -> dict:
+    """The estimated chip figures the costed strategies run at (path -> (value, source))."""
+    rates = {rate for c in p.candidates if c.model is not None and c.model.analysis.has_peak
+             for rate in c.model.analysis.rates}
+    return target.estimates(sorted(rates))
 
 
 def _as_json(p: planner.Plan, args) -> dict:

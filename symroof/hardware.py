@@ -112,6 +112,21 @@ class Chip(ChipFields):
                                 f"pass it with {flag}--override {path}=VALUE")
         return value
 
+    def is_estimate(self, path: str) -> bool:
+        """Whether the figure at a dotted path is an estimate: one no source used gives, its
+        source text starting "estimate:" (as a variant's does after "variant NAME: "). A
+        figure replaced by an override is the user's, not an estimate.
+
+        Examples:
+            >>> vector = "vector_flops_per_s.fp32"
+            >>> get_chip("v5e").is_estimate(vector), get_chip("v5p").is_estimate(vector)
+            (True, False)
+            >>> get_chip("v5e").with_figures({vector: "6e12"}).is_estimate(vector)
+            False
+        """
+        has_value = self.figures.get(path) is not None or path in self.texts or self.shapes.get(path) is not None
+        return has_value and _ESTIMATE.match(self.sources.get(path, "")) is not None
+
     def peak_flops(self, rate: str) -> sympy.Rational:
         """The dense peak FLOPs/s (OPs/s for integers) at one of `dtypes.RATES`.
 
@@ -253,6 +268,10 @@ class Chip(ChipFields):
         return replace(self,
                        figures=MappingProxyType({p: figures[p] for p in FIELDS if p in figures}),
                        sources=MappingProxyType({**self.sources, **dict.fromkeys(values, source)}))
+
+
+# A figure's source that marks it an estimate, itself or as a variant's ("variant two-mxus: estimate: ...").
+_ESTIMATE = re.compile(r"(?:variant [^:]*: )?estimate\b")
 
 
 def _shape(value) -> Shape | None:

@@ -26,6 +26,22 @@ STRUCTURE_KEYS = ("spec", "symbols", "steps", "values", "mesh", "chips", "per_ch
                   "threshold", "lines", "unfused", "conventions")
 
 
+def _vector(a: Analysis) -> dict:
+    """The vector unit's rate where the analysis runs vector work, with a flag saying whether
+    it is an estimate, and every estimated figure the analysis runs at (path: value, source)."""
+    m = a.machine
+    rates = a.rates if m is not None and a.has_peak else {}
+    vector = [rate for rate in rates if rate.startswith("vector")]
+    out: dict = {}
+    if m is not None and vector:
+        out["vector_flops_per_s"] = json_value(rates[vector[0]])
+        out["vector_flops_estimate"] = any(m.estimated(rate) for rate in vector)
+    if m is not None:
+        out["estimates"] = {path: {"value": json_value(value), "source": source}
+                            for path, (value, source) in m.estimates(rates).items()}
+    return out
+
+
 def json_value(value):
     """A number as a JSON number, an expression as a string sympy.parse_expr reads back."""
     if value is None or isinstance(value, (str, bool, int, float)):
@@ -127,7 +143,7 @@ def _one(a: Analysis, limit, solve, line: bool = False) -> dict:
             out["chip"] = {"name": m.name, "id": m.chip.id if m.chip is not None else None,
                            "compute_dtypes": [d.name for d in a.compute_dtypes],
                            "peak_flops_per_s": json_value(a.peak_flops) if a.has_peak else None,
-                           "hbm_bandwidth_bytes_per_s": json_value(m.hbm_bw)}
+                           "hbm_bandwidth_bytes_per_s": json_value(m.hbm_bw), **_vector(a)}
         if a.has_peak:
             _put(out, a, _group("peak"), line)
         if m.hbm_bw is not None:

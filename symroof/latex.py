@@ -85,7 +85,8 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
         if a.flops != 0:
             groups = _peaks(a)  # peak -> the dtypes that run at it
             for peak, rates in groups.items():
-                rows.append((rf"{symbol('intensity')}(\text{{{tex_words(m.name)}, {', '.join(rates)}}})", "=",
+                named = ", ".join(rate + (" (estimate)" if m.estimated(rate) else "") for rate in rates)
+                rows.append((rf"{symbol('intensity')}(\text{{{tex_words(m.name)}, {named}}})", "=",
                              rf"{_ratio(peak, bw)} \approx {tex_number(peak / bw)}"))
             if len(groups) == 1:
                 peak = next(iter(groups))
@@ -97,8 +98,10 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
             rows.append((symbol("t_math"), "=", "0" + _SECONDS))
         t_vector = nonzero(a, "t_vector")
         if t_vector is not None:
+            guessed = any(m.estimated(rate) for rate in a.rates if rate.startswith("vector"))
             rows.append((symbol("t_vector"), "=", _value(t_vector, tex) + _SECONDS
-                         + r" \quad \text{(of } T_\text{math} \text{, on the vector unit)}"))
+                         + r" \quad \text{(of } T_\text{math} \text{, on the vector unit"
+                         + (r", at an estimated rate" if guessed else "") + r")}"))
         rows.append((symbol("t_comms"), "=", _over(a.bytes, bw, tex) + _SECONDS))
         if a.cost.moves and a.has_links:
             rows.append((symbol("t_network"), "=", _network(a, tex)))

@@ -4,7 +4,9 @@ chip with some figures replaced (`--peak-flops`, `--hbm-bw`, `--vector-flops`, .
 Elementwise work runs on the vector unit at the chip's `vector_flops_per_s` for its dtype,
 or the fp32 figure where the chip lists none for that dtype (TPUs' vector units compute in
 fp32). A chip without a vector figure is an error that asks for `--vector-flops`: the
-matrix peak is never used in its place.
+matrix peak is never used in its place. Where the chip's figure is an estimate (TPU v4, v5e
+and v6e: derived from the book's VPU and the MXU peak, hardware.json says how), `estimates`
+names it, for every report to say so; `--vector-flops` replaces it.
 """
 
 from __future__ import annotations
@@ -94,6 +96,37 @@ class Machine:
                             "elementwise work of this spec against: give one with --vector-flops "
                             "(FLOPs/s; TPU v5p's VPU, for scale, is 1.4e13). symroof does not cost "
                             "vector work at the matrix peak")
+
+    def figure_path(self, rate: str) -> str | None:
+        """The chip figure a rate of an analysis (`Compute.rates`: "bf16", "vector", "vector
+        bf16") is read from, or None where a flag gives it (--peak-flops, --vector-flops,
+        --symbolic) or there is no chip."""
+        vector, _, dtype = rate.partition(" ") if rate.startswith("vector") else ("", "", rate)
+        if self.chip is None or (self.vector_flops if vector else self.flat_peak) is not None:
+            return None
+        return f"vector_flops_per_s.{dtype or 'fp32'}" if vector else f"peak_flops_per_s.{dtype}"
+
+    def estimated(self, rate: str) -> bool:
+        """Whether the figure a rate runs at is an estimate (hardware.json marks it so).
+
+        Examples:
+            >>> machine("v5e").estimated("vector"), machine("v5e").estimated("bf16")
+            (True, False)
+            >>> machine("v5e", vector_flops="6e12").estimated("vector"), machine("v5p").estimated("vector")
+            (False, False)
+        """
+        path = self.figure_path(rate)
+        return path is not None and self.chip is not None and self.chip.is_estimate(path)
+
+    def estimates(self, rates) -> dict[str, tuple[sympy.Rational, str]]:
+        """The estimated figures among the rates an analysis runs at: each figure's path
+        with its value and the source text that says how it was estimated."""
+        found = {}
+        for rate in rates:
+            path = self.figure_path(rate)
+            if path is not None and self.chip is not None and self.chip.is_estimate(path):
+                found[path] = (self.chip.require(path), self.chip.sources[path])
+        return found
 
     def bandwidth(self) -> sympy.Rational:
         if self.hbm_bw is None:

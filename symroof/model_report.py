@@ -10,6 +10,7 @@ from pathlib import Path
 import sympy
 
 from . import model_strategy, pipeline
+from .chip_card import estimates_text
 from .errors import SpecError
 from .json_report import json_value
 from .machine import machine
@@ -211,6 +212,9 @@ def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[
             out.append(("time_split", ", ".join(f"{part} {seconds(t)} ({float(t / total):.0%})"
                                                 for part, t in split.items())
                         + " (each statement at its own roofline)"))
+        guessed = _estimates(model)
+        if guessed:
+            out.append(("estimates", estimates_text(guessed, model.machine.chip.id if model.machine.chip else "")))
         largest = model.max_batch()
         if largest is not None:
             where = "each chip of the mesh" if model.structured.program.mesh is not None else \
@@ -224,6 +228,12 @@ def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[
             out.append((label, _region_text(model.decode_batch(with_kv))
                         + ("" if with_kv else " (the KV cache's reads left out)")))
     return out
+
+
+def _estimates(model: Model) -> dict:
+    """The estimated chip figures the model's step runs at (path -> (value, source))."""
+    a = model.analysis
+    return model.machine.estimates(a.rates) if model.machine is not None and a.has_peak else {}
 
 
 def _region_text(region: Region) -> str:
@@ -262,6 +272,8 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens=None
         out["days_to_train"] = json_value(model.days_to_train(total_tokens))
     if model.machine is not None:
         out["time_split"] = {part: json_value(t) for part, t in model.time_split().items()}
+        out["estimates"] = {path: {"value": json_value(value), "source": source}
+                            for path, (value, source) in _estimates(model).items()}
         out["max_batch"] = json_value(model.max_batch())
     if model.options.mode == "decode" and model.machine is not None:
         for with_kv in (True, False):

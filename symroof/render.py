@@ -134,7 +134,9 @@ def table(a: Analysis, limit=None, solve=None) -> str:
         if t_vector is not None:
             shown = seconds(t_vector) if t_vector.is_number else f"{pretty(t_vector)} s" if not _long(t_vector) \
                 else _readable(t_vector, "the vector steps' work / the vector rate, in s")
-            rows.append((_L["t_vector"], f"{shown} of T_math on the vector unit"))
+            guessed = [rate for rate in a.rates if rate.startswith("vector") and m.estimated(rate)]
+            rows.append((_L["t_vector"], f"{shown} of T_math on the vector unit"
+                         + (" (at an estimated rate: --vector-flops gives a measured one)" if guessed else "")))
     if m is not None and m.hbm_bw is not None:
         rows.append((_L["t_comms"], _time(a, "comms") + (" (HBM)" if a.mesh is not None else "")))
     if network:
@@ -329,7 +331,8 @@ def _machine_text(a: Analysis) -> str:
     m = _machine(a)
     parts = []
     if a.has_peak and a.compute_dtypes:
-        peaks = " + ".join(f"{human(peak, 'FLOPs/s')} {rate}" for rate, peak in _rates(a).items())
+        peaks = " + ".join(f"{human(peak, 'FLOPs/s')} {rate}" + (" (estimate)" if m.estimated(rate) else "")
+                           for rate, peak in _rates(a).items())
         parts.append(f"{peaks} peak (dense)")
     if m.hbm_bw is not None:
         parts.append(f"HBM {human(m.hbm_bw, 'bytes/s')}")
@@ -341,10 +344,11 @@ def _machine_text(a: Analysis) -> str:
 def _critical_text(a: Analysis) -> str:
     if a.critical_intensity is sympy.nan:
         return "none: no FLOPs to run"
+    guessed = " (an estimate: so is the peak)" if any(map(_machine(a).estimated, _rates(a))) else ""
     if not any(s.is_integer for s in a.critical_intensity.free_symbols):  # a number, or C/W_hbm
-        return f"{pretty(a.critical_intensity)} FLOPs/byte (peak / HBM bandwidth)"
+        return f"{pretty(a.critical_intensity)} FLOPs/byte (peak / HBM bandwidth){guessed}"
     each = ", ".join(f"{pretty(peak / _machine(a).hbm_bw)} ({rate})" for rate, peak in _rates(a).items())
-    return f"{each} FLOPs/byte: the steps run at different rates (dtypes or units)"
+    return f"{each} FLOPs/byte: the steps run at different rates (dtypes or units){guessed}"
 
 
 def _time(a: Analysis, which: str) -> str:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from types import MappingProxyType
 
 import pytest
 
 import symroof
 from symroof import model_strategy, planner
 from symroof.cli import main
+from symroof.hardware import get_chip
 from symroof.models_file import get_model
 
 
@@ -149,8 +152,11 @@ def test_a_pipeline_keeps_the_faster_of_1f1b_and_interleaved(sizes):
 
 
 def test_a_candidate_needing_a_figure_the_chip_lacks_is_set_aside():
-    # 16 A100s are two nodes; the file gives no scale-out bandwidth for a DGX A100 (no source),
-    # so strategies across nodes cannot be costed: set aside, saying why, not a crash
-    p = planner.plan("llama-3-8b", "a100", 16, 64 * 8192, "train")
+    # 16 A100s are two nodes; a file that gives no scale-out bandwidth for them (the shipped one
+    # does: DGX A100's NICs) leaves strategies across nodes uncosted: set aside, saying why, not a crash
+    a100 = get_chip("a100")
+    bare = dataclasses.replace(a100, figures=MappingProxyType(
+        {**a100.figures, "scaleout.bandwidth_one_way_bytes_per_s_per_chip": None}))
+    p = planner.plan("llama-3-8b", bare, 16, 64 * 8192, "train")
     across = [c for c in p.candidates if c.rejected and "has no figure for dcn" in c.rejected]
     assert across and all(c.sizes["tp"] < 16 for c in across)
