@@ -14,8 +14,10 @@ The keys of `expect` are the quantities of `quantities.py` (those a claim may ch
 `bound`, `threshold` and `intensity_limit`. Other keys of a claim: `given: {flops, bytes}`
 (bare counts, no spec), `set: {D: 4096}` (dim sizes), `mesh: {X: 2}` (for sharded specs),
 `chip: {ici_bw: 4.5e10, variant: ...}`, `book` (the figure the source prints, shown
-beside the result), `quote`, `issue`.
-Expected expressions are read by `expr.read_expression`, never evaluated.
+beside the result), `quote`, `issue`; any other key is an error (`KEYS`), as is a claim
+that cannot fail (a tolerance of 1 or more; a threshold with nothing to compare).
+Expected expressions are read by `expr.read_expression`, never evaluated; numbers are
+compared exactly, never as floats.
 A claim that names a `model:` in place of a spec is checked by `claims_model.py`.
 
 Examples:
