@@ -2,6 +2,8 @@
 (model_decls.Options.remat): "full" keeps each repeated block's input (the first tensor
 its first statement reads), "none" every statement's output (a fused block's
 intermediates are recomputed, as flash attention does), "save=x,o,h" the tensors so named.
+Under "full" and "save=" the statements after the last repeated block, which are not
+recomputed, keep what their backward reads: the first one's input and each one's output.
 On a mesh each is its shard on a chip.
 
 And the other side of the same policy: what the backward pass computes again because it
@@ -49,8 +51,24 @@ def activation_bytes(s: Structured, options: Options) -> sympy.Expr:
             for tensor in tensors_of(statement):
                 if tensor.name in options.saved and tensor.name not in found:
                     found[tensor.name] = count * _local_bytes(tensor, mesh)
-        return sympy.Add(*found.values())
-    return sympy.Add(*(count * each for count, each in _block_inputs(s)))
+        return sympy.Add(*found.values()) + _after_blocks(s)
+    return sympy.Add(*(count * each for count, each in _block_inputs(s))) + _after_blocks(s)
+
+
+def _after_blocks(s: Structured) -> sympy.Expr:
+    """What the statements after the last repeated block keep, none of them recomputed: the
+    first one's input (the last block's output) and each one's output (the final norm's, the
+    LM head's logits, which the loss's gradient reads). Those before the first block leave
+    only its input, counted with the blocks' (a gather's backward reads its indices alone)."""
+    statements = s.program.statements
+    inside = [i for block in s.blocks if block.parent is None for i in block.statements]
+    after = [i for i in range(max(inside) + 1 if inside else len(statements), len(statements))
+             if not isinstance(statements[i], (Collective, Arrays))]
+    if not after:
+        return sympy.Integer(0)
+    each = cost(s.program).statements
+    first = _local_bytes(_first_input(statements[after[0]]), s.program.mesh)
+    return first + sympy.Add(*(s.counts[i] * _output_bytes(each[i]) for i in after))
 
 
 def recomputed(s: Structured, options: Options) -> list[tuple[int, Cost]]:

@@ -102,7 +102,9 @@ def test_memory_and_chips_by_hand():
     config = get_model("llama-3-70b")
     m = _model("llama-3-70b", chip="tpu-v5p", sizes={"B": 8, "T": 4096}, chips=16)
     P, s = config["params_published"], config["sizes"]
-    activations = s["L"] * 8 * 4096 * s["D"] * 2  # remat full: each layer's input, bf16
+    # remat full: each layer's input, and the head's: the final norm's input and output and
+    # the logits, bf16
+    activations = s["L"] * 8 * 4096 * s["D"] * 2 + 8 * 4096 * (2 * s["D"] + s["V"]) * 2
     total = 2 * P + 2 * P + 12 * P + activations
     assert m.memory_bytes == total
     assert m.hbm_per_chip == sympy.Rational(total, 16)
@@ -303,7 +305,8 @@ def test_remat_save_keeps_the_named_tensors():
     s = get_model("llama-3-8b")["sizes"]
     m = _model("llama-3-8b", sizes={"B": 2, "T": 1024}, remat="save=x,o,h")
     per_token = s["D"] * 2 + s["N"] * s["H"] * 2 + s["F"] * 2  # x, attention's output o, the MLP's h; bf16
-    assert m.activation_bytes == s["L"] * 2 * 1024 * per_token
+    head = (2 * s["D"] + s["V"]) * 2  # the final norm's input and output, the logits: not recomputed
+    assert m.activation_bytes == s["L"] * 2 * 1024 * per_token + 2 * 1024 * head
     with pytest.raises(SpecError, match="no tensor named zz"):
         _model("llama-3-8b", remat="save=x,zz").activation_bytes
 

@@ -56,8 +56,10 @@ def test_first_stage_memory_by_hand(chip, schedule, in_flight):
     assert m.pipeline.memory(0) == {"weight_bytes": 2 * params, "grad_bytes": 2 * params,
                                     "optimizer_bytes": 12 * params, "activation_bytes": kept}
     last_params = L // P * _block_params() + D + D * V  # its blocks, the final norm, the output layer
+    # each block's input, and the head's (the final norm's input and output, the logits: not
+    # recomputed), per microbatch in flight
     last_kept = (16 if schedule == "gpipe" else 1 if schedule == "1f1b" else sympy.Rational(4 + 1, 2)) * \
-        (L // P) * (B // M // dp) * T * D * 2
+        ((L // P) * (B // M // dp) * T * D * 2 + (B // M // dp) * T * (2 * D + V) * 2)
     assert sum(m.pipeline.memory(1).values()) == 16 * last_params + last_kept
     assert m.hbm_per_chip == max(state + kept, 16 * last_params + last_kept)
 
