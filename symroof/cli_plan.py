@@ -11,7 +11,7 @@ import json
 
 from . import model_strategy, planner
 from .chip_card import estimates_text
-from .cli_options import machine_kwargs, machine_options, mode_options
+from .cli_options import machine_kwargs, machine_options, mode_options, remat_option
 from .errors import SpecError
 from .json_report import json_value
 from .machine import machine
@@ -34,6 +34,7 @@ def add_parser(commands) -> None:
                           "sequences in decode (64)")
     cmd.add_argument("--context", help="tokens per sequence (train, prefill) or of context (decode); "
                                        "the model's by default")
+    remat_option(cmd)
     cmd.add_argument("--top", type=int, default=10, help="how many ranked strategies to show (10)")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
@@ -47,7 +48,9 @@ def run(args: argparse.Namespace) -> str:
     chips = size_value(args.chips, "--chips")
     tokens = size_value(args.batch, "--batch")
     context = size_value(args.context, "--context") if args.context else None
-    found = planner.plan(args.name, target, chips, tokens, args.mode, context, args.models)
+    if args.mode != "train" and args.remat != "full":
+        raise SpecError("--remat is what a training step keeps for its backward pass: it goes with --train")
+    found = planner.plan(args.name, target, chips, tokens, args.mode, context, args.models, remat=args.remat)
     guessed = _estimates(found, target)
     if args.json:
         return json.dumps({**_as_json(found, args), "estimates": {

@@ -162,7 +162,8 @@ CONVENTIONS = [
     "roofline time",
     "Adam keeps 12 bytes per parameter (fp32 master copy and two moments); gradients in the parameters' dtype",
     "activations kept (remat full): each repeated block's input; (remat none): every statement's output; "
-    "(remat save=x,o,h): the tensors so named",
+    "(remat save=x,o,h): the tensors so named; under full and save=, the statements after the blocks (the "
+    "final norm, the LM head) keep their input and output (the logits)",
     "attention counts the full T x S scores (a causal mask's skipped half is not subtracted)",
     "on N chips memory and time split evenly (no collectives); a chip's usable HBM is 0.9 of its capacity",
     "with --strategy the program is sharded and its collectives costed; in training its backward pass is "
@@ -179,6 +180,13 @@ def _shown(value, unit: str) -> str:
     return f"{pretty(value)}" + (f" {unit}" if unit else "")
 
 
+# what a row is, where its name alone could be taken for another count
+NOTES = {"flops_train": "model FLOPs: 3x forward, nothing recomputed; MFU's",
+         "flops_train_hardware": "hardware FLOPs: with what remat recomputes; HFU's, t_step's",
+         "mfu": "model FLOPs / (t_step x chips x matrix peak): at the roofline's t_step, the most",
+         "hfu": "hardware FLOPs / (t_step x chips x matrix peak)"}
+
+
 def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[str, str]]:
     """The report's rows: quantity, value (and formula in B, T, S where it has one)."""
     found = model.quantities()
@@ -186,6 +194,8 @@ def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[
     out = []
     for name, value in found.items():
         text = _shown(value, MODEL_QUANTITY[name].unit)
+        if name in NOTES:
+            text += f" [{NOTES[name]}]"
         formula = symbolic.get(name)
         if isinstance(formula, sympy.Expr) and not formula.is_number and formula != value:
             text += f"   = {pretty(formula)}"

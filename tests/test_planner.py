@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from types import MappingProxyType
 
+import by_hand
 import pytest
 
 import symroof
@@ -35,7 +37,8 @@ def test_a_batch_too_small_for_fsdp_alone_loses_to_a_mixed_strategy():
     # 256 sequences of 1024 tokens on 256 v5p: FSDP alone leaves each chip 1024 tokens, fewer
     # than it needs to hide its gathers: 3x the forward's T_math against gathering every
     # parameter twice and reduce-scattering its gradient once, on the 256-chip ring
-    p = planner.plan("llama-3-8b", "tpu-v5p", 256, 256 * 1024, "train", context=1024)
+    # (remat none: no layer's forward recomputed, which would add work enough to hide them)
+    p = planner.plan("llama-3-8b", "tpu-v5p", 256, 256 * 1024, "train", context=1024, remat="none")
     fsdp = next(c for c in p.ranked if c.sizes == {"dp": 1, "fsdp": 256, "tp": 1, "pp": 1})
     s, params = get_model("llama-3-8b")["sizes"], get_model("llama-3-8b")["params_published"]
 
@@ -47,14 +50,19 @@ def test_a_batch_too_small_for_fsdp_alone_loses_to_a_mixed_strategy():
     # AllGather and ReduceScatter cost V / W on the ring whatever V is split into
     t_net = 2 * alone("AllGather", params) - alone("AllGather", s["V"] * s["D"]) + alone("ReduceScatter", params)
     assert fsdp.model.step_analysis.t_network == t_net
-    one = symroof.model("llama-3-8b", "prefill", chip="tpu-v5p", sizes={"B": 1, "T": 1024}).analysis.t_math
-    threshold = t_net / (3 * one) * 1024  # per-chip tokens where 3 x T_math reaches t_net
+    # per-chip tokens where the step's T_math reaches t_net: 3x the forward's, and flash
+    # attention's scores again in the backward
+    threshold = t_net / by_hand.step_t_math("llama-3-8b", "tpu-v5p", 1024, "none") * 1024
     found = model_strategy.thresholds(fsdp.model, {"fsdp": "Z"})["fsdp"]["per_chip_tokens"]
     assert found == threshold and threshold > 1024  # so FSDP alone is network-bound ...
     assert fsdp.figures["bound"] == "network"
     best = p.ranked[0]
     assert best.sizes != fsdp.sizes and best.figures["t_step_exposed"] < fsdp.figures["t_step_exposed"]
     assert "wins" in planner.why(p) and best.text in planner.why(p)
+    # remat full recomputes each layer's forward: work enough that FSDP alone hides its collectives
+    recomputing = symroof.model("llama-3-8b", "train", "tpu-v5p", {"B": 256, "T": 1024}, strategy="fsdp=256")
+    again = model_strategy.thresholds(recomputing, {"fsdp": "Z"})["fsdp"]["per_chip_tokens"]
+    assert again == t_net / by_hand.step_t_math("llama-3-8b", "tpu-v5p", 1024, "full") * 1024 < 1024
 
 
 def test_decode_plans_tensor_parallelism_inside_the_nvlink_node():
@@ -139,8 +147,9 @@ def test_zero_is_planned_where_plain_data_parallelism_does_not_fit():
 def test_a_pipeline_keeps_the_faster_of_1f1b_and_interleaved(sizes):
     batch, usable = {"B": 64, "T": 4096}, 0.9 * 80e9
     c = planner.Candidate(dict(sizes))
-    planner._cost(c, "llama-2-7b", "train", "h100", batch, None, usable)
-    planner._interleaved(c, "llama-2-7b", "train", "h100", batch, None, usable)
+    run = functools.partial(symroof.model, "llama-2-7b", "train", "h100", batch)
+    planner._cost(c, run, usable)
+    planner._interleaved(c, run, usable)
     times = {}
     for schedule in ("1f1b", "interleaved"):
         m = symroof.model("llama-2-7b", "train", chip="h100", sizes=batch, strategy=c.strategy, schedule=schedule)
