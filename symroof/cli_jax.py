@@ -85,6 +85,10 @@ def _text(args, imported, a, target, check, formulas) -> str:
              "program (symroof notation; -o FILE saves it, symroof model FILE --prefill analyses it):"]
     lines += ["  " + line for line in imported.text.rstrip("\n").split("\n")]
     lines.append("")
+    if not c.params:
+        lines += wrapped("params: none declared, so symroof model FILE counts no params or weight_bytes: name the "
+                         "arguments that are weights with --params ARG[,ARG] (the arrays the function closes over "
+                         "are declared without it)") + [""]
     for w in imported.warnings:
         lines += wrapped(f"WARNING: {w}")
     rows = [("flops", a.flops), ("transcendentals", a.transcendentals), ("bytes", a.bytes), ("intensity", a.intensity)]

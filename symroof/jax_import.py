@@ -27,7 +27,7 @@ from . import dtypes
 from .errors import SpecError, SymroofError, SymroofWarning
 from .jax_cond import COUNTS
 from .jax_convert import Converted, View
-from .jax_program import join_label
+from .jax_program import join_label, split_label
 from .jax_xla import FOLDED, Converter
 from .model_report import model
 from .relations import expression
@@ -191,11 +191,11 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str], params: str | 
     for w in warned:
         warnings.warn(w, SymroofWarning, stacklevel=2)
     # each input as jit's in_shardings lay it out (B_X), where they do
-    split = {a.name: converter.splits.get(env[v].array, ()) for a, v in
-             zip(_leaves(jax, function, arguments), closed.jaxpr.invars)}
+    array = {a.name: env[v].array for a, v in zip(_leaves(jax, function, arguments), closed.jaxpr.invars)}
+    split = {name: converter.splits.get(k, ()) for name, k in array.items()}
     inputs = [replace(a, dims=tuple(join_label(d, s) for d, s in zip(a.dims, split[a.name])))
               if split.get(a.name) else a for a in arguments]
-    out.params = _declarations([a for a in inputs if a.name in weights], out, converter.reads)
+    out.params = _declarations([(a, array[a.name]) for a in arguments if a.name in weights], converter)
     header = [f"# imported from {getattr(function, '__module__', '?')}:{getattr(function, '__name__', '?')} "
               f"by symroof from-jax", "# inputs: " + ", ".join(map(str, inputs))]
     if out.layout:
@@ -229,23 +229,38 @@ def _weights(arguments: list[Argument], params: str | Iterable[str]) -> set[str]
     return out
 
 
-def _declarations(weights: list[Argument], out: Converted, reads) -> list[str]:
-    """`param` lines: the arguments named as parameters, then each array the function
-    closes over that a statement reads (a scalar constant is no weight: left out), each
-    with a name symroof reads (no `_`, which subscripts: w_up is wUp) and what it stands for."""
+def _declarations(weights: list[tuple[Argument, int]], converter: Converter) -> list[str]:
+    """`param` lines: the arguments named as parameters (with their arrays), then each
+    array the function closes over that a statement reads (a scalar constant is no weight:
+    left out), each with a name symroof reads (no `_`, which subscripts: w_up is wUp), its
+    dims split as each chip holds it, and what it stands for."""
     taken: set[str] = set()
     lines = []
-    for a in weights:
+    for a, array in weights:
         parts = a.name.split(".")
         name = _declared_name(parts[1:] if len(parts) > 1 else parts, taken)
-        lines.append(f"param {name}: {a.dtype}[{', '.join(a.dims)}]   # argument {a.name}")
+        dims = [join_label(d, s) for d, s in zip(a.dims, _held(converter, array, len(a.dims)))]
+        lines.append(f"param {name}: {a.dtype}[{', '.join(dims)}]   # argument {a.name}")
     k = 0
-    for dtype, dims, arrays in out.closed.values():
-        if dims and any(reads[array] for array in arrays):
+    for dtype, shape, arrays in converter.out.closed.values():
+        read = [array for array in arrays if converter.reads[array]]
+        if shape and read:
             k += 1
-            lines.append(f"param {_declared_name([f'const{k}'], taken)}: {dtype}[{', '.join(map(str, dims))}]"
+            dims = [join_label(str(d), s) for d, s in zip(shape, _held(converter, read[0], len(shape)))]
+            lines.append(f"param {_declared_name([f'const{k}'], taken)}: {dtype}[{', '.join(dims)}]"
                          "   # an array the function closes over")
     return lines
+
+
+def _held(converter: Converter, array: int, n: int) -> list[str]:
+    """The mesh axes each of an array's n dims is split over on a chip: as jit's shardings
+    lay it out, else as the first shard_map that reads it splits it (its in_specs: the
+    labels it was read with, D_Y; a chip's share of a split dim, T2Y, is T2_Y), else none."""
+    split = converter.splits.get(array)
+    if split:
+        return [split[k] if k < len(split) else "" for k in range(n)]
+    written = converter.written.get(array, {})
+    return [split_label(converter.locals.get(written[k], written[k]))[1] if k in written else "" for k in range(n)]
 
 
 def _declared_name(parts: list[str], taken: set[str]) -> str:

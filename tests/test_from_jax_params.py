@@ -64,6 +64,8 @@ def test_the_cli_writes_params_that_symroof_model_counts(tmp_path, capsys):
                  "-o", str(out)]) == 0
     assert out.read_text().count("\nparam ") == 2
     capsys.readouterr()
+    assert main(["from-jax", f"{BLOCKS}:mlp", "--shapes", MLP_SHAPES]) == 0  # none named: said
+    assert "params: none declared" in capsys.readouterr().out
     assert main(["from-jax", f"{BLOCKS}:mlp", "--shapes", MLP_SHAPES, "--params", "w_down", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["params_declared"] == ["param wDown: bf16[F, D]   # argument w_down"]
     assert main(["from-jax", f"{BLOCKS}:mlp", "--shapes", MLP_SHAPES, "--params", "w_gate"]) == 2
@@ -126,3 +128,27 @@ def test_pytree_and_params_input_errors():
         symroof.from_jax(_mlp, MLP_SHAPES, params="x_up")
     with pytest.raises(SpecError, match="does not give p"):  # a pytree argument given by no leaf
         symroof.from_jax(lambda p, x: x, "x=fp32[D]")
+
+
+def _sharded():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("jax_sharded", Path(__file__).parent / "data" / "jax_sharded.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_weight_split_over_the_mesh_is_declared_as_each_chip_holds_it():
+    sharded = _sharded()
+    sizes = {"B": 64, "D": 32, "F": 16}
+    # shard_map's in_specs: w [D, F] split over y (4 chips) on D
+    im = symroof.from_jax(sharded.matmul, "x=bf16[B, D]; w=bf16[D, F]", params="w")
+    assert "param w: bf16[D_Y, F]   # argument w" in im.text
+    m = symroof.model(im.text, "prefill", None, sizes)
+    assert m.params == 32 * 16  # every element, once
+    assert m.hbm_per_chip == 2 * 32 * 16 // 4  # by hand: a chip holds a quarter, bf16
+    # jit's in_shardings: w [D, F] split over y on F; x [B, D] over x on B (2 chips)
+    jm = symroof.from_jax(sharded.jit_matmul(("x", None), (None, "y")), "x=bf16[B, D]; w=bf16[D, F]",
+                          params="x, w")
+    assert "param w: bf16[D, F_Y]" in jm.text and "param x: bf16[B_X, D]" in jm.text
+    assert symroof.model(jm.text, "prefill", None, sizes).hbm_per_chip == 2 * 32 * 16 // 4 + 2 * 64 * 32 // 2
