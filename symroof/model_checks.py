@@ -29,9 +29,11 @@ def check_shards(structured: Structured, at) -> None:
     """What the sizes must satisfy, once `at` puts them in (a `let`, or a size given): a
     sharded dim whose size is known must split evenly over its axes, in a statement or in a
     declaration (8 KV heads do not split over 16 chips; `param Wq: bf16[D_X, F]` with D = 64
-    on X=3 would hold 21.3 rows a chip); and every `let` must come to a positive size
-    (`let tokens = B - 8` at B = 8 is no tokens)."""
+    on X=3 would hold 21.3 rows a chip); every `let` must come to a positive size
+    (`let tokens = B - 8` at B = 8 is no tokens), and every repeat count to a positive whole
+    number (`repeat L - 8 {` at L = 6 would count its parameters -2 times)."""
     _check_lets(structured, at)
+    _check_counts(structured, at)
     mesh = structured.program.mesh
     if mesh is None:
         return
@@ -54,6 +56,15 @@ def check_shards(structured: Structured, at) -> None:
             if value.is_Integer and value % chips:
                 raise SpecError(f"{declared.word} {declared.name}: {expr} = {value} does not split evenly over "
                                 f"{', '.join(axes)} ({chips} chips)", structured.text, declared.at)
+
+
+def _check_counts(structured: Structured, at) -> None:
+    for block in structured.blocks:
+        value = at(block.count)
+        if value.is_number and not (value.is_Integer and value > 0):
+            shown = ", ".join(f"{s.name} = {at(s)}" for s in sorted(block.count.free_symbols, key=str))
+            raise SpecError(f"repeat {block.count} runs {value} times" + (f" at {shown}" if shown else "")
+                            + ": a repeat count is a positive whole number", structured.text, block.at)
 
 
 def _check_lets(structured: Structured, at) -> None:

@@ -100,6 +100,7 @@ class Block:
     count: sympy.Expr
     statements: tuple[int, ...]
     parent: int | None
+    at: int | None = None  # the offset of its count in the program's text (for errors)
 
 
 @dataclass(frozen=True)
@@ -176,8 +177,8 @@ def _read(text: str, blanked_forward: str, dtype: str, mesh, backward: Structure
     counts = tuple(sympy.Mul(*(regions[k][2] for k in inside)) for inside in blocks_of)
     parts = tuple(next((name for lo, hi, name in reversed(scan.parts) if lo <= w.span[0] < hi), None)
                   for w in statements)
-    blocks = tuple(Block(count, tuple(i for i, inside in enumerate(blocks_of) if k in inside), parent)
-                   for k, (_, _, count, parent) in enumerate(regions))
+    blocks = tuple(Block(count, tuple(i for i, inside in enumerate(blocks_of) if k in inside), parent,
+                         scan.count_at[k]) for k, (_, _, count, parent) in enumerate(regions))
     declared = tuple(Declared(word, name, dt, dims, sympy.Mul(*(regions[k][2] for k in scan.enclosing(at))),
                               _innermost(scan.enclosing(at)),
                               _split(tuple(a for each in axes for a in each), program.mesh, text, at), axes, at)
@@ -189,6 +190,8 @@ def _read(text: str, blanked_forward: str, dtype: str, mesh, backward: Structure
     relations = resolve_relations(scan.lets, scan.let_spans)
     _check_declared(declared, relations, program.mesh, text)
     _check_relations(scan.lets, scan.let_spans, relations)
+    for block in blocks:
+        _check_count(block.count, block.count.xreplace(relations), text, block.at)
     return Structured(whole, program, counts, parts, blocks, declared, relations, tuple(scan.lets), backward)
 
 
@@ -207,6 +210,19 @@ def _check_declared(declared: tuple[Declared, ...], relations: dict, mesh: Mesh 
                 shown = f"{dim} = {value}" if dim != value else str(value)
                 raise SpecError(f"{d.word} {d.name}: {shown} does not split evenly over {', '.join(axes)} "
                                 f"({chips} chips)", text, d.at)
+
+
+def _check_count(count: sympy.Expr, value: sympy.Expr, text: str, at: int | None) -> None:
+    """A repeat count runs its block a positive whole number of times: one that comes to 0,
+    a negative number or a fraction (with the `let`s in, or at the sizes given:
+    model_checks), or that is not positive at any size of its dims, is refused (`repeat
+    L - 8 {` with L = 8 would count every parameter in it 0 times, with L = 6 -2 times)."""
+    shown = f"{count} = {value}" if value != count else str(count)
+    if value.is_number and not (value.is_Integer and value > 0):
+        raise SpecError(f"repeat {shown}: a repeat count is a positive whole number", text, at)
+    if not value.is_number and value.is_positive is False:
+        raise SpecError(f"repeat {shown}: a repeat count is positive, and this one is not at any size of "
+                        f"{', '.join(sorted(s.name for s in value.free_symbols))}", text, at)
 
 
 def _check_relations(lets: list, spans: list, relations: dict) -> None:
@@ -259,6 +275,7 @@ class _Scan:
         # repeat blocks: (start offset, end offset, count, parent block)
         self.regions: list[tuple[int, int, sympy.Expr, int | None]] = []
         self.parts: list[tuple[int, int, str]] = []  # named parts: (start, end, name)
+        self.count_at: list[int] = []  # each repeat block's count's offset
 
     def enclosing(self, at: int) -> list[int]:
         return [k for k, (lo, hi, _, _) in enumerate(self.regions) if lo <= at < hi]
@@ -291,6 +308,8 @@ class _Scan:
                 if any(kind == "fused" for kind, _ in stack):
                     raise SpecError("a repeat block cannot go inside a fused block", self.text, start)
                 self.regions.append((start, len(self.text), count, parent))
+                gap = len(match.group("count")) - len(match.group("count").lstrip())
+                self.count_at.append(start + match.start("count") + gap)
                 stack.append(("repeat", len(self.regions) - 1))
             elif word == "part":
                 match = _PART.match(stripped)

@@ -255,6 +255,23 @@ def test_a_let_is_positive_at_the_sizes_given(tmp_path):
     assert json.loads(out)["flops_per_token"] == 2 * 10 * 64 * 32 / 2
 
 
+def test_a_repeat_count_is_a_positive_whole_number(tmp_path):
+    block = "  param W: bf16[D, F]\n  " + MATMUL + "}\n"
+    # before: L = 8 gave 0 parameters, L = 6 gave -4096, L/3 at L = 8 gave 8/3 layers
+    zero = program_file(tmp_path, "let D = 64, F = 32, L = 8\nrepeat L - 8 {\n" + block)
+    assert "repeat L - 8 = 0: a repeat count is a positive whole number (line 2, column 8)" in refused("model", zero)
+    given = program_file(tmp_path, "let D = 64, F = 32\nrepeat L - 8 {\n" + block)
+    assert "repeat L - 8 runs -2 times at L = 6" in refused("model", given, "--set", "B=4,L=6")
+    never = program_file(tmp_path, "let D = 64, F = 32\nrepeat 0 - L {\n" + block)
+    assert "repeat -L: a repeat count is positive, and this one is not at any size of L" in refused("model", never)
+    third = program_file(tmp_path, "let D = 64, F = 32\nrepeat L/3 {\n" + block)
+    assert "repeat L/3 runs 8/3 times at L = 8" in refused("model", third, "--set", "B=4,L=8")
+    # at L = 9 it runs 3 times: 3 copies of a 64 x 32 matrix, by hand
+    code, out, err = run("model", third, "--set", "B=4,L=9", "--json")
+    assert code == 0, err
+    assert json.loads(out)["params"] == 3 * 64 * 32
+
+
 # ---- claims -----------------------------------------------------------------------------
 
 SPEC = "bf16[B, D] @ bf16[D, F] -> bf16[B, F]"
