@@ -234,6 +234,8 @@ def threshold_parts(expected: Mapping) -> None:
     pass whatever the threshold is)."""
     for part in set(expected) - {"var", "op", "rule", "exact", "none", "network"}:
         raise SymroofError(f"unknown threshold part '{part}' (known: var, op, rule, exact, network, none)")
+    if not isinstance(expected.get("none", False), bool):  # "false" is text, and text is true
+        raise SymroofError(f"threshold's none is true or false, not {expected['none']!r}")
     if not expected.get("none") and not set(expected) & {"op", "rule", "exact", "network"}:
         raise SymroofError(f"threshold {{var: {expected.get('var')}}} checks nothing: give op, rule, exact, "
                            "network or none: true")

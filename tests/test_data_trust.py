@@ -339,6 +339,10 @@ def test_a_threshold_with_nothing_to_compare_is_refused(tmp_path):
     path = claims_file(tmp_path, f'- id: t\n  spec: "{SPEC}"\n  chip: {{name: v5e}}\n'
                                  '  expect: {threshold: {var: B}}\n')
     assert "claim 't': threshold {var: B} checks nothing" in refused("check", path)
+    # before: the text "false" was true, and the claim checked there was no threshold
+    text = claims_file(tmp_path, f'- id: t\n  spec: "{SPEC}"\n  chip: {{name: v5e}}\n'
+                                 '  expect: {threshold: {var: B, op: ">", none: "false"}}\n')
+    assert "claim 't': threshold's none is true or false, not 'false'" in refused("check", text)
     ok = check_case({"id": "t", "spec": SPEC, "chip": {"name": "v5e"}, "set": {"D": 4096, "F": 4096},
                      "expect": {"threshold": {"var": "B", "op": ">"}}})
     assert ok.ok, ok
