@@ -103,7 +103,9 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
         style = ["-", "-.", ":"][k % 3]
         named = f"{dtype_of[peak]} " if len(roofs) > 1 and peak in dtype_of else ""
         line, = ax.plot(x, numpy.minimum(peak, x * bw), color="black", lw=2 if k == 0 else 1.5, ls=style,
-                        label=f"{named}HBM roof: {si(bw, 'B/s')}, peak {si(peak, 'FLOPs/s')}")
+                        label=f"{named}HBM roof: {si(bw, 'B/s')}, peak {si(peak, 'FLOPs/s')}"
+                        + (" (estimate)" if any(float(a.peak_flops) == peak and any(map(a.machine.estimated, a.rates))
+                                                for a in analyses) else ""))
         curves.append(line)
         ax.axvline(critical, color="black", ls=":", lw=1)
         note = ax.annotate(f"critical {critical:.1f}", (critical, peak), textcoords="offset points",

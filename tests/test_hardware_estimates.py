@@ -279,3 +279,15 @@ def test_the_plan_on_a100s_from_the_command_line():
     assert data["ranked"] and any("@dcn" in row["mesh"] for row in data["ranked"])
     assert data["estimates"] == {}  # the A100's figures are all sourced
     assert not any("no figure for dcn" in row["why"] for row in data["set_aside"])
+
+
+def test_the_roofline_plot_marks_a_peak_drawn_from_an_estimate():
+    import matplotlib
+    matplotlib.use("Agg")
+    from symroof.plot import plot_roofline
+
+    def legend(chip):
+        a = symroof.analyze(SOFTMAX, chip=chip, values={"B": 1024, "D": 4096})
+        return [t.get_text() for t in plot_roofline([a]).get_legend().get_texts()][0]
+
+    assert legend("v5e").endswith("(estimate)") and "estimate" not in legend("v5p")
