@@ -216,9 +216,10 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str], params: str | 
 def _weights(arguments: list[Argument], params: str | Iterable[str]) -> set[str]:
     """The arguments (by name) that `params` names: `"w_up, w_down"`, an argument whole, or
     a pytree argument (`p`) or part of one (`p.dense`) with every leaf under it."""
-    names = [n.strip() for n in (params.split(",") if isinstance(params, str) else params)]
+    names = list(params.split(",") if isinstance(params, str) else params)
     if any(not isinstance(n, str) for n in names):
         raise SymroofError("params names arguments: give their names (\"w_up, w_down\")")
+    names = [n.strip() for n in names]
     out: set[str] = set()
     for name in filter(None, names):
         found = {a.name for a in arguments if a.name == name or a.name.startswith(name + ".")}

@@ -21,7 +21,7 @@ from jax import lax  # noqa: E402
 
 import symroof  # noqa: E402
 from symroof.cli import main  # noqa: E402
-from symroof.errors import SpecError  # noqa: E402
+from symroof.errors import SpecError, SymroofError  # noqa: E402
 
 BLOCKS = Path(__file__).parent / "data" / "jax_blocks.py"
 MLP_SHAPES = "x=bf16[B, D]; w_up=bf16[D, F]; w_down=bf16[F, D]"
@@ -126,6 +126,8 @@ def test_pytree_and_params_input_errors():
         symroof.from_jax(lambda p: p, "p=fp32[D]; p.w=fp32[D]")
     with pytest.raises(SpecError, match="which --shapes does not give"):
         symroof.from_jax(_mlp, MLP_SHAPES, params="x_up")
+    with pytest.raises(SymroofError, match="give their names"):
+        symroof.from_jax(_mlp, MLP_SHAPES, params=[1])
     with pytest.raises(SpecError, match="does not give p"):  # a pytree argument given by no leaf
         symroof.from_jax(lambda p, x: x, "x=fp32[D]")
 
