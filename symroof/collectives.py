@@ -60,7 +60,7 @@ from .errors import HardwareError
 from .hardware import Chip
 from .ir import MeshAxis
 from .oneline import link_line, time_line
-from .topology import lay_out, spans
+from .topology import case_refused, check_cases, lay_out, spans
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None, ring: bool | None 
         ring = torus and wrap is not None and axis.size >= wrap and axis.size % wrap == 0
     ring = bool(ring and torus)
     if axis.ring is not None and axis.ring != ring:  # check_cases says so before any link is costed
-        raise HardwareError(_case_refused(axis, chip, ring))
+        raise HardwareError(case_refused(axis, chip, ring))
     return Link(name, one_way, bidi, ring, False, latency, case="" if axis.ring is None else f"; written {axis}")
 
 
@@ -234,50 +234,6 @@ def case_at(axis: MeshAxis, size: int | None, chip: Chip | None, all_to_all: boo
                 f"but the formulas take {axis.name} as {'a line' if ring else 'a ring'}: write "
                 f"{axis.name}@{'ring' if ring else 'line'} in the mesh, or {given}")
     return None
-
-
-def check_cases(axes: Sequence[MeshAxis], chip: Chip | None) -> None:
-    """An ICI axis written `@ring` or `@line` is costed as written, or refused, with why:
-    where no chip decides (a symbolic chip, --ici-bw alone) it is taken as written; on a
-    switch or fully connected chip (NVLink, Infinity Fabric) there is no ring to choose; on
-    a torus an axis with a size is what the chip makes of it (v5p's X=8 closes into a ring,
-    v5e's X=8 does not, v5e's X=64 spans a ring of 16 and a line of 4), and the case written
-    must be that one; a ring written without a size needs a chip whose axes can close."""
-    if chip is None:
-        return
-    for axis in axes:
-        if axis.link != "ici" or axis.ring is None:
-            continue
-        topology = chip.texts.get("interconnect.topology", "")
-        name = chip.texts.get("interconnect.name", "ICI")
-        if not topology.startswith("torus"):
-            size = "" if axis.symbolic else f"={axis.size}"
-            raise HardwareError(f"mesh axis {axis}: {chip.name}'s {name} is a {topology or 'network'}, not a torus: "
-                                f"there is no ring or line to choose; write {axis.name}{size}")
-        if axis.symbolic:
-            if axis.ring and not chip.figure("interconnect.wraparound_min_axis_size"):
-                raise HardwareError(f"mesh axis {axis}: no source gives the length at which {chip.name}'s axes "
-                                    "close into rings (wraparound_min_axis_size), so symroof takes them as lines: "
-                                    f"write {axis.name}@line")
-            continue
-        pieces = spans(axis, lay_out([a for a in axes if a.link == "ici"], chip))
-        if len(pieces) > 1:
-            raise HardwareError(f"mesh axis {axis} spans {len(pieces)} of {chip.name}'s physical axes "
-                                f"({' x '.join(str(p.size) for p, _ in pieces)}), not one "
-                                f"{'ring' if axis.ring else 'line'}: write {axis.name}={axis.size} for what it "
-                                "costs laid on them")
-        link(axis, chip, ring=pieces[0][1])  # refuses a case the chip does not make
-
-
-def _case_refused(axis: MeshAxis, chip: Chip, ring: bool) -> str:
-    """Why an axis with a size is not the case written on this torus chip."""
-    wrap = chip.figure("interconnect.wraparound_min_axis_size")
-    rule = (f"its axes close into rings at multiples of {int(wrap)}" if wrap else
-            "no source gives when its axes close into rings, so symroof takes them as lines")
-    where = f" on the {'x'.join(map(str, chip.slice))} slice" if chip.slice else ""
-    return (f"mesh axis {axis}: on {chip.name}{where} an axis of {axis.size} "
-            f"{'closes' if ring else 'does not close'} into a ring ({rule}): write "
-            f"{axis.name}={axis.size}{'@ring' if ring else '@line'}, or {axis.name}={axis.size}")
 
 
 def check_domain(axes: list[MeshAxis], chip: Chip | None) -> None:

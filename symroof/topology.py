@@ -214,3 +214,51 @@ def _unplaceable(ici: list[MeshAxis], shape: tuple[int, ...], chip: Chip) -> str
     return (f"mesh axis {axis} does not fit {where}{beside}: "
             f"an axis lies along one physical axis or spans several, its size the product of the "
             f"lengths it takes on each; {would} would fit, or put it on DCN ({axis.name}={axis.size}@dcn)")
+
+
+def check_cases(axes: Sequence[MeshAxis], chip: Chip | None) -> None:
+    """An ICI axis written `@ring` or `@line` is costed as written, or refused, with why:
+    where no chip decides (a symbolic chip, --ici-bw alone) it is taken as written; on a
+    switch or fully connected chip (NVLink, Infinity Fabric) there is no ring to choose; on
+    a torus an axis with a size is what the chip makes of it (v5p's X=8 closes into a ring,
+    v5e's X=8 does not, v5e's X=64 spans a ring of 16 and a line of 4), and the case written
+    must be that one; a ring written without a size needs a chip whose axes can close."""
+    if chip is None:
+        return
+    for axis in axes:
+        if axis.link != "ici" or axis.ring is None:
+            continue
+        topology = chip.texts.get("interconnect.topology", "")
+        name = chip.texts.get("interconnect.name", "ICI")
+        if not topology.startswith("torus"):
+            size = "" if axis.symbolic else f"={axis.size}"
+            raise HardwareError(f"mesh axis {axis}: {chip.name}'s {name} is a {topology or 'network'}, not a torus: "
+                                f"there is no ring or line to choose; write {axis.name}{size}")
+        if axis.symbolic:
+            if axis.ring and not chip.figure("interconnect.wraparound_min_axis_size"):
+                raise HardwareError(f"mesh axis {axis}: no source gives the length at which {chip.name}'s axes "
+                                    "close into rings (wraparound_min_axis_size), so symroof takes them as lines: "
+                                    f"write {axis.name}@line")
+            continue
+        pieces = spans(axis, lay_out([a for a in axes if a.link == "ici"], chip))
+        if len(pieces) > 1:
+            raise HardwareError(f"mesh axis {axis} spans {len(pieces)} of {chip.name}'s physical axes "
+                                f"({' x '.join(str(p.size) for p, _ in pieces)}), not one "
+                                f"{'ring' if axis.ring else 'line'}: write {axis.name}={axis.size} for what it "
+                                "costs laid on them")
+        ring = pieces[0][1]
+        if ring is None:  # by its own length
+            ring = _rings(axis.number, _wrap(chip))
+        if ring != axis.ring:
+            raise HardwareError(case_refused(axis, chip, ring))
+
+
+def case_refused(axis: MeshAxis, chip: Chip, ring: bool) -> str:
+    """Why an axis with a size is not the case written on this torus chip."""
+    wrap = chip.figure("interconnect.wraparound_min_axis_size")
+    rule = (f"its axes close into rings at multiples of {int(wrap)}" if wrap else
+            "no source gives when its axes close into rings, so symroof takes them as lines")
+    where = f" on the {'x'.join(map(str, chip.slice))} slice" if chip.slice else ""
+    return (f"mesh axis {axis}: on {chip.name}{where} an axis of {axis.size} "
+            f"{'closes' if ring else 'does not close'} into a ring ({rule}): write "
+            f"{axis.name}={axis.size}{'@ring' if ring else '@line'}, or {axis.name}={axis.size}")
