@@ -44,6 +44,7 @@ from .layout import (
     local_elements,
     local_size,
 )
+from .routes import cheapest, kept_axes, to_layout, valid
 
 # The layouts and plans live in `layout.py`; the cost model, the renderers and the resolver
 # import them from here, with the lowering that makes them.
@@ -74,12 +75,17 @@ def lower(statement: Contraction | Apply | Collective, mesh: Mesh) -> Plan:
             else:
                 layouts.append(Layout(term.labels, term.axes, term.unreduced))
         final = k == len(statement.steps) - 1
+        if final and _routes(step, layouts):  # several ways to lay it out: the cheapest
+            default: list = []
+            _lower_step(step, list(layouts), final, default)
+            items.extend(cheapest(step, layouts, default, _written(step.output), dict(statement.sizes), mesh))
+            break
         carried = _lower_step(step, layouts, final, items)
         if not final:
             pending.append(carried)
     for item in items:
         for layout in ((item.before, item.after) if isinstance(item, Move) else (*item.inputs, item.output)):
-            if not _valid(layout):
+            if not valid(layout):
                 shown = layout.text(DType("?", 0, "?", False))  # its dims and splits: the dtype plays no part
                 raise ShardingError(f"symroof found no valid way to run this layout ({shown} would split two "
                                     "dims over one axis); write the collectives out")
@@ -88,10 +94,19 @@ def lower(statement: Contraction | Apply | Collective, mesh: Mesh) -> Plan:
     return Plan(tuple(items), dict(statement.sizes))
 
 
-def _valid(layout: Layout) -> bool:
-    """No axis splits two dims, or splits a dim and holds partial sums too."""
-    used = [a for axes in layout.axes for a in axes] + list(layout.unreduced)
-    return len(used) == len(set(used))
+def _routes(step: Step, layouts: list[Layout]) -> bool:
+    """Whether a final step is one `routes.cheapest` chooses the layout of: no dim summed
+    (an elementwise op, a unary op, a select, a cast, a product with no sum), every operand
+    dim in the result, no partial sums in or out, and some operand laid out otherwise than
+    the result is written."""
+    kind = ops.kind_of(step.kind)
+    if step.summed or kind.scans or kind.stats(step.fn) or kind.whole(step) or \
+            kind.name not in ("elementwise", "unary", "select", "copy", "contract"):
+        return False
+    written = _written(step.output)
+    if written.unreduced or any(lay.unreduced or not set(lay.labels) <= set(written.labels) for lay in layouts):
+        return False
+    return any(lay.axes != tuple(written.of(l) for l in lay.labels) for lay in layouts)
 
 
 def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list) -> Layout:
@@ -174,7 +189,7 @@ def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list) -> 
                               why=f"partial sums over {', '.join(partial)} before the next step"))
             return reduced
         return natural
-    return _to_written(natural, _written(step.output), step.output.dtype, items)
+    return to_layout(natural, _written(step.output), step.output.dtype, items)
 
 
 def _lower_rows(step: Step, stats: int, layouts: list[Layout], final: bool, items: list) -> Layout:
@@ -187,7 +202,7 @@ def _lower_rows(step: Step, stats: int, layouts: list[Layout], final: bool, item
         for label in layouts[i].labels:
             have, want = layouts[i].of(label), x.of(label)
             if have != want and want[:len(have)] != have:
-                kept = _kept(have, want)
+                kept = kept_axes(have, want)
                 gathered = layouts[i].with_axes(label, kept)
                 items.append(Move("AllGather", tuple(a for a in have if a not in kept), step.inputs[i].dtype,
                                   layouts[i], gathered, why=f"{label_text(label)} is split otherwise "
@@ -206,7 +221,7 @@ def _lower_rows(step: Step, stats: int, layouts: list[Layout], final: bool, item
                               f"fp32 statistic{'s' if stats > 1 else ''} per row combined"))
     if not final:
         return natural
-    return _to_written(natural, _written(step.output), step.output.dtype, items)
+    return to_layout(natural, _written(step.output), step.output.dtype, items)
 
 
 def _check_whole(step: Step, layouts: list[Layout]) -> None:
@@ -244,7 +259,7 @@ def _check_same(step: Step, layouts: list[Layout]) -> None:
             continue
         fixes = []
         for i, lay in enumerate(layouts):
-            kept = _kept(lay.of(label), layouts[1 - i].of(label))
+            kept = kept_axes(lay.of(label), layouts[1 - i].of(label))
             extra = tuple(a for a in lay.of(label) if a not in kept)
             gathered = lay.with_axes(label, kept)
             side = "left" if i == 0 else "right"
@@ -254,61 +269,6 @@ def _check_same(step: Step, layouts: list[Layout]) -> None:
         raise ShardingError(f"{label_text(label)} is split over {', '.join(left) or 'nothing'} on the left "
                             f"and {', '.join(right) or 'nothing'} on the right: an elementwise op needs "
                             "its operands laid out alike", fixes)
-
-
-def _to_written(have: Layout, want: Layout, dtype: DType, items: list) -> Layout:
-    """Collectives that turn the natural result into the layout the spec wrote."""
-    stray = [a for a in want.unreduced if a not in have.unreduced]
-    if stray:
-        raise ShardingError(f"the result is written unreduced over {', '.join(stray)}, but it holds "
-                            f"no partial sums over {'it' if len(stray) == 1 else 'them'}")
-    reduce_all, kept = [], []
-    for axis in have.unreduced:
-        if axis in want.unreduced:
-            kept.append(axis)
-            continue
-        target = next((l for l, axes in zip(want.labels, want.axes)
-                       if axis in axes and axis not in have.of(l)), None)
-        if target is not None and not any(axis in axes for axes in have.axes):
-            after = Layout(have.labels, have.axes, tuple(a for a in have.unreduced if a != axis))
-            after = after.with_axes(target, have.of(target) + (axis,))
-            items.append(Move("ReduceScatter", (axis,), dtype, have, after, target,
-                              why=f"partial sums over {axis}, and the result asks for "
-                                  f"{label_text(target)} split over {axis}"))
-            have = after
-        else:
-            reduce_all.append(axis)
-    if reduce_all:
-        after = Layout(have.labels, have.axes, tuple(kept))
-        items.append(Move("AllReduce", tuple(reduce_all), dtype, have, after,
-                          why=f"partial sums over {', '.join(reduce_all)}"))
-        have = after
-    # moves of an axis from one dim to another
-    for label, axes in zip(want.labels, want.axes):
-        for axis in axes:
-            if axis in have.of(label):
-                continue
-            source = next((l for l in have.labels if axis in have.of(l)), None)
-            if source is not None and axis not in want.of(source):
-                after = have.with_axes(source, tuple(a for a in have.of(source) if a != axis))
-                after = after.with_axes(label, after.of(label) + (axis,))
-                items.append(Move("AllToAll", (axis,), dtype, have, after, label,
-                                  why=f"the result moves the split over {axis} from "
-                                      f"{label_text(source)} to {label_text(label)}"))
-                have = after
-    # gathers where the result is split less than the work was
-    for label, axes in zip(want.labels, want.axes):
-        extra = tuple(a for a in have.of(label) if a not in axes)
-        if extra:
-            after = have.with_axes(label, tuple(a for a in have.of(label) if a in axes))
-            items.append(Move("AllGather", extra, dtype, have, after,
-                              why=f"the result has {label_text(label)} split over "
-                                  f"{', '.join(axes) or 'nothing'}"))
-            have = after
-    # what is left to split further is a local slice of replicated data: free
-    for label, axes in zip(want.labels, want.axes):
-        have = have.with_axes(label, axes)
-    return have
 
 
 def _check_distinct(natural: Layout, step: Step, layouts: list[Layout]) -> None:
@@ -351,19 +311,6 @@ def _common(splits) -> Axes:
     while all(len(s) > n and s[n] == splits[0][n] for s in splits):
         n += 1
     return splits[0][:n]
-
-
-def _kept(have: Axes, other: Axes) -> Axes:
-    """The axes a dim split over `have` keeps when it gathers the rest, so that `other` can
-    be reached from it by slicing alone: the longest prefix of `other` that `have` holds
-    in the same order (a gather keeps the order of the axes it leaves). K_Y against
-    K_{P,Y} keeps nothing (K_Y's blocks are not K_{P,Y}'s: Y is gathered, then P, Y
-    sliced); K_{P,Y} against K_Y keeps Y (P gathered)."""
-    for n in range(len(other), 0, -1):
-        rest = iter(have)
-        if all(a in rest for a in other[:n]):  # a subsequence of have
-            return other[:n]
-    return ()
 
 
 def _nested(splits) -> bool:
