@@ -158,8 +158,12 @@ def with_defaults(structured, mode: str, context: int | None, sizes: dict) -> di
 
 CONVENTIONS = [
     "1 FLOP = one multiply or one add (a multiply-add is 2); GB = 1e9 bytes",
-    "training = forward + backward, the backward 2x the forward: 3x the FLOPs and 3x the forward's "
-    "roofline time",
+    "training = forward + backward, the backward 2x the forward: model FLOPs (flops_train, what an MFU "
+    "counts) 3x the forward's; hardware FLOPs (flops_train_hardware, an HFU's, what t_step runs) add what is "
+    "recomputed: (remat full) each repeated block's whole forward again, as PyTorch's checkpoint reruns it "
+    "(XLA may skip a statement no gradient reads); (remat save=x,o,h) a block's statements whose outputs "
+    "are not named; under every policy a fused block's intermediates (flash attention's scores) again in "
+    "its backward; a recomputed statement's collectives run again, a parameter's gather does not",
     "Adam keeps 12 bytes per parameter (fp32 master copy and two moments); gradients in the parameters' dtype",
     "activations kept (remat full): each repeated block's input; (remat none): every statement's output; "
     "(remat save=x,o,h): the tensors so named; under full and save=, the statements after the blocks (the "
@@ -167,7 +171,7 @@ CONVENTIONS = [
     "attention counts the full T x S scores (a causal mask's skipped half is not subtracted)",
     "on N chips memory and time split evenly (no collectives); a chip's usable HBM is 0.9 of its capacity",
     "with --strategy the program is sharded and its collectives costed; in training its backward pass is "
-    "written out (each matmul's two gradient matmuls, every other statement twice: still 3x the FLOPs); "
+    "written out (each matmul's two gradient matmuls, every other statement twice: still 3x the model FLOPs); "
     "t_step overlaps every collective, t_step_exposed waits for those on activations",
 ]
 
