@@ -358,7 +358,8 @@ for label, per_token in [("symroof's t_step", None), ("6N at the same rate", 6 *
 
 Per parameter: 2 bytes of bf16 weights, 2 of gradients and 12 of Adam state (an fp32
 master copy and two fp32 moments): 16 bytes, before a single activation. With
-full rematerialisation each block keeps only its input (B·T·D bf16 per layer). A chip's
+full rematerialisation each block keeps only its input (B·T·D bf16 per layer), and the
+head, which is not recomputed, its input, its output and the logits. A chip's
 usable HBM is 0.9 of its capacity, and memory splits evenly over chips (an ideal
 sharding, no collectives); `min_chips` is the fewest chips that hold it all. First one
 sequence of 8192 tokens, then the 16M-token batch on the 8960-chip slice:"""),
@@ -374,10 +375,15 @@ sequence of 8192 tokens, then the 16M-token batch on the 8960-chip slice:"""),
           f"min_chips {big.min_chips}; on {CHIPS} chips {human(big.hbm_per_chip, 'bytes')} per chip, "
           f"{human(big.hbm_left_per_chip, 'bytes')} left")'''),
     ("md", """Without rematerialisation (every statement's output kept for the backward pass) the
-activations of a single sequence are many times larger:"""),
-    ("code", '''for remat in ("full", "none"):
+activations of a single sequence are many times larger; with it, the backward computes each
+layer's forward again. The model FLOPs (3x the forward, what an MFU counts) are the same
+under every policy; the hardware FLOPs (what the chips run, what an HFU counts) add what is
+recomputed, flash attention's scores included, and the step's time follows them:"""),
+    ("code", '''for remat in ("full", "save=x,o,h", "none"):
     r = symroof.model(NAME, chip="h100", remat=remat)
-    print(f"remat {remat:4}: activations {human(r.activation_bytes, 'bytes'):>9}, min_chips on H100 {r.min_chips}")'''),
+    print(f"remat {remat:10}: activations {human(r.activation_bytes, 'bytes'):>9}, min_chips on H100 {r.min_chips}; "
+          f"hardware / model FLOPs {float(r.flops_train_hardware / r.flops_train):.3f}, "
+          f"t_step on one H100 {human(r.t_step, 's')}")'''),
     ("md", """## The KV cache
 
 In decode the model reads the keys and values of every earlier token: the decode template
@@ -453,7 +459,10 @@ forward and backward, and costs it. Every number below is derived; the inputs ar
 model, the chip, the chip count and the batch.
 
 Conventions: a FLOP is one multiply or one add; training is the forward pass plus a
-written-out backward pass (about 3x the forward's FLOPs); GB = 1e9 bytes; peaks are dense
+written-out backward pass (3x the forward's FLOPs: the model FLOPs) and, under full
+rematerialisation (the default, used throughout), each layer's forward again in the
+backward, its collectives included (about 4x: the hardware FLOPs, which the step's time
+counts); GB = 1e9 bytes; peaks are dense
 bf16. `t_step` is the roofline's step, max(T_math, T_HBM, T_network), every collective
 overlapped with compute. `t_step_exposed` is the same with the collectives on activations
 (tp's AllReduces, which the very next statement needs) waiting on the critical path;
@@ -539,8 +548,9 @@ for kind, entry in best.thresholds.items():
 FSDP's collectives move the weights, whose size does not depend on the batch, while the
 FLOPs grow with it: there is a batch above which the math outlasts the gathers. Per chip,
 a step moves about 3 x 2 bytes per parameter (two AllGathers and a ReduceScatter of bf16
-weights) and does a little over 6 FLOPs per parameter per token it holds, so the rule of
-thumb is: compute-bound once the tokens per chip exceed C / W_ici, the chip's peak over
+weights) and does a little over 6 FLOPs per parameter per token it holds (8 with each
+layer's forward recomputed), so the book's rule of thumb is: compute-bound once the tokens
+per chip exceed C / W_ici (about 3/4 of it with full rematerialisation), the chip's peak over
 the bandwidth a chip receives at along the axis. An axis of 256 on a v5p is laid on two of
 the torus's physical axes, 16 x 16, each a ring a chip receives on both ways at 2 x 9e10:
 4.59e14 / (2 x 1.8e11) = 1275 tokens; here 4096 tokens a chip clear the exact threshold above.
@@ -573,8 +583,10 @@ v5p = {C: chip.figure("peak_flops_per_s.bf16"), C_vec: chip.figure("vector_flops
 print(f"v5p: C / W_ici = {float((C / W_ici).subs(v5p)):.0f}, C / C_vec = {float((C / C_vec).subs(v5p)):.1f}: "
       f"per-chip tokens > {float(rule.subs(v5p)):.0f} (on the v5p's {' x '.join(map(str, rings))} rings: "
       f"{float(best.thresholds['fsdp']['per_chip_tokens']):.0f})")'''),
-    ("md", """The leading factor is a little under 1: at T = 4096 attention adds FLOPs per token
-beyond 6 per parameter, and the input embedding, a gather, adds none but still moves. The
+    ("md", """The leading factor is about 0.7: full rematerialisation runs each layer's forward
+again, 8 FLOPs per parameter per token rather than 6 (a factor 3/4), at T = 4096 attention
+adds FLOPs per token beyond those, flash attention's recomputed scores among them, and the
+input embedding, a gather, adds none but still moves. The
 vector unit's work (norms, SiLU, residuals, at C_vec, about 33 times slower than the
 matrix unit) lengthens T_math a little more, and lowers the threshold with it.
 
@@ -585,7 +597,8 @@ batch exactly as the FLOPs do: the batch does not decide it. What does is the mo
 over the axis, so symroof gives tp a ratio, T_math / T_network over tp's axis (above 1:
 compute-bound), and it falls as 1/tp. For a Megatron MLP alone a hand estimate is
 1.5 x F / tp / (C / W_ici); with the attention sublayer (fewer FLOPs per AllReduce) and the
-backward pass (3x the FLOPs for 2x the AllReduces) the whole layer lands close to it. The
+backward pass (3x the FLOPs for 2x the AllReduces; with the layer's forward recomputed, 4x
+the FLOPs for 3x, which takes the ratio down by 8/9) the whole layer lands a little under it. The
 ratio staying above 1 does not make tp free: its AllReduces sit on the critical path."""),
     ("code", '''F = symroof.model(NAME).at(symroof.dim_symbol("F"))
 one_ring = {**v5p, W_ici: chip.figure("interconnect.link_bandwidth_bidi_bytes_per_s")}  # tp's axis: one ring

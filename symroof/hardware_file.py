@@ -27,6 +27,7 @@ import sympy
 from .dtypes import RATES
 from .errors import HardwareError
 from .hardware_shapes import Shape, pod_shape_problem, read_shape, read_shapes, slice_shapes_problem
+from .resources import unique_keys
 
 NUMBER, COUNT, TEXT, SHAPE, SHAPES = "number", "count", "text", "shape", "shapes"
 
@@ -125,14 +126,6 @@ def _json_int(text: str) -> int | _JsonNumber:
     return int(text) if len(text) <= 40 else _JsonNumber(text)
 
 
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    keys = [key for key, _ in pairs]
-    for key in keys:
-        if keys.count(key) > 1:
-            raise ValueError(f"duplicate key {key!r} in one JSON object")
-    return dict(pairs)
-
-
 def read_file(file: str) -> tuple[dict[str, ChipFields], dict[str, str], Mapping[str, str]]:
     """A hardware file's chips as checked records by id, in file order; the index from each
     spelling of a chip's names (`normal_name`) to its id; and the file's source keys. Every
@@ -143,7 +136,7 @@ def read_file(file: str) -> tuple[dict[str, ChipFields], dict[str, str], Mapping
         raise HardwareError(f"cannot read hardware file {file}: {error}") from None
     try:
         data = json.loads(text, parse_float=_JsonNumber, parse_constant=_JsonNumber,
-                          parse_int=_json_int, object_pairs_hook=_unique_keys)
+                          parse_int=_json_int, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as error:
         raise HardwareError(f"{file}: not valid JSON: {error.msg} "
                             f"(line {error.lineno}, column {error.colno})") from None

@@ -20,7 +20,7 @@ import re
 from typing import NoReturn
 
 from .errors import SpecError
-from .resources import resource_path
+from .resources import resource_path, unique_keys
 
 FIELDS = ("D", "L", "N", "K", "H", "F", "V", "context")  # the sizes the transformer template reads
 MLPS = ("swiglu", "geglu", "gelu")
@@ -42,14 +42,6 @@ MAX_TEXT = 2000             # a source or the file's `about`
 MAX_NAME = 100
 # An id or alias: what `symroof model NAME` takes, one word (looked up case-insensitively).
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
-
-
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    keys = [key for key, _ in pairs]
-    for key in keys:
-        if keys.count(key) > 1:
-            raise ValueError(f"duplicate key {key!r} in one JSON object")
-    return dict(pairs)
 
 
 def _no_constant(text: str) -> NoReturn:
@@ -89,7 +81,7 @@ def _load(path: str) -> tuple[dict, ...]:
 @functools.lru_cache(maxsize=16)
 def _checked(path: str, raw: bytes) -> tuple[dict, ...]:
     try:
-        data = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        data = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys, parse_constant=_no_constant)
     except UnicodeDecodeError as err:
         raise SpecError(f"models file {path}: not UTF-8 text (byte {err.start + 1})") from None
     except json.JSONDecodeError as err:

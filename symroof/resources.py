@@ -1,4 +1,5 @@
-"""Find the files symroof ships beside its code: the grammar, hardware.json and models.json.
+"""Find the files symroof ships beside its code: the grammar, hardware.json and models.json;
+and what reading a data file as JSON refuses that `json` would take (`unique_keys`).
 
 In a wheel they sit in `symroof/_data/` (force-included at build time); in a
 checkout or an editable install they sit at the top of the repository.
@@ -28,3 +29,21 @@ def resource_path(name: str) -> Path:
         if path.is_file():
             return path.resolve()
     raise FileNotFoundError(f"symroof is installed without its {name}; reinstall the package")
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose every key is given once (`json.loads`'s object_pairs_hook): a data
+    file's key given twice would have its first value silently dropped.
+
+    Examples:
+        >>> import json
+        >>> json.loads('{"a": 1, "a": 2}', object_pairs_hook=unique_keys)
+        Traceback (most recent call last):
+        ...
+        ValueError: duplicate key 'a' in one JSON object
+    """
+    keys = [key for key, _ in pairs]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise ValueError(f"duplicate key {key!r} in one JSON object")
+    return dict(pairs)

@@ -26,6 +26,8 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
     """The program of a model configuration (a `models.json` entry) for one mode, its
     parameters stored in `weights` (int8, fp8: weight-only quantization, computing in
     bf16) and its KV cache in `kv`, sharded by `strategy` (strategies.parse_strategy)."""
+    if mode not in _CACHE:
+        raise SpecError(f"mode is one of {', '.join(_CACHE)}, not {mode!r}")
     sizes = config["sizes"]
     missing = [f for f in FIELDS if f not in sizes]
     if missing:
@@ -74,7 +76,7 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
         lines += ["embedding Pos: bf16[Tmax, D]", f"gather bf16[Tmax, D], int32[B{seq}] -> {x}",
                   f"{x} + {x} -> {x}"]
     lines += ["", "repeat L {"]
-    attention = _attention(x, seq, norm, bias, decode, kv)
+    attention = _attention(x, seq, norm, bias, decode, kv, _CACHE[mode])
     feed = _mlp(x, seq, norm, bias, mlp, moe)
     lines += ["  part attention {", *("    " + line for line in attention), "  }",
               "  part mlp {", *("    " + line for line in feed), "  }"]
@@ -105,16 +107,20 @@ def _norm(x: str, norm: str, bias: bool, w: str, b: str, name: str = "") -> list
     return [f"param {w}: bf16[D]", f"rmsnorm_D {name}{x}, bf16[D] -> {x}"]
 
 
-def _attention(x: str, seq: str, norm: str, bias: bool, decode: bool, cache: str) -> list[str]:
+# what the cache declaration is in each mode: decode reads the context's keys and values,
+# prefill writes them; training keeps none, but their bytes per token are the model's
+_CACHE = {"train": "a cache's keys and values (kv_bytes_per_token; training keeps none)",
+          "prefill": "the keys and values this step writes", "decode": "the context's keys and values"}
+
+
+def _attention(x: str, seq: str, norm: str, bias: bool, decode: bool, cache: str, says: str) -> list[str]:
     q, kv = f"bf16[B{seq}, K, G, H]", f"{cache}[B, S, K, H]"
     new_kv = f"{cache}[B, K, H]" if decode else kv
     lines = _norm(x, norm, bias, "Wn1", "bn1", "x: ")  # x: the block's input
     lines += ["param Wq: bf16[D, K, G, H], Wk: bf16[D, K, H], Wv: bf16[D, K, H], Wo: bf16[K, G, H, D]"]
     if bias:
         lines += ["param bq: bf16[K, G, H], bk: bf16[K, H], bv: bf16[K, H], bo: bf16[D]"]
-    # the keys and values a sequence's tokens leave: decode reads the context's, prefill
-    # writes them; in training no cache is kept, but its bytes per token are the model's
-    lines += [f"cache Kc: {kv}, Vc: {kv}   # the context's keys and values"]
+    lines += [f"cache Kc: {kv}, Vc: {kv}   # {says}"]
     source = x if decode else "bf16[B, S, D]"
     lines += [f"{x} *_D bf16[D, K, G, H] -> q: {q}", f"{source} *_D bf16[D, K, H] -> k: {new_kv}",
               f"{source} *_D bf16[D, K, H] -> v: {new_kv}"]
