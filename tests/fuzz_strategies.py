@@ -2338,7 +2338,8 @@ def _check_expressions(obj, symbols: dict, where="") -> str | None:
 
 
 # what a model's --json holds as text, not as an expression
-_MODEL_TEXT_KEYS = {"model", "name", "mode", "chip", "conventions", "kind", "tensor", "pass", "axes", "source"}
+_MODEL_TEXT_KEYS = {"model", "name", "mode", "chip", "conventions", "kind", "tensor", "pass", "axes", "source",
+                    "schedule"}
 _MODEL_FUNCTIONS = {"Max", "Min", "ceiling", "floor", "sqrt", "Abs", "log", "exp", "Piecewise", "oo", "Rational",
                     "Integer", "Float"}
 
