@@ -3,7 +3,9 @@
 its first statement reads), "none" every statement's output (a fused block's
 intermediates are recomputed, as flash attention does), "save=x,o,h" the tensors so named.
 Under "full" and "save=" the statements after the last repeated block, which are not
-recomputed, keep what their backward reads: the first one's input and each one's output.
+recomputed, keep what their backward reads: the first one's input and each one's output;
+in a program without a repeated block, nothing is recomputed and every statement keeps its
+output, as under "none".
 On a mesh each is its shard on a chip.
 
 And the other side of the same policy: what the backward pass computes again because it
@@ -59,15 +61,17 @@ def _after_blocks(s: Structured) -> sympy.Expr:
     """What the statements after the last repeated block keep, none of them recomputed: the
     first one's input (the last block's output) and each one's output (the final norm's, the
     LM head's logits, which the loss's gradient reads). Those before the first block leave
-    only its input, counted with the blocks' (a gather's backward reads its indices alone)."""
+    only its input, counted with the blocks' (a gather's backward reads its indices alone).
+    A program without a repeated block recomputes nothing, so each statement keeps its
+    output, as under "none"."""
     statements = s.program.statements
     inside = [i for block in s.blocks if block.parent is None for i in block.statements]
-    after = [i for i in range(max(inside) + 1 if inside else len(statements), len(statements))
+    after = [i for i in range(max(inside) + 1 if inside else 0, len(statements))
              if not isinstance(statements[i], (Collective, Arrays))]
     if not after:
         return sympy.Integer(0)
     each = cost(s.program).statements
-    first = _local_bytes(_first_input(statements[after[0]]), s.program.mesh)
+    first = _local_bytes(_first_input(statements[after[0]]), s.program.mesh) if inside else sympy.Integer(0)
     return first + sympy.Add(*(s.counts[i] * _output_bytes(each[i]) for i in after))
 
 

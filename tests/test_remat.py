@@ -198,3 +198,18 @@ def test_claims_on_kv_bytes_and_hardware_flops_need_no_mode():
                                                  + (m.step_analysis.cost.flops_vector
                                                     - 3 * m.analysis.cost.flops_vector))}}
     assert symroof.check_case(hw).ok
+
+
+def test_a_program_without_a_repeated_block_recomputes_nothing_and_keeps_every_output():
+    text = """let tokens = B
+param W: bf16[D, F], U: bf16[F, D]
+bf16[B, D] *_D bf16[D, F] -> bf16[B, F]
+gelu(bf16[B, F]) -> bf16[B, F]
+bf16[B, F] *_F bf16[F, D] -> bf16[B, D]
+"""
+    sizes = {"B": 8, "D": 64, "F": 256}
+    full, none = (symroof.model(text, "train", sizes=sizes, remat=r) for r in ("full", "none"))
+    # no block to checkpoint: full rematerialisation has nothing to recompute, and so keeps
+    # what "none" keeps, each statement's output (bf16): [B, F] twice and [B, D]
+    assert full.activation_bytes == none.activation_bytes == 2 * (2 * 8 * 256 + 8 * 64)
+    assert full.flops_train_hardware == full.flops_train == 3 * full.flops
