@@ -10,11 +10,13 @@ weights, gradients, optimizer state, activations and KV cache, the chips they ne
 the time of a step.
 
 Conventions (stated in the README and in every report):
-* training FLOPs are 3x the forward FLOPs (backward = 2x forward); its time on a chip is
-  3x the forward's roofline time (the backward has the forward's intensity), unless the
+* a training step's model FLOPs (`flops_train`, what an MFU counts) are 3x the forward
+  FLOPs (backward = 2x forward, the backward with the forward's intensity), unless the
   program carries its backward pass written out (a `backward { ... }` section, as the
   templates write under a parallelism strategy): then forward and backward are costed
-  together, collectives and all (`step_analysis`);
+  together, collectives and all (`model_analysis`). Its hardware FLOPs
+  (`flops_train_hardware`, an HFU's) add what the remat policy recomputes
+  (`activations.recomputed`), and the step's time is theirs (`step_analysis`);
 * Adam keeps 12 bytes per parameter (fp32 master copy and two fp32 moments) unless
   told otherwise; gradients are in the parameters' dtype;
 * activations kept for the backward pass: with remat "full" (the default), each
