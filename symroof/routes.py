@@ -32,15 +32,16 @@ from .layout import Axes, Layout, Local, Move, ShardingError, local_elements
 
 def kept_axes(have: Axes, other: Axes) -> Axes:
     """The axes a dim split over `have` keeps when it gathers the rest, so that `other` can
-    be reached from it by slicing alone: the longest prefix of `other` that `have` holds
-    in the same order (a gather keeps the order of the axes it leaves). K_Y against
-    K_{P,Y} keeps nothing (K_Y's blocks are not K_{P,Y}'s: Y is gathered, then P, Y
-    sliced); K_{P,Y} against K_Y keeps Y (P gathered)."""
-    for n in range(len(other), 0, -1):
-        rest = iter(have)
-        if all(a in rest for a in other[:n]):  # a subsequence of have
-            return other[:n]
-    return ()
+    be reached from it by slicing alone: their longest common prefix. Gathering a dim's
+    inner axes leaves its outer split whole (K_{P,Y} gathered over Y is K_P); gathering an
+    outer one leaves each chip strided blocks, no layout at all (K_{P,Y} gathered over P
+    gives chip y blocks y, |Y| + y, ..., where K_Y's chip y holds block y: the first
+    |P| blocks of the |P| x |Y|). So K_Y against K_{P,Y} keeps nothing (Y gathered, then P, Y
+    sliced), and so does K_{P,Y} against K_Y (P and Y gathered, then Y sliced)."""
+    n = 0
+    while n < min(len(have), len(other)) and have[n] == other[n]:
+        n += 1
+    return tuple(have[:n])
 
 
 def valid(layout: Layout) -> bool:
