@@ -125,7 +125,8 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
         mine = [c for c in rows if set(c.axes) & names]
         t_net = sympy.Add(*(c.time for c in mine))
         entry: dict = {"axes": "".join(sorted(names)), "t_network": t_net, "collectives": len(mine)}
-        entry["ratio"] = a.t_math / t_net if mine else None
+        # None where the kind's collectives take no time (an axis of one chip): no ratio to give
+        entry["ratio"] = a.t_math / t_net if mine and t_net != 0 else None
         if kind == "ep" and mine:  # the AllToAlls grow with the tokens as T_math does; the gradients' do not
             exchange = sympy.Add(*(c.time for c in mine if c.kind == "AllToAll"))
             entry["exchange_ratio"] = a.t_math / exchange if exchange else None
@@ -161,7 +162,8 @@ def _whole_step(model: Model, rows: list[Collective], free: Model) -> dict:
     gap = sympy.expand(t_math - t_roof)
     entry: dict = {"axes": "".join(sorted({x for c in rows for x in c.axes})),
                    "t_network": model.step_analysis.t_network, "collectives": len(rows),
-                   "ratio": model.step_analysis.t_math / model.step_analysis.t_network}
+                   "ratio": model.step_analysis.t_math / model.step_analysis.t_network
+                   if model.step_analysis.t_network != 0 else None}
     line = sympy.Poly(gap, B) if gap.is_polynomial(B) else None
     if line is None or line.degree() != 1 or not line.LC().is_positive:
         entry["per_chip_tokens"] = None  # T_math never outgrows the collectives on activations
@@ -301,7 +303,8 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
             text.append(f"bubble {show(entry['bubble_fraction'])}; at most "
                         + ", ".join(f"{float(sympy.Rational(f)):.0%} from M >= {m}"
                                     for f, m in entry["microbatches_for_bubble"].items()))
-        out.append((f"threshold {kind}", "; ".join(text) or "no collectives"))
+        out.append((f"threshold {kind}", "; ".join(text) or ("no collectives" if not entry.get("collectives") else
+                                                             "its collectives take no time (an axis of one chip)")))
     return out
 
 

@@ -169,3 +169,16 @@ def test_a_candidate_needing_a_figure_the_chip_lacks_is_set_aside():
     p = planner.plan("llama-3-8b", bare, 16, 64 * 8192, "train")
     across = [c for c in p.candidates if c.rejected and "has no figure for dcn" in c.rejected]
     assert across and all(c.sizes["tp"] < 16 for c in across)
+
+
+def test_a_strategy_over_one_chip_has_no_ratio_and_says_why(capsys):
+    # dp=1 on one chip: its gradients' AllReduces run over an axis of one chip and take no
+    # time, so T_math / T_network has no value (it was zoo, and --json failed converting it)
+    assert main(["plan", "llama-2-7b", "--chip", "b200", "--chips", "1", "--batch", "64k", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ranked"][0]["threshold"]["dp"]["ratio"] is None
+    m = symroof.model("llama-2-7b", "train", "b200", {"B": 16, "T": 4096}, strategy="dp=1")
+    entry = model_strategy.thresholds(m, {"dp": "X"})["dp"]
+    assert entry["collectives"] > 0 and entry["t_network"] == 0 and entry["ratio"] is None
+    assert main(["model", "llama-2-7b", "--chip", "b200", "--strategy", "dp=1", "--set", "B=16,T=4096"]) == 0
+    assert "its collectives take no time" in capsys.readouterr().out
