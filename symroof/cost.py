@@ -52,7 +52,7 @@ from .ir import (
 )
 from .oneline import counts_line, move_line
 from .ops.base import term_bytes
-from .sharding import Layout, Local, Move, Plan, local_elements, local_size, lower
+from .sharding import Local, Move, Plan, local_size, lower
 
 _ZERO = sympy.Integer(0)
 
@@ -168,8 +168,7 @@ def _cost(statement: Contraction | Apply | Collective, mesh: Mesh | None, kept: 
             steps.append(step_cost(item.step, local, kept[k] if kept else None))
             k += 1
         else:
-            moves.append(MoveCost(item, item.dtype.bytes * item.copies *
-                                  local_elements(_larger(item), _move_sizes(item, plan), mesh)))
+            moves.append(MoveCost(item, item.bytes_per_chip(_move_sizes(item, plan), mesh)))
     flops_total = sympy.Add(*(step_cost(step, plan.sizes).flops for step in steps_of))
     return Cost(**_totals(steps), steps=tuple(steps), moves=tuple(moves), flops_total=flops_total, mesh=mesh,
                 plans=(plan,))
@@ -207,11 +206,6 @@ def _same(out: Term, term: Term) -> bool:
     if out.name is not None and term.name is not None and out.name != term.name:
         return False
     return tuple(map(label_text, out.labels)) == tuple(map(label_text, term.labels))
-
-
-def _larger(move: Move) -> Layout:
-    """The side whose per-chip block is V: after an AllGather, before anything else."""
-    return move.after if move.kind == "AllGather" else move.before
 
 
 def _move_sizes(move: Move, plan: Plan) -> dict:

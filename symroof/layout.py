@@ -66,6 +66,12 @@ class Move:
         tail = f" (inserted: {self.why})" if self.why else ""
         return f"{self.kind}{subscript(items)} {self.before.text(self.dtype)}{tail}"
 
+    def bytes_per_chip(self, sizes: dict, mesh: Mesh) -> sympy.Expr:
+        """V: the bytes each chip holds of the collective's larger side (after an AllGather,
+        before anything else), what its time on the links is charged for."""
+        larger = self.after if self.kind == "AllGather" else self.before
+        return self.dtype.bytes * self.copies * local_elements(larger, sizes, mesh)
+
 
 @dataclass(frozen=True)
 class Local:

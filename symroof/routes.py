@@ -187,11 +187,10 @@ def _operand_names(n: int) -> list[str]:
 
 
 def _network_bytes(items: list, sizes: dict, mesh: Mesh) -> sympy.Expr:
-    """The collectives' V summed, per chip (what cost.py charges): the larger side's block,
-    after an AllGather, before anything else; a collective over axes of one chip, nothing."""
-    return sympy.Add(*(i.dtype.bytes * i.copies *
-                       local_elements(i.after if i.kind == "AllGather" else i.before, sizes, mesh)
-                       for i in items if isinstance(i, Move) and not all(mesh.axis(a).size == 1 for a in i.axes)))
+    """The collectives' V summed, per chip (what cost.py charges, `Move.bytes_per_chip`); a
+    collective over axes of one chip, nothing."""
+    return sympy.Add(*(i.bytes_per_chip(sizes, mesh) for i in items
+                       if isinstance(i, Move) and not all(mesh.axis(a).size == 1 for a in i.axes)))
 
 
 def _better(a: tuple, b: tuple) -> bool | None:

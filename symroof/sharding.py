@@ -327,5 +327,5 @@ def check_layout(statement: Contraction | Apply, mesh: Mesh) -> None:
         lower(statement, mesh)
     except ShardingError as err:
         sizes = dict(statement.sizes)
-        fixes = [(what, fix, fix.dtype.bytes * local_elements(fix.after, sizes, mesh)) for what, fix, _ in err.fixes]
+        fixes = [(what, fix, fix.bytes_per_chip(sizes, mesh)) for what, fix, _ in err.fixes]
         raise ShardingError(fix_message(err.message, fixes), fixes, mesh=mesh, problem=err.message) from None
