@@ -115,8 +115,7 @@ class Machine:
             >>> machine("v5e", vector_flops="6e12").estimated("vector"), machine("v5p").estimated("vector")
             (False, False)
         """
-        path = self.figure_path(rate)
-        return path is not None and self.chip is not None and self.chip.is_estimate(path)
+        return bool(self.estimates([rate]))
 
     def estimates(self, rates) -> dict[str, tuple[sympy.Rational, str]]:
         """The estimated figures among the rates an analysis runs at: each figure's path
