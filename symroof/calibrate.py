@@ -22,8 +22,9 @@ from pathlib import Path
 from . import measure, measure_jax
 from .dtypes import RATES
 from .errors import HardwareError, SymroofError
-from .hardware_file import did_you_mean, read_file
+from .hardware_file import read_file
 from .measure import Rate
+from .resources import did_you_mean
 from .show import capacity, human
 
 BACKENDS = ("numpy", "jax")

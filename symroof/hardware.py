@@ -44,13 +44,12 @@ from .hardware_file import (
     SHAPES,
     TEXT,
     ChipFields,
-    did_you_mean,
     exact_value,
     normal_name,
     read_file,
 )
 from .hardware_shapes import Shape, slice_problem
-from .resources import resource_path
+from .resources import did_you_mean, resource_path
 
 # exact_value reads figures with the file in `hardware_file.py`; it is offered from here,
 # with the chips, to whoever reads a figure from elsewhere (an override, a machine file).

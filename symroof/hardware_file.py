@@ -10,13 +10,12 @@ with a "did you mean") since a wrong figure silently skews every result drawn fr
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import fractions
 import json
 import math
 import numbers
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -27,7 +26,7 @@ import sympy
 from .dtypes import RATES
 from .errors import HardwareError
 from .hardware_shapes import Shape, pod_shape_problem, read_shape, read_shapes, slice_shapes_problem
-from .resources import unique_keys
+from .resources import describe, did_you_mean, unique_keys
 
 NUMBER, COUNT, TEXT, SHAPE, SHAPES = "number", "count", "text", "shape", "shapes"
 
@@ -348,16 +347,7 @@ def exact_value(value: object, kind: str = NUMBER) -> sympy.Rational:
 
 
 def _describe(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (_JsonNumber, int, float)):
-        return f"the number {value}"
-    if isinstance(value, str):
-        return f"a string ({value!r})"
-    containers: dict[type, str] = {list: "a list", dict: "an object"}
-    return containers.get(type(value), type(value).__name__)
+    return f"the number {value}" if isinstance(value, _JsonNumber) else describe(value)
 
 
 def normal_name(name: str) -> str:
@@ -381,7 +371,3 @@ def _spellings(chip: ChipFields) -> Iterator[tuple[str, str, str]]:
                 yield field, spelling, prefix + key
 
 
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """"; did you mean 'x'?" for the closest of `choices` to a misspelt word, or nothing."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""

@@ -20,7 +20,7 @@ import re
 from typing import NoReturn
 
 from .errors import SpecError
-from .resources import resource_path, unique_keys
+from .resources import describe, did_you_mean, resource_path, unique_keys
 
 FIELDS = ("D", "L", "N", "K", "H", "F", "V", "context")  # the sizes the transformer template reads
 MLPS = ("swiglu", "geglu", "gelu")
@@ -49,20 +49,7 @@ def _no_constant(text: str) -> NoReturn:
 
 
 def _describe(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return f"the number {value}"
-    if isinstance(value, str):
-        return f"a string ({value[:60]!r})"
-    return "a list" if isinstance(value, list) else "an object" if isinstance(value, dict) else type(value).__name__
-
-
-def _did_you_mean(word: str, choices) -> str:
-    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return describe(value, 60)
 
 
 def _load(path: str) -> tuple[dict, ...]:
@@ -93,7 +80,7 @@ def _checked(path: str, raw: bytes) -> tuple[dict, ...]:
         raise SpecError(f"models file {path}: expected an object with a list 'models'")
     for key in data:
         if key not in _FILE_KEYS:
-            raise SpecError(f"models file {path}: {key}: unknown top-level field{_did_you_mean(key, _FILE_KEYS)}")
+            raise SpecError(f"models file {path}: {key}: unknown top-level field{did_you_mean(key, _FILE_KEYS)}")
     about = data.get("about", "")
     if not isinstance(about, str) or len(about) > MAX_TEXT:
         raise SpecError(f"models file {path}: about: must be text of at most {MAX_TEXT} characters")
@@ -130,7 +117,7 @@ def _check_model(path: str, k: int, model: object) -> None:
         fail(f"a model is an object, not {_describe(model)}")
     for key in model:
         if key not in _MODEL_KEYS:
-            fail(f"{key}: unknown field{_did_you_mean(key, _MODEL_KEYS)}")
+            fail(f"{key}: unknown field{did_you_mean(key, _MODEL_KEYS)}")
     for field in _REQUIRED:
         if field not in model:
             fail(f"missing field '{field}'")
@@ -151,7 +138,7 @@ def _check_model(path: str, k: int, model: object) -> None:
         fail(f"'sizes' must be an object, not {_describe(sizes)}")
     for field in sizes:
         if field not in FIELDS:
-            fail(f"sizes.{field}: unknown size{_did_you_mean(field, FIELDS)} (the sizes: {', '.join(FIELDS)})")
+            fail(f"sizes.{field}: unknown size{did_you_mean(field, FIELDS)} (the sizes: {', '.join(FIELDS)})")
     for field in FIELDS:
         value = sizes.get(field)
         if not _whole(value, MAX_SIZE):
@@ -161,7 +148,7 @@ def _check_model(path: str, k: int, model: object) -> None:
     for field, choices in _CHOICES.items():
         if model[field] not in choices:
             fail(f"{field} is one of {', '.join(choices)}, got {_describe(model[field])}"
-                 + (_did_you_mean(model[field], choices) if isinstance(model[field], str) else ""))
+                 + (did_you_mean(model[field], choices) if isinstance(model[field], str) else ""))
     for field in _FLAGS:
         if not isinstance(model[field], bool):
             fail(f"{field} must be true or false (a JSON boolean), not {_describe(model[field])}")
@@ -180,7 +167,7 @@ def _check_model(path: str, k: int, model: object) -> None:
         fail(f"'sources' must be an object, not {_describe(sources)}")
     for field in sources:
         if field not in _SOURCE_KEYS:
-            fail(f"sources.{field}: names no sourced field{_did_you_mean(field, _SOURCE_KEYS)}")
+            fail(f"sources.{field}: names no sourced field{did_you_mean(field, _SOURCE_KEYS)}")
         if not isinstance(sources[field], str) or not sources[field].strip() or len(sources[field]) > MAX_TEXT:
             fail(f"sources.{field} must be text of at most {MAX_TEXT} characters, not {_describe(sources[field])}")
     for field in ("sizes", "params_published"):

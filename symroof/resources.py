@@ -1,5 +1,6 @@
 """Find the files symroof ships beside its code: the grammar, hardware.json and models.json;
-and what reading a data file as JSON refuses that `json` would take (`unique_keys`).
+what reading a data file as JSON refuses that `json` would take (`unique_keys`); and the
+words an error about a data file's value uses (`describe`, `did_you_mean`).
 
 In a wheel they sit in `symroof/_data/` (force-included at build time); in a
 checkout or an editable install they sit at the top of the repository.
@@ -7,6 +8,8 @@ checkout or an editable install they sit at the top of the repository.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -47,3 +50,29 @@ def unique_keys(pairs: list[tuple[str, object]]) -> dict:
         if keys.count(key) > 1:
             raise ValueError(f"duplicate key {key!r} in one JSON object")
     return dict(pairs)
+
+
+def describe(value: object, longest: int | None = None) -> str:
+    """A JSON value in an error's words ("null", "the number 3", "a string ('x')", "a
+    list"); a string cut to its first `longest` characters where given.
+
+    Examples:
+        >>> describe(None), describe(True), describe(2.5), describe("abcdef", 3), describe([1])
+        ('null', 'true', 'the number 2.5', "a string ('abc')", 'a list')
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"a string ({value[:longest]!r})"
+    containers: dict[type, str] = {list: "a list", dict: "an object"}
+    return containers.get(type(value), type(value).__name__)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """"; did you mean 'x'?" for the closest of `choices` to a misspelt word, or nothing."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
