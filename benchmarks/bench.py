@@ -82,8 +82,8 @@ def sharded_3axis(i: int) -> None:
 
 
 def sharded_program(i: int) -> None:
-    from symroof.json_report import to_json_dict
-    from symroof.render import table
+    from symroof.render.json_report import to_json_dict
+    from symroof.render.text import table
     lines = ["mesh X=16, Y=16"]
     for _ in range(10):
         lines.append(f"bf16[B{i}_X, D{i}_Y] @ bf16[D{i}_Y, F{i}] -> bf16[B{i}_X, F{i}]")
@@ -126,8 +126,8 @@ def transformer(layers: int = 24, distinct: bool = False, i: int = 0) -> str:
 
 
 def transformer_analysis(distinct: bool, i: int) -> None:
-    from symroof.json_report import to_json_dict
-    from symroof.render import table
+    from symroof.render.json_report import to_json_dict
+    from symroof.render.text import table
     a = symroof.analyze(transformer(24, distinct, i), chip="tpu-v5p")
     table(a)
     to_json_dict(a)
@@ -136,7 +136,7 @@ def transformer_analysis(distinct: bool, i: int) -> None:
 def model_405b(mode: str) -> None:
     """LLaMA-3 405B (126 layers, symbolic in L: the repeated block costed once) from its
     models.json entry: every model quantity and its text report, on 8960 TPU v5p."""
-    from symroof.model_report import table
+    from symroof.models.report import table
     m = symroof.model("llama-3-405b", mode, chip="tpu-v5p", chips=8960,
                       sizes={"B": 2240, "T": 8192} if mode == "train" else {"B": 64, "S": 8192})
     table(m, None, "llama-3-405b")
@@ -145,7 +145,7 @@ def model_405b(mode: str) -> None:
 def model_strategy_train() -> None:
     """LLaMA-3 70B training under fsdp=64,tp=4 on TPU v5p: forward and written backward
     costed with their collectives, and the strategy's report rows."""
-    from symroof.model_report import table
+    from symroof.models.report import table
     m = symroof.model("llama-3-70b", "train", chip="tpu-v5p", sizes={"B": 256, "T": 4096}, strategy="fsdp=64,tp=4")
     table(m, None, "llama-3-70b")
 
@@ -153,7 +153,7 @@ def model_strategy_train() -> None:
 def model_pipeline_train() -> None:
     """LLaMA-3 70B training under dp=2,pp=4,tp=8 on H100: the whole program and its two end
     stages, each costed forward and backward, and the pipeline's report rows."""
-    from symroof.model_report import table
+    from symroof.models.report import table
     m = symroof.model("llama-3-70b", "train", chip="h100", sizes={"B": 64, "T": 4096}, strategy="dp=2,pp=4,tp=8",
                       microbatches=16)
     table(m, None, "llama-3-70b")
@@ -161,13 +161,13 @@ def model_pipeline_train() -> None:
 
 def plan_256() -> None:
     """symroof plan llama-3-70b --chip tpu-v5p --chips 256 --batch 1M --context 4096."""
-    from symroof import planner
+    from symroof.models import planner
     planner.why(planner.plan("llama-3-70b", "tpu-v5p", 256, 2**20, "train", context=4096))
 
 
 def largest(spec: str) -> None:
-    from symroof.json_report import to_json_dict
-    from symroof.render import table
+    from symroof.render.json_report import to_json_dict
+    from symroof.render.text import table
     a = symroof.analyze(spec, chip="tpu-v5p")  # a chip with a vector figure: the 64-dim spec sums
     table(a, solve=a.dims[0])
     to_json_dict(a)

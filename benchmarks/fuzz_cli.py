@@ -4,7 +4,7 @@
     python benchmarks/fuzz_cli.py --cases 3000 --kinds models     # `symroof model` alone
 
 Generates cases with tests/fuzz_strategies.py (random and mutated specs, flags, meshes, chips,
-claims files, over every subcommand), runs each in-process through `symroof.cli.main`,
+claims files, over every subcommand), runs each in-process through `symroof.cli.command.main`,
 and checks the property written there (exit 0 with valid output, 1 only from `check`, 2
 with a one-line error and an optional caret, never 3, never an exception, never a hang).
 Prints the cases run, counts per subcommand, the exit-code histogram, the failures found
@@ -50,7 +50,7 @@ def case_random(seed: int, i: int) -> random.Random:
 def _init(seed: int, deadline: float, shrink_budget: float, weights, katex: bool = True):
     import warnings
     warnings.simplefilter("ignore")
-    import symroof.cli  # noqa: F401  (import once per worker)
+    import symroof.cli.command  # noqa: F401  (import once per worker)
     checker = None
     if katex:
         try:

@@ -22,8 +22,8 @@ import numpy as np
 from IPython.display import Image, Markdown, display
 
 import symroof
-from symroof.latex import derivation
-from symroof.plot import plot_roofline, plot_sweep
+from symroof.render.latex import derivation
+from symroof.render.plot import plot_roofline, plot_sweep
 
 
 def show(ax):
@@ -254,12 +254,12 @@ embeddings. `param` and `embedding` declare the weights; each statement is a ste
 it, the conventions every model quantity follows."""),
     ("code", '''import sympy
 
-from symroof.model import Model
-from symroof.model_report import CONVENTIONS
-from symroof.models_file import get_model
+from symroof.models.model import Model
+from symroof.models.report import CONVENTIONS
+from symroof.models.catalogue import get_model
 from symroof.show import human
-from symroof.structure import read_structured
-from symroof.templates import program
+from symroof.lang.structure import read_structured
+from symroof.models.templates import program
 
 NAME = "llama-3-70b"
 config = get_model(NAME)
@@ -479,7 +479,7 @@ the rest are costed whole, and those whose memory per chip then overflows are se
 too. The best eight, and why the first wins:"""),
     ("code", '''import re
 
-from symroof import model_strategy, planner
+from symroof.models import strategy_costs as model_strategy, planner
 
 NAME, CHIP, CONTEXT = "llama-3-70b", "tpu-v5p", 4096
 SEQUENCES = 256
@@ -562,7 +562,7 @@ rings together give 2 x 2 x 9e10 = 3.6e11, so put that in for W_ici (the (N - 1)
 255/256 is the small difference left)."""),
     ("code", '''import sympy
 
-from symroof.machine import figure_symbol
+from symroof.hardware.machine import figure_symbol
 
 C, W_ici, C_vec = (figure_symbol(f) for f in ("peak", "ici_bw", "vector"))
 sym = symroof.model(NAME, "train", chip="symbolic", sizes={"B": SEQUENCES, "T": CONTEXT}, strategy=best.text)
@@ -574,7 +574,7 @@ lead = share.subs(r, 0)
 vector = sympy.simplify((lead / share - 1) / r)
 print(f"               = {float(lead):.4f} x (C / W_ici) / (1 + {float(vector):.3e} x C / C_vec)")
 from symroof.ir import MeshAxis
-from symroof.topology import lay_out
+from symroof.hardware.topology import lay_out
 
 chip = symroof.get_chip(CHIP)
 rings = lay_out([MeshAxis("Z", 256)], chip)["Z"]  # the physical axes an axis of 256 spans
@@ -806,7 +806,7 @@ vector-unit figure for it, and symroof does not run vector work at the matrix pe
 The sizes are a LLaMA-2 7B layer's, read from `models.json`, at its full context. The
 analysis is symbolic; `at` gives it sizes (the alias T2 needs its size too, to place a
 point on a plot)."""),
-    ("code", r'''from symroof.models_file import get_model
+    ("code", r'''from symroof.models.catalogue import get_model
 
 llama = get_model("llama-2-7b")["sizes"]
 LAYER = {"D": llama["D"], "N": llama["N"], "H": llama["H"], "F": llama["F"], "T": llama["context"]}
@@ -893,7 +893,7 @@ for name, analysis in (("as imported", h100), ("attention fused", fused)):
 
     ("md", """## Against XLA
 
-At concrete sizes, `imported.xla(sizes)` (`symroof.jax_import.cross_check`) lowers the same
+At concrete sizes, `imported.xla(sizes)` (`symroof.from_jax.importer.cross_check`) lowers the same
 function with `jax.jit` and sets symroof's counts beside XLA's cost analysis of the lowered
 module (StableHLO as JAX emits it, unfused) and of the compiled one (after XLA's CPU
 passes). The FLOPs must agree with the lowered module's once the two conventions in which
@@ -943,8 +943,8 @@ The quick modes take seconds. (`symroof calibrate` and `symroof validate` do the
 the command line.)"""),
     ("code", r'''import tempfile
 
-from symroof import calibrate, validate
-from symroof.hardware import get_chip
+from symroof.measure import calibrate, validate
+from symroof.hardware.chips import get_chip
 
 calibration = calibrate.measure_machine(quick=True)
 hardware = os.path.join(tempfile.mkdtemp(), "this-machine.json")
@@ -1063,7 +1063,7 @@ def pictures() -> None:
     import numpy
 
     import symroof
-    from symroof.plot import plot_roofline, plot_sweep, save
+    from symroof.render.plot import plot_roofline, plot_sweep, save
     spec = "bf16[B, D] * int8[D, F] -> bf16[B, F]"
     sweeps = [symroof.analyze(spec, chip="tpu-v5e").at(D=n, F=n) for n in (4096, 1024)]
     save(plot_sweep(sweeps, "B", numpy.arange(1, 513), labels=["D = F = 4096", "D = F = 1024"]),

@@ -13,18 +13,18 @@ intensity, times on a chip and critical thresholds, as sympy expressions:
 """
 
 from .analysis import Analysis, analyze, roofline
-from .claims_model import check_case
-from .cost import Cost, StepCost, cost
+from .claims.models import check_case
 from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
-from .expr import read_expression
-from .hardware import Chip, get_chip, list_chips, load_hardware
+from .from_jax.importer import from_jax
+from .hardware.chips import Chip, get_chip, list_chips, load_hardware
 from .ir import Program, dim_symbol
-from .jax_import import from_jax
-from .model_report import model
-from .parse import parse
-from .quantities import QUANTITIES, Quantity
-from .roofline import CONVENTIONS
-from .thresholds import Threshold
+from .lang.expr import read_expression
+from .lang.parse import parse
+from .models.report import model
+from .roofline.bounds import CONVENTIONS
+from .roofline.cost import Cost, StepCost, cost
+from .roofline.quantities import QUANTITIES, Quantity
+from .roofline.thresholds import Threshold
 
 __all__ = [
     "Analysis", "CONVENTIONS", "Chip", "Cost", "HardwareError", "Program", "QUANTITIES", "Quantity", "SpecError",

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import functools
 
-from . import latex
-from . import roofline as _roofline
-from .json_report import to_json_dict
-from .render import summary, table
+from .render import latex
+from .render.json_report import to_json_dict
+from .render.text import summary, table
+from .roofline import bounds as _roofline
 
 
 class Analysis(_roofline.Analysis):

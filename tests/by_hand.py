@@ -7,8 +7,8 @@ from __future__ import annotations
 import sympy
 
 import symroof
-from symroof.machine import machine
-from symroof.models_file import get_model
+from symroof.hardware.machine import machine
+from symroof.models.catalogue import get_model
 
 # the statements outside a LLaMA block: the embedding's gather, the final norm, the LM head
 OUTSIDE = ("gather bf16[V, D], int32[B, T] -> bf16[B, T, D]",

@@ -30,7 +30,7 @@ def katex():
 
 
 # Wrap symroof's LaTeX functions when this file is imported, before any test module is,
-# so that `from symroof.latex import derivation` in a test gets the checked one too.
+# so that `from symroof.render.latex import derivation` in a test gets the checked one too.
 _MADE: list[str] = []
 
 
@@ -43,7 +43,7 @@ def _recording(original):
     return checked
 
 
-import symroof.latex as _latex  # noqa: E402
+import symroof.render.latex as _latex  # noqa: E402
 
 for _name in ("derivation", "latex_summary"):
     setattr(_latex, _name, _recording(getattr(_latex, _name)))

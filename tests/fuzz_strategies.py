@@ -7,7 +7,7 @@ a `random.Random`-like object `r` (`choice`, `randint`, `random`), so hypothesis
 through `st.randoms()` (and shrinks what it finds) and the benchmark through a seeded
 `random.Random` per case (so every case is reproducible from its seed).
 
-The property, per call of `symroof.cli.main(argv, out=StringIO, err=StringIO)`:
+The property, per call of `symroof.cli.command.main(argv, out=StringIO, err=StringIO)`:
 
 * exit 0: the output is valid (strict JSON for --json, with every expression readable by
   `sympy.parse_expr` in the listed symbols; text non-empty; LaTeX non-empty with balanced
@@ -131,7 +131,7 @@ def variants_of(name: str) -> list:
     """The variants a chip has (none for an unknown name)."""
     if name not in _VARIANTS_OF:
         try:
-            from symroof.hardware import get_chip
+            from symroof.hardware.chips import get_chip
             _VARIANTS_OF[name] = sorted(get_chip(name).variants)
         except Exception:  # noqa: BLE001
             _VARIANTS_OF[name] = []
@@ -2239,7 +2239,7 @@ def _on_alarm(signum, frame):
 
 def run_case(case: Case, tmp: str, deadline: float = 30.0) -> Result:
     """Run one case in-process under an alarm (main thread only); write its files first."""
-    from symroof.cli import main
+    from symroof.cli.command import main
     import sys
 
     for name, data in case.files.items():

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from symroof import SpecError
-from symroof.claims import _matches
-from symroof.claims_model import check_case
-from symroof.cli import main
-from symroof.models_file import MLPS, NORMS, POSITIONS, get_model
-from symroof.templates import program
+from symroof.claims.check import _matches
+from symroof.claims.models import check_case
+from symroof.cli.command import main
+from symroof.models.catalogue import MLPS, NORMS, POSITIONS, get_model
+from symroof.models.templates import program
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = json.loads((ROOT / "models.json").read_text(encoding="utf-8"))

@@ -26,7 +26,7 @@ def test_ci_runs_the_readme_test_command():
 def test_readme_latex_example_is_what_symroof_prints():
     import io
 
-    from symroof.cli import main
+    from symroof.cli.command import main
     start = README.index("$ symroof latex ")
     command, block = README[start:].split("\n", 1)
     block = block[:block.index("```")].rstrip("\n")

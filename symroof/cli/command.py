@@ -1,0 +1,354 @@
+"""The `symroof` command.
+
+    symroof analyze SPEC [--chip CHIP] [--peak-flops X] [--hbm-bw X] [--dtype T]
+                         [--set DIM=VALUE ...] [--limit DIM[,DIM...]] [--solve DIM] [--json]
+    symroof roofline --flops X [--bytes Y] [--chip CHIP] ...
+    symroof chips
+    symroof chip CHIP
+    symroof model NAME|FILE [--train | --prefill | --decode] [--chip CHIP] [--set B=...,T=...]
+
+Errors go to stderr as one line plus a caret under the spec, with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import warnings
+
+from ..claims.check import report as claims_report
+from ..claims.models import check_case, load_claims
+from ..errors import SpecError, SymroofError, SymroofWarning
+from ..hardware.chips import cited_keys, get_chip, list_chips, source_keys
+from ..hardware.machine import machine
+from ..ir import dim_symbol
+from ..render import latex
+from ..render.chip_card import chip_card, chips_table
+from ..render.json_report import to_json_dict
+from ..render.text import table
+from ..roofline.bounds import analyze, roofline
+from ..roofline.collectives import time as collective_time
+from ..sharding.layout import fix_message
+from ..sharding.lower import ShardingError
+from ..show import over, seconds
+from . import from_jax as cli_jax
+from . import measure as cli_measure
+from . import model as cli_model
+from . import plan as cli_plan
+from .options import machine_kwargs, machine_options, set_sizes
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symroof",
+        description="Symbolic roofline analysis: FLOPs, bytes, intensities, times and critical "
+                    "thresholds of einsum-style contractions on real chips.",
+        epilog="Conventions: 1 FLOP = one multiply or one add (a multiply-add is 2); peaks are dense; "
+               "GB = 1e9 bytes; bandwidths are bytes/s.")
+    parser.add_argument("--version", action=_Version)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    analyze_cmd = commands.add_parser("analyze", help="analyse a spec (on a chip)",
+                                      description="Analyse a spec, e.g. "
+                                                  "symroof analyze 'bf16[B, D] @ bf16[D, F] -> bf16[B, F]' "
+                                                  "--chip v5e --solve B")
+    analyze_cmd.add_argument("spec", help="the spec; '-' reads it from stdin")
+    machine_options(analyze_cmd)
+    _spec_options(analyze_cmd)
+    analyze_cmd.add_argument("--json", action="store_true", help="print one JSON object")
+
+    latex_cmd = commands.add_parser("latex", help="the derivation as LaTeX, in the chapter's style",
+                                    description="Print the analysis as aligned equations (align*), or "
+                                                "as $$...$$ for docs sites with --format markdown.")
+    latex_cmd.add_argument("spec", help="the spec; '-' reads it from stdin")
+    machine_options(latex_cmd)
+    _spec_options(latex_cmd)
+    latex_cmd.add_argument("--format", choices=("latex", "markdown"), default="latex")
+
+    plot_cmd = commands.add_parser("plot", help="a roofline plot, or a sweep of one dim (png, svg, pdf)",
+                                   description="symroof plot roofline SPEC... --chip v5e --set B=256 -o r.png; "
+                                               "symroof plot sweep SPEC... --chip v5e --sweep B=1:512 -o s.png")
+    plot_cmd.add_argument("kind", choices=("roofline", "sweep"))
+    plot_cmd.add_argument("specs", nargs="+", metavar="SPEC", help="one or more specs")
+    machine_options(plot_cmd)
+    plot_cmd.add_argument("--dtype", default="bf16", help="dtype of tensors written without one (bf16)")
+    plot_cmd.add_argument("--set", action="append", default=[], metavar="DIM=VALUE",
+                          help="sizes for named dims, for every spec")
+    plot_cmd.add_argument("--mesh", metavar="AXIS=N[,...]", help="the device mesh for sharded dims")
+    plot_cmd.add_argument("--sweep", metavar="DIM=LO:HI", help="for a sweep: the dim and its range")
+    plot_cmd.add_argument("--time", action="store_true", help="for a sweep: plot T_lower, not FLOPs/s")
+    plot_cmd.add_argument("--label", action="append", default=[], help="a label per spec, in order")
+    plot_cmd.add_argument("-o", "--output", required=True, metavar="FILE", help="FILE.png, .svg or .pdf")
+
+    roof_cmd = commands.add_parser("roofline", help="the roofline of bare FLOP and byte counts")
+    roof_cmd.add_argument("--flops", required=True, help="FLOPs (e.g. 1e12)")
+    roof_cmd.add_argument("--bytes", default="0", help="HBM bytes (e.g. 4e9)")
+    roof_cmd.add_argument("--dtype", default="bf16", help="the dtype whose peak applies (bf16)")
+    machine_options(roof_cmd)
+    roof_cmd.add_argument("--json", action="store_true", help="print one JSON object")
+
+    check_cmd = commands.add_parser("check", help="check claims in a YAML file against what symroof derives",
+                                    description="Check claims (spec, chip figures, expected values) "
+                                                "in the format of tests/data/rooflines_chapter.yaml; "
+                                                "exits 1 if any fails.")
+    check_cmd.add_argument("file", metavar="CLAIMS.yaml")
+    check_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
+    check_cmd.add_argument("--json", action="store_true", help="print JSON")
+
+    chips_cmd = commands.add_parser("chips", help="list chips with their headline figures")
+    chips_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
+    chips_cmd.add_argument("--json", action="store_true", help="print JSON")
+
+    chip_cmd = commands.add_parser("chip", help="one chip: every figure with its source")
+    chip_cmd.add_argument("name", metavar="CHIP")
+    chip_cmd.add_argument("--variant", help="apply a named variant of the figures")
+    chip_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
+    chip_cmd.add_argument("--json", action="store_true", help="print JSON")
+    cli_model.add_parser(commands)
+    cli_plan.add_parser(commands)
+    cli_measure.add_parser(commands)
+    cli_jax.add_parser(commands)
+    return parser
+
+
+class _Version(argparse.Action):
+    """--version, looked up only when asked for: reading the package metadata costs a
+    noticeable part of a cold start."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"symroof {_version()}")
+        parser.exit()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("symroof")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+def _spec_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dtype", default="bf16", help="dtype of tensors written without one (bf16)")
+    parser.add_argument("--set", action="append", default=[], metavar="DIM=VALUE",
+                        help="give a named dim a size (repeat, or D=4096,F=4096); sizes may be written "
+                             "1e6, 2**20, 128k (k, M, G are powers of 1024) or 4*1024")
+    parser.add_argument("--grow", metavar="DIM[,DIM...]",
+                        help="the dims a threshold's rule takes to infinity together, such as the "
+                             "batch-like B,T (default: every dim without a size but the one solved for)")
+    parser.add_argument("--limit", metavar="DIM[,DIM...]",
+                        help="the intensity's limit as these dims grow together")
+    parser.add_argument("--solve", metavar="DIM", help="the threshold on DIM for compute-bound")
+    parser.add_argument("--mesh", metavar="AXIS=N[,AXIS=N@dcn...]",
+                        help="the device mesh for sharded dims, e.g. X=16,Y=16 or X=8,Z=4@dcn; an axis "
+                             "without a size (X,Y=4) is a symbol, X@line one without wraparound")
+
+
+def main(argv=None, out=None, err=None) -> int:
+    """Run the command line; returns the exit code: 0, 1 when a claim fails (`check`), 2 for
+    bad input, 3 for an internal error (a bug in symroof)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SymroofWarning)
+            text, code = _run(args)
+        for warning in caught:
+            if issubclass(warning.category, SymroofWarning):
+                print(f"symroof: warning: {warning.message}", file=err)
+        out.write(text + "\n")
+        return code
+    except SymroofError as error:
+        print(f"symroof: error: {error}", file=err)
+        return 2
+    except Exception as error:  # a bug: say so plainly, keep the traceback for those who ask
+        if os.environ.get("SYMROOF_DEBUG"):
+            raise
+        print(f"symroof: internal error: {type(error).__name__}: {error} "
+              "(set SYMROOF_DEBUG=1 for the traceback, and please report it)", file=err)
+        return 3
+
+
+def _run(args) -> tuple[str, int]:
+    """The text to print and the exit code."""
+    if args.command == "check":
+        return _check(args)
+    if args.command in ("analyze", "latex"):
+        return _analyze(args), 0
+    if args.command == "roofline":
+        figures = machine_kwargs(args)
+        if figures.pop("ici_bw") is not None:
+            raise SymroofError("--ici-bw costs collectives on a mesh; bare counts have none")
+        if figures.pop("slice") is not None:
+            raise SymroofError("--slice lays a mesh on a torus; bare counts have none")
+        if figures.pop("vector_flops") is not None:
+            raise SymroofError("--vector-flops costs elementwise work; bare counts run at the matrix peak "
+                               "of --dtype (analyze a spec to split the work between the units)")
+        result = roofline(args.flops, args.bytes, dtype=args.dtype, **figures)
+        return (_dumps(to_json_dict(result)) if args.json else table(result)), 0
+    if args.command == "chips":
+        return _chips(args), 0
+    if args.command == "plot":
+        return _plot(args), 0
+    if args.command == "model":
+        return cli_model.run(args), 0
+    if args.command == "plan":
+        return cli_plan.run(args), 0
+    if args.command in ("calibrate", "validate"):
+        return cli_measure.run(args)
+    if args.command == "from-jax":
+        return cli_jax.run(args), 0
+    return _chip(args), 0
+
+
+def _plot(args) -> str:
+    # Imported here, not at the top: matplotlib takes longer to import than an analysis
+    # takes, and only `symroof plot` needs it.
+    from ..render import plot
+    if args.label and len(args.label) != len(args.specs):
+        raise SymroofError(f"{len(args.label)} labels for {len(args.specs)} specs: give one per spec")
+    values = set_sizes(args.set)
+    analyses = []
+    for spec in args.specs:
+        a = analyze(spec, dtype=args.dtype, mesh=args.mesh, **machine_kwargs(args))
+        analyses.append(a.at(**{k: v for k, v in values.items() if k in a.dims}))
+    labels = args.label or None
+    if args.kind == "roofline":
+        if args.sweep or args.time:
+            raise SymroofError(f"{'--sweep' if args.sweep else '--time'} is for 'symroof plot sweep'; "
+                               "a roofline places each spec at the sizes --set gives")
+        ax = plot.plot_roofline(analyses, labels=labels)
+    else:
+        if not args.sweep:
+            raise SymroofError("a sweep needs --sweep DIM=LO:HI, e.g. --sweep B=1:512")
+        dim, _, span = args.sweep.partition("=")
+        match = re.fullmatch(r"\s*([0-9]+)\s*:\s*([0-9]+)\s*", span)
+        if not dim.strip() or not match or not 0 < int(match[1]) < int(match[2]) <= 10**9:
+            raise SymroofError(f"--sweep {args.sweep!r}: expected DIM=LO:HI with 0 < LO < HI, e.g. B=1:512")
+        lo, hi = int(match[1]), int(match[2])
+        import numpy  # only a sweep needs it (see sized.evaluate)
+
+        sizes = numpy.unique(numpy.geomspace(lo, hi, 2000).round()) if hi - lo > 5000 else numpy.arange(lo, hi + 1)
+        ax = plot.plot_sweep(analyses, dim.strip(), sizes, labels=labels,
+                             quantity="time" if args.time else "flops")
+    plot.save(ax, args.output)
+    return f"wrote {args.output}"
+
+
+def _analyze(args) -> str:
+    spec = _stdin() if args.spec == "-" else args.spec
+    values = set_sizes(args.set)
+    limit = [d.strip() for d in args.limit.split(",") if d.strip()] if args.limit else None
+    try:
+        result = analyze(spec, dtype=args.dtype, values=values, mesh=args.mesh, grow=args.grow,
+                         **machine_kwargs(args))
+    except ShardingError as error:
+        raise _with_fix_times(error, args, values) from None
+    except SpecError as error:
+        if error.text is not None and re.search(r"^\s*(let|repeat|part|param|embedding|cache)\b", spec, re.M):
+            raise SpecError(error.message + "; a program with let, repeat, part or declarations is a "
+                            "model: run it with 'symroof model FILE'", error.text, error.start, error.end) from None
+        raise
+    if args.command == "latex":
+        return latex.derivation(result, solve=args.solve, limit=limit, markdown=args.format == "markdown")
+    if args.json:
+        return _dumps(to_json_dict(result, limit=limit, solve=args.solve))
+    return table(result, limit=limit, solve=args.solve)
+
+
+def _check(args) -> tuple[str, int]:
+    results = [check_case(case, args.hardware) for case in load_claims(args.file)]
+    failed = not all(r.ok for r in results)
+    if args.json:
+        text = _dumps([{"id": r.id, "ok": r.ok, "error": r.error,
+                            "outcomes": [{"key": o.key, "ok": o.ok, "expected": str(o.expected),
+                                          "got": str(o.got), "note": o.note} for o in r.outcomes]}
+                           for r in results])
+    else:
+        text = claims_report(results)
+    return text, 1 if failed else 0
+
+
+def _dumps(data) -> str:
+    """Strict JSON: a NaN or an infinity that slipped through is a bug, not output."""
+    return json.dumps(data, indent=2, allow_nan=False)
+
+
+def _stdin() -> str:
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SpecError(f"the spec on stdin is not UTF-8 text (byte {error.start + 1} is "
+                        f"{data[error.start]:#04x})") from None
+
+
+def _with_fix_times(error: ShardingError, args, values: dict) -> SymroofError:
+    """A layout that cannot run, with what each fix would take on the chip, if one is named
+    (or the links given): the message stands on its own where they cannot be costed."""
+    if not error.fixes or error.mesh is None or not (args.chip or args.ici_bw):
+        return error
+    try:
+        target = machine(**machine_kwargs(args))
+        if target is None:
+            return error
+        sizes = {dim_symbol(k): v for k, v in values.items()}
+        times = []
+        for _what, fix, V in error.fixes:
+            V = V.xreplace(sizes)
+            t = collective_time("AllGather", [error.mesh.axis(a) for a in fix.axes], V, target.chip,
+                                target.ici_bw, error.mesh.axes)
+            shown = seconds(t.bandwidth) if V.is_number else over(V, V / t.bandwidth) + " s"
+            times.append(f"{shown} on {target.chip.name if target.chip is not None else 'the given links'}")
+    except SymroofError:
+        return error
+    return ShardingError(fix_message(getattr(error, "problem", error.message), error.fixes, times), error.fixes,
+                         error.text, error.start, error.end, error.mesh)
+
+
+def _chips(args) -> str:
+    chips = list_chips(args.hardware)
+    rows = [{"id": chip.id, "name": chip.name, **chip.headline()} for chip in chips]
+    if args.json:
+        return _dumps([{k: _plain(v) for k, v in row.items()} for row in rows])
+    return chips_table(chips)
+
+
+def _chip(args) -> str:
+    chip = get_chip(args.name, args.hardware, variant=args.variant)
+    rows = chip.rows()
+    references = source_keys(args.hardware)
+    if args.json:
+        cited = cited_keys(" ".join([*(source for _, _, source in rows), *chip.notes,
+                                     *(chip.sources.get(f"variants.{name}", "") for name in chip.variants)]),
+                           references)
+        return _dumps({"id": chip.id, "name": chip.name,
+                       "figures": {path: _plain(value) for path, value, _ in rows},
+                       "sources": {path: source for path, _, source in rows},
+                       "variants": {name: {k: _plain(v) for k, v in fields.items()}
+                                    for name, fields in chip.variants.items()},
+                       "notes": list(chip.notes),
+                       "references": {key: references[key] for key in cited}})
+    return chip_card(chip, references, args.variant)
+
+
+def _plain(value):
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    if isinstance(value, tuple):  # a shape: axis lengths
+        return list(value)
+    return int(value) if value.is_Integer else float(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

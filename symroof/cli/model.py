@@ -1,0 +1,141 @@
+"""`symroof model NAME|FILE`: a whole model's parameters, FLOPs, memory, chips and time.
+
+    symroof model llama-3-70b --train --chip v5p --set B=4,T=8192 --chips 64
+    symroof model llama-3-70b --decode --chip h100 --set B=32,S=4096
+    symroof model llama-3-70b --print > my.sr; symroof model my.sr --chip v5p
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..errors import SpecError
+from ..hardware.machine import machine
+from ..lang.sizes import size_value
+from ..lang.structure import read_structured
+from ..models import report as model_report
+from ..models.decls import Options
+from ..models.model import Model
+from ..render.json_report import json_value
+from ..show import number, seconds
+from .options import machine_kwargs, machine_options, mode_options, remat_option
+
+
+def add_parser(commands) -> None:
+    cmd = commands.add_parser("model", help="a whole model: parameters, FLOPs, memory, chips, step time",
+                              description="Analyse a model from models.json (or a program file with "
+                                          "let, repeat and param lines) for training, prefill or decode.")
+    cmd.add_argument("name", metavar="NAME|FILE", help="a model in models.json (llama-3-70b) or a program file")
+    mode_options(cmd)
+    cmd.add_argument("--print", action="store_true", help="print the model's program and stop")
+    machine_options(cmd)
+    cmd.add_argument("--chips", type=int, default=1, help="chips the step runs on (an even split)")
+    cmd.add_argument("--set", action="append", default=[], metavar="DIM=VALUE",
+                     help="sizes: B, T (train, prefill), S (decode's context); default B=1 and the "
+                          "model's context")
+    cmd.add_argument("--mfu", type=float, help="time a step at this fraction of the peak, not the roofline")
+    cmd.add_argument("--optimizer", default="adam", help="adam (12 bytes/param), adafactor (4) or sgd (0)")
+    remat_option(cmd)
+    cmd.add_argument("--train-tokens", metavar="N", help="days to train on N tokens (15e12)")
+    cmd.add_argument("--weights", default="bf16", metavar="DTYPE",
+                     help="the weight matrices' dtype: int8 or fp8 for weight-only quantization (bf16)")
+    cmd.add_argument("--kv", default="bf16", metavar="DTYPE", help="the KV cache's dtype (bf16)")
+    cmd.add_argument("--batches", metavar="B1,B2,...",
+                     help="a table of throughput against latency over these batches (1,2,4,...,256)")
+    cmd.add_argument("-o", "--output", metavar="FILE", help="with --batches: plot it (png, svg, pdf)")
+    cmd.add_argument("--strategy", metavar="KIND=SIZE,...",
+                     help="shard a named model: dp=4,tp=8 (data over X=4, tensor over Y=8); kinds dp, "
+                          "zero1, zero2, fsdp (zero3), tp, pp, sp, ep (a mixture of experts); or dp=X,tp=Y "
+                          "with --mesh")
+    cmd.add_argument("--mesh", metavar="AXIS=N,...", help="with --strategy KIND=AXIS: the mesh's axes")
+    cmd.add_argument("--microbatches", type=int, metavar="M",
+                     help="with --strategy pp=P: microbatches a step's batch is split into (default 4 x P)")
+    cmd.add_argument("--schedule", metavar="NAME",
+                     help="with --strategy pp=P: gpipe, 1f1b (default) or interleaved[:CHUNKS] (2 chunks a chip)")
+    cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
+    cmd.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> str:
+    target = machine(**machine_kwargs(args))
+    text, about, context = model_report.source(args.name, args.mode, weights=args.weights, kv=args.kv,
+                                               strategy=args.strategy, mesh=args.mesh, chips=args.chips,
+                                               target=target, microbatches=args.microbatches,
+                                               schedule=args.schedule, models_file=args.models)
+    stages = about.pop("stage_programs", None)
+    if args.print:
+        if stages is not None:  # a pipeline runs its stages' programs: its two ends
+            return json.dumps({**about, "mode": args.mode, "stage_programs": list(stages)}, indent=2) \
+                if args.json else "\n\n".join(p.rstrip("\n") for p in stages)
+        return json.dumps({**about, "mode": args.mode, "program": text}, indent=2) if args.json \
+            else text.rstrip("\n")
+    if args.batches and stages is not None:
+        raise SpecError("--batches sweeps one program's batch; a pipeline's batch is its microbatches': give "
+                        "--set B=... and --microbatches instead")
+    structured = read_structured(text)
+    sizes = model_report.with_defaults(structured, args.mode, context, _sizes(args.set))
+    options = Options(mode=args.mode, chips=args.chips, optimizer=args.optimizer, remat=args.remat, mfu=args.mfu,
+                      strategy=tuple(about.get("strategy", {}).items()))
+    at_sizes = model_report.assemble(structured, about, stages, target, sizes, options)
+    formulas = model_report.assemble(structured, about, stages, target,
+                                     {k: v for k, v in sizes.items() if k not in ("B", "T", "S")}, options)
+    if args.train_tokens and args.mode != "train":
+        raise SpecError(f"--train-tokens gives the days to train: it goes with --train, not --{args.mode}")
+    if args.remat != "full" and args.mode != "train":
+        raise SpecError(f"--remat is what a training step keeps for its backward pass: it goes with --train, "
+                        f"not --{args.mode}")
+    total = size_value(args.train_tokens, "--train-tokens") if args.train_tokens else None
+    shown = ", ".join(f"{k} = {v}" for k, v in sizes.items())
+    mesh = structured.program.mesh
+    chips = f"a {mesh.chips}-chip mesh ({str(mesh).removeprefix('mesh ')}) of" if mesh is not None else \
+        f"{args.chips} x"
+    on = f" on {chips} {target.name}" if target is not None else ""
+    about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=args.chips)
+    if args.batches:
+        return _batches(args, at_sizes, about)
+    if args.output:
+        raise SpecError("-o plots throughput against latency: give --batches too")
+    if args.json:
+        return json.dumps(model_report.to_dict(at_sizes, formulas, about, total), indent=2)
+    title = f"{about['name']}, {args.mode}{on}; {shown or 'no sizes'}"
+    return model_report.table(at_sizes, formulas, title, total)
+
+
+def _sizes(items) -> dict[str, int]:
+    found = {}
+    for item in items:
+        for part in item.split(","):
+            name, eq, value = part.partition("=")
+            if not eq or not name.strip():
+                raise SpecError(f"--set takes DIM=VALUE, got {part!r}")
+            found[name.strip()] = size_value(value.strip(), part)
+    return found
+
+
+def _batches(args, model: Model, about: dict) -> str:
+    # Imported here: matplotlib takes longer to import than a model takes to analyse.
+    from ..models import plot as model_plot
+    if model.machine is None:
+        raise SpecError("throughput against latency needs a chip (--chip)")
+    try:
+        batches = sorted({int(b) for b in args.batches.split(",")})
+    except ValueError:
+        raise SpecError(f"--batches takes whole numbers, e.g. 1,8,64,256; got {args.batches!r}") from None
+    if not batches or batches[0] < 1 or len(batches) > 64:
+        raise SpecError("--batches takes 1 to 64 positive batch sizes")
+    rows = model_plot.sweep(model, batches)
+    if not all(r["t_step"].is_number for r in rows):
+        raise SpecError("throughput against latency needs numbers: give every dim but B a size (--set) and a "
+                        "chip whose figures are numbers (not --chip symbolic)")
+    if args.output:
+        model_plot.plot(rows, f"{about['name']}, {args.mode} on {args.chips} x {model.machine.name}", args.output)
+    if args.json:
+        return json.dumps({**about, "batches": [{k: json_value(v) for k, v in r.items()}
+                                                for r in rows]}, indent=2)
+    lines = [f"{'B':>6}  {'t_step':>12}  {'tokens/s':>12}  {'tokens/s/chip':>13}  fits"]
+    for r in rows:
+        fits = "?" if r["fits"] is None else "yes" if r["fits"] else "NO"
+        lines.append(f"{r['B']:>6}  {seconds(r['t_step']):>12}  {number(r['tokens_per_s'], 4):>12}  "
+                     f"{number(r['tokens_per_s_per_chip'], 4):>13}  {fits}")
+    return "\n".join(lines)

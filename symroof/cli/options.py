@@ -1,0 +1,74 @@
+"""The command line's options for the figures an analysis runs against, shared by
+`symroof analyze` and its siblings and by `symroof model`."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import SymroofError
+from ..lang.sizes import size_value
+
+
+def machine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--chip", help="chip name: tpu-v5e, v5e, 'TPU v5e', h100, ... (see symroof chips)")
+    parser.add_argument("--variant", help="a named variant of the chip's figures (see symroof chip CHIP)")
+    parser.add_argument("--peak-flops", metavar="X", help="peak FLOPs/s to use (overrides the chip's)")
+    parser.add_argument("--hbm-bw", metavar="X", help="HBM bandwidth in bytes/s (overrides the chip's)")
+    parser.add_argument("--vector-flops", metavar="X",
+                        help="vector-unit FLOPs/s for elementwise ops, reductions, softmax and norms "
+                             "(overrides the chip's; needed where the chip has no vector figure)")
+    parser.add_argument("--ici-bw", metavar="X",
+                        help="ICI bandwidth in bytes/s, one way per link (overrides the chip's)")
+    parser.add_argument("--override", action="append", default=[], metavar="FIELD=VALUE",
+                        help="replace any chip figure for this analysis, e.g. "
+                             "peak_flops_per_s.int8=3.94e14 (repeatable)")
+    parser.add_argument("--slice", metavar="AxBxC",
+                        help="lay the mesh's ICI axes on this slice of a torus chip's pod (4x8x8 for 256 "
+                             "v5p chips; see symroof chip CHIP for the vendor's shapes) rather than on the pod")
+    parser.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
+    parser.add_argument("--symbolic", metavar="FIELD[,FIELD...]",
+                        help="make chip figures symbols: peak (C), hbm_bw (W_hbm), ici_bw (W_ici), vector "
+                             "(C_vec), hbm_capacity (M_hbm); --chip symbolic makes them all symbols")
+
+
+def machine_kwargs(args) -> dict:
+    overrides = dict(pair(item, "--override") for item in args.override)
+    symbolic = tuple(f.strip() for f in (getattr(args, "symbolic", None) or "").split(",") if f.strip())
+    return dict(chip=args.chip, peak_flops=args.peak_flops, hbm_bw=args.hbm_bw, ici_bw=args.ici_bw,
+                overrides=overrides or None, variant=args.variant, hardware=args.hardware,
+                vector_flops=args.vector_flops, slice=getattr(args, "slice", None),
+                **({"symbolic": symbolic} if symbolic else {}))
+
+
+def pair(item: str, flag: str) -> tuple[str, str]:
+    name, sep, value = item.strip().partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise SymroofError(f"{flag} {item!r}: expected NAME=VALUE")
+    return name.strip(), value.strip()
+
+
+def set_sizes(items) -> dict[str, int]:
+    """`--set B=8,D=512` (repeatable) as sizes by dim name."""
+    values = {}
+    for item in items:
+        for part in item.split(","):
+            if part.strip():
+                name, value = pair(part, "--set")
+                values[name] = size_value(value, f"--set {part.strip()}")
+    return values
+
+
+def remat_option(parser: argparse.ArgumentParser) -> None:
+    """--remat: what a training step keeps of its activations, and so what it recomputes."""
+    parser.add_argument("--remat", default="full",
+                        help="activations kept: full (each block's input; the backward recomputes each block's "
+                             "forward), none (every output), or save=x,o,h (the tensors so named, the rest of a "
+                             "block recomputed; the templates name x, q, k, v, o, a, g, u, h, m)")
+
+
+def mode_options(parser: argparse.ArgumentParser) -> None:
+    """--train (the default), --prefill, --decode: a model's step."""
+    mode = parser.add_mutually_exclusive_group()
+    for m in ("train", "prefill", "decode"):
+        mode.add_argument(f"--{m}", dest="mode", action="store_const", const=m, help=f"the {m} step")
+    parser.set_defaults(mode="train")

@@ -1,0 +1,564 @@
+"""Import a JAX function: trace it with symbolic shapes, write its jaxpr as a symroof
+program (jax_convert.py), and analyse that; at concrete sizes, check the counts against
+XLA's own cost analysis of the same function.
+
+    >>> imported = from_jax(lambda x, w: x @ w, "x=bf16[B, D]; w=bf16[D, F]")  # doctest: +SKIP
+    >>> imported.text                                                           # doctest: +SKIP
+    'bf16[B, D] *_D bf16[D, F] -> bf16[B, F]   # dot_general\\n'
+
+JAX is optional: it is imported here, when a function is imported, never by the core.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import sys
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Set
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy
+import sympy
+
+from .. import dtypes
+from ..errors import SpecError, SymroofError, SymroofWarning
+from ..lang.relations import expression
+from ..models.report import model
+from .cond import COUNTS
+from .convert import Converted, View
+from .program import join_label, split_label
+from .xla import FOLDED, Converter
+
+# symroof dtype -> numpy/JAX dtype name
+_JAX_DTYPES = {"fp64": "float64", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int64": "int64",
+               "int32": "int32", "int16": "int16", "int8": "int8", "uint64": "uint64", "uint32": "uint32",
+               "uint16": "uint16", "uint8": "uint8", "bool": "bool", "fp8_e4m3": "float8_e4m3fn",
+               "fp8_e5m2": "float8_e5m2"}
+_SHAPE = re.compile(r"\s*(?P<name>[A-Za-z_]\w*(?:\.\w+)*)\s*=\s*(?P<dtype>\w+)\s*\[(?P<dims>[^\]]*)\]\s*")
+_DIM = re.compile(r"[^\W\d_][^\W_]*|\d+")
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str
+    dtype: str  # symroof's name
+    dims: tuple[str, ...]  # dim names or literal sizes
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dtype}[{', '.join(self.dims)}]"
+
+
+def read_shapes(text: str | Mapping[str, str]) -> list[Argument]:
+    """`"x=bf16[B, D]; w=bf16[D, F]"` (or {"x": "bf16[B, D]", ...}) as arguments.
+
+    Examples:
+        >>> [str(a) for a in read_shapes("x=bf16[B, D]; w=int8[D, 4096]")]
+        ['x: bf16[B, D]', 'w: int8[D, 4096]']
+    """
+    if isinstance(text, Mapping):
+        text = "; ".join(f"{k}={v}" for k, v in text.items())
+    out: list[Argument] = []
+    at = 0
+    for part in text.split(";"):
+        if not part.strip():
+            at += len(part) + 1
+            continue
+        found = _SHAPE.fullmatch(part)
+        if found is None:
+            raise SpecError("expected NAME=DTYPE[DIM, ...] (x=bf16[B, D]), separated by ';'", text,
+                            at + len(part) - len(part.lstrip()))
+        dtype = dtypes.lookup(found["dtype"])
+        if dtype is None or dtype.name not in _JAX_DTYPES:
+            hint = dtypes.suggest(found["dtype"])
+            raise SpecError(f"{found['dtype']!r} is not a dtype JAX and symroof share"
+                            + (f"; did you mean {hint}?" if hint else ""), text, at + found.start("dtype"))
+        dims = tuple(d.strip() for d in found["dims"].split(",") if d.strip())
+        for d in dims:
+            if not _DIM.fullmatch(d):
+                raise SpecError(f"a dim is a name or a whole number, not {d!r}", text, at + found.start("dims"))
+        if any(a.name == found["name"] for a in out):
+            raise SpecError(f"{found['name']} is given twice", text, at + found.start("name"))
+        whole = next((a.name for a in out if found["name"].startswith(a.name + ".")
+                      or a.name.startswith(found["name"] + ".")), None)
+        if whole is not None:
+            raise SpecError(f"{found['name']} and {whole} are both given: an argument is one array or a pytree of "
+                            "leaves (p.w=..., p.b=...), not both", text, at + found.start("name"))
+        out.append(Argument(found["name"], dtype.name, dims))
+        at += len(part) + 1
+    if not out:
+        raise SpecError("--shapes gives no argument: write x=bf16[B, D]; w=bf16[D, F]")
+    return out
+
+
+def load_function(target: str) -> Callable:
+    """`MODULE:FUNCTION` (a dotted module on the path, or a .py file) as the function."""
+    module_name, sep, attr = target.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise SymroofError(f"{target!r}: expected MODULE:FUNCTION (my_model:block, or path/to/file.py:block)")
+    try:
+        if module_name.endswith(".py"):
+            spec = importlib.util.spec_from_file_location(Path(module_name).stem, module_name)
+            if spec is None or spec.loader is None:
+                raise SymroofError(f"cannot read {module_name}")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            sys.path.insert(0, ".")
+            try:
+                module = importlib.import_module(module_name)
+            finally:
+                sys.path.remove(".")
+    except (ImportError, OSError, SyntaxError) as error:
+        raise SymroofError(f"cannot import {module_name}: {error}") from None
+    function = getattr(module, attr, None)
+    if not callable(function):
+        raise SymroofError(f"{module_name} has no function {attr!r}")
+    return function
+
+
+def _jax():
+    try:
+        import jax
+    except ImportError:
+        raise SymroofError("importing a JAX function needs JAX: pip install 'symroof[jax]'") from None
+    return jax
+
+
+@dataclass
+class Imported:
+    """A JAX function as a symroof program, with what could not be costed."""
+
+    function: Callable
+    arguments: list[Argument]
+    converted: Converted
+    jaxpr: str
+    equations: int
+    text: str  # the program in symroof notation
+    warnings: list[str] = field(default_factory=list)
+
+    def model(self, chip=None, sizes: Mapping[str, int] | None = None):
+        """The program analysed (symroof.models.model in prefill: the function as written, once)."""
+        return model(self.text, "prefill", chip, dict(sizes or {}))
+
+    @property
+    def analysis(self):
+        return self.model().analysis
+
+    def dims(self) -> list[str]:
+        return list(dict.fromkeys(d for a in self.arguments for d in a.dims if not d.isdigit()))
+
+    def xla(self, sizes: Mapping[str, int]) -> dict:
+        """symroof's FLOPs, transcendentals and bytes at concrete sizes beside XLA's cost
+        analysis of the function (lowered, and compiled), each difference explained."""
+        return cross_check(self, sizes)
+
+
+def from_jax(function: Callable, shapes: str | Mapping[str, str], params: str | Iterable[str] = ()) -> Imported:
+    """Trace `function` with symbolic shapes (`"x=bf16[B, D]; w=bf16[D, F]"`: its parameters
+    by name; a pytree argument by its leaves, `p.w=bf16[D, F]; p.b=bf16[F]`) and write it as
+    a symroof program. Primitives it cannot cost are named, with their counts, in
+    `warnings` (and warned, SymroofWarning), never dropped silently.
+
+    `params` names the arguments that are the model's parameters (its weights: `"w_up,
+    w_down"`, or a pytree argument whole, `"p"`): each is declared `param` in the program,
+    as is each array the function closes over, so `symroof model` counts them (params,
+    weight_bytes)."""
+    jax = _jax()
+    arguments = read_shapes(shapes)
+    weights = _weights(arguments, params)
+    traced, rename = _trace(jax, function, arguments)
+    closed, dead = _live(traced)
+    converter = Converter(rename, closed)  # marks what XLA folds before counting (jax_xla.py)
+    converter.price = _price  # a conditional's branches priced to find the costliest (jax_cond.py)
+    for a in arguments:
+        for d in a.dims:
+            if not d.isdigit():
+                converter.used.add(d)
+    env = {v: View.whole(converter.dtype(v.aval.dtype), tuple(v.aval.shape)) for v in closed.jaxpr.invars}
+    env.update({v: converter.constant(v, value) for v, value in zip(closed.jaxpr.constvars, closed.consts)})
+    converter.walk(closed.jaxpr, env)
+    out = converter.out
+    out.dead = dead
+    if out.mesh and not all(st.in_shard_map or st.derived for st in out.statements):
+        out.notes.append("statements outside shard_map are costed whole on every chip of the mesh where no jit's "
+                         "shardings lay their operands out (the splits XLA's partitioner would choose for them are "
+                         "not derived)")
+    warned = [f"not costed: {name} x {n} (no cost model; left out of every figure)"
+              for name, n in sorted(out.skipped.items())] + out.notes
+    for w in warned:
+        warnings.warn(w, SymroofWarning, stacklevel=2)
+    # each input as jit's in_shardings lay it out (B_X), where they do
+    array = {a.name: env[v].array for a, v in zip(_leaves(jax, function, arguments), closed.jaxpr.invars)}
+    split = {name: converter.splits.get(k, ()) for name, k in array.items()}
+    inputs = [replace(a, dims=tuple(join_label(d, s) for d, s in zip(a.dims, split[a.name])))
+              if split.get(a.name) else a for a in arguments]
+    out.params = _declarations([(a, array[a.name]) for a in arguments if a.name in weights], converter)
+    header = [f"# imported from {getattr(function, '__module__', '?')}:{getattr(function, '__name__', '?')} "
+              f"by symroof from-jax", "# inputs: " + ", ".join(map(str, inputs))]
+    if out.layout:
+        free = ", ".join(f"{k} x {n}" for k, n in sorted(out.layout.items()))
+        header.append(f"# free (layout, no statement): {free}")
+    if dead:
+        header.append(f"# dropped: {dead} jaxpr equation(s) whose results nothing uses (jit drops them too)")
+    if out.skipped:
+        header.append("# NOT COSTED: " + ", ".join(f"{k} x {n}" for k, n in sorted(out.skipped.items())))
+    text = "\n".join(header) + "\n" + out.text
+    if not out.statements:
+        raise SpecError("the function computes nothing symroof can cost"
+                        + (f" (not costed: {', '.join(out.skipped)})" if out.skipped else "")
+                        + "".join(f"; {note}" for note in out.notes))
+    return Imported(function, arguments, out, str(closed), len(traced.jaxpr.eqns), text, warned)
+
+
+def _weights(arguments: list[Argument], params: str | Iterable[str]) -> set[str]:
+    """The arguments (by name) that `params` names: `"w_up, w_down"`, an argument whole, or
+    a pytree argument (`p`) or part of one (`p.dense`) with every leaf under it."""
+    names = list(params.split(",") if isinstance(params, str) else params)
+    if any(not isinstance(n, str) for n in names):
+        raise SymroofError("params names arguments: give their names (\"w_up, w_down\")")
+    names = [n.strip() for n in names]
+    out: set[str] = set()
+    for name in filter(None, names):
+        found = {a.name for a in arguments if a.name == name or a.name.startswith(name + ".")}
+        if not found:
+            raise SpecError(f"params names {name!r}, which --shapes does not give (it gives "
+                            f"{', '.join(a.name for a in arguments)})")
+        out |= found
+    return out
+
+
+def _declarations(weights: list[tuple[Argument, int]], converter: Converter) -> list[str]:
+    """`param` lines: the arguments named as parameters (with their arrays), then each
+    array the function closes over that a statement reads (a scalar constant is no weight:
+    left out), each with a name symroof reads (no `_`, which subscripts: w_up is wUp), its
+    dims split as each chip holds it, and what it stands for."""
+    taken: set[str] = set()
+    lines = []
+    for a, array in weights:
+        parts = a.name.split(".")
+        name = _declared_name(parts[1:] if len(parts) > 1 else parts, taken)
+        dims = [join_label(d, s) for d, s in zip(a.dims, _held(converter, array, len(a.dims)))]
+        lines.append(f"param {name}: {a.dtype}[{', '.join(dims)}]   # argument {a.name}")
+    k = 0
+    for dtype, shape, arrays in converter.out.closed.values():
+        read = [array for array in arrays if converter.reads[array]]
+        if shape and read:
+            k += 1
+            dims = [join_label(str(d), s) for d, s in zip(shape, _held(converter, read[0], len(shape)))]
+            lines.append(f"param {_declared_name([f'const{k}'], taken)}: {dtype}[{', '.join(dims)}]"
+                         "   # an array the function closes over")
+    return lines
+
+
+def _held(converter: Converter, array: int, n: int) -> list[str]:
+    """The mesh axes each of an array's n dims is split over on a chip: as jit's shardings
+    lay it out, else as the first shard_map that reads it splits it (its in_specs: the
+    labels it was read with, D_Y; a chip's share of a split dim, T2Y, is T2_Y), else none."""
+    split = converter.splits.get(array)
+    if split:
+        return [split[k] if k < len(split) else "" for k in range(n)]
+    written = converter.written.get(array, {})
+    return [split_label(converter.locals.get(written[k], written[k]))[1] if k in written else "" for k in range(n)]
+
+
+def _declared_name(parts: list[str], taken: set[str]) -> str:
+    """A name for a declaration: `w_up` -> wUp, `dense.kernel` -> denseKernel, once each."""
+    words = [w for p in parts for w in re.split(r"[_\W]+", p) if w]
+    name = "".join(w if i == 0 else w[:1].upper() + w[1:] for i, w in enumerate(words)) or "p"
+    if not re.match(r"[^\W\d_]", name):
+        name = "p" + name
+    base, n = name, 2
+    while name in taken:
+        name, n = f"{base}{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def _price(built: Converted, lines: list[tuple[int, str]]) -> dict[str, sympy.Expr]:
+    """The counts of a program of these lines (with what the converter has built so far:
+    its mesh and lets), by jax_cond.COUNTS."""
+    a = model(replace(built, lines=list(lines)).text, "prefill").analysis
+    return dict(zip(COUNTS, (a.flops, a.transcendentals, a.bytes,
+                             sympy.Add(*(m.count * m.bytes for m in a.cost.moves)))))
+
+
+def _live(closed):
+    """The jaxpr without the equations whose results nothing uses (JAX's own dead-code
+    pass, into jit bodies and loops too): jit drops them before XLA sees the module, and
+    a run never computes them. Its inputs all kept (each is a parameter). And how many
+    equations were dropped."""
+    from jax._src.interpreters import partial_eval
+    from jax.extend.core import ClosedJaxpr
+    jaxpr = closed.jaxpr
+    live, _ = partial_eval.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
+    dropped = _equations(jaxpr) - _equations(live)
+    return (ClosedJaxpr(live.replace(invars=jaxpr.invars), closed.consts), dropped) if dropped else (closed, 0)
+
+
+def _equations(jaxpr) -> int:
+    """Equations in a jaxpr and in the jaxprs inside it."""
+    inner = [getattr(j, "jaxpr", j) for eqn in jaxpr.eqns for p in eqn.params.values()
+             for j in (p if isinstance(p, tuple | list) else [p])
+             if hasattr(j, "eqns") or hasattr(getattr(j, "jaxpr", None), "eqns")]
+    return len(jaxpr.eqns) + sum(_equations(j) for j in inner)
+
+
+# shard_map and jit's shardings need each split dim to divide by its mesh axes, which a
+# bare symbol does not; traced again as GRAIN*B, it does (any split of up to 4096 in 2s,
+# with 3, 5 and 7 among them), and each dim's text is read back in B (jax_convert's
+# `rename`): 2580480*B is B/2
+GRAIN = 2**12 * 3**2 * 5 * 7
+
+
+def _trace(jax, function, arguments: list[Argument]):
+    """The function's jaxpr with symbolic dims, and how to read its dims back where they
+    had to be traced as multiples (None where not)."""
+    try:
+        return jax.make_jaxpr(function)(*_structs(jax, function, arguments, None)), None
+    except SymroofError:
+        raise
+    except Exception as error:  # JAX's own complaint about the function at these shapes
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        if "divisible" not in str(error) and "evenly divide" not in str(error):  # shard_map's; jit's
+            raise SpecError(f"JAX could not trace it at these shapes: {first}") from None
+    try:
+        closed = jax.make_jaxpr(function)(*_structs(jax, function, arguments, None, GRAIN))
+    except Exception as error:  # noqa: BLE001 (scaling mended the splits: what JAX says now stands)
+        text = str(error).replace(f"{GRAIN}*", "")
+        raise SpecError(f"JAX could not trace it at these shapes: {text.splitlines()[0] if text else first}") from None
+
+    def rename(text: str) -> str:
+        value = expression(text)
+        return str(value.xreplace({s: s / GRAIN for s in value.free_symbols})).replace(" ", "")
+
+    return closed, rename
+
+
+def _structs(jax, function, arguments: list[Argument], sizes: Mapping[str, int] | None, grain: int = 1) -> list:
+    """The function's arguments as ShapeDtypeStructs, in its parameters' order: symbolic
+    dims (one scope for all; each `grain` times its symbol) or, with `sizes`, concrete ones."""
+    import jax.numpy as jnp
+    params = _params(function, arguments)
+    given = {_root(a.name) for a in arguments}
+    missing = [p for p in params if p not in given]
+    extra = list(dict.fromkeys(_root(a.name) for a in arguments if _root(a.name) not in params))
+    if extra:
+        raise SpecError(f"--shapes gives {', '.join(extra)}, which the function does not take "
+                        f"(its parameters: {', '.join(params)})")
+    if missing:  # (every argument given names a parameter, so some parameter is given)
+        raise SpecError(f"--shapes does not give {', '.join(missing)} (its parameters: {', '.join(params)})")
+    names = list(dict.fromkeys(d for a in arguments for d in a.dims if not d.isdigit()))
+    if sizes is None:
+        symbols = dict(zip(names, jax.export.symbolic_shape(
+            ", ".join(n if grain == 1 else f"{grain}*{n}" for n in names)))) if names else {}
+    else:
+        unknown = [n for n in names if n not in sizes]
+        if unknown:
+            raise SpecError(f"give a size for {', '.join(unknown)} (--set {unknown[0]}=...)")
+        symbols = {n: int(sizes[n]) for n in names}
+    return [_tree(arguments, p, lambda a: jax.ShapeDtypeStruct(
+        tuple(int(d) if d.isdigit() else symbols[d] for d in a.dims), jnp.dtype(_JAX_DTYPES[a.dtype])))
+        for p in params if p in given]
+
+
+def _root(name: str) -> str:
+    """The function's parameter an argument is (a pytree's leaf `p.w`: p)."""
+    return name.split(".", 1)[0]
+
+
+def _tree(arguments: list[Argument], root: str, leaf: Callable[[Argument], object]) -> object:
+    """The parameter `root` as the function takes it: one array, or a pytree of its leaves
+    (`p.dense.w`: dicts, a level whose keys are 0, 1, ... n-1 a list), each `leaf(argument)`."""
+    tree: dict = {}
+    for a in arguments:
+        if a.name == root:
+            return leaf(a)
+        if _root(a.name) == root:
+            node = tree
+            *path, last = a.name.split(".")[1:]
+            for key in path:
+                node = node.setdefault(key, {})
+            node[last] = leaf(a)
+    return _lists(tree)
+
+
+def _lists(node: object) -> object:
+    if not isinstance(node, dict):
+        return node
+    node = {k: _lists(v) for k, v in node.items()}
+    if set(node) == {str(i) for i in range(len(node))}:
+        return [node[str(i)] for i in range(len(node))]
+    return node
+
+
+def _leaves(jax, function, arguments: list[Argument]) -> list[Argument]:
+    """The arguments in the order JAX flattens them into the jaxpr's inputs."""
+    index = {a.name: k for k, a in enumerate(arguments)}
+    params = [p for p in _params(function, arguments) if p in {_root(a.name) for a in arguments}]
+    return [arguments[k] for p in params for k in jax.tree_util.tree_leaves(_tree(arguments, p,
+                                                                                lambda a: index[a.name]))]
+
+
+def _params(function, arguments: list[Argument]) -> list[str]:
+    """The function's parameters, in order (the arguments' order where it has no signature)."""
+    try:
+        return list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return list(dict.fromkeys(_root(a.name) for a in arguments))
+
+
+def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
+    """At concrete sizes: symroof's counts, XLA's lowered and compiled cost analysis, and
+    the differences each convention explains (among them what XLA folds before it counts,
+    jnp.tril's iota + 0 for one: jax_xla.py). XLA counts a loop's body once, so loops are
+    compared once through (symroof's figure for the whole function is given beside)."""
+    jax = _jax()
+    if imported.converted.shardings_read:
+        # the lowered module is the whole program, before XLA partitions it (the mesh's counts,
+        # not a chip's), and the partitioned one compiles only with a device for each chip
+        raise SymroofError("--xla compares one chip's counts with XLA's lowered module, which for a jit with "
+                           "shardings is the whole program, not yet partitioned: not compared (the compiled, "
+                           "partitioned module needs a device per chip of the mesh)")
+    structs = _structs(jax, imported.function, imported.arguments, sizes)
+    lowered = jax.jit(imported.function).lower(*structs)
+    low = _costs(lowered.cost_analysis())
+    try:
+        compiled = _costs(lowered.compile().cost_analysis())
+    except Exception:  # noqa: BLE001 (a backend without it: the lowered figures still stand)
+        compiled = None
+    c = imported.converted
+    # each scan's length at these sizes (a dim's name: through the program's lets), where it is unrolled
+    at_sizes = model(c.text, "prefill", None, _used(c.text, sizes)).at \
+        if any(u != 1 and not isinstance(n, int) for u, n in c.scans.values()) else sympy.Integer
+    lengths = {at: n if isinstance(n, int) else 1 if u == 1 else int(at_sizes(expression(n)))
+               for at, (u, n) in c.scans.items()}  # (unrolled once: each trip one copy, whatever its length)
+    loops = {at: _xla_loop(unroll, lengths[at]) for at, (unroll, _) in c.scans.items()}
+    lines, times = _as_xla_counts(c.lines, {at: copies for at, (copies, _) in loops.items()})
+    once = replace(c, lines=lines).text
+    m = model(once, "prefill", None, _used(once, sizes))
+    a = m.analysis
+    explained: dict[str, sympy.Expr] = {}
+    for st in c.statements:
+        if st.why:  # in the program's dims and lets: the model substitutes both
+            explained[st.why] = explained.get(st.why, sympy.Integer(0)) + m.at(st.xla_flops) * times(st.line)
+    counter = "XLA runs a scan as a while loop with a counter: an add and a compare"
+    extras = [*c.xla_extra, *((2, counter, at) for at, (_, looped) in loops.items() if looped)]
+    for extra, why, at in extras:
+        explained[why] = explained.get(why, sympy.Integer(0)) + m.at(
+            sympy.Integer(extra) if isinstance(extra, int) else extra) * times(at)
+    explained_t: dict[str, sympy.Expr] = {}  # transcendentals, where a statement's differ (cumlogsumexp)
+    for st in c.statements:
+        if st.why and st.xla_transcendentals != 0:
+            explained_t[st.why] = explained_t.get(st.why, sympy.Integer(0)) + m.at(st.xla_transcendentals) \
+                * times(st.line)
+    flops = int(a.flops)
+    expected = flops + sum(int(v) for v in explained.values())
+    expected_t = int(a.transcendentals) + sum(int(v) for v in explained_t.values())
+    # XLA adds its counts up in float32: past 2^24 a count is to within its spacing there
+    # (one per term added), not exact; below, exact
+    terms = len(c.statements) + len(extras)
+    resolution = _float32_spacing(low["flops"]) * terms
+    result = {"sizes": dict(sizes), "symroof": {"flops": flops, "transcendentals": int(a.transcendentals),
+                                                "bytes": int(a.bytes)},
+              "xla_lowered": low, "xla_compiled": compiled,
+              "explained_flops": {k: int(v) for k, v in explained.items()},
+              "flops_agree": abs(low["flops"] - expected) <= resolution, "flops_unexplained": low["flops"] - expected,
+              "xla_resolution": resolution,
+              "explained_transcendentals": {k: int(v) for k, v in explained_t.items()},
+              "transcendentals_agree": abs(low["transcendentals"] - expected_t)
+              <= _float32_spacing(low["transcendentals"]) * terms,
+              "transcendentals_unexplained": low["transcendentals"] - expected_t,
+              "bytes_within_lowered": int(a.bytes) <= low["bytes"] + _float32_spacing(low["bytes"]) * terms,
+              "loops_counted_once": _has_loops(imported),
+              "unrolled": [f"a scan of {lengths[at]} unrolled {u}: XLA counts its body {loops[at][0]} time(s), "
+                           "and so does the comparison" for at, (u, _) in c.scans.items() if u != 1],
+              "not_costed": dict(c.skipped)}
+    if not result["bytes_within_lowered"] and any(st.why == FOLDED for st in c.statements):
+        # what XLA folds away it neither reads nor writes: the rest of the program against XLA's bytes
+        kept, _ = _as_xla_counts(c.lines, {at: copies for at, (copies, _) in loops.items()},
+                                 {st.line for st in c.statements if st.why == FOLDED})
+        rest = int(model(replace(c, lines=kept).text, "prefill", None, _used(once, sizes)).analysis.bytes) \
+            if any(not t.lstrip().startswith(("#", "repeat", "}")) for _, t in kept) else 0
+        result["bytes_without_folded"] = rest
+        result["bytes_within_lowered"] = rest <= low["bytes"] + _float32_spacing(low["bytes"]) * terms
+    if _has_loops(imported):
+        whole = imported.model(None, sizes).analysis
+        result["symroof_whole"] = {"flops": int(whole.flops), "bytes": int(whole.bytes)}
+    return result
+
+
+def _float32_spacing(count: int) -> int:
+    """The gap between float32s at `count`: 0 below 2^24, where every whole number is one."""
+    return int(numpy.spacing(numpy.float32(count))) if count >= 2**24 else 0
+
+
+def _has_loops(imported: Imported) -> bool:
+    return any(line.lstrip().startswith("repeat ") for _, line in imported.converted.lines)
+
+
+def _used(text: str, sizes: Mapping[str, int]) -> dict[str, int]:
+    """The sizes of the dims a program's code names (a model refuses the others)."""
+    code = re.sub(r"#[^\n]*", "", text)
+    return {k: v for k, v in sizes.items() if re.search(rf"(?<![^\W_]){k}(?![^\W_])", code)}
+
+
+def _xla_loop(unroll: int, length: int) -> tuple[int, bool]:
+    """A scan of `length` unrolled `unroll` as JAX lowers it (jax's _scan_impl): how many
+    copies of its body the lowered module holds, each counted once by XLA, and whether a
+    while loop (with its counter) remains. unroll=1: one copy in a loop; unroll=k: k in
+    a loop and the remainder after it; all of them where one trip would do (unroll=True)."""
+    if unroll == 1:
+        return 1, True
+    trips, remainder = divmod(length, unroll) if unroll else (0, length)
+    if trips == 1 and remainder == 0:
+        trips, remainder = 0, length
+    return (unroll if trips else 0) + remainder, trips > 0
+
+
+def _as_xla_counts(lines: list[tuple[int, str]], copies: dict[int, int],
+                   drop: Set[int] = frozenset()) -> tuple[list[tuple[int, str]], Callable[[int], int]]:
+    """The program's lines as XLA's cost analysis counts them: each repeat block's body
+    once, or as many times as an unrolled scan's lowered module holds it (`copies`, by the
+    repeat line's index); and how many times a line (by its index in `lines`), or what
+    was said at a position between lines (Converted.extra), is so counted. The lines in
+    `drop` (by index) are left out."""
+    blocks: list[tuple[int, int, int]] = []  # (repeat line, its closing line, copies)
+
+    def block(i: int) -> tuple[list[tuple[int, str]], int]:
+        body: list[tuple[int, str]] = []
+        while i < len(lines):
+            depth, text = lines[i]
+            if text.strip() == "}":
+                return body, i
+            if re.match(r"repeat\b", text.lstrip()):
+                inner, end = block(i + 1)
+                blocks.append((i, end, copies.get(i, 1)))
+                body += inner * copies.get(i, 1)
+                i = end + 1
+            else:
+                if i not in drop:
+                    body.append((depth, text))
+                i += 1
+        return body, i
+
+    out, _ = block(0)
+
+    def times(at: int) -> int:
+        n = 1
+        for start, end, k in blocks:
+            if start < at <= end:
+                n *= k
+        return n
+
+    return out, times
+
+
+def _costs(found) -> dict:
+    if isinstance(found, list):  # older JAX: one dict per computation
+        found = found[0] if found else {}
+    found = found or {}
+    return {"flops": int(found.get("flops", 0)), "transcendentals": int(found.get("transcendentals", 0)),
+            "bytes": int(found.get("bytes accessed", 0))}

@@ -1,0 +1,134 @@
+"""Reductions and scans (a part of jax_convert.Converter): reduce_sum, reduce_max,
+reduce_min, argmax and argmin over named dims, and the cumulative ops along one.
+
+* reduce_sum, reduce_max, reduce_min, reduce_prod, reduce_and, reduce_or: `sum_D`,
+  `max_D`, `min_D`, `prod_D`, `all_D`, `any_D`. XLA counts T - 1 combines per output,
+  symroof T (its leading count).
+* argmax, argmin: `argmax_D fp32[B, D] -> int32[B]`, one compare per term (ops/reduce.py).
+  JAX lowers each to one reduce of (value, index) pairs whose comparator XLA counts as 9
+  ops (4 compares: greater, NaN, equal, lower index; 2 ors and an and; 2 selects): 9(T - 1)
+  per output, where symroof counts T.
+* cumsum, cumprod, cummax, cummin, cumlogsumexp (reverse too): `cumsum_T x -> y`, one
+  combine per element (ops/cumulative.py). JAX lowers each to a reduce_window over the
+  whole prefix (a window of T, padded by T - 1), which XLA counts as T - 1 combines for
+  every element: c·n·(T - 1) against symroof's c·n, c the combine's FLOPs (and, for
+  cumlogsumexp's logaddexp, its 2 transcendentals).
+
+A reduction or scan of a constant (`jnp.cumsum(jnp.ones(T))`) is a statement: XLA folds
+elementwise ops on constants before it counts, not a reduce or a reduce_window. An
+operand dim that only a broadcast carries is read as the broadcast array (XLA's lowered
+module materializes it too; its bytes an upper bound, said).
+
+Split dims. Outside shard_map (jit's shardings): a sum's or max's dim split over a mesh
+axis leaves partial results, which symroof's engine AllReduces; an argmax's, each row's
+max and index AllReduced (GSPMD all-gathers each chip's pair and reduces again: said). A
+scan's dim split is gathered first (an AllGather written out), as GSPMD does; the result
+is computed whole on each chip and sliced back to the split the input had. Inside
+shard_map the body's reductions are local: over a dim it holds split, a sum's or max's
+results are partial, written {U_X} (its psum sums them, not symroof); an argmax's local
+index, and a scan over such a dim, have no symroof form: not costed, and said.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .program import Parts, View, join_label, split_label, union
+
+REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "prod", "reduce_and": "all",
+          "reduce_or": "any", "argmax": "argmax", "argmin": "argmin"}
+# a cumulative op's combine as XLA counts it in the reduce_window JAX lowers it to: (FLOPs,
+# transcendentals); each is what symroof counts per element (ops/cumulative.py)
+COMBINE = {"cumsum": (1, 0), "cumprod": (1, 0), "cummax": (1, 0), "cummin": (1, 0), "cumlogsumexp": (8, 2)}
+ARG_OPS = 9  # argmax's comparator, as XLA counts it
+
+REDUCE_WHY = "XLA counts T - 1 combines per output, symroof T"
+ARG_WHY = ("XLA counts argmax/argmin as a reduce of (value, index) pairs, 9 ops per combine (compares, and/or, "
+           "2 selects) and T - 1 combines per output; symroof one compare per term, T")
+SCAN_WHY = ("XLA counts a cumulative op as JAX lowers it, a reduce_window over the whole prefix: T - 1 combines "
+            "for every element; symroof one per element (a sequential scan)")
+
+
+class Scans(Parts):
+    """The reduction and cumulative handlers; the converter provides the rest."""
+
+    def _reduce(self, eqn, env, depth: int) -> None:
+        name = eqn.primitive.name
+        var = eqn.invars[0]
+        shape, x = tuple(var.aval.shape), self.view(var, env)
+        reduced = set(eqn.params["axes"])
+        names, labels = self.axis_labels(shape, frozenset(reduced), reads=(x,))
+        over = [labels[j] for j in sorted(reduced) if labels[j] is not None]
+        kept = [labels[j] for j in range(len(shape)) if j not in reduced and labels[j] is not None]
+        arg = name in ("argmax", "argmin")
+        if not over:  # only size-1 axes: nothing to reduce (an argmax's index: 0, an array of its own)
+            out = eqn.outvars[0]
+            # the input itself, read without the reduced axes (a sum over [B, T, 1]'s last: [B, T])
+            env[out] = View.whole(self.dtype(out.aval.dtype), tuple(out.aval.shape)) if arg else \
+                replace(x, axes=tuple(k for j, k in enumerate(x.axes) if j not in reduced))
+            self.out.layout[name] += 1
+            return
+        x = self.whole(var, labels, env, name)
+        split_over = union(*(split_label(label)[1] for label in over))  # inside shard_map: the body's splits
+        if arg and split_over:
+            self._said(f"{name} over a dim shard_map's body holds split ({', '.join(over)}): its local index has "
+                       "no symroof form (not costed)")
+            return self._skip(eqn, env)
+        # outside shard_map, a reduced dim split over a mesh axis leaves partial results:
+        # symroof's engine AllReduces them (an argmax's max and index, per row)
+        (operand,), splits = self.operands([(x, labels, list(range(len(shape))))], len(shape), depth,
+                                           frozenset(reduced))
+        split = self.splits.get(x.array, ())
+        if arg and not self.out.shard_maps and any(k is not None and k < len(split) and split[k]
+                                                   for k in (x.axes[j] for j in reduced)):
+            self._said(f"{name} over a dim split by jit's shardings: symroof AllReduces each row's max and its "
+                       "index (2 fp32 values); GSPMD all-gathers every chip's pair and reduces them again")
+        out_labels = [labels[j] for j in range(len(shape)) if j not in reduced]
+        out_splits = [splits[j] for j in range(len(shape)) if j not in reduced]
+        unreduced = union(x.unreduced, split_over)  # inside shard_map: partial results, the body's to reduce
+        out = self.result_text(self.dtype(eqn.outvars[0].aval.dtype), out_labels, out_splits) + (
+            f" {{{join_label('U', unreduced)}}}" if unreduced else "")
+        n, rows = self.size(names), self.size(kept)  # type: ignore[arg-type]
+        xla, why = (ARG_OPS * (n - rows) - n, ARG_WHY) if arg else (-rows, REDUCE_WHY)
+        self.emit(f"{REDUCE[name]}_{subscript(over)} {operand} -> {out}", name, depth, xla, why)
+        self.result(eqn, env, unreduced=unreduced, labels=out_labels, splits=out_splits)
+
+    def _cumulative(self, eqn, env, depth: int) -> None:
+        name, var, axis = eqn.primitive.name, eqn.invars[0], eqn.params["axis"]
+        shape, x = tuple(var.aval.shape), self.view(var, env)
+        names, labels = self.axis_labels(shape, frozenset({axis}), reads=(x,))
+        what = name + (" (reverse)" if eqn.params["reverse"] else "")
+        if labels[axis] is None:  # along a size-1 axis: the input itself
+            env[eqn.outvars[0]] = x
+            self.out.layout[name] += 1
+            return
+        if split_label(labels[axis])[1]:
+            self._said(f"{name} along a dim shard_map's body holds split ({labels[axis]}): a prefix of each chip's "
+                       "own part has no symroof form (not costed)")
+            return self._skip(eqn, env)
+        x = self.whole(var, labels, env, name)
+        split = self.splits.get(x.array, ()) if not self.out.shard_maps else ()
+        k = x.axes[axis]
+        had = split[k] if k is not None and k < len(split) else ""
+        if had:  # each element needs every one before it: GSPMD gathers the dim first, as written here
+            after = tuple("" if d == k else s for d, s in enumerate(split))
+            x = self._collective_move(x, labels, after, "AllGather_" + (had if len(had) == 1 else "{" + had + "}"),
+                                      depth, name)
+            self._said(f"{name} along a dim split by jit's shardings: gathered first (an AllGather, written out), "
+                       "as GSPMD does; each chip computes the whole scan and keeps its part")
+        (operand,), splits = self.operands([(x, labels, list(range(len(shape))))], len(shape), depth, what=name)
+        splits[axis] = had  # computed whole, then sliced back to the input's split (symroof's engine: free)
+        out = self.result_text(self.dtype(eqn.outvars[0].aval.dtype), labels, splits)
+        flops, transcendentals = COMBINE[name]
+        n, t = self.size(names), self.size([labels[axis]])
+        self.emit(f"{name}_{subscript([labels[axis]])} {operand} -> {out}", what, depth, flops * n * (t - 2),
+                  SCAN_WHY, transcendentals * n * (t - 2))
+        self.result(eqn, env, labels=labels, splits=splits)
+
+    _cumsum = _cumprod = _cummax = _cummin = _cumlogsumexp = _cumulative
+
+
+def subscript(labels) -> str:
+    """A subscript's dims as written: D, or {D,F} (a split dim by its name: D_X is D)."""
+    names = [split_label(label)[0] for label in labels]
+    return names[0] if len(names) == 1 else "{" + ",".join(names) + "}"

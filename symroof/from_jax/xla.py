@@ -1,0 +1,248 @@
+"""What XLA folds away before it counts, for the cross-check (jax_import.cross_check).
+
+`jax.jit(f).lower(...).cost_analysis()` counts the HLO module that JAX's StableHLO becomes,
+and that conversion canonicalizes it (MLIR's folders) first. Measured with jax 0.10.2 (CPU),
+the lowered module's `flops` against each jaxpr (tests/test_from_jax_masks.py checks each):
+
+* x + 0, 0 + x, x - 0 (-0.0 too), x * 1, 1 * x: x, whatever the dtype. Not folded: 0 - x,
+  x / 1, a float's x * 0 and x - x, max(x, -inf), shifts by 0, a select on a constant.
+* integers and booleans: x * 0, x & 0 -> 0; x | ~0 -> ~0; x & ~0, x | 0, x ^ 0 -> x;
+  x - x, x ^ x -> 0; x == x, x <= x, x >= x -> true; x != x, x < x, x > x -> false.
+  (x & x, x | x, max(x, x) are counted.)
+* select(p, x, x) -> x.
+* an op whose operands are all constants (a fold's constant among them): a constant.
+* but a convert of a scalar that is no constant in its function (a jit's argument, as
+  jnp.where's fill value is in its body, or a computed scalar) is counted: 1 FLOP, where
+  symroof writes a scalar's convert as free.
+
+"A constant": a literal, a broadcast, reshape or convert of one (jnp.zeros, ones, full),
+or a closed-over array of one value. Folds stay inside a function: a jit's body is a
+function of its own (its arguments are not constants to it, its results not to its
+caller), as is a loop's body; custom_jvp, custom_vjp and remat are inlined, constants
+crossing. jnp.tril(x) (and tri, triu(k=1), arange) compute iota + 0, the offset k: the T^2
+that a causal mask differs by.
+
+What XLA folds it neither reads nor writes: where symroof's bytes exceed the lowered
+module's, the cross-check compares them without the folded statements (a function whose
+only op folds away: 0 bytes in XLA).
+
+Not folds, but XLA's counts that the cross-check explains beside them (jax_convert.py): a
+dot_general with no summed dim, 2 FLOPs per product in the lowered module (a multiply and
+an add) where symroof writes an elementwise product (1); a convert of a broadcast array,
+1 FLOP per element of the broadcast, where symroof casts the array before it. And a scan
+unrolled k times is counted as its lowered module holds it (jax_import.cross_check).
+
+symroof counts each such statement as written, one FLOP per element; the cross-check
+explains it (a statement's xla_flops, minus its elements). Code dead from the start (an
+unused result) is dropped before conversion (jax_import._live), as jit drops it; what a
+fold leaves dead (the compare in select(x > 0, x + 0, x)) XLA drops too, and it is
+marked here as folded. Dead transcendentals (exp of a value only a folded op reads)
+still differ in XLA's transcendental count.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+
+import numpy
+import sympy
+
+from . import convert as jax_convert
+
+FOLDED = "XLA folds x + 0, x * 1 and other identities with constants before counting"
+CONSTANT_ARGUMENT = ("XLA counts an op on a jit's constant arguments inside its body (jnp.remainder's divisor checks): "
+                     "a function's arguments are no constants to it, 1 FLOP per element")
+SCALAR_CONVERT = "XLA counts a convert of a scalar that is no constant in its function (jnp.where's fill) as 1 FLOP"
+
+# call-like primitives lowered inline (a constant argument is a constant in the body)
+_INLINED = {"custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
+            "remat": "jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr"}
+# a constant in, the same constant out (convert: cast)
+_PASS = ("broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose", "convert_element_type", "copy",
+         "copy_p", "stop_gradient", "reduce_precision")
+_NUMPY = {"add": numpy.add, "add_any": numpy.add, "sub": numpy.subtract, "mul": numpy.multiply,
+          "max": numpy.maximum, "min": numpy.minimum, "and": numpy.bitwise_and, "or": numpy.bitwise_or,
+          "xor": numpy.bitwise_xor, "eq": numpy.equal, "ne": numpy.not_equal, "lt": numpy.less,
+          "le": numpy.less_equal, "gt": numpy.greater, "ge": numpy.greater_equal, "neg": numpy.negative,
+          "not": numpy.invert, "abs": numpy.abs}
+_SAME = {"sub": 0, "xor": 0, "eq": True, "le": True, "ge": True, "ne": False, "lt": False, "gt": False}
+_ELEMENTWISE = set(jax_convert.BINARY) | set(jax_convert.UNARY) | {"select_n", "clamp", "integer_pow"}
+# what symroof counts as one FLOP per result element (the rest: transcendentals)
+ONE_FLOP = (set(jax_convert.BINARY) - {"pow", "atan2"}) | {"select_n", "clamp", "neg", "abs", "sign", "floor",
+                                                           "ceil", "round", "not", "is_finite", "square",
+                                                           "population_count", "clz"}
+
+
+class Folds(defaultdict):
+    """Equation (by id) -> whether XLA folds it, once per visit in the order the converter
+    walks; `converts`: the scalar converts XLA counts (one FLOP each) and symroof does not."""
+
+    def __init__(self):
+        super().__init__(list)
+        self.converts = 0
+
+
+def folds(closed) -> Folds:
+    """What XLA folds in a closed jaxpr, and in the jaxprs inside it."""
+    out = Folds()
+    consts = {v: ("c", value) for v, c in zip(closed.jaxpr.constvars, closed.consts)
+              if (value := _splat(c)) is not None}
+    _run(closed.jaxpr, consts, out)
+    return out
+
+
+def _splat(array):
+    """The one value of an array of one value (0-d, of its dtype), or None."""
+    try:
+        a = numpy.asarray(array)
+        if a.size == 0 or not (a == a.flat[0]).all():
+            return None
+    except (TypeError, ValueError):  # not numbers (a PRNG key)
+        return None
+    return a.reshape(-1)[:1].reshape(())
+
+
+def _fact(var, facts: dict):
+    """("c", its value) for a constant (None: not known here, or not one value), else
+    ("x", the variable it equals)."""
+    if type(var).__name__ == "Literal":
+        return ("c", numpy.asarray(var.val, dtype=var.aval.dtype))
+    return facts.get(var, ("x", var))
+
+
+def _run(jaxpr, known: dict, out: Folds) -> list:
+    facts = dict(known)
+    for eqn in jaxpr.eqns:
+        results, folded = _eqn(eqn, [_fact(v, facts) for v in eqn.invars], out)
+        out[id(eqn)].append(folded)
+        for v, fact in zip(eqn.outvars, results):
+            if fact is not None:
+                facts[v] = fact
+    _dead(jaxpr, facts, out)
+    return [_fact(v, facts) for v in jaxpr.outvars]
+
+
+def _dead(jaxpr, facts: dict, out: Folds) -> None:
+    """Mark as folded the elementwise equations that only folded ones read (in
+    select(x > 0, x + 0, x), the compare): XLA drops them once it has folded their
+    readers. A folded equation whose result is read keeps its operands (x + 0: x)."""
+    needed = {f[1] for v in jaxpr.outvars if (f := _fact(v, facts))[0] == "x"}
+    for eqn in reversed(jaxpr.eqns):
+        if not any(v in needed for v in eqn.outvars) and eqn.primitive.name in _ELEMENTWISE and not eqn.effects:
+            out[id(eqn)][-1] = True  # read by nothing XLA keeps
+            continue
+        for v in eqn.invars:
+            if type(v).__name__ != "Literal":
+                f = _fact(v, facts)
+                needed.update((v, f[1]) if f[0] == "x" else (v,))
+
+
+def _eqn(eqn, ins: list, out: Folds) -> tuple[list, bool]:
+    """The facts of an equation's results (None: a value of its own), and whether XLA folds it."""
+    name, none = eqn.primitive.name, [None] * len(eqn.outvars)
+    if name in _INLINED:
+        inner = eqn.params[_INLINED[name]]
+        jaxpr = getattr(inner, "jaxpr", inner)
+        return _run(jaxpr, dict(zip(jaxpr.invars, ins)), out), False
+    subs = [j for p in eqn.params.values() for j in (p if isinstance(p, tuple | list) else [p])
+            if hasattr(j, "eqns") or hasattr(getattr(j, "jaxpr", None), "eqns")]
+    for j in subs:  # a function of its own: its arguments are not constants to it
+        _run(getattr(j, "jaxpr", j), {}, out)
+    if subs or not eqn.outvars:
+        return none, False
+    if name == "dim_as_value":  # a symbolic dim's value: a number at the sizes XLA is given
+        return [("c", None)], False
+    dtype = eqn.outvars[0].aval.dtype
+    if name in _PASS and ins and ins[0][0] == "c":
+        value = ins[0][1]
+        return [("c", None if value is None else value.astype(dtype))], name == "convert_element_type"
+    if name == "convert_element_type" and not eqn.outvars[0].aval.shape and eqn.invars[0].aval.dtype != dtype:
+        out.converts += 1
+    if name not in _ELEMENTWISE or len(eqn.outvars) != 1:
+        return none, False
+    if all(f[0] == "c" for f in ins):  # folded, whether or not its value is known here
+        return [("c", _evaluate(name, [f[1] for f in ins], dtype))], True
+    found = _identity(name, ins, eqn.invars, eqn.outvars[0])
+    return [found], found is not None
+
+
+def _evaluate(name: str, values: list, dtype):
+    if any(v is None for v in values):
+        return None
+    try:
+        if name == "select_n":
+            return numpy.asarray(values[1 + int(values[0])]).astype(dtype)
+        if name not in _NUMPY:
+            return None
+        with numpy.errstate(all="ignore"):
+            return numpy.asarray(_NUMPY[name](*values)).astype(dtype)
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def _identity(name: str, ins: list, invars: list, result):
+    """The fact of a result XLA folds (a constant, or the operand it equals), else None."""
+    def same_as(fact):  # folded to an operand: the operand, or its broadcast (a value of its own)
+        v = fact[1]
+        if v.aval.dtype != result.aval.dtype:
+            return None
+        return fact if tuple(v.aval.shape) == tuple(result.aval.shape) else ("x", result)
+
+    integral = numpy.dtype(invars[0].aval.dtype).kind in "biu"
+    if name == "select_n":
+        cases = ins[1:]
+        return same_as(cases[0]) if all(f[0] == "x" and f[1] is cases[0][1] for f in cases) else None
+    if len(ins) != 2:
+        return None
+    (a, b) = ins
+    if a[0] == "x" and b[0] == "x":
+        if a[1] is b[1] and integral and name in _SAME:
+            return ("c", numpy.asarray(_SAME[name], dtype=result.aval.dtype))
+        return None
+    (x, c) = (a, b[1]) if b[0] == "c" else (b, a[1])
+    if c is None or name == "sub" and b[0] != "c":  # a constant of values unknown here; 0 - x: counted
+        return None
+    zero, ones = bool((c == 0).all()), integral and bool((numpy.invert(c) == 0).all())
+    if name in ("add", "add_any", "sub", "or", "xor") and zero or name == "and" and ones \
+            or name == "mul" and bool((c == 1).all()):
+        return same_as(x)
+    if name in ("mul", "and") and zero and integral or name == "or" and ones:
+        return ("c", numpy.asarray(c, dtype=result.aval.dtype))
+    return None
+
+
+class Converter(jax_convert.Converter):
+    """jax_convert's converter, its statements for what XLA folds marked with the difference
+    (xla_flops: minus the statement's elements, FOLDED), for the cross-check."""
+
+    def __init__(self, rename, closed):
+        super().__init__(rename)
+        self.folded = folds(closed)
+        self.visits: dict[int, int] = defaultdict(int)
+        self.out.xla_extra += [(1, SCALAR_CONVERT, 0)] * self.folded.converts
+
+    def _folds(self, eqn) -> bool:
+        marks = self.folded.get(id(eqn), [])
+        k = self.visits[id(eqn)]
+        self.visits[id(eqn)] += 1
+        return bool(marks) and marks[min(k, len(marks) - 1)]
+
+    def _elementwise(self, eqn, env, depth: int, word: str) -> None:
+        n = len(self.out.statements)
+        super()._elementwise(eqn, env, depth, word)
+        if self._folds(eqn) and eqn.primitive.name in ONE_FLOP and len(self.out.statements) == n + 1:
+            names, _ = self.axis_labels(tuple(eqn.outvars[0].aval.shape))
+            self.out.statements[n] = replace(self.out.statements[n], xla_flops=-self.size(names), why=FOLDED)
+
+    def _constant(self, eqn, env) -> None:
+        super()._constant(eqn, env)
+        if eqn.primitive.name in ONE_FLOP and not self._folds(eqn):
+            names, _ = self.axis_labels(tuple(eqn.outvars[0].aval.shape))
+            self.out.extra(self.size(names), CONSTANT_ARGUMENT)
+
+    def _convert_element_type(self, eqn, env, depth: int) -> None:
+        n = len(self.out.statements)
+        super()._convert_element_type(eqn, env, depth)
+        if self._folds(eqn) and len(self.out.statements) == n + 1:  # a folded constant, cast: not counted
+            self.out.statements[n] = replace(self.out.statements[n], xla_flops=sympy.Integer(0), why="")

@@ -1,0 +1,7 @@
+"""Hardware: the chips of `hardware.json` (read and checked), the machine an analysis runs
+against (a chip, bare figures or symbols), and where a mesh lies on a torus pod."""
+
+from .chips import Chip, get_chip, list_chips, load_hardware
+from .machine import Machine, machine
+
+__all__ = ["Chip", "Machine", "get_chip", "list_chips", "load_hardware", "machine"]

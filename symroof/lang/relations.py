@@ -1,0 +1,157 @@
+"""Named sizes and relations between dims: `let F = 4*D`, `let D = N*H`, `let L = 80`.
+
+An expression is read token by token into sympy (never through `sympify`): names are
+dims, numbers are integers, with + - * / and parentheses. `resolve_relations` turns the
+`let` lines of a program into one substitution, each name defined in terms of the dims
+no `let` defines, and refuses a cycle, a name defined twice, and a size that contradicts
+a relation.
+
+Examples:
+    >>> from symroof.ir import dim_symbol
+    >>> subs = resolve_relations([("F", expression("4*D")), ("D", expression("N*H"))])
+    >>> subs[dim_symbol("F")]
+    4*H*N
+"""
+
+from __future__ import annotations
+
+import re
+
+import sympy
+
+from ..errors import SpecError
+from ..ir import dim_symbol
+
+_TOKEN = re.compile(r"\s*(?:(?P<name>[^\W\d_][^\W_]*)|(?P<int>\d+)|(?P<op>[-+*/()]))")
+
+
+def expression(text: str, where: tuple[str, int] | None = None) -> sympy.Expr:
+    """An arithmetic expression over dim names and integers, as sympy.
+
+    `where` (the whole text and the offset of `text` in it) places errors."""
+    tokens: list[tuple[str, str, int]] = []
+    pos = 0
+    while pos < len(text.rstrip()):
+        match = _TOKEN.match(text, pos)
+        if match is None or match.end() == pos:
+            _fail(f"cannot read {text[pos:].strip()[:1]!r} in a size expression", where, pos)
+        assert match is not None
+        kind = match.lastgroup or "op"
+        tokens.append((kind, match.group(kind), match.start(kind)))
+        pos = match.end()
+    if not tokens:
+        _fail("a size expression is missing", where, 0)
+    reader = _Reader(tokens, where)
+    value = reader.sum()
+    if reader.i < len(tokens):
+        _fail(f"unexpected {tokens[reader.i][1]!r} in a size expression", where, tokens[reader.i][2])
+    return value
+
+
+class _Reader:
+    """Recursive descent: sum := product (('+'|'-') product)*; product := atom (('*'|'/') atom)*."""
+
+    def __init__(self, tokens, where):
+        self.tokens, self.where, self.i = tokens, where, 0
+
+    def _peek(self) -> str | None:
+        return self.tokens[self.i][1] if self.i < len(self.tokens) else None
+
+    def sum(self) -> sympy.Expr:
+        value = self.product()
+        while self._peek() in ("+", "-"):
+            op = self.tokens[self.i][1]
+            self.i += 1
+            value = value + self.product() if op == "+" else value - self.product()
+        return value
+
+    def product(self) -> sympy.Expr:
+        value = self.atom()
+        while self._peek() in ("*", "/"):
+            op = self.tokens[self.i][1]
+            at = self.tokens[self.i][2]
+            self.i += 1
+            right = self.atom()
+            if op == "/" and right == 0:
+                _fail("division by zero in a size expression", self.where, at)
+            value = value * right if op == "*" else value / right
+        return value
+
+    def atom(self) -> sympy.Expr:
+        if self.i >= len(self.tokens):
+            end = self.tokens[-1][2] + len(self.tokens[-1][1]) if self.tokens else 0
+            _fail("a size expression ends too soon", self.where, end)
+        kind, text, at = self.tokens[self.i]
+        self.i += 1
+        if kind == "int":
+            return sympy.Integer(int(text))
+        if kind == "name":
+            return dim_symbol(text)
+        if text == "(":
+            value = self.sum()
+            if self._peek() != ")":
+                _fail("a '(' is not closed", self.where, at)
+            self.i += 1
+            return value
+        if text == "-":
+            return -self.atom()
+        _fail(f"unexpected {text!r} in a size expression", self.where, at)
+        raise AssertionError  # _fail raises
+
+
+def _fail(message: str, where: tuple[str, int] | None, pos: int):
+    if where is None:
+        raise SpecError(message)
+    text, offset = where
+    raise SpecError(message, text, offset + pos)
+
+
+def resolve_relations(lets: list[tuple[str, sympy.Expr]], spans: list[tuple[str, int, int]] | None = None
+                      ) -> dict[sympy.Symbol, sympy.Expr]:
+    """Each `let` name -> its expression in the dims no `let` defines (a number where it
+    comes to one). `spans` (text, start, end per let) place errors."""
+    defined: dict[sympy.Symbol, sympy.Expr] = {}
+    where: dict[sympy.Symbol, tuple[str, int, int] | None] = {}
+    for k, (name, expr) in enumerate(lets):
+        symbol = dim_symbol(name)
+        span = spans[k] if spans else None
+        if symbol in defined:
+            raise _error(f"{name} is defined twice (let {name} = {defined[symbol]}, and again)", span)
+        defined[symbol], where[symbol] = expr, span
+    resolved: dict[sympy.Symbol, sympy.Expr] = {}
+
+    def value_of(symbol: sympy.Symbol, path: tuple[sympy.Symbol, ...]) -> sympy.Expr:
+        if symbol in resolved:
+            return resolved[symbol]
+        if symbol in path:
+            cycle = " -> ".join(s.name for s in (*path[path.index(symbol):], symbol))
+            raise _error(f"the relations go round in a circle: {cycle}", where[symbol])
+        expr = defined[symbol]
+        inner = {s: value_of(s, (*path, symbol)) for s in expr.free_symbols if s in defined}
+        value = sympy.expand(expr.xreplace(inner)) if inner else expr
+        if value.is_number and not (value.is_Integer and value > 0):
+            raise _error(f"{symbol.name} = {value}: a size is a positive whole number", where[symbol])
+        resolved[symbol] = value
+        return value
+
+    for symbol in defined:
+        value_of(symbol, ())
+    return resolved
+
+
+def _error(message: str, span: tuple[str, int, int] | None) -> SpecError:
+    return SpecError(message) if span is None else SpecError(message, *span)
+
+
+def check_sizes(relations: dict[sympy.Symbol, sympy.Expr], sizes: dict[str, int]) -> None:
+    """A size given for a name a relation defines must agree with it at the other sizes
+    (`let F = 4*D` with F=1000, D=300 is refused)."""
+    at = {dim_symbol(name): sympy.Integer(value) for name, value in sizes.items()}
+    for symbol, expr in relations.items():
+        if symbol.name not in sizes:
+            continue
+        value = expr.xreplace(at)
+        if value.is_number and value != sizes[symbol.name]:
+            shown = ", ".join(f"{s.name} = {sizes[s.name]}" for s in sorted(expr.free_symbols, key=str))
+            raise SpecError(f"{symbol.name} = {sizes[symbol.name]} contradicts let {symbol.name} = {expr}"
+                            + (f" (= {value} at {shown})" if shown else ""))

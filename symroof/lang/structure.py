@@ -1,0 +1,392 @@
+"""Programs with structure: `let` relations, `param`/`embedding`/`cache` declarations and
+`repeat N { ... }` blocks around ordinary spec statements.
+
+    let D = N*H, F = 28672            sizes and relations (relations.py)
+    embedding E: bf16[V, D]           a parameter counted apart (the vocabulary's)
+    repeat L {                        the block runs L times: costed once, multiplied
+      param Wq: bf16[D, N, H]         a parameter (its count, bytes, gradients)
+      cache Kc: bf16[B, S, K, H]      a KV cache (its bytes per token)
+      part attention {                a named part, for the split of a step's time
+        bf16[B, T, D] *_D bf16[D, N, H] -> bf16[B, T, N, H]
+      }
+    }
+
+A program may end with its backward pass written out, `backward {` ... `}` at the left
+margin (the templates write one for training under a parallelism strategy): it is read as
+a program of its own (`Structured.backward`), sharing the `let` and `mesh` lines.
+
+Structure lines stand on their own lines. They are read here and blanked out (replaced
+by spaces, so every offset stays where it was) before the rest goes to the spec parser;
+each statement then belongs to the `repeat` blocks its position lies in, and errors in it
+point at the spot in the whole text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import sympy
+
+from .. import dtypes
+from ..errors import SpecError
+from ..ir import Mesh, Program, dim_symbol
+from ..sharding.lower import check_layout
+from .parse import parse_mesh
+from .relations import expression, resolve_relations
+from .resolve import resolve
+from .syntax import MAX_SIZE_DIGITS, WMesh, normalize, read
+
+DECLARATIONS = ("param", "embedding", "cache")  # embedding: a parameter counted apart
+_NAME = r"[^\W\d_][^\W_]*"
+_REPEAT = re.compile(r"repeat\b(?P<count>[^{]*)\{\s*$")
+_PART = re.compile(rf"part\s+(?P<name>{_NAME})\s*\{{\s*$")
+_DECLARED = re.compile(rf"\s*(?P<name>{_NAME})\s*:\s*(?P<dtype>[\w]+)\s*\[(?P<dims>[^\]]*)\]\s*(,|$)")
+_DIM = re.compile(rf"(?P<dim>{_NAME}|\d+)(?:_(?P<sub>\{{[^}}]*\}}|[^\W_]+))?")
+
+
+def _dim_items(text: str) -> list[str]:
+    """A declared tensor's dims, split at the commas outside braces (D_{X,Y} is one)."""
+    items, depth, current = [], 0, ""
+    for ch in text:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += ch
+    return [*items, current]
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A declared tensor: `word` is param, embedding or cache; `count` how many there
+    are (the product of the enclosing repeat counts); `block` the innermost repeat
+    block it is declared in (an index into `Structured.blocks`), or None."""
+
+    word: str
+    name: str
+    dtype: dtypes.DType
+    dims: tuple[sympy.Expr, ...]
+    count: sympy.Expr
+    block: int | None
+    split: int = 1  # the chips its sharded dims split it over (bf16[D_X, F] on X=8: 8)
+    axes: tuple[tuple[str, ...], ...] = ()  # each dim's mesh axes (bf16[D_X, F]: (("X",), ()))
+    at: int | None = None  # the offset of its name in the program's text (for errors)
+
+    @property
+    def elements(self) -> sympy.Expr:
+        """Its elements, all of them (one copy)."""
+        return sympy.Mul(*self.dims)
+
+    @property
+    def bytes(self) -> sympy.Expr:
+        return self.elements * self.dtype.bytes
+
+    @property
+    def local_bytes(self) -> sympy.Expr:
+        """The bytes each chip holds of it (its shard; a replica where it is not split)."""
+        return self.bytes / self.split
+
+    def __str__(self) -> str:
+        return f"{self.word} {self.name}: {self.dtype}[{', '.join(str(d) for d in self.dims)}]"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A `repeat` block: its count, the statements in it (indices into the program's
+    statements, nested blocks' included) and the block it sits in."""
+
+    count: sympy.Expr
+    statements: tuple[int, ...]
+    parent: int | None
+    at: int | None = None  # the offset of its count in the program's text (for errors)
+
+
+@dataclass(frozen=True)
+class Structured:
+    """A program with structure. `counts[i]` is how many times statement i runs (the
+    product of its repeat blocks' counts); `relations` each `let` name's expression in
+    the dims no `let` defines."""
+
+    text: str
+    program: Program
+    counts: tuple[sympy.Expr, ...]
+    parts: tuple[str | None, ...]  # each statement's innermost `part`, None outside any
+    blocks: tuple[Block, ...]
+    declared: tuple[Declared, ...]
+    relations: dict[sympy.Symbol, sympy.Expr]
+    lets: tuple[tuple[str, sympy.Expr], ...]
+    backward: Structured | None = None  # the `backward { ... }` section, read as a program of its own
+
+
+def read_structured(text: str, dtype: str = "bf16", mesh: Mesh | str | dict | None = None) -> Structured:
+    """Read a program with structure (see the module docstring).
+
+    Raises:
+        SpecError: with the position of the first problem.
+    """
+    if not isinstance(text, str):
+        raise SpecError(f"a program is text, not {type(text).__name__}")
+    text = normalize(text)
+    forward, backward = _sections(text)
+    if backward is not None:
+        return _read(text, forward, dtype, mesh, _read(text, backward, dtype, mesh, None))
+    return _read(text, text, dtype, mesh, None)
+
+
+def _sections(text: str) -> tuple[str, str | None]:
+    """The forward program and the `backward {` ... `}` section (None without one), each
+    the whole text with the other's statements blanked out, so that offsets stay where
+    they are: the backward keeps the `let` and `mesh` lines it shares with the forward."""
+    lines = text.split("\n")
+    start = next((k for k, line in enumerate(lines) if re.fullmatch(r"backward\s*\{\s*(#.*)?", line.strip())), None)
+    if start is None:
+        return text, None
+    if lines[start] != lines[start].lstrip():
+        raise SpecError("a backward section starts at the left margin: 'backward {' on a line of its own",
+                        text, sum(len(line) + 1 for line in lines[:start]))
+    end = next((k for k in range(len(lines) - 1, start, -1) if lines[k].rstrip() == "}"), None)
+    if end is None or any(line.split("#", 1)[0].strip() for line in lines[end + 1:]):
+        raise SpecError("a backward section ends the program, with '}' alone on its last line", text,
+                        sum(len(line) + 1 for line in lines[:start]))
+
+    def blank(keep) -> str:
+        return "\n".join(line if keep(k, line) else " " * len(line) for k, line in enumerate(lines))
+
+    shared = ("let ", "mesh ", "#")
+    forward = blank(lambda k, line: k < start)
+    backward = blank(lambda k, line: start < k < end or line.lstrip().startswith(shared))
+    return forward, backward
+
+
+def _read(text: str, blanked_forward: str, dtype: str, mesh, backward: Structured | None) -> Structured:
+    whole, text = text, blanked_forward
+    scan = _Scan(text)
+    blanked = scan.run()
+    written = read(blanked)
+    regions = scan.regions
+    blocks_of: list[list[int]] = []
+    statements = [w for w in written if not isinstance(w, WMesh)]
+    for w in statements:
+        start = w.span[0]
+        blocks_of.append([k for k, (lo, hi, _, _) in enumerate(regions) if lo <= start < hi])
+    program = resolve(written, blanked, dtype, parse_mesh(mesh), check=check_layout)
+    if program.mesh is not None:
+        program.mesh.number("a program with let, repeat or param lines (a model)")
+    counts = tuple(sympy.Mul(*(regions[k][2] for k in inside)) for inside in blocks_of)
+    parts = tuple(next((name for lo, hi, name in reversed(scan.parts) if lo <= w.span[0] < hi), None)
+                  for w in statements)
+    blocks = tuple(Block(count, tuple(i for i, inside in enumerate(blocks_of) if k in inside), parent,
+                         scan.count_at[k]) for k, (_, _, count, parent) in enumerate(regions))
+    declared = tuple(Declared(word, name, dt, dims, sympy.Mul(*(regions[k][2] for k in scan.enclosing(at))),
+                              _innermost(scan.enclosing(at)),
+                              _split(tuple(a for each in axes for a in each), program.mesh, text, at), axes, at)
+                     for word, name, dt, dims, axes, at in scan.declared)
+    names = [d.name for d in declared]
+    for d, (*_, at) in zip(declared, scan.declared):
+        if names.count(d.name) > 1:
+            raise SpecError(f"{d.name} is declared twice", text, at)
+    relations = resolve_relations(scan.lets, scan.let_spans)
+    _check_declared(declared, relations, program.mesh, text)
+    _check_relations(scan.lets, scan.let_spans, relations)
+    for block in blocks:
+        _check_count(block.count, block.count.xreplace(relations), text, block.at)
+    return Structured(whole, program, counts, parts, blocks, declared, relations, tuple(scan.lets), backward)
+
+
+def _check_declared(declared: tuple[Declared, ...], relations: dict, mesh: Mesh | None, text: str) -> None:
+    """A declared tensor's dims get the checks a statement's get: a sharded dim whose size
+    is known here (a number, or a `let` that comes to one) splits evenly over its axes
+    (64 does not over X=3: each chip would hold 21.3 rows). A size given later is checked
+    against the mesh by model_checks.check_shards."""
+    for d in declared:
+        for dim, axes in zip(d.dims, d.axes):
+            value = dim.xreplace(relations)
+            if not axes or not value.is_Integer:
+                continue
+            chips = _split(axes, mesh, text, d.at or 0)
+            if value % chips:
+                shown = f"{dim} = {value}" if dim != value else str(value)
+                raise SpecError(f"{d.word} {d.name}: {shown} does not split evenly over {', '.join(axes)} "
+                                f"({chips} chips)", text, d.at)
+
+
+def _check_count(count: sympy.Expr, value: sympy.Expr, text: str, at: int | None) -> None:
+    """A repeat count runs its block a positive whole number of times: one that comes to 0,
+    a negative number or a fraction (with the `let`s in, or at the sizes given:
+    model_checks), or that is not positive at any size of its dims, is refused (`repeat
+    L - 8 {` with L = 8 would count every parameter in it 0 times, with L = 6 -2 times)."""
+    shown = f"{count} = {value}" if value != count else str(count)
+    if value.is_number and not (value.is_Integer and value > 0):
+        raise SpecError(f"repeat {shown}: a repeat count is a positive whole number", text, at)
+    if not value.is_number and value.is_positive is False:
+        raise SpecError(f"repeat {shown}: a repeat count is positive, and this one is not at any size of "
+                        f"{', '.join(sorted(s.name for s in value.free_symbols))}", text, at)
+
+
+def _check_relations(lets: list, spans: list, relations: dict) -> None:
+    """A `let` that is negative (or zero) at every size of its dims is refused, as a number
+    that is not positive is (`let tokens = 0 - B`: negative tokens, negative FLOPs per token);
+    one that may be, at some sizes, is checked at the sizes given (model_checks)."""
+    for (name, _), span in zip(lets, spans):
+        value = relations.get(dim_symbol(name))
+        if value is not None and not value.is_number and value.is_positive is False:
+            raise SpecError(f"{name} = {value} is not positive at any size of "
+                            f"{', '.join(sorted(s.name for s in value.free_symbols))}: a size is positive", *span)
+
+
+def _split(axes: tuple[str, ...], mesh: Mesh | None, text: str, at: int) -> int:
+    """The chips a declared tensor's sharded dims split it over."""
+    chips = 1
+    for axis in axes:
+        if mesh is None or axis not in mesh.names:
+            where = "there is no mesh" if mesh is None else f"the mesh has {', '.join(mesh.names)}"
+            raise SpecError(f"a declared dim is split over axis {axis}, but {where}", text, at)
+        chips *= mesh.axis(axis).number
+    return chips
+
+
+def _innermost(blocks: list[int]) -> int | None:
+    return blocks[-1] if blocks else None
+
+
+def _declared_dim(text: str, whole: str, at: int) -> sympy.Expr:
+    """A declared dim: a name, or a size that is a positive whole number of at most
+    MAX_SIZE_DIGITS digits, as a statement's dim must be (bf16[0, D] holds nothing)."""
+    if not text.isdigit():
+        return dim_symbol(text)
+    if len(text.lstrip("0")) > MAX_SIZE_DIGITS:
+        raise SpecError(f"a dim's size has at most {MAX_SIZE_DIGITS} digits", whole, at, at + len(text))
+    if int(text) <= 0:
+        raise SpecError(f"a dim's size must be a positive integer, got {int(text)}", whole, at, at + len(text))
+    return sympy.Integer(int(text))
+
+
+class _Scan:
+    """One pass over the lines: structure read, and blanked out of the text."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.lets: list[tuple[str, sympy.Expr]] = []
+        self.let_spans: list[tuple[str, int, int]] = []
+        self.declared: list[tuple[str, str, dtypes.DType, tuple[sympy.Expr, ...], tuple[tuple[str, ...], ...],
+                                  int]] = []
+        # repeat blocks: (start offset, end offset, count, parent block)
+        self.regions: list[tuple[int, int, sympy.Expr, int | None]] = []
+        self.parts: list[tuple[int, int, str]] = []  # named parts: (start, end, name)
+        self.count_at: list[int] = []  # each repeat block's count's offset
+
+    def enclosing(self, at: int) -> list[int]:
+        return [k for k, (lo, hi, _, _) in enumerate(self.regions) if lo <= at < hi]
+
+    def run(self) -> str:
+        out = list(self.text)
+        stack: list[tuple[str, int]] = []  # ("repeat", region), ("part", part) or ("fused", -1)
+        offset = 0
+        for line in self.text.split("\n"):
+            code = line.split("#", 1)[0]
+            stripped = code.strip()
+            lead = len(code) - len(code.lstrip())
+            word = stripped.split(None, 1)[0] if stripped else ""
+            start = offset + lead
+            blank = True
+            if word == "let":
+                self._let(stripped[3:], start + 3)
+            elif word in DECLARATIONS and ":" in stripped:
+                self._declare(word, stripped[len(word):], start + len(word))
+            elif word == "repeat" or stripped.startswith("repeat{"):
+                match = _REPEAT.match(stripped)
+                if match is None:
+                    raise SpecError("write a repeated block as 'repeat N {' on a line of its own, its "
+                                    "statements on the lines after it, and '}' alone on the last", self.text, start)
+                count = expression(match.group("count"), (self.text, start + match.start("count")))
+                if count.is_number and not count > 0:  # `repeat L-L {`: nothing to repeat, and a 0 to divide by
+                    raise SpecError(f"a repeat count must be positive; this one is {count}", self.text,
+                                    start + match.start("count"))
+                parent = next((k for kind, k in reversed(stack) if kind == "repeat"), None)
+                if any(kind == "fused" for kind, _ in stack):
+                    raise SpecError("a repeat block cannot go inside a fused block", self.text, start)
+                self.regions.append((start, len(self.text), count, parent))
+                gap = len(match.group("count")) - len(match.group("count").lstrip())
+                self.count_at.append(start + match.start("count") + gap)
+                stack.append(("repeat", len(self.regions) - 1))
+            elif word == "part":
+                match = _PART.match(stripped)
+                if match is None or any(kind == "fused" for kind, _ in stack):
+                    raise SpecError("write a named part as 'part NAME {' on a line of its own (not inside a "
+                                    "fused block), its statements after it and '}' alone on the last",
+                                    self.text, start)
+                self.parts.append((start, len(self.text), match.group("name")))
+                stack.append(("part", len(self.parts) - 1))
+            elif stripped == "}" and stack and stack[-1][0] == "part":
+                _, k = stack.pop()
+                self.parts[k] = (self.parts[k][0], start, self.parts[k][2])
+            elif stripped == "}" and stack and stack[-1][0] == "repeat":
+                _, k = stack.pop()
+                lo, _, count, parent = self.regions[k]
+                self.regions[k] = (lo, start, count, parent)
+            else:
+                blank = False
+                opened, closed = stripped.count("{"), stripped.count("}")
+                if opened > closed and word == "fused":
+                    stack.append(("fused", -1))
+                elif closed > opened and stack and stack[-1][0] == "fused":
+                    stack.pop()
+            if blank:
+                for i in range(offset, offset + len(line)):
+                    out[i] = " "
+            offset += len(line) + 1
+        for kind, k in reversed(stack):
+            if kind in ("repeat", "part"):
+                start = self.regions[k][0] if kind == "repeat" else self.parts[k][0]
+                raise SpecError(f"this {kind} block is not closed: end it with '}}' on a line of its own",
+                                self.text, start)
+        return "".join(out)
+
+    def _let(self, rest: str, at: int) -> None:
+        pos = 0
+        for part in rest.split(","):
+            name, eq, value = part.partition("=")
+            here = at + pos + len(name) - len(name.lstrip())
+            if not eq or not re.fullmatch(_NAME, name.strip()):
+                raise SpecError("write a relation as 'let NAME = expression' (let F = 4*D, D = 8192)",
+                                self.text, here)
+            expr = expression(value, (self.text, at + pos + len(name) + 1))
+            self.lets.append((name.strip(), expr))
+            self.let_spans.append((self.text, here, here + len(name.strip())))
+            pos += len(part) + 1
+
+    def _declare(self, word: str, rest: str, at: int) -> None:
+        pos = 0
+        while pos < len(rest.rstrip()):
+            match = _DECLARED.match(rest, pos)
+            if match is None:
+                raise SpecError(f"write a declaration as '{word} NAME: dtype[dims]' ({word} W: bf16[D, F])",
+                                self.text, at + pos + len(rest[pos:]) - len(rest[pos:].lstrip()))
+            dtype = dtypes.lookup(match.group("dtype"))
+            if dtype is None:
+                hint = dtypes.suggest(match.group("dtype"))
+                also = f"; did you mean '{hint}'?" if hint else ""
+                raise SpecError(f"unknown dtype '{match.group('dtype')}'{also}", self.text,
+                                at + match.start("dtype"), at + match.end("dtype"))
+            dims: list[sympy.Expr] = []
+            axes: list[tuple[str, ...]] = []
+            offset = at + match.start("dims")
+            for item in _dim_items(match.group("dims")):
+                here = offset + len(item) - len(item.lstrip())
+                found = _DIM.fullmatch(item.strip())
+                if found is None:
+                    raise SpecError(f"a declared tensor's dims are names or sizes (D, D_X, 4096), not "
+                                    f"{item.strip()!r}", self.text, here)
+                dims.append(_declared_dim(found["dim"], self.text, here))
+                sub = (found["sub"] or "").strip("{}")
+                split = tuple(a.strip() for a in sub.split(",")) if "," in sub else tuple(sub)
+                twice = [a for a in split if split.count(a) > 1]
+                if twice:  # as a statement's dim is refused: D_{X,X} is not D over X twice
+                    raise SpecError(f"{item.strip()} is split over {twice[0]} twice", self.text, here)
+                axes.append(split)
+                offset += len(item) + 1
+            self.declared.append((word, match.group("name"), dtype, tuple(dims), tuple(axes),
+                                  at + match.start("name")))
+            pos = match.end()

@@ -1,0 +1,2 @@
+"""This machine measured: `calibrate` writes its figures as a chip entry, `validate` times
+ops against the roofline's lower bound."""

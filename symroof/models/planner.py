@@ -1,0 +1,285 @@
+"""The planner: every way to split N chips among data, FSDP, tensor, pipeline, sequence
+and (for a mixture of experts) expert parallelism, those that fit in memory ranked by step
+time, each with its binding roof and its thresholds.
+
+    symroof plan llama-3-70b --chip tpu-v5p --chips 256 --batch 1M --train
+
+Candidates are the factorizations N = dp x fsdp x tp x pp x sp x ep (fsdp and pp in
+training only; ep dividing the experts; sp dividing the context, tried only when the batch
+has fewer sequences than chips). Where plain data parallelism does not fit in training,
+ZeRO-1 and then ZeRO-2 over the same axis are tried: the same time, less memory. Before any is
+costed, arithmetic on the model's figures prunes those that cannot work: tp must divide
+the KV heads, the MLP width and the vocabulary (Megatron's splits), dp x fsdp the batch of
+sequences; tp must stay inside the chip's fast-link domain (an NVLink node); and memory has
+a floor, the parameters' bytes per chip (with their gradients and optimizer state in
+training, the gradients and optimizer state over dp too, as ZeRO-2 splits them) over fsdp x
+tp x pp x ep, which no sharding lowers. Each survivor is then costed whole,
+forward and backward, by the sharding engine (model_strategy.py), and ranked by
+`t_step_exposed`: the roofline step with the activations' collectives on the critical path.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field
+
+import sympy
+
+from ..errors import HardwareError, SpecError
+from . import strategy_costs as model_strategy
+from .catalogue import get_model
+from .decls import OPTIMIZER_BYTES
+from .model import Model
+from .report import model
+
+
+@dataclass
+class Candidate:
+    """One strategy: its sizes, and either why it was set aside or what it costs."""
+
+    sizes: dict[str, int]
+    rejected: str | None = None
+    zero: int = 0  # the ZeRO stage its data parallelism runs at: 0 (plain dp), 1 or 2
+    schedule: str = "1f1b"  # a pipeline's
+    model: Model | None = None
+    figures: dict = field(default_factory=dict)
+    _thresholds: dict | None = field(default=None, repr=False)
+
+    @property
+    def thresholds(self) -> dict:
+        """Its thresholds (model_strategy.thresholds), worked out when first asked for: they
+        cost a costed candidate's time again, and a plan shows only its best few."""
+        assert self.model is not None, "a candidate set aside has no thresholds"
+        if self._thresholds is None:
+            self._thresholds = model_strategy.thresholds(self.model, dict(self.model.options.strategy))
+        return self._thresholds
+
+    @property
+    def strategy(self) -> str:
+        """As `--strategy` takes it."""
+        kinds = {f"zero{self.zero}" if k == "dp" and self.zero else k: v for k, v in self.sizes.items()}
+        return ",".join(f"{k}={v}" for k, v in kinds.items() if v > 1) or "dp=1"
+
+    @property
+    def text(self) -> str:
+        """As the plan shows it: the strategy, and a pipeline's schedule where not 1F1B."""
+        return self.strategy + (f" ({self.schedule})" if self.schedule != "1f1b" else "")
+
+
+@dataclass
+class Plan:
+    mode: str
+    chips: int
+    batch: dict[str, int]
+    candidates: list[Candidate]
+    seconds: float
+
+    @property
+    def ranked(self) -> list[Candidate]:
+        fits = [c for c in self.candidates if c.rejected is None]
+        # ties (all compute-bound) go to the one with the least network time, then memory: the most slack
+        return sorted(fits, key=lambda c: (float(c.figures["t_step_exposed"]), float(c.figures["t_step"]),
+                                           float(c.figures["t_network"]), float(c.figures["memory_per_chip"])))
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _splits(chips: int, kinds: dict) -> list[dict[str, int]]:
+    """Every way to give each kind a size it allows (`kinds`: name -> allowed(size)) with
+    the chips left to dp."""
+    out: list[dict[str, int]] = [{"dp": chips}]
+    for kind, allowed in kinds.items():
+        out = [{**s, kind: n, "dp": s["dp"] // n} for s in out for n in _divisors(s["dp"]) if allowed(n)]
+    return out
+
+
+def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context: int | None = None,
+         models_file=None, remat: str = "full") -> Plan:
+    """Every strategy for `name` on `chips` chips of `chip` with a batch of `tokens` tokens
+    (sequences of `context`, the model's by default; in decode, `tokens` sequences of one
+    new token each over a context of `context`), training under the `remat` policy (what
+    each chip keeps of its activations, and what its backward recomputes)."""
+    started = time.perf_counter()
+    config = get_model(name, models_file)
+    if not isinstance(chips, int) or not 1 <= chips <= 65536:
+        raise SpecError(f"--chips is from 1 to 65536, not {chips}")
+    s = config["sizes"]
+    context = context or s["context"]
+    if mode == "decode":
+        batch = {"B": tokens, "S": context}
+        sequences = tokens
+    else:
+        if tokens % context:
+            raise SpecError(f"a batch of {tokens} tokens is not a whole number of {context}-token sequences: "
+                            f"give a multiple of {context} (or --context)")
+        sequences = tokens // context
+        batch = {"B": sequences, "T": context}
+    train = mode == "train"
+    experts = config["moe"]["experts"] if config.get("moe") else 1
+    # the kinds tried, each with the sizes it may take: sequence parallelism only where the
+    # batch has fewer sequences than chips (else splitting sequences among chips costs the
+    # keys' gathers for nothing data parallelism cannot do), and a size dividing the context
+    kinds = {"tp": lambda n: True, "pp": lambda n: train or n == 1, "ep": lambda n: experts % n == 0,
+             "sp": lambda n: n == 1 or (mode != "decode" and sequences < chips and context % n == 0),
+             "fsdp": lambda n: train or n == 1}
+    found = []
+    for split in _splits(chips, kinds):
+        sizes = {"dp": split.pop("dp"), "fsdp": split["fsdp"], "tp": split["tp"], "pp": split["pp"]} if train else \
+            {"dp": split.pop("dp"), "tp": split["tp"]}
+        sizes |= {k: split[k] for k in ("sp", "ep") if split[k] > 1 or (k == "ep" and config.get("moe"))}
+        found.append(Candidate(sizes))
+    run = functools.partial(model, name, mode, chip, batch, models_file=models_file, remat=remat)
+    probe = run()  # one chip, unsharded: the floors
+    usable = probe._usable()
+    if not (usable.is_number and probe.analysis.t_lower.is_number):
+        raise SpecError("a plan ranks step times: it needs a chip whose figures are numbers (not --chip symbolic "
+                        "or --symbolic); symroof model NAME --strategy ... --chip symbolic gives the formulas")
+    per_param = 2 + (2 + OPTIMIZER_BYTES["adam"] if mode == "train" else 0)
+    domain = probe.machine.chip.figure("interconnect.domain_size") if probe.machine.chip is not None else None
+    for c in found:
+        c.rejected = _pruned(c.sizes, s, sequences, probe.params, per_param, usable, domain)
+    # pipelines last: each is bounded below by its bubble, (M + (P - 1)/v)/M of the chips' share of
+    # the work at the peak (v = 2 where the interleaved schedule can run), and set aside uncosted
+    # where that bound is slower than a strategy already costed
+    ideal = probe.flops_train_hardware / (chips * probe.matrix_peak) if train else \
+        probe.flops / (chips * probe.matrix_peak)
+    best = None
+    for c in sorted(found, key=lambda c: c.sizes.get("pp", 1)):
+        pp = c.sizes.get("pp", 1)
+        if c.rejected is None and pp > 1 and best is not None:
+            chunks = 2 if s["L"] % (2 * pp) == 0 else 1
+            floor = ideal * (4 * pp + sympy.Rational(pp - 1, chunks)) / (4 * pp)  # the default 4 x P microbatches
+            if floor > best:
+                c.rejected = f"pp={pp}: its bubble alone makes it at least {float(floor) * 1e3:.4g} ms, slower " \
+                             f"than {float(best) * 1e3:.4g} ms already found"
+        if c.rejected is None:
+            _cost(c, run, usable)
+            if c.rejected is None and pp > 1 and s["L"] % (2 * pp) == 0:
+                _interleaved(c, run, usable)
+            if c.rejected is None:
+                t = c.figures["t_step_exposed"]
+                best = t if best is None or t < best else best
+    return Plan(mode, chips, batch, found, time.perf_counter() - started)
+
+
+def _pruned(sizes: dict, s: dict, sequences: int, params, per_param: int, usable, domain) -> str | None:
+    tp, pp, ep = sizes["tp"], sizes.get("pp", 1), sizes.get("ep", 1)
+    split = sizes["dp"] * sizes.get("fsdp", 1) * ep  # the sequences are split over these
+    for dim, what in (("K", "KV heads"), ("F", "MLP width"), ("V", "vocabulary")):
+        if s[dim] % tp:
+            return f"tp={tp} does not divide the {what} ({dim} = {s[dim]})"
+    if sequences % split:
+        return f"{sequences} sequences do not split over dp x fsdp{' x ep' if ep > 1 else ''} = {split}"
+    if domain and tp > domain:
+        return f"tp={tp} spans more than the fast-link domain of {int(domain)} chips"
+    if pp > 1 and (s["L"] % pp or (sequences // split) % (4 * pp)):
+        return f"pp={pp} does not divide the {s['L']} layers" if s["L"] % pp else \
+            f"pp={pp}: its 4 x {pp} microbatches do not split the {sequences // split} sequences of a replica"
+    # a stage holds 1/pp or more; ep splits only the experts' share, so over it too is a floor
+    # still; ZeRO-2 may split the gradients and optimizer state over dp too, never the weights
+    floor = (2 + sympy.Rational(per_param - 2, sizes["dp"])) * params / (sizes.get("fsdp", 1) * tp * pp * ep)
+    if floor > usable:
+        return f"out of memory: the parameters alone take {float(floor) / 1e9:.4g} GB a chip"
+    return None
+
+
+def _cost(c: Candidate, run, usable) -> None:
+    """Cost a candidate; where plain data parallelism does not fit in training, the same split
+    with ZeRO-1, then ZeRO-2 (the same step time, less memory: model_strategy costs them alike).
+    A figure the chip lacks for it (a pipeline's sends over a network with no bandwidth) or a
+    mesh past the chip's domain sets it aside, saying so. `run` makes the model (the plan's
+    name, mode, chip, batch and options) under a strategy."""
+    try:
+        m = run(strategy=c.strategy, schedule=c.schedule if c.sizes.get("pp", 1) > 1 else None)
+        if m.hbm_per_chip > usable and (stage := _zero_stage(m, c, usable)):
+            c.zero = stage  # costed again with it, its memory checked as any other's
+            return _cost(c, run, usable)
+        if m.hbm_per_chip > usable:
+            c.rejected = (f"out of memory: {float(m.hbm_per_chip) / 1e9:.4g} GB a chip "
+                          f"(usable {float(usable) / 1e9:.4g})")
+            return
+        a = m.step_analysis if m.pipeline is None else m.pipeline.last.step_analysis  # a pipeline's slowest stage
+        found = model_strategy.times(m)
+        network = a.t_network if m.pipeline is None else found["t_network_overlapped"] + found["t_network_exposed"]
+        roofs = {"compute": a.t_math, "HBM": a.t_comms, "network": a.t_network}
+    except (SpecError, HardwareError) as err:
+        c.rejected = str(err).split("\n", 1)[0]
+        return
+    c.model = m
+    c.figures = {"t_step": m.t_step, "t_network": network, **found,
+                 "memory_per_chip": m.hbm_per_chip, "bound": max(roofs, key=lambda k: float(roofs[k])),
+                 "tokens_per_s": m.tokens / m.t_step, "tokens": m.tokens}
+
+
+def _zero_stage(m: Model, c: Candidate, usable) -> int:
+    """The ZeRO stage to cost a training candidate with next, where as costed it does not
+    fit; 0 for none. Without a pipeline, the lowest stage (1, 2) under which it would fit,
+    worked out from its memory (the optimizer state, and at stage 2 the gradients, split
+    over dp), so that a split no stage rescues is not re-costed; a pipeline's stages keep
+    their memory apart, so there each stage is tried in turn."""
+    dp = c.sizes["dp"]
+    if m.options.mode != "train" or dp == 1 or c.zero == 2:
+        return 0
+    if m.pipeline is not None:
+        return c.zero + 1
+    if c.zero:  # the stage worked out below: its memory was exact, so none fits
+        return 0
+    spare = sympy.Rational(dp - 1, dp)
+    one = m.hbm_per_chip - m.optimizer_bytes * spare / m.options.chips
+    if one <= usable:
+        return 1
+    return 2 if one - m.grad_bytes * spare / m.options.chips <= usable else 0
+
+
+def _interleaved(c: Candidate, run, usable) -> None:
+    """Keep the interleaved schedule (2 layer chunks a chip: a bubble half 1F1B's, twice the
+    sends) in place of 1F1B where it is faster."""
+    other = Candidate(dict(c.sizes), zero=c.zero, schedule="interleaved")
+    _cost(other, run, usable)
+    if other.rejected is None and other.figures["t_step_exposed"] < c.figures["t_step_exposed"]:
+        c.schedule, c.zero, c.model, c.figures = other.schedule, other.zero, other.model, other.figures
+
+
+def why(p: Plan) -> str:
+    """Why the best strategy wins, against the runner-up and the simplest alternatives."""
+    ranked = p.ranked
+    if not ranked:
+        # a figure the chip lacks first: the one the user can supply
+        reasons = sorted({c.rejected for c in p.candidates if c.rejected},
+                         key=lambda r: ("has no figure" not in r, len(r)))[:3]
+        return "no strategy fits: " + "; ".join(reasons)
+    best = ranked[0]
+    assert best.model is not None  # ranked ones are costed
+    f = best.figures
+    text = [f"{best.text} wins: {f['bound']}-bound, {float(f['memory_per_chip']) / 1e9:.3g} GB a chip"]
+    if f["t_network_exposed"] == 0:
+        text.append("no collective waits on the critical path")
+    else:
+        text.append(f"{_ms(f['t_network_exposed'])} of activation collectives exposed")
+    for kind, entry in best.thresholds.items():
+        tokens = entry.get("per_chip_tokens")
+        if tokens is not None:
+            now = entry.get("now", model_strategy.tokens_per_chip(best.model))
+            text.append(f"{kind} per-chip tokens {float(now):.4g} {'>' if now > tokens else '<'} "
+                        f"threshold {float(tokens):.4g}")
+    ties = [c for c in ranked[1:] if c.figures["t_step_exposed"] == f["t_step_exposed"]
+            and c.figures["t_step"] == f["t_step"]]
+    if ties:
+        text.append(f"{len(ties)} other{'s take' if len(ties) > 1 else ' takes'} the same time ({ties[0].text}"
+                    f"{', ...' if len(ties) > 1 else ''}); it has the least network time among them "
+                    f"({_ms(f['t_network'])} against {_ms(ties[0].figures['t_network'])}), the most slack")
+    elif len(ranked) > 1:
+        second = ranked[1]
+        ratio = float(second.figures["t_step_exposed"] / f["t_step_exposed"])
+        text.append(f"next: {second.text}, {ratio:.3g}x the time ({second.figures['bound']}-bound"
+                    + (f", {_ms(second.figures['t_network_exposed'])} exposed" if second.figures["t_network_exposed"]
+                       else "") + ")")
+    return "; ".join(text)
+
+
+def _ms(t) -> str:
+    return f"{float(t) * 1e3:.4g} ms"
+

@@ -1,0 +1,300 @@
+"""Models from Python (`symroof.model`), and a model's report: each model quantity at the
+sizes given, beside its formula in the batch and sequence dims (B, T, S); as text and as a
+JSON object."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import sympy
+
+from ..errors import SpecError
+from ..hardware.machine import machine
+from ..lang.structure import read_structured
+from ..render.chip_card import estimates_text
+from ..render.json_report import json_value
+from ..roofline.solve import Region
+from ..show import beside, human, number, pretty, seconds, wrapped
+from . import pipeline
+from . import strategy_costs as model_strategy
+from .catalogue import get_model
+from .decls import MODEL_QUANTITY, Options, with_stages
+from .model import Model
+from .strategies import strategy_of
+from .templates import program, sharded
+
+
+def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, *, chips: int = 1,
+          optimizer: str = "adam", remat: str = "full", mfu: float | None = None, weights: str = "bf16",
+          kv: str = "bf16", strategy: str | None = None, mesh: str | None = None, microbatches: int | None = None,
+          schedule: str | None = None, models_file=None) -> Model:
+    """A model by name (models.json: "llama-3-70b"), or a program with structure (its text,
+    or a path to a file holding it), for one mode ("train", "prefill", "decode").
+
+    `sizes` gives B, T (S in decode) and any other dim; a named model defaults to B = 1
+    and its context (`{"T": None}` leaves T a symbol). The result's quantities are
+    attributes (`params`, `kv_bytes_per_token`, `t_step`, ...; see
+    `symroof.models.decls.MODEL_QUANTITIES`), `quantities()` has them all and
+    `analysis` is the whole step's roofline analysis. `weights` and `kv` store a named
+    model's weight matrices and KV cache in another dtype (int8, fp8); `strategy` shards it
+    ("dp=4,tp=8", "fsdp=64,tp=4" in training, or "dp=X,tp=Y" with `mesh`: strategies.py);
+    a pipeline ("pp=4,dp=8") takes `microbatches` and a `schedule` (pipeline.py).
+
+    Examples:
+        >>> import symroof
+        >>> m = symroof.model("llama-3-70b", "decode")
+        >>> m.params, m.kv_bytes_per_token
+        (70553706496, 327680)
+    """
+    target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)  # a name, a Chip or a Machine
+    about: dict = {}
+    if "\n" in name or "{" in name:  # the program's own text
+        text, context = name, None
+    else:
+        text, about, context = source(name, mode, weights=weights, kv=kv, strategy=strategy, mesh=mesh, chips=chips,
+                                  target=target, microbatches=microbatches, schedule=schedule,
+                                  models_file=models_file)
+    structured = read_structured(text)
+    sized = with_defaults(structured, mode, context, sizes or {})
+    return assemble(structured, about, about.pop("stage_programs", None), target, sized,
+                    Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat, mfu=mfu,
+                            strategy=tuple(about.get("strategy", {}).items())))
+
+
+def assemble(structured, about: dict, stages: tuple[str, str] | None, target, sizes: dict,
+             options: Options) -> Model:
+    """The model of a program, or with a pipeline (`about["pipeline"]` and the stages'
+    programs, from `source`) the whole program's model with its end stages' (pipeline.py)."""
+    if stages is None:
+        return Model(structured, target, sizes, options)
+    plan = about["pipeline"]
+    schedule = pipeline.parse_schedule(plan["schedule"])
+    micro = dict(sizes)
+    if "B" in sizes:
+        mesh = structured.program.mesh
+        replicas = math.prod(mesh.axis(a).size for kind in with_stages("dp", "fsdp", "ep")
+                       for a in about["strategy"].get(kind, ""))
+        if sizes["B"] % replicas:
+            raise SpecError(f"a batch of {sizes['B']} sequences does not split over {replicas} data-parallel "
+                            "replicas: give a multiple of them")
+        pipeline.check(plan["layers"], plan["stages"], plan["microbatches"], sizes["B"] // replicas, schedule)
+        micro["B"] = sizes["B"] // plan["microbatches"]
+    first, last = (Model(read_structured(text), target, micro, options) for text in stages)
+    # the axes the gradients are summed over, once a step
+    summed = "".join(about["strategy"].get(kind, "") for kind in with_stages("dp", "sp", "ep"))
+    pipe = pipeline.Pipeline(first, last, plan["stages"], plan["microbatches"], schedule, about["strategy"]["pp"],
+                             summed)
+    return pipeline.PipelinedModel(structured, target, sizes, options, pipe)
+
+
+def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", strategy: str | None = None,
+           mesh: str | None = None, chips: int = 1, target=None, microbatches: int | None = None,
+           schedule: str | None = None, models_file=None) -> tuple[str, dict, int | None]:
+    """What `symroof model NAME|FILE` and `symroof.model` run: the program's text, what to
+    call it ({"model", "name"}), and the model's context (None for a program file). With a
+    pipeline, `about` carries it ("pipeline") and its two end stages' programs
+    ("stage_programs": take them out before `about` is printed)."""
+    if not _is_file(name):
+        config = get_model(name, models_file)
+        kinds = strategy_of(strategy, mesh, mode, config, chips, target)
+        text = program(config, mode, weights, kv, kinds)
+        about = {"model": config["id"], "name": config["name"]}
+        if kinds:
+            about["strategy"] = {kind: "".join(a for a, *_ in axes) for kind, axes in kinds.items()}
+        if "pp" in kinds:
+            about.update(_pipeline(config, mode, weights, kv, kinds, microbatches, schedule))
+        elif microbatches is not None or schedule is not None:
+            raise SpecError("--microbatches and --schedule go with a pipeline: --strategy pp=4,...")
+        return text, about, config["sizes"]["context"]
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except OSError as err:
+        raise SpecError(f"cannot read program file {name}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise SpecError(f"program file {name} is not UTF-8 text (byte {err.start + 1})") from None
+    if not text.strip():
+        raise SpecError(f"program file {name} is empty: write a model's statements in it "
+                        "(symroof model llama-3-8b --print shows one)")
+    for flag, given in (("--strategy", strategy), ("--mesh", mesh), ("--weights", weights != "bf16"),
+                        ("--kv", kv != "bf16")):
+        if given:  # they write a named model's template; a file says all of it itself
+            raise SpecError(f"{flag} rewrites a named model's template; a program file carries its own "
+                            "dtypes and mesh (write them in it)")
+    return text, {"model": name, "name": name}, None
+
+
+def _pipeline(config: dict, mode: str, weights: str, kv: str, kinds: dict, microbatches: int | None,
+              schedule: str | None) -> dict:
+    """A pipeline's figures for `about`, and its two end stages' programs."""
+    stages = math.prod(size for _, size, _ in kinds["pp"])
+    layers = config["sizes"]["L"]
+    plan = pipeline.parse_schedule(schedule)
+    count = 4 * stages if microbatches is None else microbatches
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 65536:
+        raise SpecError(f"--microbatches takes a whole number from 1 to 65536, not {microbatches!r}")
+    pipeline.check(layers, stages, count, None, plan)
+    whole = program(config, mode, weights, kv)
+    programs = tuple(sharded(pipeline.stage_text(whole, end, stages), mode, kinds) for end in ("first", "last"))
+    return {"pipeline": {"stages": stages, "layers": layers, "microbatches": count, "schedule": str(plan),
+                         "microbatches_default": microbatches is None},
+            "stage_programs": programs}
+
+
+def _is_file(name: str) -> bool:
+    path = Path(name)
+    try:
+        return path.suffix in (".sr", ".txt") or (path.is_file() and "/" in name)
+    except (OSError, ValueError):  # a name too long for a path, or with a NUL: a model's name, then
+        return False
+
+
+def with_defaults(structured, mode: str, context: int | None, sizes: dict) -> dict:
+    """The sizes given, over a named model's defaults: B = 1 and its context (T; S in
+    decode). A size given as None leaves that dim a symbol."""
+    defaults = {"B": 1, ("S" if mode == "decode" else "T"): context} if context else {}
+    dims = set(structured.program.dims)
+    given = {**{k: v for k, v in defaults.items() if k in dims}, **sizes}
+    return {k: v for k, v in given.items() if v is not None}
+
+CONVENTIONS = [
+    "1 FLOP = one multiply or one add (a multiply-add is 2); GB = 1e9 bytes",
+    "training = forward + backward, the backward 2x the forward: model FLOPs (flops_train, what an MFU "
+    "counts) 3x the forward's; hardware FLOPs (flops_train_hardware, an HFU's, what t_step runs) add what is "
+    "recomputed: (remat full) each repeated block's whole forward again, as PyTorch's checkpoint reruns it "
+    "(XLA may skip a statement no gradient reads); (remat save=x,o,h) a block's statements whose outputs "
+    "are not named; under every policy a fused block's intermediates (flash attention's scores) again in "
+    "its backward; a recomputed statement's collectives run again, a parameter's gather does not",
+    "Adam keeps 12 bytes per parameter (fp32 master copy and two moments); gradients in the parameters' dtype",
+    "activations kept (remat full): each repeated block's input; (remat none): every statement's output; "
+    "(remat save=x,o,h): the tensors so named; under full and save=, the statements after the blocks (the "
+    "final norm, the LM head) keep their input and output (the logits)",
+    "attention counts the full T x S scores (a causal mask's skipped half is not subtracted)",
+    "on N chips memory and time split evenly (no collectives); a chip's usable HBM is 0.9 of its capacity",
+    "with --strategy the program is sharded and its collectives costed; in training its backward pass is "
+    "written out (each matmul's two gradient matmuls, every other statement twice: still 3x the model FLOPs); "
+    "t_step overlaps every collective, t_step_exposed waits for those on activations",
+]
+
+
+def _shown(value, unit: str) -> str:
+    if unit == "s":
+        return seconds(value) if value.is_number else f"{pretty(value)} s"
+    if value.is_number and unit in ("bytes", "FLOPs", "tokens/s", ""):
+        return beside(value, unit) if value.is_Integer or unit != "" else pretty(value)
+    return f"{pretty(value)}" + (f" {unit}" if unit else "")
+
+
+# what a row is, where its name alone could be taken for another count
+NOTES = {"flops_train": "model FLOPs: 3x forward, nothing recomputed; MFU's",
+         "flops_train_hardware": "hardware FLOPs: with what remat recomputes; HFU's, t_step's",
+         "mfu": "model FLOPs / (t_step x chips x matrix peak): at the roofline's t_step, the most",
+         "hfu": "hardware FLOPs / (t_step x chips x matrix peak)"}
+
+
+def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[str, str]]:
+    """The report's rows: quantity, value (and formula in B, T, S where it has one)."""
+    found = model.quantities()
+    symbolic = formulas.quantities() if formulas is not None else {}
+    out = []
+    for name, value in found.items():
+        text = _shown(value, MODEL_QUANTITY[name].unit)
+        if name in NOTES:
+            text += f" [{NOTES[name]}]"
+        formula = symbolic.get(name)
+        if isinstance(formula, sympy.Expr) and not formula.is_number and formula != value:
+            text += f"   = {pretty(formula)}"
+        out.append((name, text))
+    block = model.per_block()
+    if block:
+        out.append(("per_block", f"params {beside(block['params'], '')}, FLOPs {beside(block['flops'], 'FLOPs')}, "
+                                 f"bytes {beside(block['bytes'], 'bytes')} (one pass through the repeated block)"))
+    left = found.get("hbm_left_per_chip")
+    if left is not None and left.is_number:
+        chips = model.options.chips
+        out.append(("fits", f"yes: {human(left, 'bytes')} of usable HBM left on each chip" if left >= 0 else
+                    f"NO: {human(-left, 'bytes')} too much on each of {chips} chip{'s' if chips > 1 else ''}; "
+                    f"it needs at least {found['min_chips']} chips at 0.9 of HBM" if "min_chips" in found else
+                    f"NO: {human(-left, 'bytes')} too much on each chip of the mesh: shard the weights (fsdp, tp), "
+                    "or give it more chips"))
+    if total_tokens is not None and "tokens_per_s" in found:
+        days = model.days_to_train(total_tokens)
+        out.append(("days_to_train", f"{number(days, 4)} days for {human(total_tokens, 'tokens')}"))
+    if model.machine is not None:
+        split = model.time_split()
+        total = sum(split.values())
+        if all(t.is_number for t in split.values()) and total:
+            out.append(("time_split", ", ".join(f"{part} {seconds(t)} ({float(t / total):.0%})"
+                                                for part, t in split.items())
+                        + " (each statement at its own roofline)"))
+        guessed = _estimates(model)
+        if guessed:
+            out.append(("estimates", estimates_text(guessed, model.machine.chip.id if model.machine.chip else "")))
+        largest = model.max_batch()
+        if largest is not None:
+            where = "each chip of the mesh" if model.structured.program.mesh is not None else \
+                f"{model.options.chips} chip{'s' if model.options.chips > 1 else ''}"
+            out.append(("max_batch", f"{largest}: the largest B whose memory fits {where} at 0.9 of HBM"))
+    out += model_strategy.rows(model, lambda v: beside(v, "") if v.is_Integer else pretty(v) if not v.is_number
+                               else number(v, 4), lambda t: _shown(t, "s"))
+    if model.options.mode == "decode" and model.machine is not None:
+        for with_kv in (True, False):
+            label = "decode_batch" + ("" if with_kv else "_no_kv")
+            out.append((label, _region_text(model.decode_batch(with_kv))
+                        + ("" if with_kv else " (the KV cache's reads left out)")))
+    return out
+
+
+def _estimates(model: Model) -> dict:
+    """The estimated chip figures the model's step runs at (path -> (value, source))."""
+    a = model.analysis
+    return model.machine.estimates(a.rates) if model.machine is not None and a.has_peak else {}
+
+
+def _region_text(region: Region) -> str:
+    root = region.root
+    if region.kind == "above" and root is not None:
+        when = f", when {pretty(region.condition)}" if region.condition is not None else ""
+        return f"compute-bound once B > {pretty(root)}" + (f" (B >= {sympy.floor(root) + 1})" if root.is_number
+                                                           else "") + when
+    if region.kind == "all":
+        return "compute-bound at every batch"
+    if region.kind == "none":
+        return "memory-bound at every batch"
+    return f"{region.kind}{': ' + region.reason if region.reason else ''}"
+
+
+def table(model: Model, formulas: Model | None, title: str, total_tokens=None) -> str:
+    lines = [f"{'model':<22} {title}"]
+    for name, text in rows(model, formulas, total_tokens):
+        lines.append(f"{name:<22} {text}")
+    lines.append("")
+    lines += wrapped("conventions: " + "; ".join(CONVENTIONS))
+    return "\n".join(lines)
+
+
+def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens=None) -> dict:
+    out = dict(about)
+    symbolic = formulas.quantities() if formulas is not None else {}
+    out["formulas"] = {name: json_value(value) for name, value in symbolic.items() if not value.is_number}
+    for name, value in model.quantities().items():
+        out[name] = json_value(value)
+    out["per_block"] = {name: json_value(value) for name, value in model.per_block().items()}
+    left = out.get("hbm_left_per_chip")
+    if isinstance(left, (int, float)):
+        out["fits"] = left >= 0
+    if total_tokens is not None and "tokens_per_s" in out:
+        out["days_to_train"] = json_value(model.days_to_train(total_tokens))
+    if model.machine is not None:
+        out["time_split"] = {part: json_value(t) for part, t in model.time_split().items()}
+        out["estimates"] = {path: {"value": json_value(value), "source": source}
+                            for path, (value, source) in _estimates(model).items()}
+        out["max_batch"] = json_value(model.max_batch())
+    if model.options.mode == "decode" and model.machine is not None:
+        for with_kv in (True, False):
+            region = model.decode_batch(with_kv)
+            out["decode_batch" + ("" if with_kv else "_no_kv")] = {
+                "kind": region.kind, "root": json_value(region.root) if region.root is not None else None}
+    out.update(model_strategy.as_json(model, json_value))
+    out["conventions"] = CONVENTIONS
+    return out

@@ -1,0 +1,375 @@
+"""Parallelism strategies as shardings of a template's program (issue 12).
+
+A strategy maps kinds of parallelism to mesh axes: `dp=4,tp=8` builds the mesh X=4, Y=8
+with data parallelism over X and tensor parallelism over Y; `dp=X,tp=Y` uses the axes of a
+mesh given beside it, and `fsdp=XY` puts one kind over two axes. The template's program is
+then written sharded, as a person would write it, and the sharding engine finds the
+collectives:
+
+* data (dp): the batch B is split over the axis (`B_X`); every chip holds all the weights;
+  in training each weight's gradient is all-reduced (the engine infers it: the gradient
+  matmul contracts the split batch);
+* zero1, zero2 (ZeRO stages 1 and 2, training only): data parallelism with each chip
+  keeping the optimizer state (zero1), and the gradients too (zero2), of 1/n of the
+  parameters; the gradients are reduce-scattered and the updated parameters all-gathered
+  once a step, the volume and time of the AllReduce data parallelism runs (costed as it);
+* fsdp (ZeRO-3): the batch is split as in data parallelism, and every parameter too, along
+  its model width D (`bf16[D_Z, F]`): each use gathers it first (`AllGather_Z`, written
+  into the program before the statement, again in the backward pass), and each gradient
+  is reduce-scattered back to its shard (inferred from the gradient's sharded result);
+  parameters without a D (biases) stay whole and their gradients are all-reduced;
+* tensor (tp, Megatron): the attention heads (`K_Y`, each chip its KV heads and their
+  query groups) and the MLP width (`F_Y`) are split; the attention output and MLP down
+  projections then hold partial sums, which the engine all-reduces: two AllReduces per
+  layer forward, two backward (the gradients into each sublayer's input). The output
+  layer is split by vocabulary (`V_Y`); the input embedding table is kept whole.
+
+* sequence (sp, context parallelism): every sequence's tokens split over the axis (`T_I`,
+  and `S_I` on the keys' side); each attention block's keys and values are gathered
+  over it before the block (`AllGather_I`, written into the program) and their gradients
+  reduce-scattered back in the backward; the weights' gradients are summed over it as
+  over a data-parallel axis;
+* pipeline (pp): the layers split into stages over the axis, the batch into microbatches;
+  each end stage is a program of its own, sharded by the other kinds (pipeline.py);
+* expert (ep, a mixture of experts): the experts split over the axis (`E_M`, each chip
+  its E/|M| experts' weights), and the batch too, as over a data-parallel axis, for the
+  layers outside the experts. Each chip routes its own tokens; an AllToAll then sends
+  each expert its tokens (dispatch, `AllToAll_{M,E}`), and another brings the results
+  back to their tokens' chips (combine), both written into the program; the experts'
+  weights' gradients are summed over the data-parallel axes only, the others' over the
+  expert axes too.
+
+The backward pass is written by `backward.py`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+
+from ..errors import SpecError
+from ..ir import Mesh
+from ..lang.parse import parse_mesh
+from ..lang.syntax import COLLECTIVES
+from .activations import carries_tokens
+from .decls import DATA, with_stages
+
+KINDS = {"dp": "dp", "data": "dp", "fsdp": "fsdp", "tp": "tp", "tensor": "tp", "pp": "pp", "pipeline": "pp",
+         "sp": "sp", "sequence": "sp", "cp": "sp", "context": "sp", "ep": "ep", "expert": "ep",
+         "zero1": "zero1", "zero-1": "zero1", "zero2": "zero2", "zero-2": "zero2", "zero3": "fsdp", "zero-3": "fsdp"}
+_KNOWN = "dp (data), zero1, zero2, fsdp (zero3), tp (tensor), pp (pipeline), sp (sequence) or ep (expert)"
+
+# the axes a strategy given by sizes builds, and each kind's part between domains (DCN);
+# every letter a template uses as a dim is left out (M for MoE's experts; U is free too)
+_AXES = {"dp": "X", "fsdp": "Z", "tp": "Y", "pp": "P", "sp": "I", "ep": "M", "zero1": "X", "zero2": "X"}
+_OUTER = {"dp": "R", "fsdp": "Q", "tp": "O", "pp": "J", "sp": "W", "ep": "U", "zero1": "R", "zero2": "R"}
+Axis = tuple[str, int, str]  # name, size, link
+Strategy = dict[str, tuple[Axis, ...]]
+_TENSOR = re.compile(r"(\w+)\[([^\]]*)\]")
+
+
+def _axes_named(value: str, mesh: Mesh, kind: str) -> list[str]:
+    """`X`, or `XY`: one axis name, or axis names run together (each a letter)."""
+    if value in mesh.names:
+        return [value]
+    if all(ch in mesh.names for ch in value) and len(set(value)) == len(value):
+        return list(value)
+    raise SpecError(f"strategy {kind}={value}: no mesh axis {value} (the mesh has {', '.join(mesh.names)})")
+
+
+def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = None) -> Strategy:
+    """`dp=4,tp=8` (sizes: the mesh is built) or `dp=X,tp=Y`, `fsdp=XY` (axes of `mesh`,
+    with their links), as {kind: ((axis, size, link), ...)}. A mesh built from sizes sits
+    on the chip's fast links (ICI, NVLink) while it fits its `domain`; past it, data
+    parallelism (or else FSDP) goes on the slower network between domains (DCN: pods, or
+    nodes), as it is deployed."""
+    if mesh is not None:
+        mesh.number("a parallelism strategy")
+    found: Strategy = {}
+    for part in text.split(","):
+        kind, eq, value = (p.strip() for p in part.partition("="))
+        if not eq or not kind or not value:
+            raise SpecError(f"--strategy takes KIND=SIZE or KIND=AXIS, e.g. dp=4,tp=8; got {part.strip()!r}")
+        if kind.lower() not in KINDS:
+            raise SpecError(f"unknown strategy '{kind}': {_KNOWN}")
+        kind = KINDS[kind.lower()]
+        if kind in found:
+            raise SpecError(f"strategy {kind} is given twice")
+        if value.isdigit():
+            if mesh:
+                raise SpecError("with --mesh, a strategy names its axes (dp=X,tp=Y), not sizes")
+            size = int(value)
+            if not 1 <= size <= 65536:
+                raise SpecError(f"{kind}={size}: a strategy's size is from 1 to 65536 chips")
+            found[kind] = ((_AXES[kind], size, "ici"),)
+            continue
+        if mesh is None:
+            raise SpecError(f"strategy {kind}={value}: no mesh to name axes of: give --mesh X=4,Y=8, "
+                            "or sizes (dp=4,tp=8)")
+        names = _axes_named(value, mesh, kind)
+        used = {a for axes in found.values() for a, *_ in axes}
+        twice = [a for a in names if a in used]
+        if twice:
+            raise SpecError(f"mesh axis {twice[0]} is used by two strategies")
+        found[kind] = tuple((a, mesh.axis(a).number, mesh.axis(a).link) for a in names)
+    data = [kind for kind in DATA if kind in found]
+    if len(data) > 1:
+        raise SpecError(f"{' and '.join(data)} each split the batch over the data-parallel axes (zero1 with the "
+                        "optimizer state split too, zero2 the gradients as well): give one")
+    chips = math.prod(size for axes in found.values() for _, size, _ in axes)
+    if mesh is None and domain and chips > domain:
+        found = _across_domains(found, domain)
+    unused = [a for a in (mesh.names if mesh else ()) if a not in {n for axes in found.values() for n, *_ in axes}]
+    if unused:
+        raise SpecError(f"mesh axis {', '.join(unused)} is given to no strategy: name it (dp={unused[0]}) or "
+                        "drop it")
+    return found
+
+
+def _across_domains(found: Strategy, domain: int) -> Strategy:
+    """A mesh built from sizes, past the chip's fast-link domain (an NVLink node, a TPU
+    pod): the domain is filled from the innermost kind out (tp, then ep, sp, fsdp, dp and pp),
+    and what is left of a kind goes between domains, on DCN, as its own axis (`_OUTER`)."""
+    budget, out = domain, Strategy()
+    for kind in ("tp", "ep", "sp", "fsdp", *DATA, "pp"):
+        if kind not in found:
+            continue
+        (name, size, _), = found[kind]
+        inner = math.gcd(size, budget)
+        budget //= inner
+        axes = ((_OUTER[kind], size // inner, "dcn"),) if size > inner else ()
+        out[kind] = axes + (((name, inner, "ici"),) if inner > 1 or not axes else ())
+    return {kind: out[kind] for kind in found}
+
+
+def dims_of(tensor: str) -> list[str]:
+    """A written tensor's dims as written: `bf16[B_X, D]` -> ["B_X", "D"]."""
+    return [d.strip() for d in tensor[tensor.index("[") + 1:tensor.rindex("]")].split(",")]
+
+
+def is_parameter(tensor: str) -> bool:
+    """A parameter of the template (a weight, a table, a norm's scale): activations and
+    caches carry the step's tokens (the batch B; an expert's C, the routed `tokens` and
+    the experts' result `slots`), parameters do not."""
+    return not carries_tokens(d.split("_", 1)[0] for d in dims_of(tensor))
+
+
+
+def names(strategy: Strategy, *kinds: str) -> str:
+    """The axis names of the kinds, run together ("XZ"); "dp" stands for its ZeRO stages too
+    (they split the batch alike)."""
+    kinds = with_stages(*kinds)
+    return "".join(a for kind in kinds for a, *_ in strategy.get(kind, ()))
+
+
+def sub(dim: str, axes: str) -> str:
+    """A dim written split over axes: D, D_X, D_{XZ}."""
+    return dim if not axes else f"{dim}_{axes}" if len(axes) == 1 else f"{dim}_{{{axes}}}"
+
+
+def mesh_line(strategy: Strategy) -> str:
+    return "mesh " + ", ".join(f"{a}={size}" + ("" if link == "ici" else f"@{link}")
+                               for axes in strategy.values() for a, size, link in axes)
+
+
+def subscripted(text: str, strategy: Strategy) -> str:
+    """The program with a mesh line, and each dim a kind splits subscripted with its axes
+    inside every tensor's brackets (never in `let` lines); FSDP's parameters are written
+    sharded but still used whole (`gathered` writes their gathers)."""
+    if not strategy:
+        return text
+    batch, tensor, fsdp = names(strategy, "dp", "fsdp", "ep"), names(strategy, "tp"), names(strategy, "fsdp")
+    sequence, expert = names(strategy, "sp"), names(strategy, "ep")
+    # an expert's tokens (C) once each chip holds its experts' (before, `_exchanged`, over the
+    # expert axes too); a MoE's gathers look up each chip's own rows, so `tokens` and `slots`,
+    # the tables they index, are written whole
+    routed = names(strategy, "dp", "fsdp", "sp")
+
+    def dims(match: re.Match, output_layer: bool) -> str:
+        items = [d.strip() for d in match.group(2).split(",")]
+        parameter = is_parameter(match.group(0))
+        # an expert's weights (they have F) and its tokens (C) are split by expert; the router's are not
+        by_expert = "C" in items or (parameter and "F" in items)
+        split = {"B": batch, "K": tensor, "F": tensor, "D": fsdp if parameter else "",
+                 "V": tensor if output_layer else "", "T": sequence, "S": sequence,
+                 "E": expert if by_expert else "", "C": routed}
+        return f"{match.group(1)}[" + ", ".join(sub(d, split.get(d, "")) for d in items) + "]"
+
+    out = []
+    for k, line in enumerate(text.split("\n")):
+        if k == 1:
+            out.append(mesh_line(strategy))
+        if line.lstrip().startswith(("let ", "#")):
+            out.append(line)
+            continue
+        out.append(_TENSOR.sub(functools.partial(dims, output_layer=_unembedding(line)), line))
+    return _exchanged(_context_gathered("\n".join(out), sequence), expert, routed)
+
+
+def _exchanged(text: str, axes: str, routed: str) -> str:
+    """Expert parallelism: each chip routes its own tokens (the dispatch gather sorts them
+    by expert, every expert's C split over all the token axes), then an AllToAll over the
+    expert axes sends each expert its tokens (E split, C over the other axes); before the
+    combine gather, another sends the results back to their tokens' chips."""
+    if not axes:
+        return text
+    split, whole = sub("E", axes), "E"
+    held, spread = sub("C", routed), sub("C", routed + axes)
+
+    def unrouted(line: str) -> str:
+        return _rewritten(_rewritten(line, split, whole), held, spread)
+
+    over = ",".join(axes)
+    out: list[str] = []
+    for line in text.split("\n"):
+        code = line.split("#", 1)[0]
+        lead = line[:len(line) - len(line.lstrip())]
+        if code.strip().startswith("gather") and "->" in code and split in dims_of(code.split("->")[1]):
+            out.append(unrouted(line))  # dispatch: each chip its own tokens, sorted by expert
+            result = code.split("->", 1)[1].strip()
+            out.append(f"{lead}AllToAll_{{{over},E}} {unrouted(result)} -> {result}   # dispatch: to the experts' "
+                       "chips")
+            continue
+        if code.strip().startswith("gather") and code.split()[1].split("[", 1)[1].startswith("slots"):
+            result = out[-1].split("#", 1)[0].split("->", 1)[1].strip()  # the experts' results
+            result = result.split(":", 1)[1].strip() if ":" in result else result
+            out.append(f"{lead}AllToAll_{{{over},C}} {result} -> {unrouted(result)}   # combine: back to the "
+                       "tokens' chips")
+        out.append(line)
+    return "\n".join(out)
+
+
+def _context_gathered(text: str, axes: str) -> str:
+    """Sequence (context) parallelism: attention reads every key and value of the sequence,
+    so before each fused attention block its keys and values are gathered over the axes
+    (each chip computed those of its own tokens), and inside it S is whole."""
+    if not axes:
+        return text
+    local, whole = sub("S", axes), "S"
+    out: list[str] = []
+    lines = text.split("\n")
+    k = 0
+    while k < len(lines):
+        line = lines[k]
+        if not line.strip().startswith("fused"):
+            out.append(line)
+            k += 1
+            continue
+        end = next(j for j in range(k, len(lines)) if lines[j].strip() == "}")
+        lead = line[:len(line) - len(line.lstrip())]
+        block = [_rewritten(b, local, whole) for b in lines[k:end + 1]]
+        for b in lines[k + 1:end]:  # each read of the keys or the values (a tensor with S and no T)
+            for m in _TENSOR.finditer(b.split("->", 1)[0]):
+                dims = dims_of(m.group(0))
+                if local in dims and not any(d.split("_", 1)[0] == "T" for d in dims):
+                    out.append(f"{lead}AllGather_{braced(axes)} {m.group(0)} -> {m.group(0).replace(local, whole)}"
+                               "   # the sequence's keys or values")
+        out += block
+        k = end + 1
+    return "\n".join(out)
+
+
+def _rewritten(line: str, dim: str, to: str) -> str:
+    """The line with a dim as written inside brackets (`S_I`, not `S_{IJ}`) written `to`."""
+    return re.sub(rf"\b{re.escape(dim)}(?=[,\]])", to, line)
+
+
+def braced(axes: str) -> str:
+    """Axes as a subscript writes them: X, or {XZ}."""
+    return axes if len(axes) == 1 else "{" + axes + "}"
+
+
+def gathered(text: str, strategy: Strategy) -> str:
+    """FSDP: before each statement that reads a sharded parameter, an AllGather of it over
+    the FSDP axes, and the statement reads the gathered whole."""
+    fsdp = names(strategy, "fsdp")
+    if not fsdp:
+        return text
+    mark = sub("D", fsdp)
+    out: list[str] = []
+    previous = None
+    for line in text.split("\n"):
+        if line == previous:  # a statement written twice (a backward's) reads what was gathered for the first
+            out.append(out[-1])
+            continue
+        previous = line
+        code = line.split("#", 1)[0]
+        word = code.strip().split(None, 1)[0] if code.strip() else ""
+        if word in ("let", "mesh", "param", "embedding", "cache", "repeat", "part", "}") or \
+                word.startswith(COLLECTIVES) or "->" not in code:
+            out.append(line)
+            continue
+        reads = code.split("->", 1)[0]
+        lead = line[:len(line) - len(line.lstrip())]
+        for tensor in dict.fromkeys(m.group(0) for m in _TENSOR.finditer(reads)):
+            if not is_parameter(tensor) or mark not in dims_of(tensor):
+                continue
+            whole = tensor.replace(mark, "D")
+            out.append(f"{lead}AllGather_{braced(fsdp)} {tensor} -> {whole}")
+            head, arrow, tail = line.partition("->")
+            line = head.replace(tensor, whole) + arrow + tail  # the result keeps its own form
+        out.append(line)
+    return "\n".join(out)
+
+
+def shard(text: str, strategy: Strategy) -> str:
+    """The forward program written sharded (`subscripted`, then `gathered`)."""
+    return gathered(subscripted(text, strategy), strategy)
+
+
+def _unembedding(line: str) -> bool:
+    """The output layer's declaration or matmul (its result has the vocabulary V)."""
+    return line.startswith("embedding Wout") or bool(re.search(r"->\s*\w+\[[^\]]*\bV\]", line))
+
+
+def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict, chips: int,
+                target=None) -> Strategy:
+    """The strategy a named model is sharded with ({} for none), checked against the model."""
+    if not strategy:
+        if mesh:
+            raise SpecError("--mesh goes with --strategy KIND=AXIS (dp=X,tp=Y)")
+        return {}
+    if chips != 1:
+        raise SpecError("--strategy builds the mesh: drop --chips")
+    domain = target.chip.figure("interconnect.domain_size") if target is not None and target.chip is not None \
+        else None
+    given = parse_mesh(mesh) if mesh else None
+    clash = [a for a in (given.names if given else ()) if a in _TEMPLATE_DIMS]
+    if clash:
+        raise SpecError(f"mesh axis {clash[0]} is also a dim of the model's program ({_TEMPLATE_DIMS[clash[0]]}): "
+                        f"name the axis otherwise (X, Y, Z, P, I, M, ...)")
+    found = parse_strategy(strategy, given, int(domain) if domain else None)
+    if "pp" in found and mode != "train":
+        raise SpecError("pp (pipeline) is costed for training, with microbatches and a schedule; to serve, "
+                        "split the weights with tp (tensor) or copy them with dp")
+    if "sp" in found and mode == "decode":
+        raise SpecError("sp (sequence) splits each sequence's tokens; a decode step has one a sequence: split "
+                        "the weights with tp (tensor) or copy them with dp")
+    if "ep" in found:
+        _check_experts(found["ep"], config)
+    for kind in ("fsdp", "zero1", "zero2"):
+        if kind in found and mode != "train":
+            raise SpecError(f"{kind} shards the optimizer state (and more) for training; to serve, "
+                            "split the weights with tp (tensor) or copy them with dp")
+    return found
+
+
+# the dims the transformer template writes (templates.py), which a mesh axis must not be named
+_TEMPLATE_DIMS = {"B": "the batch", "T": "tokens per sequence", "S": "tokens attended to", "D": "the model width",
+                  "F": "the MLP width", "K": "KV heads", "G": "query heads per KV head", "H": "the head dim",
+                  "L": "layers", "V": "the vocabulary", "N": "query heads", "E": "the experts",
+                  "A": "active experts", "C": "tokens per expert"}
+
+
+def _check_experts(axes: tuple[Axis, ...], config: dict) -> None:
+    """ep splits a mixture of experts' experts evenly over its axes."""
+    moe = config.get("moe")
+    if not moe:
+        raise SpecError(f"ep (expert) splits a mixture of experts' experts; {config['name']} has none: split its "
+                        "weights with tp (tensor) or fsdp")
+    size, experts = math.prod(n for _, n, _ in axes), moe["experts"]
+    if experts % size:
+        fits = [n for n in range(1, experts + 1) if experts % n == 0]
+        raise SpecError(f"ep={size} does not split the {experts} experts of {config['name']} evenly: ep is one of "
+                        f"{', '.join(map(str, fits))}")

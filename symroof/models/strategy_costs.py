@@ -1,0 +1,330 @@
+"""What a strategy costs a model: its collectives (forward and backward, which of them can
+overlap with compute), the communication a step cannot hide, and each kind's threshold.
+
+Overlap: a collective on parameters or their gradients (FSDP's gathers, the gradients'
+AllReduce and ReduceScatter) does not feed the very next statement, so it can run while
+other layers compute (prefetched, or deferred); a collective on activations (tensor
+parallelism's AllReduces) does, and waits on the critical path unless it is written as a
+collective matmul. So beside the roofline's `t_step` (everything overlapped:
+max(T_math, T_comms, T_network)) comes `t_step_exposed`: max(T_math, T_comms, T_network of
+the overlappable ones) + T_network of the activations' ones.
+
+Thresholds (each kind's collectives against the step's T_math, both per chip):
+* dp, fsdp: their collectives do not grow with the batch while T_math does, so there is a
+  batch B above which the kind is compute-bound: given as per-chip tokens (B x T over the
+  chips the batch is split over), the figure the "per-chip batch > C / W_ici" rule names;
+* tp: its AllReduces grow with the batch as T_math does, so the batch does not decide it:
+  the ratio T_math / T_network(tp) does (above 1: compute-bound), set by the model's width
+  over the axis's size;
+* ep: its AllToAlls grow with the tokens as T_math does (`exchange_ratio`, set by the
+  experts' width F against the link), and the gradients its axis sums do not (a batch
+  threshold, as for dp);
+* the kinds together (`step`, FSDP with tensor parallelism, say): the per-chip tokens above
+  which T_math exceeds every collective of the step, and `max_chips`, the largest mesh this
+  batch keeps above it.
+
+A batch threshold weighs the collectives on parameters and gradients only: those on
+activations grow with the batch as T_math does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from ..errors import SpecError
+from ..hardware.topology import placement
+from ..ir import dim_symbol
+from ..roofline.collectives import link
+from ..roofline.solve import cleared, positive_region
+from .activations import carries_tokens
+from .decls import DATA, with_stages
+from .model import Model
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective of a step: in which pass, over which axes, on what, how often. A
+    collective of a statement the backward pass recomputes (remat) is `backward` and
+    `recomputed`."""
+
+    backward: bool
+    kind: str
+    axes: str
+    tensor: str        # as written, e.g. bf16[D_Z, F_Y]
+    bytes: sympy.Expr  # V, each time
+    count: sympy.Expr  # how many times a step (L for a layer's)
+    time: sympy.Expr   # all `count` of them, bandwidth-bound
+    overlaps: bool     # on parameters or gradients (True), or on activations (False)
+    latency: sympy.Expr = sympy.Integer(0)  # all `count` of them, their hops' latency floor
+    recomputed: bool = False
+
+    @property
+    def when(self) -> str:
+        """The pass it runs in, in words: forward, backward, or recompute (in the backward)."""
+        return "recompute" if self.recomputed else "backward" if self.backward else "forward"
+
+    @property
+    def floored(self) -> sympy.Expr:
+        """The time, each at least its latency floor: what the step waits (the roofline's
+        T_network counts each collective so)."""
+        if not self.latency:
+            return self.time
+        return sympy.Max(self.time, self.latency, evaluate=self.time.is_number)
+
+
+def collectives(model: Model) -> list[Collective]:
+    """The step's collectives in order (forward, then a written backward's; a pipeline's:
+    its last stage's and the sends between stages)."""
+    if model.pipeline is not None:
+        return model.pipeline.collectives()
+    a = model.step_analysis
+    if a.mesh is None:
+        return []
+    forward = len(model.structured.program.statements)
+    again = len(a.cost.statements) - len(model.recomputed)  # the recomputed statements come last
+    passes = [(k >= forward, k >= again) for k, c in enumerate(a.cost.statements) for _ in c.moves]
+    out = []
+    for (backward, recomputed), (move, t) in zip(passes, a.collectives):
+        before = move.move.before  # activations carry the tokens; parameters and gradients do not
+        out.append(Collective(backward, move.move.kind, "".join(move.move.axes), before.text(move.move.dtype),
+                              move.bytes, model.at(move.count), t.bandwidth, not carries_tokens(before.labels),
+                              model.at(t.latency), recomputed))
+    return out
+
+
+def times(model: Model) -> dict[str, sympy.Expr]:
+    """t_network split into what can overlap and what cannot, and the step's time with the
+    latter exposed (see the module docstring); a pipeline's by its schedule."""
+    if model.pipeline is not None:
+        return {k: v for k, v in model.pipeline.times.items() if k != "t_step"}
+    a = model.step_analysis
+    rows = collectives(model)
+    hidden = sympy.Add(*(c.floored for c in rows if c.overlaps))
+    exposed = sympy.Add(*(c.floored for c in rows if not c.overlaps))
+    work = sympy.Max(a.t_math, a.t_comms)
+    t_step = sympy.Max(work, hidden) + exposed
+    return {"t_network_overlapped": hidden, "t_network_exposed": exposed,
+            "t_comm_exposed": t_step - work, "t_step_exposed": t_step}
+
+
+def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
+    """Each kind's collectives against T_math (see the module docstring); `strategy` maps
+    each kind to its axes ({"dp": "X", "tp": "Y"})."""
+    if not strategy:
+        return {}
+    if model.pipeline is not None:
+        return model.pipeline.thresholds(strategy)
+    rows = collectives(model)
+    a = model.step_analysis
+    free: Model | None = None  # the model with B a symbol, costed once for the batch thresholds
+    out: dict[str, dict] = {}
+    for kind, axes in strategy.items():
+        names = set(axes)
+        mine = [c for c in rows if set(c.axes) & names]
+        t_net = sympy.Add(*(c.time for c in mine))
+        entry: dict = {"axes": "".join(sorted(names)), "t_network": t_net, "collectives": len(mine)}
+        # None where the kind's collectives take no time (an axis of one chip): no ratio to give
+        entry["ratio"] = a.t_math / t_net if mine and t_net != 0 else None
+        if kind == "ep" and mine:  # the AllToAlls grow with the tokens as T_math does; the gradients' do not
+            exchange = sympy.Add(*(c.time for c in mine if c.kind == "AllToAll"))
+            entry["exchange_ratio"] = a.t_math / exchange if exchange else None
+        if kind in ("fsdp", "ep", *DATA) and any(c.overlaps for c in mine):
+            free = free or Model(model.structured, model.machine,
+                                 {k: v for k, v in model.sizes.items() if k != "B"}, model.options)
+            entry["per_chip_tokens"] = _batch_threshold(free, names)
+        if kind == "sp" and mine and "T" in model.sizes:
+            entry["context_per_chip"] = _context_threshold(model, names)
+        out[kind] = entry
+    if rows and any(kind in ("fsdp", "ep", *DATA) for kind in strategy):
+        free = free or Model(model.structured, model.machine,
+                             {k: v for k, v in model.sizes.items() if k != "B"}, model.options)
+        step = _whole_step(model, rows, free)
+        if len(strategy) > 1:
+            out["step"] = step
+        else:  # one kind: its own threshold is the step's
+            out[next(iter(strategy))]["max_chips"] = step.get("max_chips")
+    return out
+
+
+def _whole_step(model: Model, rows: list[Collective], free: Model) -> dict:
+    """The kinds together (FSDP with tensor parallelism, say): the per-chip tokens above
+    which T_math exceeds every collective of the step, those on activations too (they grow
+    with the batch as T_math does, so a threshold exists only while T_math grows faster),
+    and the largest mesh this batch keeps above it: the chips, with the batch spread over
+    more data-parallel chips until each holds that many tokens (the collectives' times
+    taken as they are, as on rings, where they do not depend on the axis's size)."""
+    a = free.step_analysis
+    t_net = sympy.Add(*(c.time for c in collectives(free)))
+    B = dim_symbol("B")
+    t_math, t_roof = cleared(a.t_math, t_net)
+    gap = sympy.expand(t_math - t_roof)
+    entry: dict = {"axes": "".join(sorted({x for c in rows for x in c.axes})),
+                   "t_network": model.step_analysis.t_network, "collectives": len(rows),
+                   "ratio": model.step_analysis.t_math / model.step_analysis.t_network
+                   if model.step_analysis.t_network != 0 else None}
+    line = sympy.Poly(gap, B) if gap.is_polynomial(B) else None
+    if line is None or line.degree() != 1 or not line.LC().is_positive:
+        entry["per_chip_tokens"] = None  # T_math never outgrows the collectives on activations
+        return entry
+    slope, start = line.all_coeffs()
+    tokens = free.at(-start / slope * tokens_per_chip(free) / B)
+    now = tokens_per_chip(model)
+    chips = model.step_analysis.mesh.chips
+    entry["per_chip_tokens"] = tokens
+    entry["max_chips"] = sympy.floor(chips * now / tokens) if tokens.is_positive else None
+    return entry
+
+
+def _batch_threshold(free: Model, names: set[str]):
+    """The per-chip tokens above which T_math exceeds the collectives over `names`, from
+    the model with its batch B a symbol."""
+    a = free.step_analysis
+    # the collectives on parameters and gradients: those on activations grow with B as T_math does
+    t_net = sympy.Add(*(c.time for c in collectives(free) if set(c.axes) & names and c.overlaps))
+    B = dim_symbol("B")
+    if not (a.t_math.has(B) and not t_net.has(B)):
+        raise SpecError("a batch threshold needs T_math to grow with the batch B and the collectives not to")
+    t_math, t_roof = cleared(a.t_math, t_net)
+    region = positive_region(sympy.expand(t_math - t_roof), B)
+    if region.root is None:
+        return None
+    return free.at(region.root * tokens_per_chip(free) / B)
+
+
+def _context_threshold(model: Model, names: set[str]):
+    """The tokens of a sequence each chip holds (T over the sequence axes) above which
+    T_math exceeds the collectives over `names`, from the model with T a symbol: the
+    work grows as T and T^2 (the scores), the keys' and values' gathers as T and the
+    weights' gradient reductions not at all."""
+    free = Model(model.structured, model.machine, {k: v for k, v in model.sizes.items() if k != "T"}, model.options)
+    a = free.step_analysis
+    t_net = sympy.Add(*(c.time for c in collectives(free) if set(c.axes) & names))
+    T = dim_symbol("T")
+    t_math, t_roof = cleared(a.t_math, t_net)
+    gap = sympy.Poly(sympy.expand(t_math - t_roof), T)  # a quadratic: the scores' T^2 against T
+    if not (gap.degree() == 2 and all(c.is_number for c in gap.all_coeffs()) and gap.LC() > 0):
+        return None
+    roots = [r for r in sympy.roots(gap) if r.is_real and r > 0]
+    return max(roots) / _split(model, "sp") if roots else None
+
+
+def _split(model: Model, *kinds: str) -> int:
+    """The chips the kinds' axes span together."""
+    mesh = model.structured.program.mesh
+    assert mesh is not None  # a strategy writes one
+    strategy = dict(model.options.strategy)
+    out = 1
+    kinds = with_stages(*kinds)
+    for axis in "".join(strategy.get(kind, "") for kind in kinds):
+        out *= mesh.axis(axis).number
+    return out
+
+
+def tokens_per_chip(model: Model) -> sympy.Expr:
+    """The tokens each chip holds: the step's over the chips its batch and its sequences
+    are split over (the data-parallel, FSDP, sequence and expert axes)."""
+    return model.tokens / _split(model, "dp", "fsdp", "sp", "ep")
+
+
+def _link(model: Model, axes: str) -> str:
+    mesh = model.structured.program.mesh
+    assert mesh is not None  # a strategy writes one
+    machine = model.machine
+    return ", ".join(f"{mesh.axis(a).size} over {link(mesh.axis(a), machine.chip, machine.ici_bw).name}"
+                     for a in axes)
+
+
+def report(model: Model) -> dict:
+    """A strategy's figures as sympy values: the strategy, its collectives, the exposed
+    communication and step time, memory per chip and each kind's threshold."""
+    kinds = dict(model.options.strategy)
+    if not kinds or model.machine is None:
+        return {}
+    found = times(model)
+    return {"strategy": kinds, "collectives": collectives(model), **found,
+            "memory_per_chip": model.hbm_per_chip, "threshold": thresholds(model, kinds)}
+
+
+def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
+    """The report's rows for a strategy (`show` writes a value, `seconds` a time)."""
+    found = report(model)
+    if not found:
+        return []
+    out = [("strategy", ", ".join(f"{kind} over {axes} ({_link(model, axes)})"
+                                  for kind, axes in found["strategy"].items()))]
+    mesh = model.structured.program.mesh
+    laid = placement(mesh.axes, model.machine.chip) if mesh is not None and model.machine is not None else None
+    if laid:
+        out.append(("", laid))
+    if model.pipeline is not None:
+        out.append(("pipeline", model.pipeline.describe(show)))
+    groups: dict[tuple, list] = {}
+    for c in found["collectives"]:
+        groups.setdefault((c.when, c.kind, c.axes, c.overlaps), []).append(c)
+    for (when, kind, axes, overlaps), group in groups.items():
+        count = sympy.Add(*(c.count for c in group))
+        zero = "".join(a for k, a in found["strategy"].items() if k in ("zero1", "zero2"))
+        what = "between stages: overlap the next microbatch but in the fill and the drain" if kind == "Send" else \
+            "params/grads: can overlap" if overlaps else "activations: on the critical path"
+        if kind == "AllReduce" and zero and set(zero) & set(axes):
+            what += "; ZeRO runs it as a ReduceScatter of the gradients and an AllGather of the updated " \
+                    "parameters, in the same time"
+        out.append(("collectives", f"{when}: {show(count)} x {kind} over {axes}, "
+                                   f"{seconds(sympy.Add(*(c.time for c in group)))} ({what})"))
+    out.append(("t_step_exposed", f"{seconds(found['t_step_exposed'])} (the activations' collectives exposed; "
+                                  f"t_comm_exposed {seconds(found['t_comm_exposed'])})"))
+    for kind, entry in found["threshold"].items():
+        text = []
+        tokens = entry.get("per_chip_tokens")
+        if tokens is not None:
+            now = entry.get("now", tokens_per_chip(model))
+            text.append(f"compute-bound once per-chip tokens > {show(tokens)} (now {show(now)})")
+        context = entry.get("context_per_chip")
+        if context is not None:
+            now = model.at(dim_symbol("T")) / _split(model, "sp")
+            text.append(f"compute-bound once each chip holds more than {show(context)} tokens of a sequence "
+                        f"(now {show(now)})")
+        if kind == "step" and entry.get("per_chip_tokens") is None:
+            text.append("T_math never outgrows the collectives on activations: no batch makes the step "
+                        "compute-bound")
+        if entry.get("max_chips") is not None:
+            text.append(f"this batch stays compute-bound up to about {show(entry['max_chips'])} chips "
+                        f"(now {model.step_analysis.mesh.chips})")
+        if entry.get("exchange_ratio") is not None:
+            text.append(f"T_math / the AllToAlls' time = {show(entry['exchange_ratio'])} (above 1: the experts' "
+                        "work outlasts their tokens' exchange; more tokens grow both alike)")
+        if entry["ratio"] is not None:
+            text.append(f"T_math / T_network over {entry['axes']} = {show(entry['ratio'])}"
+                        + (" (above 1: compute-bound; the batch does not change it)" if kind == "tp" else
+                           " (a microbatch's work against its send)" if kind == "pp" else ""))
+        if "bubble_fraction" in entry:
+            text.append(f"bubble {show(entry['bubble_fraction'])}; at most "
+                        + ", ".join(f"{float(sympy.Rational(f)):.0%} from M >= {m}"
+                                    for f, m in entry["microbatches_for_bubble"].items()))
+        out.append((f"threshold {kind}", "; ".join(text) or ("no collectives" if not entry.get("collectives") else
+                                                             "its collectives take no time (an axis of one chip)")))
+    return out
+
+
+def as_json(model: Model, value) -> dict:
+    """A strategy's figures for the JSON report (`value` turns a sympy value into JSON)."""
+    found = report(model)
+    if not found:
+        return {}
+    return {"strategy": found["strategy"],
+            "collectives": [{"pass": c.when, "kind": c.kind, "axes": c.axes,
+                             "tensor": c.tensor, "bytes": value(c.bytes), "count": value(c.count),
+                             "t": value(c.time), "overlaps": c.overlaps} for c in found["collectives"]],
+            **{k: value(found[k]) for k in ("t_network_overlapped", "t_network_exposed", "t_comm_exposed",
+                                            "t_step_exposed", "memory_per_chip", "bubble_fraction") if k in found},
+            "threshold": {kind: {k: _plain(v, value) for k, v in entry.items()}
+                          for kind, entry in found["threshold"].items()}}
+
+
+def _plain(v, value):
+    """A threshold entry's value for JSON."""
+    if isinstance(v, dict):
+        return {k: _plain(x, value) for k, x in v.items()}
+    return v if isinstance(v, (str, int)) or v is None else value(v)
