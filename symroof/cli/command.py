@@ -38,7 +38,7 @@ from . import from_jax as cli_jax
 from . import measure as cli_measure
 from . import model as cli_model
 from . import plan as cli_plan
-from .options import machine_kwargs, machine_options, set_sizes
+from .options import Handler, machine_kwargs, machine_options, set_sizes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     machine_options(analyze_cmd)
     _spec_options(analyze_cmd)
     analyze_cmd.add_argument("--json", action="store_true", help="print one JSON object")
+    analyze_cmd.set_defaults(handler=_analyze)
 
     latex_cmd = commands.add_parser("latex", help="the derivation as LaTeX, in the chapter's style",
                                     description="Print the analysis as aligned equations (align*), or "
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     machine_options(latex_cmd)
     _spec_options(latex_cmd)
     latex_cmd.add_argument("--format", choices=("latex", "markdown"), default="latex")
+    latex_cmd.set_defaults(handler=_analyze)
 
     plot_cmd = commands.add_parser("plot", help="a roofline plot, or a sweep of one dim (png, svg, pdf)",
                                    description="symroof plot roofline SPEC... --chip v5e --set B=256 -o r.png; "
@@ -82,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot_cmd.add_argument("--time", action="store_true", help="for a sweep: plot T_lower, not FLOPs/s")
     plot_cmd.add_argument("--label", action="append", default=[], help="a label per spec, in order")
     plot_cmd.add_argument("-o", "--output", required=True, metavar="FILE", help="FILE.png, .svg or .pdf")
+    plot_cmd.set_defaults(handler=_plot)
 
     roof_cmd = commands.add_parser("roofline", help="the roofline of bare FLOP and byte counts")
     roof_cmd.add_argument("--flops", required=True, help="FLOPs (e.g. 1e12)")
@@ -89,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     roof_cmd.add_argument("--dtype", default="bf16", help="the dtype whose peak applies (bf16)")
     machine_options(roof_cmd)
     roof_cmd.add_argument("--json", action="store_true", help="print one JSON object")
+    roof_cmd.set_defaults(handler=_roofline)
 
     check_cmd = commands.add_parser("check", help="check claims in a YAML file against what symroof derives",
                                     description="Check claims (spec, chip figures, expected values) "
@@ -97,16 +101,19 @@ def build_parser() -> argparse.ArgumentParser:
     check_cmd.add_argument("file", metavar="CLAIMS.yaml")
     check_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
     check_cmd.add_argument("--json", action="store_true", help="print JSON")
+    check_cmd.set_defaults(handler=_check)
 
     chips_cmd = commands.add_parser("chips", help="list chips with their headline figures")
     chips_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
     chips_cmd.add_argument("--json", action="store_true", help="print JSON")
+    chips_cmd.set_defaults(handler=_chips)
 
     chip_cmd = commands.add_parser("chip", help="one chip: every figure with its source")
     chip_cmd.add_argument("name", metavar="CHIP")
     chip_cmd.add_argument("--variant", help="apply a named variant of the figures")
     chip_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
     chip_cmd.add_argument("--json", action="store_true", help="print JSON")
+    chip_cmd.set_defaults(handler=_chip)
     cli_model.add_parser(commands)
     cli_plan.add_parser(commands)
     cli_measure.add_parser(commands)
@@ -177,36 +184,26 @@ def main(argv=None, out=None, err=None) -> int:
         return 3
 
 
-def _run(args) -> tuple[str, int]:
-    """The text to print and the exit code."""
-    if args.command == "check":
-        return _check(args)
-    if args.command in ("analyze", "latex"):
-        return _analyze(args), 0
-    if args.command == "roofline":
-        figures = machine_kwargs(args)
-        if figures.pop("ici_bw") is not None:
-            raise SymroofError("--ici-bw costs collectives on a mesh; bare counts have none")
-        if figures.pop("slice") is not None:
-            raise SymroofError("--slice lays a mesh on a torus; bare counts have none")
-        if figures.pop("vector_flops") is not None:
-            raise SymroofError("--vector-flops costs elementwise work; bare counts run at the matrix peak "
-                               "of --dtype (analyze a spec to split the work between the units)")
-        result = roofline(args.flops, args.bytes, dtype=args.dtype, **figures)
-        return (_dumps(to_json_dict(result)) if args.json else table(result)), 0
-    if args.command == "chips":
-        return _chips(args), 0
-    if args.command == "plot":
-        return _plot(args), 0
-    if args.command == "model":
-        return cli_model.run(args), 0
-    if args.command == "plan":
-        return cli_plan.run(args), 0
-    if args.command in ("calibrate", "validate"):
-        return cli_measure.run(args)
-    if args.command == "from-jax":
-        return cli_jax.run(args), 0
-    return _chip(args), 0
+def _run(args: argparse.Namespace) -> tuple[str, int]:
+    """The text to print and the exit code. Each subcommand's parser names its handler
+    (`set_defaults(handler=...)`), so a new subcommand is added where its options are;
+    argparse has already refused a missing or unknown one (exit 2, with the usage)."""
+    handler: Handler = args.handler
+    outcome = handler(args)
+    return outcome if isinstance(outcome, tuple) else (outcome, 0)
+
+
+def _roofline(args: argparse.Namespace) -> str:
+    figures = machine_kwargs(args)
+    if figures.pop("ici_bw") is not None:
+        raise SymroofError("--ici-bw costs collectives on a mesh; bare counts have none")
+    if figures.pop("slice") is not None:
+        raise SymroofError("--slice lays a mesh on a torus; bare counts have none")
+    if figures.pop("vector_flops") is not None:
+        raise SymroofError("--vector-flops costs elementwise work; bare counts run at the matrix peak "
+                           "of --dtype (analyze a spec to split the work between the units)")
+    result = roofline(args.flops, args.bytes, dtype=args.dtype, **figures)
+    return _dumps(to_json_dict(result)) if args.json else table(result)
 
 
 def _plot(args) -> str:

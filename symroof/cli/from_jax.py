@@ -20,10 +20,10 @@ from ..from_jax import importer as jax_import
 from ..hardware.machine import machine
 from ..render.json_report import json_value
 from ..show import pretty, wrapped
-from .options import machine_kwargs, machine_options, set_sizes
+from .options import Commands, machine_kwargs, machine_options, set_sizes
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     cmd = commands.add_parser("from-jax", help="import a JAX function (traced with symbolic shapes) and analyse it",
                               description="Trace a JAX function with symbolic dims, write its jaxpr as a symroof "
                                           "program, and analyse it; --xla checks the counts against XLA's cost "
@@ -42,6 +42,7 @@ def add_parser(commands) -> None:
                      help="compare FLOPs, transcendentals and bytes with XLA's cost analysis at the --set sizes")
     cmd.add_argument("-o", "--output", metavar="FILE", help="write the program to FILE (symroof model FILE --prefill)")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
+    cmd.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> str:

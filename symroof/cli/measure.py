@@ -13,9 +13,10 @@ from pathlib import Path
 
 from ..errors import SymroofError
 from ..measure import calibrate, validate
+from .options import Commands
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     cal = commands.add_parser("calibrate", help="measure this machine and write it as a chip (hardware.json format)",
                               description="Time matmuls per dtype, a streaming kernel on arrays far larger than "
                                           "the cache, and elementwise arithmetic in cache; print each figure's "
@@ -27,6 +28,7 @@ def add_parser(commands) -> None:
                      help="write a hardware file; where FILE is one, the chip of the same id is replaced or added")
     _common(cal)
     cal.add_argument("--json", action="store_true", help="print one JSON object")
+    cal.set_defaults(handler=run)
 
     val = commands.add_parser("validate", help="time ops across both regimes against the roofline's T_lower",
                               description="Time matmuls from memory- to compute-bound, a dot product and "
@@ -37,6 +39,7 @@ def add_parser(commands) -> None:
     _common(val)
     val.add_argument("--plot", metavar="FILE", help="draw the roofline with the measured points (png, svg, pdf)")
     val.add_argument("--json", action="store_true", help="print one JSON object")
+    val.set_defaults(handler=run)
 
 
 def _common(cmd: argparse.ArgumentParser) -> None:

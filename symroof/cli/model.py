@@ -19,10 +19,10 @@ from ..models.decls import Options
 from ..models.model import Model
 from ..render.json_report import json_value
 from ..show import number, seconds
-from .options import machine_kwargs, machine_options, mode_options, remat_option
+from .options import Commands, machine_kwargs, machine_options, mode_options, remat_option
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     cmd = commands.add_parser("model", help="a whole model: parameters, FLOPs, memory, chips, step time",
                               description="Analyse a model from models.json (or a program file with "
                                           "let, repeat and param lines) for training, prefill or decode.")
@@ -55,6 +55,7 @@ def add_parser(commands) -> None:
                      help="with --strategy pp=P: gpipe, 1f1b (default) or interleaved[:CHUNKS] (2 chunks a chip)")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
+    cmd.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> str:

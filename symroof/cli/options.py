@@ -4,9 +4,17 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import TypeAlias
 
 from ..errors import SymroofError
 from ..lang.sizes import size_value
+
+# What a subcommand's parser names with set_defaults(handler=...): the text to print, and the
+# exit code where it is not 0.
+Handler: TypeAlias = Callable[[argparse.Namespace], "str | tuple[str, int]"]
+# what add_subparsers returns, each subcommand's module adding its parser to it
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def machine_options(parser: argparse.ArgumentParser) -> None:

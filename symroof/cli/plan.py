@@ -18,10 +18,10 @@ from ..models.report import CONVENTIONS
 from ..render.chip_card import estimates_text
 from ..render.json_report import json_value
 from ..show import number, seconds, wrapped
-from .options import machine_kwargs, machine_options, mode_options, remat_option
+from .options import Commands, machine_kwargs, machine_options, mode_options, remat_option
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     cmd = commands.add_parser("plan", help="rank the parallelism strategies that fit a model on N chips",
                               description="Every split of the chips into data, FSDP, tensor and (in training) "
                                           "pipeline parallelism, the ones that fit in memory ranked by step "
@@ -39,6 +39,7 @@ def add_parser(commands) -> None:
     cmd.add_argument("--top", type=int, default=10, help="how many ranked strategies to show (10)")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
+    cmd.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> str:
