@@ -84,9 +84,9 @@ def resolve(statements: list, text: str, default_dtype: str = "bf16", mesh: Mesh
 def _resolve_one(ctx: Context, written: WStatement | WApply | WCollective | WFused | WArrays
                  ) -> Contraction | Apply | Collective | Fused | Arrays:
     if isinstance(written, WCollective):
-        return _Statement(ctx, written).collective()
+        return Statement(ctx, written).collective()
     if isinstance(written, WArrays):
-        return _Statement(ctx, written).arrays()
+        return Statement(ctx, written).arrays()
     if isinstance(written, WFused):
         return Fused(tuple(_resolve_op(ctx, inner) for inner in written.statements))
     return _resolve_op(ctx, written)
@@ -94,7 +94,7 @@ def _resolve_one(ctx: Context, written: WStatement | WApply | WCollective | WFus
 
 def _resolve_op(ctx: Context, written: WStatement | WApply) -> Contraction | Apply:
     """A contraction or a named op (what a fused block may hold), its layout checked."""
-    statement = _Statement(ctx, written)
+    statement = Statement(ctx, written)
     return statement.checked(resolve_apply(statement) if isinstance(written, WApply) else statement.resolve())
 
 
@@ -141,7 +141,7 @@ def _mesh_line(ctx: Context, written: WMesh) -> Mesh:
     return Mesh(tuple(axes))
 
 
-class _Statement(EinsumSteps):
+class Statement(EinsumSteps):
     """One statement being resolved: its tensors and dims read and checked here, its
     steps built by `EinsumSteps` (or, for a named op, by `resolve_apply`)."""
 
@@ -166,10 +166,10 @@ class _Statement(EinsumSteps):
             if operand.annotations:
                 raise self.ctx.error("annotations go after the result, not after an operand (an input "
                                      "is never unreduced: reduce it first)", operand.annotations[0].span)
-        operands = tuple(self._tensor(t) for t in w.operands)
-        output = self._tensor(w.output, allow_compute=True)
-        compute = self._compute(w.output)
-        self._check_names(operands)
+        operands = tuple(self.tensor(t) for t in w.operands)
+        output = self.tensor(w.output, allow_compute=True)
+        compute = self.compute_dtype(w.output)
+        self.check_names(operands)
         if any(is_infix(op) for op in w.ops):
             return resolve_infix(self, operands, w.ops, output, compute)
         ops = tuple(self._operator(op) for op in w.ops)
@@ -183,7 +183,7 @@ class _Statement(EinsumSteps):
         if len(w.tensors) > MAX_OPERANDS:
             raise self.ctx.error(f"{len(w.tensors)} arrays; symroof reads at most {MAX_OPERANDS} on a line",
                                  w.tensors[MAX_OPERANDS].span)
-        return Arrays(tuple(self._tensor(t) for t in w.tensors))
+        return Arrays(tuple(self.tensor(t) for t in w.tensors))
 
     def checked(self, statement: Contraction | Apply) -> Contraction | Apply:
         """The statement, once its layout is known to run on the mesh: a layout that cannot
@@ -199,7 +199,7 @@ class _Statement(EinsumSteps):
                                 problem=err.problem) from None
         return statement
 
-    def _compute(self, w: WTensor) -> dtypes.DType | None:
+    def compute_dtype(self, w: WTensor) -> dtypes.DType | None:
         compute = None
         for note in w.annotations:
             # (a `compute` with no value was refused with the result's other annotations)
@@ -257,7 +257,7 @@ class _Statement(EinsumSteps):
         axes = tuple(self._axis_items(w.subscript[:-1] if scatters else w.subscript, w.subscript_span))
         if len(set(axes)) != len(axes):
             raise self.ctx.error("an axis is named twice", w.subscript_span)
-        source, target = self._tensor(w.input), self._tensor(w.output)
+        source, target = self.tensor(w.input), self.tensor(w.output)
         if target.dtype != source.dtype:
             raise self.ctx.error(f"a collective moves data and keeps its dtype ({source.dtype}), "
                                  f"got {target.dtype}", w.output.head_span or w.output.span)
@@ -278,7 +278,7 @@ class _Statement(EinsumSteps):
             raise self.ctx.error(f"unknown dtype '{word}'" + (f"; did you mean '{hint}'?" if hint else ""), span)
         return found
 
-    def _tensor(self, w: WTensor, allow_compute: bool = False) -> Tensor:
+    def tensor(self, w: WTensor, allow_compute: bool = False) -> Tensor:
         name = w.name
         if w.head is None:
             dtype = self.ctx.default
@@ -367,7 +367,7 @@ class _Statement(EinsumSteps):
             self.ctx.values.setdefault(d.name, (d.value, d.span))
         return Dim(name=d.name, axes=axes)
 
-    def _check_names(self, operands: tuple[Tensor, ...]) -> None:
+    def check_names(self, operands: tuple[Tensor, ...]) -> None:
         """Two operands with one name are one tensor: they must agree on its type."""
         # (never asked of a collective, nor of bare arrays)
         written = [] if isinstance(self.w, (WCollective, WArrays)) else self.w.operands

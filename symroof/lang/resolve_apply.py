@@ -9,36 +9,43 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .. import dtypes, ops
 from ..ir import Apply, Operator, Step, Tensor, Term, is_literal_label, label_text, step_sizes
 from .syntax import COLLECTIVES
 from .written import Span, WApply, WOp, WStatement, WTensor
 
+if TYPE_CHECKING:  # resolve imports this module
+    from .resolve import Statement
 
-def resolve_apply(st) -> Apply:
-    """`st` is the resolver's `_Statement` for a `WApply`: its context, spans and tensors."""
-    w: WApply = st.w
+
+def resolve_apply(st: Statement) -> Apply:
+    """`st` is the resolver's `Statement` for a `WApply`: its context, spans and tensors."""
+    assert isinstance(st.w, WApply)
+    w = st.w
     if w.subscript is not None and len(w.subscript) == 1 and f"{w.word}_{w.subscript[0][0]}" in ops.WORDS:
         # a word with an underscore (gelu_erf) lexes as a word and a subscript: joined again
         w = dataclasses.replace(w, word=f"{w.word}_{w.subscript[0][0]}", subscript=None)
     kinds = ops.WORDS.get(w.word)
     if kinds is None:
         raise st.ctx.error(_unknown(w.word), w.word_span)
-    operands = tuple(st._tensor(t) for t in w.operands)
-    output = st._tensor(w.output, allow_compute=True)
-    compute = st._compute(w.output)
-    st._check_names(operands)
+    operands = tuple(st.tensor(t) for t in w.operands)
+    output = st.tensor(w.output, allow_compute=True)
+    compute = st.compute_dtype(w.output)
+    st.check_names(operands)
     over = _over(st, w)
     kind = _pick(st, w, kinds, len(operands), over)
     return _applied(st, kind, w.word, w.form, over, operands, output, compute, w.operands, w.output)
 
 
-def resolve_infix(st, operands: tuple[Tensor, ...], ops_written: list[WOp], output: Tensor,
-                  compute) -> Apply:
+def resolve_infix(st: Statement, operands: tuple[Tensor, ...], ops_written: list[WOp], output: Tensor,
+                  compute: dtypes.DType | None) -> Apply:
     """`a + b -> c`: elementwise operators, one step each, left to right. Mixed with the
     einsum's '@' or '*' they are refused: one kind of op per statement."""
-    w: WStatement = st.w
+    assert isinstance(st.w, WStatement)
+    w = st.w
     symbols = {op.symbol for op in ops_written}
     if len(symbols) > 1:
         mixed = next(op for op in ops_written if op.symbol != ops_written[0].symbol)
@@ -68,7 +75,7 @@ def _unknown(word: str) -> str:
     return f"unknown op '{word}' (ops: {', '.join(sorted(ops.WORDS))}; collectives: {', '.join(COLLECTIVES)})"
 
 
-def _over(st, w: WApply) -> tuple[str, ...]:
+def _over(st: Statement, w: WApply) -> tuple[str, ...]:
     if w.subscript is None:
         return ()
     names = []
@@ -81,7 +88,7 @@ def _over(st, w: WApply) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _pick(st, w: WApply, kinds, count: int, over) -> ops.Kind:
+def _pick(st: Statement, w: WApply, kinds: Sequence[ops.Kind], count: int, over: tuple[str, ...]) -> ops.Kind:
     fits = [k for k in kinds if k.arity[0] <= count <= k.arity[1] and bool(over) == k.takes_dims]
     if fits:
         return fits[0]
@@ -96,7 +103,8 @@ def _pick(st, w: WApply, kinds, count: int, over) -> ops.Kind:
                        w.operands[min(count, high) - 1].span if count > high else w.span)
 
 
-def _applied(st, kind: ops.Kind, word: str, form: str, over, operands, output: Tensor, compute,
+def _applied(st: Statement, kind: ops.Kind, word: str, form: str, over: tuple[str, ...],
+             operands: tuple[Tensor, ...], output: Tensor, compute: dtypes.DType | None,
              written: list[WTensor], written_out: WTensor, checked_as: str | None = None) -> Apply:
     labels = _labels(st, operands)
     out = _output_labels(st, labels, output, written_out, kind.makes_dims)
@@ -114,17 +122,18 @@ def _applied(st, kind: ops.Kind, word: str, form: str, over, operands, output: T
     return Apply(operands, output, (step,), step_sizes((step,)))
 
 
-def _labels(st, operands) -> list[list[str]]:
+def _labels(st: Statement, operands: tuple[Tensor, ...]) -> list[list[str]]:
     """Each operand's dims as labels: names, and literal sizes paired by size with the
     earlier operands' literals (`[B, 4096] + [4096]`: one dim)."""
     found: list[list[str]] = []
     for tensor in operands:
         earlier = [l for labels in found for l in labels]
-        found.append(st._pair_by_size(earlier, [d.name for d in tensor.dims], tensor, set()))
+        found.append(st.pair_by_size(earlier, [d.name for d in tensor.dims], tensor, set()))
     return found
 
 
-def _output_labels(st, labels, output: Tensor, written: WTensor, makes_dims: bool) -> list[str]:
+def _output_labels(st: Statement, labels: list[list[str]], output: Tensor, written: WTensor,
+                   makes_dims: bool) -> list[str]:
     """The result's dims as labels: each an input's (a literal paired by size with an
     unpaired input literal), or, for a kind whose result has dims of its own (a pad's),
     a dim of its own."""
@@ -139,7 +148,7 @@ def _output_labels(st, labels, output: Tensor, written: WTensor, makes_dims: boo
         match = next((l for l in present if is_literal_label(l) and l not in out and
                       int(label_text(l)) == dim.size), None)
         if match is None and makes_dims:
-            match = st._fresh(dim.size)
+            match = st.fresh(dim.size)
         if match is None:
             raise st.ctx.error(f"result dim {dim.size} matches no input dim of that size", wdim.span)
         out.append(match)

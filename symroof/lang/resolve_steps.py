@@ -70,7 +70,7 @@ class EinsumSteps:
     def _steps(self, w: WStatement, operands: tuple[Tensor, ...], ops: tuple[Operator, ...], output: Tensor,
                compute: dtypes.DType | None) -> tuple[tuple[Step, ...], tuple[tuple[str, sympy.Expr], ...]]:
         """A chain's steps, left to right, and the size of every label they use."""
-        current = [d.name if d.name is not None else self._fresh(d.size) for d in operands[0].dims]
+        current = [d.name if d.name is not None else self.fresh(d.size) for d in operands[0].dims]
         left: tuple[dtypes.DType, str | None, tuple[tuple[str, ...], ...] | None] = (
             operands[0].dtype, operands[0].name, _axes_of(operands[0]))
         steps: list[Step] = []
@@ -150,7 +150,7 @@ class EinsumSteps:
             kind, fn = ("reduce", "sum") if summed else ("copy", None)
         return Step(terms, out, tuple(summed), chosen, kind=kind, fn=fn)
 
-    def _fresh(self, value: int | None) -> str:
+    def fresh(self, value: int | None) -> str:
         """A new label for a literal dim of this size (a `Dim` with no name, so its size is
         set): `4096` the first time in the statement, then `4096#2`, `4096#3`, ..."""
         count = self.literal_counts.get(value, 0) + 1
@@ -169,11 +169,11 @@ class EinsumSteps:
                     raise self.ctx.error(f"{name} in '{written}' is not in {where} operand: a contracted "
                                          "dim must be in both", span)
             contracted = set(op.contract)
-            return [(self._pair_by_size(left, right, right_tensor, contracted), contracted)]
+            return [(self.pair_by_size(left, right, right_tensor, contracted), contracted)]
         if not left or not right:
             if op.symbol == "@":
                 raise self.ctx.error("'@' needs at least one dim on each side", op_w.span)
-            return [(self._pair_by_size(left, right, right_tensor, set()), set())]
+            return [(self.pair_by_size(left, right, right_tensor, set()), set())]
         li = len(left) - 1
         ri = len(right) - 2 if len(right) >= 2 else 0
         if op.symbol == "@":
@@ -188,7 +188,7 @@ class EinsumSteps:
             matmul = list(right)
             matmul[ri] = left[li]
             readings.append((self._align_batch(left, matmul, right_tensor, {left[li]}), {left[li]}))
-        readings.append((self._pair_by_size(left, right, right_tensor, set()), set()))
+        readings.append((self.pair_by_size(left, right, right_tensor, set()), set()))
         return readings
 
     def _check_matmul_pair(self, left_label: str, rdim: Dim, rdim_w: WDim, op_w: WOp) -> None:
@@ -210,9 +210,9 @@ class EinsumSteps:
                     int(label_text(l)) == right_tensor.dims[i].size:
                 right[i] = l
                 used = used | {l}
-        return [r if r is not None else self._fresh(d.size) for r, d in zip(right, right_tensor.dims)]
+        return [r if r is not None else self.fresh(d.size) for r, d in zip(right, right_tensor.dims)]
 
-    def _pair_by_size(self, left, right, right_tensor, used) -> list[str]:
+    def pair_by_size(self, left, right, right_tensor, used) -> list[str]:
         """Elementwise reading: each literal of the right pairs with the first unused literal
         of the left of the same size; the rest are new dims."""
         right = list(right)
@@ -226,7 +226,7 @@ class EinsumSteps:
                     right[i] = l
                     taken.add(l)
                     break
-        return [r if r is not None else self._fresh(d.size) for r, d in zip(right, right_tensor.dims)]
+        return [r if r is not None else self.fresh(d.size) for r, d in zip(right, right_tensor.dims)]
 
     def _carry(self, left, right, op, contracted, later):
         """A step inside a chain: what it sums, and the labels of its intermediate."""
@@ -253,7 +253,7 @@ class EinsumSteps:
                           and int(label_text(l)) == d.value), None)
             if match is None:
                 if d.value == 1:  # bf16[1]: a scalar written as one element
-                    match = self._fresh(1)
+                    match = self.fresh(1)
                 else:
                     raise self.ctx.error(f"result dim {d.value} matches no input dim of that size "
                                          "left after the contraction", d.span)
