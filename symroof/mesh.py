@@ -84,5 +84,14 @@ class Mesh:
             raise SpecError(f"{what} needs a size for every mesh axis; {', '.join(self.symbolic)} has none")
         return self.chips
 
+    def axes_text(self) -> str:
+        """The axes as a spec writes them after `mesh`.
+
+        Examples:
+            >>> Mesh((MeshAxis("X", 2), MeshAxis("Y", None, "dcn"))).axes_text()
+            'X=2, Y@dcn'
+        """
+        return ", ".join(map(str, self.axes))
+
     def __str__(self) -> str:
-        return "mesh " + ", ".join(map(str, self.axes))
+        return "mesh " + self.axes_text()

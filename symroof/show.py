@@ -143,7 +143,7 @@ def _figures(value: float, digits: int) -> str:
 
 def _with_unit(text: str, prefix: str, unit: str) -> str:
     if unit in ("bytes", "bytes/s") and prefix:
-        unit = "B" + unit[5:]
+        unit = unit.replace("bytes", "B", 1)
     return f"{text} {prefix}{unit}".rstrip()
 
 

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> str:
     total = size_value(args.train_tokens, "--train-tokens") if args.train_tokens else None
     shown = ", ".join(f"{k} = {v}" for k, v in sizes.items())
     mesh = structured.program.mesh
-    chips = f"a {mesh.chips}-chip mesh ({str(mesh).removeprefix('mesh ')}) of" if mesh is not None else \
+    chips = f"a {mesh.chips}-chip mesh ({mesh.axes_text()}) of" if mesh is not None else \
         f"{args.chips} x"
     on = f" on {chips} {target.name}" if target is not None else ""
     about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=args.chips)

@@ -12,6 +12,7 @@ import json
 from ..errors import SpecError
 from ..hardware.machine import machine
 from ..lang.sizes import size_value
+from ..mesh import Mesh
 from ..models import planner
 from ..models import strategy_costs as model_strategy
 from ..models.report import CONVENTIONS
@@ -85,7 +86,7 @@ def _row(c: planner.Candidate) -> dict:
     assert c.model is not None
     mesh = c.model.structured.program.mesh
     return {"strategy": c.strategy, **({"schedule": c.schedule} if c.sizes.get("pp", 1) > 1 else {}),
-            "mesh": str(mesh).removeprefix("mesh "), "bound": f["bound"],
+            "mesh": _mesh_text(mesh), "bound": f["bound"],
             **{k: json_value(f[k]) for k in ("t_step", "t_step_exposed", "t_comm_exposed", "memory_per_chip",
                                               "tokens_per_s")},
             "threshold": {kind: {k: _json(v) for k, v in entry.items()} for kind, entry in c.thresholds.items()}}
@@ -112,7 +113,7 @@ def _table(p: planner.Plan, args, chip: str) -> str:
              f"considered {len(p.candidates)} strategies in {p.seconds:.2f} s: {len(ranked)} fit and are ranked; "
              + (", ".join(f"{n} set aside ({k})" for k, n in kinds.items()) or "none set aside"), ""]
     shown = ranked[:args.top]
-    meshes = [str(c.model.structured.program.mesh).removeprefix("mesh ") for c in shown if c.model is not None]
+    meshes = [_mesh_text(c.model.structured.program.mesh) for c in shown if c.model is not None]
     wide, mesh_wide = max([18, *(len(c.text) for c in shown)]), max([26, *map(len, meshes)])
     head = f"{'#':>2}  {'strategy':<{wide}} {'mesh':<{mesh_wide}} {'HBM/chip':>9} {'t_step':>11} {'exposed':>11} " \
            f"{'bound':<8} thresholds (per-chip tokens: now / where compute-bound; tp: T_math/T_net; " \
@@ -132,6 +133,11 @@ def _table(p: planner.Plan, args, chip: str) -> str:
                      "(2 chunks a chip) where that is faster. Sequence parallelism is tried where the batch has "
                      "fewer sequences than chips; ZeRO-1, then ZeRO-2, where plain data parallelism does not fit.")
     return "\n".join(lines)
+
+
+def _mesh_text(mesh: Mesh | None) -> str:
+    # (a program without a mesh line has printed as "None" here)
+    return mesh.axes_text() if mesh is not None else "None"
 
 
 def _thresholds(c: planner.Candidate) -> str:

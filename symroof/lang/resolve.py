@@ -111,8 +111,8 @@ def _mesh(ctx: Context, written: list[WMesh], given: Mesh | None) -> Mesh | None
         return given
     mesh = _mesh_line(ctx, written[0])
     if given is not None and given != mesh:
-        raise ctx.error(f"the spec's mesh ({str(mesh)[5:]}) and the mesh given with it "
-                        f"({str(given)[5:]}) disagree", written[0].span)
+        raise ctx.error(f"the spec's mesh ({mesh.axes_text()}) and the mesh given with it "
+                        f"({given.axes_text()}) disagree", written[0].span)
     return mesh
 
 
