@@ -67,6 +67,10 @@ def test_source_executes_and_says_what_the_committed_notebook_says(stem, katex):
 def test_committed_notebook_has_outputs_and_matches_its_source(stem):
     book = _committed(stem)
     assert _cells(book) == _cells(_source(stem)), REBUILD
+    # build.py's stable ids and bare metadata: `jupytext --to ipynb` would give random ids and
+    # its own metadata, a diff in every cell at each rebuild
+    assert [cell.id for cell in book.cells] == [f"{stem}-{n}" for n in range(len(book.cells))], REBUILD
+    assert "jupytext" not in book.metadata, REBUILD
     code = [cell for cell in book.cells if cell.cell_type == "code"]
     assert all(cell.outputs for cell in code[1:]), "every cell after the setup shows its result"
     kinds = {key for cell in code for out in cell.outputs for key in out.get("data", {})}
