@@ -12,6 +12,7 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sympy
@@ -65,16 +66,35 @@ class Dim:
 
     def __str__(self) -> str:
         text = self.name if self.name is not None else str(self.size)
-        return text + subscript(self.axes)
+        return subscripted(text, self.axes)
 
 
-def subscript(items: tuple[str, ...]) -> str:
-    """`_X` for one single-letter item, `_{X,Y}` otherwise, nothing for none."""
+def subscript(items: Sequence[str], short: bool = False) -> str:
+    """The one printer of the subscript notation: `_X` for one single-letter item, `_{X,Y}`
+    (`_{XY}`) otherwise, nothing for none. `short` leaves one item of several letters
+    unbraced too (`cumsum_seq`, `AllGather_XY`), as some messages and the templates write
+    an op's dims; both read back the same.
+
+    Examples:
+        >>> subscript(("X",)), subscript(("X", "K")), subscript(("XY",)), subscript(("XY",), short=True)
+        ('_X', '_{X,K}', '_{XY}', '_XY')
+    """
     if not items:
         return ""
-    if len(items) == 1 and len(items[0]) == 1:
+    if len(items) == 1 and (short or len(items[0]) == 1):
         return f"_{items[0]}"
     return "_{" + ",".join(items) + "}"
+
+
+def subscripted(name: str, items: Sequence[str], short: bool = False) -> str:
+    """A name with its subscript (see `subscript`): a dim with the axes it is split over
+    (`D_X`), a collective with its axes (`AllGather_{X,Y}`), an op with its dims (`softmax_T`).
+
+    Examples:
+        >>> subscripted("D", ("X", "Y")), subscripted("ReduceScatter", ("X", "K")), subscripted("B", ())
+        ('D_{X,Y}', 'ReduceScatter_{X,K}', 'B')
+    """
+    return name + subscript(items, short)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +119,7 @@ class Tensor:
                 part = f"{part}={values[dim.name]}"
             parts.append(part)
         prefix = f"{self.name}: " if self.name else ""
-        notes = ((f"U{subscript(self.unreduced)}",) if self.unreduced else ()) + tuple(notes)
+        notes = ((subscripted("U", self.unreduced),) if self.unreduced else ()) + tuple(notes)
         suffix = f" {{{', '.join(notes)}}}" if notes else ""
         return f"{prefix}{self.dtype}[{', '.join(parts)}]{suffix}"
 
@@ -116,7 +136,7 @@ class Operator:
     contract: tuple[str, ...] | None = None
 
     def __str__(self) -> str:
-        return self.symbol + subscript(self.contract or ())
+        return subscripted(self.symbol, self.contract or ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +154,8 @@ class Term:
     def __str__(self) -> str:
         prefix = f"{self.name}: " if self.name else ""
         axes = self.axes or ((),) * len(self.labels)
-        dims = ", ".join(label_text(l) + subscript(a) for l, a in zip(self.labels, axes))
-        suffix = f" {{U{subscript(self.unreduced)}}}" if self.unreduced else ""
+        dims = ", ".join(subscripted(label_text(l), a) for l, a in zip(self.labels, axes))
+        suffix = f" {{{subscripted('U', self.unreduced)}}}" if self.unreduced else ""
         return f"{prefix}{self.dtype}[{dims}]{suffix}"
 
 
@@ -163,7 +183,7 @@ class Step:
             # Named sums go in the subscript; a literal size cannot be named there, and
             # plain '*' reads a literal contraction back the same way.
             summed = tuple(l for l in self.summed if not is_literal_label(l))
-            op = "*" + (subscript(summed) if len(summed) == len(self.summed) else "")
+            op = subscripted("*", summed if len(summed) == len(self.summed) else ())
             return f" {op} ".join(str(t) for t in self.inputs) + f" -> {self.output}"
         return applied(self.fn or self.kind, self.over, self.form, [str(t) for t in self.inputs],
                        str(self.output))
@@ -174,8 +194,8 @@ def applied(word: str, over: tuple[str, ...], form: str, inputs: list[str], outp
     if form == "infix":
         return f" {word} ".join(inputs) + f" -> {output}"
     if form == "call":
-        return f"{word}{subscript(over)}({', '.join(inputs)}) -> {output}"
-    return f"{word}{subscript(over)} {', '.join(inputs)} -> {output}"
+        return f"{subscripted(word, over)}({', '.join(inputs)}) -> {output}"
+    return f"{subscripted(word, over)} {', '.join(inputs)} -> {output}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +265,7 @@ class Collective:
 
     def text(self, values: dict[str, int] | None = None, shown: set[str] | None = None) -> str:
         items = (*self.axes, self.dim) if self.dim is not None else self.axes
-        return (f"{self.kind}{subscript(items)} {self.input.text(values, shown)} -> "
+        return (f"{subscripted(self.kind, items)} {self.input.text(values, shown)} -> "
                 f"{self.output.text(values, shown)}")
 
     def __str__(self) -> str:

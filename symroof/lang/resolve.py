@@ -26,7 +26,20 @@ from collections.abc import Callable, Sequence
 
 from .. import dtypes
 from ..errors import SpecError, column_of
-from ..ir import Apply, Arrays, Collective, Contraction, Dim, Fused, Mesh, MeshAxis, Operator, Program, Tensor
+from ..ir import (
+    Apply,
+    Arrays,
+    Collective,
+    Contraction,
+    Dim,
+    Fused,
+    Mesh,
+    MeshAxis,
+    Operator,
+    Program,
+    Tensor,
+    subscripted,
+)
 from ..sharding.layout import ShardingError, check_collective
 from .resolve_apply import is_infix, resolve_apply, resolve_infix
 from .resolve_steps import Context, EinsumSteps
@@ -251,7 +264,7 @@ class Statement(EinsumSteps):
         items = [item for item, _ in w.subscript]
         scatters = w.kind in ("ReduceScatter", "AllToAll")
         if scatters and len(items) < 2:
-            raise self.ctx.error(f"{w.kind}_{{X,K}} names the mesh axes, then the dim to move the "
+            raise self.ctx.error(f"{subscripted(w.kind, ('X', 'K'))} names the mesh axes, then the dim to move the "
                                  "sharding to", w.subscript_span)
         dim = items[-1] if scatters else None
         axes = tuple(self._axis_items(w.subscript[:-1] if scatters else w.subscript, w.subscript_span))

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .. import dtypes, ops
-from ..ir import Apply, Operator, Step, Tensor, Term, is_literal_label, label_text, step_sizes
+from ..ir import Apply, Operator, Step, Tensor, Term, is_literal_label, label_text, step_sizes, subscripted
 from .syntax import COLLECTIVES
 from .written import Span, WApply, WOp, WStatement, WTensor
 
@@ -95,7 +95,8 @@ def _pick(st: Statement, w: WApply, kinds: Sequence[ops.Kind], count: int, over:
     kind = next((k for k in kinds if bool(over) == k.takes_dims), kinds[0])
     if bool(over) != kind.takes_dims:
         if kind.takes_dims:
-            raise st.ctx.error(f"{w.word} works over named dims: write {w.word}_D, naming them", w.word_span)
+            raise st.ctx.error(f"{w.word} works over named dims: write {subscripted(w.word, ('D',))}, naming them",
+                               w.word_span)
         raise st.ctx.error(f"{w.word} takes no subscript", w.word_span)
     low, high = kind.arity
     want = str(low) if low == high else f"{low} to {high}"

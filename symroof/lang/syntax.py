@@ -20,6 +20,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from ..errors import SpecError
+from ..ir import subscripted
 from ..resources import resource_path
 from .chunks import chunks, moved
 from .syntax_errors import syntax_error
@@ -235,7 +236,8 @@ def _prefixed(tree: Tree, text: str) -> WCollective | WApply:
     *inputs, output = operands
     if str(word) in COLLECTIVES:
         if subscript is None:
-            raise SpecError(f"{word} names the mesh axes it runs over: {word}_X", text, *_span(word))
+            raise SpecError(f"{word} names the mesh axes it runs over: {subscripted(str(word), ('X',))}", text,
+                            *_span(word))
         if len(inputs) != 1:
             raise SpecError(f"{word} moves one tensor", text, *inputs[1].span)
         return WCollective(str(word), _span(word), _subscript(subscript), _span(subscript),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from ..ir import Step, Term, label_text
+from ..ir import Step, Term, label_text, subscripted
 
 MATRIX, VECTOR, NONE = "matrix", "vector", "none"
 
@@ -153,5 +153,5 @@ def same_dims(word: str, inputs: Sequence[Sequence[str]], output: Sequence[str])
 def over_dims(word: str, labels: Sequence[str], over: Sequence[str]) -> None:
     for label in over:
         if label not in labels:
-            raise ShapeError(f"{word}_{label_text(label)}: {label_text(label)} is not a dim of its "
-                             "input", 0)
+            raise ShapeError(f"{subscripted(word, (label_text(label),), short=True)}: {label_text(label)} is not a "
+                             "dim of its input", 0)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sympy
 
-from ..ir import label_text
+from ..ir import label_text, subscripted
 from .base import Counted, Kind, ShapeError, Size, over_dims, shown
 
 # word -> (FLOPs, transcendentals) per combine, as JAX writes the combine
@@ -45,8 +45,8 @@ class Cumulative(Kind):
     def summed(self, word, inputs, over, output):
         over_dims(word, inputs[0], over)
         if len(over) != 1:
-            raise ShapeError(f"{word} scans one dim: write {word}_{label_text(over[0])}, not "
-                             f"{word}_{{{shown(over, ',')}}}")
+            raise ShapeError(f"{word} scans one dim: write {subscripted(word, (label_text(over[0]),), short=True)}, "
+                             f"not {subscripted(word, [label_text(l) for l in over])}")
         if list(output) != list(inputs[0]):
             raise ShapeError(f"{word} keeps its input's dims: the result is [{shown(inputs[0])}]")
         return tuple(over)

@@ -14,6 +14,7 @@ values per row: the max, and its index), where a sum's partial results are AllRe
 
 from __future__ import annotations
 
+from ..ir import label_text, subscripted
 from .base import Counted, Kind, ShapeError, Size, over_dims, shown
 
 FUNCTIONS = ("sum", "max", "min", "prod", "all", "any", "mean", "argmax", "argmin")
@@ -30,7 +31,8 @@ class Reduce(Kind):
         over_dims(word, inputs[0], over)
         kept = [l for l in inputs[0] if l not in over]
         if list(output) != kept and sorted(output) != sorted(kept):
-            raise ShapeError(f"{word}_{shown(over, ',')} leaves [{shown(kept)}]: the result has those dims")
+            raise ShapeError(f"{subscripted(word, [label_text(l) for l in over], short=True)} leaves [{shown(kept)}]: "
+                             "the result has those dims")
         return tuple(over)
 
     def count(self, step, size: Size) -> Counted:

@@ -15,7 +15,7 @@ import sympy
 
 from ..dtypes import DType
 from ..errors import SpecError
-from ..ir import Mesh, Step, Tensor, applied, label_text, subscript
+from ..ir import Mesh, Step, Tensor, applied, label_text, subscripted
 
 Axes = tuple[str, ...]
 
@@ -43,8 +43,8 @@ class Layout:
             if local and axes:
                 dims.append(f"{name}/{''.join(axes) if all(len(a) == 1 for a in axes) else '/'.join(axes)}")
             else:
-                dims.append(name + ("" if local else subscript(axes)))
-        notes = f" {{U{subscript(self.unreduced)}}}" if self.unreduced else ""
+                dims.append(subscripted(name, () if local else axes))
+        notes = f" {{{subscripted('U', self.unreduced)}}}" if self.unreduced else ""
         return f"{dtype}[{', '.join(dims)}]{notes}"
 
 
@@ -64,7 +64,7 @@ class Move:
     def __str__(self) -> str:
         items = (*self.axes, label_text(self.dim)) if self.dim is not None else self.axes
         tail = f" (inserted: {self.why})" if self.why else ""
-        return f"{self.kind}{subscript(items)} {self.before.text(self.dtype)}{tail}"
+        return f"{subscripted(self.kind, items)} {self.before.text(self.dtype)}{tail}"
 
     def bytes_per_chip(self, sizes: dict, mesh: Mesh) -> sympy.Expr:
         """V: the bytes each chip holds of the collective's larger side (after an AllGather,
@@ -133,7 +133,7 @@ def fix_message(problem: str, fixes, times=None) -> str:
     said = []
     for i, (_, fix, V) in enumerate(fixes):
         cost = f"{V} bytes per chip" + (f", {times[i]}" if times else "")
-        said.append(f"{fix.kind}{subscript(fix.axes)} {fix.before.text(fix.dtype)} -> {fix.after.text(fix.dtype)} "
+        said.append(f"{subscripted(fix.kind, fix.axes)} {fix.before.text(fix.dtype)} -> {fix.after.text(fix.dtype)} "
                     f"({cost})")
     return f"{problem}; gather {'one side' if len(said) > 1 else 'it'} first: " + ", or ".join(said)
 
@@ -150,7 +150,7 @@ def check_collective(kind: str, axes: Axes, dim: str | None, source: Tensor, tar
                    "split and unreduced as the input is"
         return None
     if kind in ("AllGather", "AllToAll") and before.unreduced != after.unreduced:
-        return f"an {kind} does not reduce: the result keeps {{U{subscript(before.unreduced)}}}" \
+        return f"an {kind} does not reduce: the result keeps {{{subscripted('U', before.unreduced)}}}" \
             if before.unreduced else f"an {kind} leaves nothing unreduced"
     if kind == "AllGather":
         missing = [a for a in axes if not any(a in s for s in before.axes)]

@@ -30,7 +30,7 @@ import functools
 
 from .. import ops
 from ..dtypes import DTYPES, DType
-from ..ir import Apply, Collective, Contraction, Mesh, Step, Term, label_text, subscript
+from ..ir import Apply, Collective, Contraction, Mesh, Step, Term, label_text, subscripted
 from .layout import (
     Axes,
     Layout,
@@ -215,9 +215,9 @@ def _lower_rows(step: Step, stats: int, layouts: list[Layout], final: bool, item
     if split:
         rows = tuple(l for l in x.labels if l not in step.summed)
         stat = Layout(rows, tuple(x.of(l) for l in rows))
-        over = ", ".join(label_text(l) for l in step.summed)
+        over = subscripted(step.fn or step.kind, [label_text(l) for l in step.summed], short=True)
         items.append(Move("AllReduce", split, DTYPES["fp32"], stat, stat, copies=stats,
-                          why=f"{step.fn}_{over} over a dim split across {', '.join(split)}: {stats} "
+                          why=f"{over} over a dim split across {', '.join(split)}: {stats} "
                               f"fp32 statistic{'s' if stats > 1 else ''} per row combined"))
     if not final:
         return natural
@@ -234,10 +234,11 @@ def _check_whole(step: Step, layouts: list[Layout]) -> None:
             if not axes:
                 continue
             gathered = lay.with_axes(label, ())
-            fix = (f"AllGather_{''.join(axes)} {label_text(label)} first",
+            fix = (f"{subscripted('AllGather', (''.join(axes),), short=True)} {label_text(label)} first",
                    Move("AllGather", axes, step.inputs[i].dtype, lay, gathered,
                         why=f"fix: {label_text(label)} whole on each chip"), None)
-            raise ShardingError(f"{step.fn}_{label_text(label)} scans {label_text(label)}, which is split over "
+            raise ShardingError(f"{subscripted(step.fn or step.kind, (label_text(label),), short=True)} scans "
+                                f"{label_text(label)}, which is split over "
                                 f"{', '.join(axes)}: each element needs every one before it, on other chips too "
                                 "(a prefix across the mesh, which symroof does not cost)", [fix])
 
@@ -263,7 +264,7 @@ def _check_same(step: Step, layouts: list[Layout]) -> None:
             extra = tuple(a for a in lay.of(label) if a not in kept)
             gathered = lay.with_axes(label, kept)
             side = "left" if i == 0 else "right"
-            fixes.append((f"AllGather{subscript(extra)} the {side} operand's {label_text(label)} first",
+            fixes.append((f"{subscripted('AllGather', extra)} the {side} operand's {label_text(label)} first",
                           Move("AllGather", extra, step.inputs[i].dtype, lay, gathered,
                                why=f"fix: {label_text(label)} split as the other side"), None))
         raise ShardingError(f"{label_text(label)} is split over {', '.join(left) or 'nothing'} on the left "
