@@ -183,6 +183,10 @@ def test_softmax_is_memory_bound_on_every_chip_with_a_vector_figure():
     ("sum_D bf16[B, D] -> bf16[B, D]", r"sum_D leaves \[B\]"),
     ("argmax_D bf16[B, D] -> int32[D]", r"argmax_D leaves \[B\]"),
     ("cumsum_{B,T} fp32[B, T] -> fp32[B, T]", "cumsum scans one dim"),
+    # the subscripts as a spec writes them (ir.subscript): several dims braced, one bare
+    ("sum_{B,D} bf16[A, B, D] -> bf16[A, B]", r"sum_\{B,D\} leaves \[A\]"),
+    ("cumsum_{seq,B} fp32[B, seq] -> fp32[B, seq]", r"write cumsum_seq, not cumsum_\{seq,B\}"),
+    ("softmax_seq bf16[B, T] -> bf16[B, T]", "softmax_seq: seq is not a dim of its input"),
     ("cumsum_T fp32[B, T] -> fp32[B]", "cumsum keeps its input's dims"),
     ("cumsum fp32[B, T] -> fp32[B, T]", "cumsum works over named dims"),
     ("mesh X=4; cumsum_T fp32[B, T_X] -> fp32[B, T_X]", "cumsum_T scans T, which is split over X"),
