@@ -97,7 +97,7 @@ def fraction(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr | None:
         powers = dict(m)
         common = {s: min(e, powers[s]) for s, e in common.items() if s in powers}
     if common:
-        def shift(found):
+        def shift(found: dict[Monomial, Fraction]) -> dict[Monomial, Fraction]:
             return {tuple((s, e - common.get(s, 0)) for s, e in m if e != common.get(s, 0)): c
                     for m, c in found.items()}
         n, d = shift(n), shift(d)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import sympy
@@ -136,7 +137,7 @@ def near_dtype(name: str) -> bool:
     return len(low) >= 3 and bool(difflib.get_close_matches(low, list(_ALIASES), n=1, cutoff=0.8))
 
 
-def compute_dtype(dtypes) -> DType:
+def compute_dtype(dtypes: Iterable[DType]) -> DType:
     """The dtype a contraction of these inputs computes in: the widest, floats before
     integers of the same width (bf16 x int8 runs at the bf16 rate; int8 x int8 at int8),
     and between two floats of one width a fixed order (bf16 before fp16), whatever the

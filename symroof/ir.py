@@ -12,7 +12,7 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import sympy
@@ -32,7 +32,7 @@ def is_literal_label(label: str) -> bool:
     return label[:1].isdigit()
 
 
-def step_sizes(steps) -> tuple[tuple[str, sympy.Expr], ...]:
+def step_sizes(steps: Iterable[Step]) -> tuple[tuple[str, sympy.Expr], ...]:
     """Each label of the steps with its size: a literal's (`4096#2` is 4096) or the dim's
     symbol, in order of first appearance."""
     sizes: dict[str, sympy.Expr] = {}

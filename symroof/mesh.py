@@ -3,6 +3,7 @@ leaves it without one: `mesh X, Y=4`) and the link that joins them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import sympy
@@ -65,7 +66,7 @@ class Mesh:
         return tuple(a.name for a in self.axes if a.size is None)
 
     @property
-    def chips(self):
+    def chips(self) -> int | sympy.Expr:
         """How many chips: an int, or a product of symbols where some axis has no size."""
         return int(self.count) if self.count.is_Integer else self.count
 
@@ -74,7 +75,7 @@ class Mesh:
         """How many chips, always as an expression (a number, or a product of symbols)."""
         return self.over(self.names)
 
-    def over(self, axes) -> sympy.Expr:
+    def over(self, axes: Iterable[str]) -> sympy.Expr:
         """The chips these axes span together (1 for none), as an expression."""
         return sympy.Mul(*(self.axis(a).count for a in axes))
 

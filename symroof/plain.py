@@ -16,7 +16,7 @@ import sympy
 from sympy.printing.str import StrPrinter
 
 
-def _power(factor) -> tuple[sympy.Symbol, int] | None:
+def _power(factor: sympy.Expr) -> tuple[sympy.Symbol, int] | None:
     """(symbol, exponent) of a plain symbol or its integer power; None for anything else."""
     if type(factor) is sympy.Symbol:
         return factor, 1
@@ -25,7 +25,7 @@ def _power(factor) -> tuple[sympy.Symbol, int] | None:
     return None
 
 
-def _monomial(term, seen: dict) -> dict[str, int] | None:
+def _monomial(term: sympy.Expr, seen: dict[str, sympy.Symbol]) -> dict[str, int] | None:
     """A term's powers, {symbol name: exponent}, or None where it is not a number times
     a monomial in plain symbols (a sum inside, a function, a non-integer power), or a
     name in it stands for two symbols (`seen` maps the names met so far to symbols)."""
@@ -52,7 +52,7 @@ def _ordered_terms(expr: sympy.Add) -> list | None:
     terms = expr.args
     if len(terms) == 2 and any(t.is_Number for t in terms):
         return None  # sympy's special case: 1 - 2*x keeps the number first
-    seen: dict = {}
+    seen: dict[str, sympy.Symbol] = {}
     monoms = []
     for term in terms:
         powers = _monomial(term, seen)
@@ -75,7 +75,7 @@ def _ordered_terms(expr: sympy.Add) -> list | None:
 class Printer(StrPrinter):
     """`StrPrinter` with fast paths for sums of monomials, monomials and Max/Min of sums."""
 
-    def _print_Add(self, expr, order=None):
+    def _print_Add(self, expr: sympy.Add, order: str | None = None) -> str:
         terms = _ordered_terms(expr) if order is None and self.order is None else None
         if terms is None:
             return super()._print_Add(expr, order=order)
@@ -89,7 +89,7 @@ class Printer(StrPrinter):
         sign = parts.pop(0)
         return ("" if sign == "+" else sign) + " ".join(parts)
 
-    def _print_Mul(self, expr):
+    def _print_Mul(self, expr: sympy.Mul) -> str:
         if self.order is not None or expr.args[0] is sympy.S.One:
             return super()._print_Mul(expr)  # ordered otherwise, or an unevaluated product
         coeff = expr.as_coeff_Mul()[0]
@@ -121,7 +121,7 @@ class Printer(StrPrinter):
             return f"{shown}/{down[0]}"
         return f"{shown}/({'*'.join(down)})" if down else shown
 
-    def _print_LatticeOp(self, expr):
+    def _print_LatticeOp(self, expr: sympy.Max | sympy.Min) -> str:
         # sympy sorts the arguments by their sort keys, which compare the class first and,
         # for sums, the number of terms next: where those differ, no deeper key is needed
         heads = [a if a.is_Number else a.as_coeff_Mul()[1] for a in expr.args]
@@ -133,7 +133,7 @@ class Printer(StrPrinter):
         return f"{expr.func.__name__}({', '.join(self._print(a) for a in ordered)})"
 
 
-def _head_key(head) -> tuple | None:
+def _head_key(head: sympy.Expr) -> tuple | None:
     """The part of sympy's sort key that orders Max/Min arguments by what is left of each
     without its coefficient: the class; then for a sum its number of terms; for a product of
     plain symbols its number of factors and their (name, power) in order; for a symbol its
@@ -153,7 +153,7 @@ def _head_key(head) -> tuple | None:
     return None
 
 
-def _factor_key(factor) -> tuple | None:
+def _factor_key(factor: sympy.Expr) -> tuple | None:
     """The part of sympy's sort key that orders the factors of a product of plain
     symbols, sums and their integer powers: class, then name (a symbol) or number of
     terms (a sum), then power. None for any other factor."""
@@ -167,6 +167,6 @@ def _factor_key(factor) -> tuple | None:
     return None
 
 
-def text(expr) -> str:
+def text(expr: sympy.Basic) -> str:
     """`sympy.sstr(expr)`, faster on costs."""
     return Printer().doprint(expr)

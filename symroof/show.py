@@ -7,6 +7,7 @@ import functools
 import math
 import textwrap
 from fractions import Fraction
+from typing import TypeAlias
 
 import mpmath
 import sympy
@@ -14,12 +15,15 @@ import sympy
 from . import cancel
 from .plain import Printer
 
+# A number as the renderings take it: Python's, or sympy's (a figure may be a symbol: C, W_hbm)
+Value: TypeAlias = "int | float | sympy.Basic"
+
 _FACTOR_TERMS = 40
 _TIME_UNITS = [(1, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns"), (1e-12, "ps"), (1e-15, "fs")]
 
 
 @functools.lru_cache(maxsize=4096, typed=True)  # a program's lines print the same rates again and again
-def number(value, digits: int = 6) -> str:
+def number(value: Value, digits: int = 6) -> str:
     """A number for people: 240.244, 1.97e14, 4096, 1e-300; any magnitude.
 
     Examples:
@@ -60,7 +64,7 @@ def number(value, digits: int = 6) -> str:
 class _Printer(Printer):
     """sympy's str printer with numbers written by `number`."""
 
-    def _print_Float(self, expr):
+    def _print_Float(self, expr: sympy.Float) -> str:
         return number(expr)
 
 
@@ -69,7 +73,7 @@ _UP = ["", "k", "M", "G", "T", "P", "E", "Z", "Y", "R", "Q"]
 _DOWN = ["", "m", "u", "n", "p", "f"]
 
 
-def human(value, unit: str = "", digits: int = 4) -> str:
+def human(value: Value, unit: str = "", digits: int = 4) -> str:
     """A number scaled by an SI prefix, with its unit, to `digits` significant figures
     (trailing zeros dropped): what a person reads at a glance. SI throughout: 1 GB is
     1e9 bytes. Units "bytes" and "bytes/s" take the prefix as B ("33.55 MB", "820 GB/s");
@@ -116,7 +120,7 @@ def human(value, unit: str = "", digits: int = 4) -> str:
     return _with_unit(number(value, digits), "", unit)
 
 
-def _sympified(value) -> sympy.Basic:
+def _sympified(value: Value | Fraction) -> sympy.Basic:
     """A Python or sympy number as sympy, built from its type, never parsed from text."""
     if isinstance(value, bool):
         raise TypeError("a number, not a bool")
@@ -147,7 +151,7 @@ def _with_unit(text: str, prefix: str, unit: str) -> str:
     return f"{text} {prefix}{unit}".rstrip()
 
 
-def beside(value, unit: str) -> str:
+def beside(value: Value, unit: str) -> str:
     """An exact count with its scaled figure beside it, where the scaling says something:
     a number of 1000 or more. Expressions and small counts are shown as they are.
 
@@ -163,7 +167,7 @@ def beside(value, unit: str) -> str:
     return pretty(value)
 
 
-def capacity(size, digits: int = 4) -> str:
+def capacity(size: Value, digits: int = 4) -> str:
     """A capacity in bytes, SI, with the binary figure beside it where the size is a whole
     number of TiB, GiB, MiB or KiB and not of TB, GB, MB or kB (a source that quoted binary
     units; the SI figure beside it then has four significant figures, the binary one being
@@ -184,7 +188,7 @@ def capacity(size, digits: int = 4) -> str:
     return human(size, "bytes", digits)
 
 
-def seconds(value) -> str:
+def seconds(value: Value) -> str:
     """A time with a unit: 1.01112 ms."""
     f = float(value)
     for scale, unit in _TIME_UNITS:
@@ -193,7 +197,7 @@ def seconds(value) -> str:
     return f"{f:.6g} s"
 
 
-def duration(value) -> str:
+def duration(value: Value) -> str:
     """A time with a unit: a number as `seconds` shows it, a formula (in a mesh axis's
     size: a latency floor of X/2 hops) as itself, in seconds."""
     formula = isinstance(value, sympy.Basic) and not value.is_number
@@ -241,7 +245,7 @@ def pretty(expr: sympy.Basic) -> str:
     return _Printer().doprint(shown.xreplace(floats) if floats else shown)
 
 
-def _large_coefficients(*polys) -> bool:
+def _large_coefficients(*polys: sympy.Expr) -> bool:
     for p in polys:
         found = cancel.terms(p)  # a sum of monomials as it stands: no need to expand it
         coefficients = found.values() if found is not None else sympy.expand(p).as_coefficients_dict().values()
@@ -250,7 +254,7 @@ def _large_coefficients(*polys) -> bool:
     return False
 
 
-def over(expr: sympy.Expr, divisor) -> str:
+def over(expr: sympy.Expr, divisor: Value) -> str:
     """`expr / divisor` as a person writes it: 2*B*D*F / 1.97e14. A divisor that is a
     formula (in a mesh axis's size) is divided through, its number kept apart:
     I*J*(X - 1)/X / 2.25e10."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Iterable
 
 import sympy
 
@@ -31,7 +32,7 @@ _CONSTANTS = {"oo": sympy.oo}
 MAX_CHARS = 10_000
 
 
-def read_expression(text: str, names) -> sympy.Expr:
+def read_expression(text: str | int | float, names: Iterable[str]) -> sympy.Expr:
     """Parse `text` into a sympy expression whose names are the dims in `names`.
 
     Relations (`a > b`) are read too. Unknown names are an error, so a typo in a claim
@@ -52,7 +53,7 @@ def read_expression(text: str, names) -> sympy.Expr:
         raise SpecError(f"cannot read '{text}': {type(err).__name__.lower()}") from None
 
 
-def _number(value) -> sympy.Expr:
+def _number(value: int | float) -> sympy.Expr:
     if isinstance(value, bool):
         raise ValueError("a bool is not a number")
     if isinstance(value, int):
@@ -61,7 +62,7 @@ def _number(value) -> sympy.Expr:
 
 
 def _build(node: ast.AST, names: set[str], text: str) -> sympy.Expr:
-    def fail(why: str):
+    def fail(why: str) -> SpecError:
         return SpecError(f"cannot read '{text}': {why}")
 
     if isinstance(node, ast.Constant):

@@ -16,6 +16,7 @@ Examples:
 from __future__ import annotations
 
 import re
+from typing import NoReturn
 
 import sympy
 
@@ -51,7 +52,7 @@ def expression(text: str, where: tuple[str, int] | None = None) -> sympy.Expr:
 class _Reader:
     """Recursive descent: sum := product (('+'|'-') product)*; product := atom (('*'|'/') atom)*."""
 
-    def __init__(self, tokens, where):
+    def __init__(self, tokens: list[tuple[str, str, int]], where: tuple[str, int] | None):
         self.tokens, self.where, self.i = tokens, where, 0
 
     def _peek(self) -> str | None:
@@ -99,7 +100,7 @@ class _Reader:
         raise AssertionError  # _fail raises
 
 
-def _fail(message: str, where: tuple[str, int] | None, pos: int):
+def _fail(message: str, where: tuple[str, int] | None, pos: int) -> NoReturn:
     if where is None:
         raise SpecError(message)
     text, offset = where

@@ -43,7 +43,7 @@ from ..ir import (
 from ..sharding.layout import ShardingError, check_collective
 from .resolve_apply import is_infix, resolve_apply, resolve_infix
 from .resolve_steps import Context, EinsumSteps
-from .written import Span, WApply, WArrays, WCollective, WDim, WFused, WMesh, WOp, WStatement, WTensor
+from .written import Span, WApply, WArrays, WCollective, WDim, WFused, WMesh, WOp, Written, WStatement, WTensor
 
 # Limits that keep a hostile or mistaken spec from hanging sympy; far above real use.
 MAX_DIMS_PER_TENSOR = 64
@@ -63,7 +63,7 @@ LINKS = ("ici", "dcn", "pcie")
 RING_CASES = {"ring": True, "line": False}
 
 
-def resolve(statements: list, text: str, default_dtype: str = "bf16", mesh: Mesh | None = None,
+def resolve(statements: Sequence[Written], text: str, default_dtype: str = "bf16", mesh: Mesh | None = None,
             check: Callable[[Contraction | Apply, Mesh], None] | None = None) -> Program:
     """Resolve written statements into a `Program` (see the module docstring for the rules).
 

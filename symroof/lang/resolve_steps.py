@@ -11,15 +11,19 @@ import `resolve.py`, which imports it).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass, field
 
 import sympy
 
 from .. import dtypes
 from ..errors import SpecError, SymroofWarning
-from ..ir import Dim, Mesh, Operator, Step, Tensor, Term, is_literal_label, label_text, step_sizes
+from ..ir import Apply, Contraction, Dim, Mesh, Operator, Step, Tensor, Term, is_literal_label, label_text, step_sizes
 from .written import Span, WApply, WArrays, WCollective, WDim, WOp, WStatement, WTensor
+
+# A step's input as the chain builds it: dtype, name, the axes each dim is split over (None
+# for an intermediate), and its labels.
+_Input = tuple[dtypes.DType, str | None, tuple[tuple[str, ...], ...] | None, list[str]]
 
 
 @dataclass
@@ -33,9 +37,10 @@ class Context:
     values: dict[str, tuple[int, Span]] = field(default_factory=dict)
     names: set[str] = field(default_factory=set)
     splits: dict[str, set[str]] = field(default_factory=dict)  # the axes each named dim is split over
-    check: Callable | None = None  # checks a statement's layout on the mesh (see resolve.resolve)
+    # checks a statement's layout on the mesh (see resolve.resolve)
+    check: Callable[[Contraction | Apply, Mesh], None] | None = None
 
-    def chips(self, axes: Iterable[str]):
+    def chips(self, axes: Iterable[str]) -> int | sympy.Expr:
         """How many chips mesh axes span together (1 for none): an int, or a product of
         symbols over axes without a size. Only the mesh's own axes come here: every
         subscript is checked against the mesh as it is read."""
@@ -110,7 +115,8 @@ class EinsumSteps:
             current, left = labels_out, (output.dtype, None, None)
         return tuple(steps), step_sizes(steps)
 
-    def _sum_alone_first(self, inputs: list, summed, output: Tensor, compute, steps: list) -> list:
+    def _sum_alone_first(self, inputs: list[_Input], summed: list[str], output: Tensor,
+                         compute: dtypes.DType | None, steps: list[Step]) -> list[str]:
         """A dim summed in a step but held by one of its two inputs only is summed away
         there first, in a step of its own, as every compiler does: `[B, D, K] * [D, F]`
         costs B*D*K adds and then the matmul, not the 2*B*D*F*K of the full loop nest.
@@ -132,7 +138,8 @@ class EinsumSteps:
                           SymroofWarning, stacklevel=5)
         return summed
 
-    def _step(self, inputs, output: Tensor, final: bool, labels_out, summed, compute) -> Step:
+    def _step(self, inputs: Sequence[_Input], output: Tensor, final: bool, labels_out: Sequence[str],
+              summed: Sequence[str], compute: dtypes.DType | None) -> Step:
         terms = tuple(Term(dtype, tuple(labels), name, axes) for dtype, name, axes, labels in inputs)
         if final:
             # The result's labels follow its written dims, except a scalar's unit label.
@@ -200,7 +207,8 @@ class EinsumSteps:
             raise self.ctx.error(f"'@' contracts the left's last dim {left_text} with the right's "
                                  f"{right_text}: {kind}", rdim_w.span)
 
-    def _align_batch(self, left, right, right_tensor, used) -> list[str]:
+    def _align_batch(self, left: Sequence[str], right: Sequence[str | None], right_tensor: Tensor,
+                     used: Set[str]) -> list[str]:
         """Matmul reading: literal batch dims (all but the last two) pair up from the right,
         as numpy broadcasts them; the rest of the right's literals are new dims."""
         right = list(right)
@@ -212,7 +220,8 @@ class EinsumSteps:
                 used = used | {l}
         return [r if r is not None else self.fresh(d.size) for r, d in zip(right, right_tensor.dims)]
 
-    def pair_by_size(self, left, right, right_tensor, used) -> list[str]:
+    def pair_by_size(self, left: Sequence[str], right: Sequence[str | None], right_tensor: Tensor,
+                     used: Iterable[str]) -> list[str]:
         """Elementwise reading: each literal of the right pairs with the first unused literal
         of the left of the same size; the rest are new dims."""
         right = list(right)
@@ -228,7 +237,8 @@ class EinsumSteps:
                     break
         return [r if r is not None else self.fresh(d.size) for r, d in zip(right, right_tensor.dims)]
 
-    def _carry(self, left, right, op, contracted, later):
+    def _carry(self, left: Sequence[str], right: Sequence[str], op: Operator, contracted: Set[str],
+               later: Set[str]) -> tuple[list[str], list[str]]:
         """A step inside a chain: what it sums, and the labels of its intermediate."""
         summed = set(contracted)
         if op.symbol == "*" and op.contract is None:
@@ -236,7 +246,8 @@ class EinsumSteps:
         out = [l for l in dict.fromkeys((*left, *right)) if l not in summed]
         return out, [l for l in dict.fromkeys((*left, *right)) if l in summed]
 
-    def _finish(self, left, right, out_w: WTensor, strict: bool, op_span, contracted=frozenset()):
+    def _finish(self, left: Sequence[str], right: Sequence[str], out_w: WTensor, strict: bool, op_span: Span | None,
+                contracted: Set[str] = frozenset()) -> tuple[list[str], list[str]]:
         """The last step: match the result's dims to what survives, and sum the rest."""
         present = list(dict.fromkeys((*left, *right)))
         survivors = [l for l in present if l not in contracted]

@@ -37,6 +37,7 @@ from .written import (
     WMesh,
     WMeshAxis,
     WOp,
+    Written,
     WStatement,
     WTensor,
 )
@@ -74,7 +75,7 @@ def _cache_file(grammar: str) -> str | bool:
     return str(folder / f"parser-{digest}.lark")
 
 
-def read(text: str) -> list[WStatement]:
+def read(text: str) -> list[Written]:
     """Parse spec text into its statements as written.
 
     Raises:
@@ -110,7 +111,7 @@ def read(text: str) -> list[WStatement]:
 
 
 @functools.lru_cache(maxsize=8192)
-def _chunk(chunk: str) -> tuple:
+def _chunk(chunk: str) -> tuple[Written, ...]:
     """One chunk's statements, read as if it were the whole text (syntax_chunks.py)."""
     return tuple(_statement(child, chunk) for child in _parser().parse(chunk).children if isinstance(child, Tree))
 
@@ -170,7 +171,7 @@ def _edge(node: Token | Tree | None, end: int) -> Token | None:
     return None
 
 
-def _statement(tree: Tree, text: str):
+def _statement(tree: Tree, text: str) -> Written:
     kind = tree.data
     if kind == "contraction":
         *body, _arrow, output = tree.children
@@ -260,14 +261,16 @@ def _fused(tree: Tree, text: str) -> WFused:
         raise SpecError(f"'{word} {{' is not a statement{hint} (a block of one kernel is 'fused {{ ... }}')",
                         text, *_span(word))
     inner = [c for c in tree.children[1:] if isinstance(c, Tree)]
-    statements = [_statement(child, text) for child in inner]
-    for child, statement in zip(inner, statements):
+    statements: list[WStatement | WApply] = []
+    for child in inner:
+        statement = _statement(child, text)
         if not isinstance(statement, (WStatement, WApply)):
             what = "a fused block" if isinstance(statement, WFused) else \
                 "a mesh line" if isinstance(statement, WMesh) else \
                 "an array with no op" if isinstance(statement, WArrays) else "a collective"
             raise SpecError(f"{what} cannot go inside a fused block: it holds ops that run as one kernel",
                             text, *_span(child))
+        statements.append(statement)
     return WFused(statements, _span(word), _span(tree))
 
 

@@ -137,3 +137,7 @@ class WFused:
     statements: list[WStatement | WApply]
     word_span: Span
     span: Span
+
+
+# Any one statement as written, as `syntax.read` gives them.
+Written = WStatement | WApply | WCollective | WFused | WArrays | WMesh

@@ -115,6 +115,14 @@ class Kind:
         return ""
 
 
+def function_of(step: Step) -> str:
+    """The function a named op's step computes (`gelu`, `rmsnorm`): the parser sets it on
+    every step of a kind written with words."""
+    if step.fn is None:
+        raise ValueError(f"a {step.kind} step without its function: {step}")
+    return step.fn
+
+
 def term_bytes(term: Term, size: Size) -> sympy.Expr:
     return term.dtype.bytes * size(term.labels)
 

@@ -8,6 +8,9 @@ the book's two FLOPs per point (2*B*D*F for a matmul, against the exact B*F*(2*D
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ..ir import Step
 from .base import MATRIX, Counted, Kind, Size
 
 
@@ -17,10 +20,11 @@ class Contraction(Kind):
     over_word = "sums"
     arity = (2, 2)
 
-    def summed(self, word, inputs, over, output):
+    def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
+               output: Sequence[str]) -> tuple[str, ...]:
         return tuple(over)
 
-    def count(self, step, size: Size) -> Counted:
+    def count(self, step: Step, size: Size) -> Counted:
         out, summed = size(step.output.labels), size(step.summed)
         return Counted(2 * out * summed, out * (2 * summed - 1))
 

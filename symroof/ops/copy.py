@@ -4,6 +4,9 @@ element; symroof counts none (README: conventions)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ..ir import Step
 from .base import NONE, ZERO, Counted, Kind, Size, same_dims
 
 
@@ -13,11 +16,12 @@ class Copy(Kind):
     words = ("copy", "cast", "transpose")
     arity = (1, 1)
 
-    def summed(self, word, inputs, over, output):
+    def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
+               output: Sequence[str]) -> tuple[str, ...]:
         same_dims(word, inputs, output)
         return ()
 
-    def count(self, step, size: Size) -> Counted:
+    def count(self, step: Step, size: Size) -> Counted:
         return ZERO
 
     def describe(self, word: str) -> str:

@@ -19,10 +19,12 @@ it; a result written split there is computed whole on each chip and sliced (free
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import sympy
 
-from ..ir import label_text, subscripted
-from .base import Counted, Kind, ShapeError, Size, over_dims, shown
+from ..ir import Step, label_text, subscripted
+from .base import Counted, Kind, ShapeError, Size, function_of, over_dims, shown
 
 # word -> (FLOPs, transcendentals) per combine, as JAX writes the combine
 FUNCTIONS: dict[str, tuple[int, int]] = {
@@ -42,7 +44,8 @@ class Cumulative(Kind):
     over_word = "scans"
     scans = True
 
-    def summed(self, word, inputs, over, output):
+    def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
+               output: Sequence[str]) -> tuple[str, ...]:
         over_dims(word, inputs[0], over)
         if len(over) != 1:
             raise ShapeError(f"{word} scans one dim: write {subscripted(word, (label_text(over[0]),), short=True)}, "
@@ -51,8 +54,8 @@ class Cumulative(Kind):
             raise ShapeError(f"{word} keeps its input's dims: the result is [{shown(inputs[0])}]")
         return tuple(over)
 
-    def count(self, step, size: Size) -> Counted:
-        flops, transcendentals = FUNCTIONS[step.fn]
+    def count(self, step: Step, size: Size) -> Counted:
+        flops, transcendentals = FUNCTIONS[function_of(step)]
         elements = size(step.output.labels)
         rows = elements / size(step.summed)
         return Counted(flops * elements, flops * (elements - rows),

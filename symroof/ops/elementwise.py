@@ -6,8 +6,11 @@ transcendental instead (measured: benchmarks/xla_conventions.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import sympy
 
+from ..ir import Step
 from .base import Counted, Kind, Size, same_dims
 
 # word -> the infix symbol it prints as (None: written as a call, max(a, b))
@@ -25,11 +28,12 @@ class Elementwise(Kind):
     arity = (2, 2)
     same_layouts = True
 
-    def summed(self, word, inputs, over, output):
+    def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
+               output: Sequence[str]) -> tuple[str, ...]:
         same_dims(word, inputs, output)
         return ()
 
-    def count(self, step, size: Size) -> Counted:
+    def count(self, step: Step, size: Size) -> Counted:
         out = size(step.output.labels)
         if step.fn in TRANSCENDENTAL:
             return Counted(sympy.Integer(0), sympy.Integer(0), out)

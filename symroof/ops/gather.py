@@ -13,8 +13,11 @@ is."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import sympy
 
+from ..ir import Step
 from .base import NONE, ZERO, Counted, Kind, ShapeError, Size, shown, term_bytes
 
 
@@ -25,7 +28,8 @@ class Gather(Kind):
     words = ("gather", "take", "embed")
     arity = (2, 2)
 
-    def summed(self, word, inputs, over, output):
+    def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
+               output: Sequence[str]) -> tuple[str, ...]:
         table, indices = inputs
         if not table:
             raise ShapeError(f"{word} takes elements of a table: the table needs at least one dim", 0)
@@ -42,10 +46,10 @@ class Gather(Kind):
                              "others (in any order)")
         return tuple(picked)
 
-    def count(self, step, size: Size) -> Counted:
+    def count(self, step: Step, size: Size) -> Counted:
         return ZERO
 
-    def read(self, step, size: Size, kept: frozenset[int] = frozenset()) -> sympy.Expr:
+    def read(self, step: Step, size: Size, kept: frozenset[int] = frozenset()) -> sympy.Expr:
         table, indices = step.inputs
         rows = table.dtype.bytes * size(step.output.labels) if 0 not in kept else 0
         return rows + (term_bytes(indices, size) if 1 not in kept else 0)

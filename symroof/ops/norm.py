@@ -17,8 +17,10 @@ the axis: one fp32 value per row for rmsnorm, two (sum and sum of squares) for l
 
 from __future__ import annotations
 
-from ..ir import label_text
-from .base import Counted, Kind, ShapeError, Size, over_dims, shown
+from collections.abc import Sequence
+
+from ..ir import Step, label_text
+from .base import Counted, Kind, ShapeError, Size, function_of, over_dims, shown
 
 # word -> (exact FLOPs per element, exact FLOPs per row, how many reductions, stats per row)
 FUNCTIONS = {"rmsnorm": (3, 1, 1, 1), "layernorm": (5, 1, 2, 2)}
@@ -30,7 +32,8 @@ class Norm(Kind):
     arity = (1, 3)
     takes_dims = True
 
-    def summed(self, word, inputs, over, output):
+    def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
+               output: Sequence[str]) -> tuple[str, ...]:
         x, *params = inputs
         over_dims(word, x, over)
         if len(params) > (2 if word == "layernorm" else 1):
@@ -45,8 +48,8 @@ class Norm(Kind):
             raise ShapeError(f"{word} keeps its input's dims: the result is [{shown(x)}]")
         return tuple(over)
 
-    def count(self, step, size: Size) -> Counted:
-        per_element, per_row, reductions, _ = FUNCTIONS[step.fn]
+    def count(self, step: Step, size: Size) -> Counted:
+        per_element, per_row, reductions, _ = FUNCTIONS[function_of(step)]
         elements = size(step.output.labels)
         rows = elements / size(step.summed)
         params = (len(step.inputs) - 1) * elements

@@ -13,6 +13,9 @@ the shards alone cannot be padded (GSPMD instead pads them in place, exchanging 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ..ir import Step
 from .base import NONE, ZERO, Counted, Kind, ShapeError, Size, shown
 
 
@@ -23,7 +26,8 @@ class Pad(Kind):
     arity = (1, 1)
     makes_dims = True  # the padded dims
 
-    def summed(self, word, inputs, over, output):
+    def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
+               output: Sequence[str]) -> tuple[str, ...]:
         (x,) = inputs
         padded = [a for a in x if a not in output]
         new = [b for b in output if b not in x]
@@ -33,10 +37,10 @@ class Pad(Kind):
                              f"with {len(new)} ({shown(new) or 'none'})")
         return ()
 
-    def count(self, step, size: Size) -> Counted:
+    def count(self, step: Step, size: Size) -> Counted:
         return ZERO
 
-    def whole(self, step) -> tuple[str, ...]:
+    def whole(self, step: Step) -> tuple[str, ...]:
         return tuple(a for a in step.inputs[0].labels if a not in step.output.labels)
 
     def describe(self, word: str) -> str:

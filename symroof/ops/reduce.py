@@ -14,7 +14,9 @@ values per row: the max, and its index), where a sum's partial results are AllRe
 
 from __future__ import annotations
 
-from ..ir import label_text, subscripted
+from collections.abc import Sequence
+
+from ..ir import Step, label_text, subscripted
 from .base import Counted, Kind, ShapeError, Size, over_dims, shown
 
 FUNCTIONS = ("sum", "max", "min", "prod", "all", "any", "mean", "argmax", "argmin")
@@ -27,7 +29,8 @@ class Reduce(Kind):
     takes_dims = True
     over_word = "sums"
 
-    def summed(self, word, inputs, over, output):
+    def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
+               output: Sequence[str]) -> tuple[str, ...]:
         over_dims(word, inputs[0], over)
         kept = [l for l in inputs[0] if l not in over]
         if list(output) != kept and sorted(output) != sorted(kept):
@@ -35,7 +38,7 @@ class Reduce(Kind):
                              "the result has those dims")
         return tuple(over)
 
-    def count(self, step, size: Size) -> Counted:
+    def count(self, step: Step, size: Size) -> Counted:
         out, n = size(step.output.labels), size(step.summed)
         extra = out if step.fn == "mean" else 0
         return Counted(out * n + extra, out * (n - 1) + extra)

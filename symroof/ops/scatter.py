@@ -34,8 +34,11 @@ bound).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import sympy
 
+from ..ir import Step
 from .base import VECTOR, ZERO, Counted, Kind, ShapeError, Size, shown, term_bytes
 
 COMBINES = ("scatter_add", "scatter_mul", "scatter_min", "scatter_max")
@@ -49,7 +52,8 @@ class Scatter(Kind):
     arity = (2, 3)
     makes_dims = True  # a new array's rows are in no operand
 
-    def summed(self, word, inputs, over, output):
+    def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
+               output: Sequence[str]) -> tuple[str, ...]:
         array = inputs[0] if len(inputs) == 3 else output
         indices, updates = inputs[-2:]
         if len(inputs) == 3 and sorted(output) != sorted(array):
@@ -70,19 +74,19 @@ class Scatter(Kind):
                              "(in any order)", len(inputs) - 1)
         return tuple(i for i in indices if i not in array)
 
-    def count(self, step, size: Size) -> Counted:
+    def count(self, step: Step, size: Size) -> Counted:
         if step.fn == "scatter":
             return ZERO
         n = size(step.inputs[-1].labels)
         return Counted(n, n)
 
-    def read(self, step, size: Size, kept: frozenset[int] = frozenset()) -> sympy.Expr:
+    def read(self, step: Step, size: Size, kept: frozenset[int] = frozenset()) -> sympy.Expr:
         first = len(step.inputs) - 2  # the indices' position: 1 with an array operand, else 0
         rows = step.output.dtype.bytes * size(step.inputs[-1].labels) if first == 0 or 0 not in kept else 0
         return rows + sum((term_bytes(t, size) for i, t in enumerate(step.inputs[first:], first) if i not in kept),
                           sympy.Integer(0))
 
-    def written(self, step, size: Size) -> sympy.Expr:
+    def written(self, step: Step, size: Size) -> sympy.Expr:
         rows = step.output.dtype.bytes * size(step.inputs[-1].labels)
         return rows + (term_bytes(step.output, size) if len(step.inputs) == 2 else 0)
 

@@ -4,6 +4,9 @@ scalar bound is a tensor with no dims)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ..ir import Step
 from .base import Counted, Kind, Size, same_dims
 
 
@@ -12,11 +15,12 @@ class Select(Kind):
     words = ("select", "clamp")
     arity = (3, 3)
 
-    def summed(self, word, inputs, over, output):
+    def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
+               output: Sequence[str]) -> tuple[str, ...]:
         same_dims(word, inputs, output)
         return ()
 
-    def count(self, step, size: Size) -> Counted:
+    def count(self, step: Step, size: Size) -> Counted:
         out = size(step.output.labels)
         return Counted(out, out)
 

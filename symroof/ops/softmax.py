@@ -10,6 +10,9 @@ per row, all-reduced.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ..ir import Step
 from .base import Counted, Kind, ShapeError, Size, over_dims, shown
 
 
@@ -19,13 +22,14 @@ class Softmax(Kind):
     arity = (1, 1)
     takes_dims = True
 
-    def summed(self, word, inputs, over, output):
+    def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
+               output: Sequence[str]) -> tuple[str, ...]:
         over_dims(word, inputs[0], over)
         if list(output) != list(inputs[0]):
             raise ShapeError(f"{word} keeps its input's dims: the result is [{shown(inputs[0])}]")
         return tuple(over)
 
-    def count(self, step, size: Size) -> Counted:
+    def count(self, step: Step, size: Size) -> Counted:
         elements = size(step.output.labels)
         rows = elements / size(step.summed)
         # logsoftmax: x - max - log(sum exp): a subtract where softmax divides, and one log per row

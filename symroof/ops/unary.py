@@ -8,9 +8,12 @@ divide, compare or select is one FLOP.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import sympy
 
-from .base import Counted, Kind, Size, same_dims
+from ..ir import Step
+from .base import Counted, Kind, Size, function_of, same_dims
 
 # word -> (FLOPs, transcendentals) per element, and how JAX computes it
 FUNCTIONS: dict[str, tuple[int, int, str]] = {
@@ -67,12 +70,13 @@ class Unary(Kind):
     words = tuple(FUNCTIONS)
     arity = (1, 1)
 
-    def summed(self, word, inputs, over, output):
+    def summed(self, word: str, inputs: Sequence[Sequence[str]], over: Sequence[str],
+               output: Sequence[str]) -> tuple[str, ...]:
         same_dims(word, inputs, output)
         return ()
 
-    def count(self, step, size: Size) -> Counted:
-        flops, transcendentals, _ = FUNCTIONS[step.fn]
+    def count(self, step: Step, size: Size) -> Counted:
+        flops, transcendentals, _ = FUNCTIONS[function_of(step)]
         out = size(step.output.labels)
         return Counted(flops * out, flops * out, transcendentals * out if transcendentals else sympy.Integer(0))
 
