@@ -32,10 +32,12 @@ from .. import dtypes
 from ..errors import SpecError
 from ..ir import Mesh, Program, dim_symbol
 from ..sharding.lower import check_layout
+from . import source
 from .parse import parse_mesh
 from .relations import expression, resolve_relations
 from .resolve import resolve
-from .syntax import MAX_SIZE_DIGITS, WMesh, normalize, read
+from .syntax import MAX_SIZE_DIGITS, normalize, read
+from .written import Span, WAnnotation, WApply, WCollective, WDim, WFused, WMesh, WMeshAxis, WOp, WStatement, WTensor
 
 DECLARATIONS = ("param", "embedding", "cache")  # embedding: a parameter counted apart
 _NAME = r"[^\W\d_][^\W_]*"
@@ -120,12 +122,16 @@ class Structured:
     backward: Structured | None = None  # the `backward { ... }` section, read as a program of its own
 
 
-def read_structured(text: str, dtype: str = "bf16", mesh: Mesh | str | dict | None = None) -> Structured:
-    """Read a program with structure (see the module docstring).
+def read_structured(text: str | source.Program, dtype: str = "bf16",
+                    mesh: Mesh | str | dict | None = None) -> Structured:
+    """Read a program with structure (see the module docstring): its text, or the program
+    as objects (`source.Program`, which is resolved as it is, with no parse: `read_source`).
 
     Raises:
         SpecError: with the position of the first problem.
     """
+    if isinstance(text, source.Program):
+        return read_source(text, dtype, mesh)
     if not isinstance(text, str):
         raise SpecError(f"a program is text, not {type(text).__name__}")
     text = normalize(text)
@@ -160,39 +166,195 @@ def _sections(text: str) -> tuple[str, str | None]:
     return forward, backward
 
 
-def _read(text: str, blanked_forward: str, dtype: str, mesh, backward: Structured | None) -> Structured:
+@dataclass
+class _Layout:
+    """The structure of a program, read from its text (`_Scan`) or its objects (`_Walk`):
+    each statement's repeat blocks and part, the blocks, the declarations and the lets."""
+
+    blocks_of: list[list[int]]  # each statement's enclosing repeat blocks, outermost first
+    parts: list[str | None]  # each statement's innermost part
+    regions: list[tuple[sympy.Expr, int | None]]  # each repeat block's count and parent block
+    count_at: list[int | None]  # each repeat block's count's offset in the text
+    # (word, name, dtype, dims, each dim's axes, enclosing blocks, offset of the name)
+    declared: list[tuple[str, str, dtypes.DType, tuple[sympy.Expr, ...], tuple[tuple[str, ...], ...], list[int],
+                         int | None]]
+    lets: list[tuple[str, sympy.Expr]]
+    let_spans: list[tuple[str, int, int]]
+
+
+def _read(text: str, blanked_forward: str, dtype: str, mesh: Mesh | str | dict | None,
+          backward: Structured | None) -> Structured:
     whole, text = text, blanked_forward
     scan = _Scan(text)
     blanked = scan.run()
     written = read(blanked)
     regions = scan.regions
-    blocks_of: list[list[int]] = []
     statements = [w for w in written if not isinstance(w, WMesh)]
-    for w in statements:
-        start = w.span[0]
-        blocks_of.append([k for k, (lo, hi, _, _) in enumerate(regions) if lo <= start < hi])
-    program = resolve(written, blanked, dtype, parse_mesh(mesh), check=check_layout)
+    layout = _Layout(
+        [[k for k, (lo, hi, _, _) in enumerate(regions) if lo <= w.span[0] < hi] for w in statements],
+        [next((name for lo, hi, name in reversed(scan.parts) if lo <= w.span[0] < hi), None) for w in statements],
+        [(count, parent) for _, _, count, parent in regions], list(scan.count_at),
+        [(word, name, dt, dims, axes, scan.enclosing(at), at) for word, name, dt, dims, axes, at in scan.declared],
+        scan.lets, scan.let_spans)
+    return _assemble(whole, blanked, written, layout, dtype, mesh, backward)
+
+
+def _assemble(whole: str, text: str, written: list, layout: _Layout, dtype: str, mesh: Mesh | str | dict | None,
+              backward: Structured | None) -> Structured:
+    """The structured program of its statements as written and its structure; `text` is
+    what the statements' spans point into."""
+    program = resolve(written, text, dtype, parse_mesh(mesh), check=check_layout)
     if program.mesh is not None:
         program.mesh.number("a program with let, repeat or param lines (a model)")
-    counts = tuple(sympy.Mul(*(regions[k][2] for k in inside)) for inside in blocks_of)
-    parts = tuple(next((name for lo, hi, name in reversed(scan.parts) if lo <= w.span[0] < hi), None)
-                  for w in statements)
-    blocks = tuple(Block(count, tuple(i for i, inside in enumerate(blocks_of) if k in inside), parent,
-                         scan.count_at[k]) for k, (_, _, count, parent) in enumerate(regions))
-    declared = tuple(Declared(word, name, dt, dims, sympy.Mul(*(regions[k][2] for k in scan.enclosing(at))),
-                              _innermost(scan.enclosing(at)),
-                              _split(tuple(a for each in axes for a in each), program.mesh, text, at), axes, at)
-                     for word, name, dt, dims, axes, at in scan.declared)
+    regions = layout.regions
+    counts = tuple(sympy.Mul(*(regions[k][0] for k in inside)) for inside in layout.blocks_of)
+    blocks = tuple(Block(count, tuple(i for i, inside in enumerate(layout.blocks_of) if k in inside), parent,
+                         layout.count_at[k]) for k, (count, parent) in enumerate(regions))
+    declared = tuple(Declared(word, name, dt, dims, sympy.Mul(*(regions[k][0] for k in enclosing)),
+                              _innermost(enclosing),
+                              _split(tuple(a for each in axes for a in each), program.mesh, text, at or 0), axes, at)
+                     for word, name, dt, dims, axes, enclosing, at in layout.declared)
     names = [d.name for d in declared]
-    for d, (*_, at) in zip(declared, scan.declared):
+    for d in declared:
         if names.count(d.name) > 1:
-            raise SpecError(f"{d.name} is declared twice", text, at)
-    relations = resolve_relations(scan.lets, scan.let_spans)
+            raise SpecError(f"{d.name} is declared twice", text, d.at)
+    relations = resolve_relations(layout.lets, layout.let_spans)
     _check_declared(declared, relations, program.mesh, text)
-    _check_relations(scan.lets, scan.let_spans, relations)
+    _check_relations(layout.lets, layout.let_spans, relations)
     for block in blocks:
         _check_count(block.count, block.count.xreplace(relations), text, block.at)
-    return Structured(whole, program, counts, parts, blocks, declared, relations, tuple(scan.lets), backward)
+    return Structured(whole, program, counts, tuple(layout.parts), blocks, declared, relations, tuple(layout.lets),
+                      backward)
+
+
+def read_source(p: source.Program, dtype: str = "bf16", mesh: Mesh | str | dict | None = None) -> Structured:
+    """A program with structure given as objects (a model template's), resolved as it is:
+    the same `Structured` as `read_structured(str(p))`, without reading any text.
+
+    Raises:
+        SpecError: as reading its text would, with the position in the text (the text is
+            read for the message: objects carry no positions).
+    """
+    text = str(p)
+    try:
+        forward = tuple(item for item in p.items if not isinstance(item, source.Backward))
+        back = [item for item in p.items if isinstance(item, source.Backward)]
+        if len(back) > 1 or (back and p.items[-1] is not back[0]):
+            raise SpecError("a backward section ends the program")
+        behind = None
+        if back:  # it shares the forward's let and mesh lines
+            shared = tuple(item for item in forward if isinstance(item, (source.Let, source.MeshLine)))
+            behind = _walked(text, shared + back[0].body, dtype, mesh, None)
+        return _walked(text, forward, dtype, mesh, behind)
+    except SpecError as err:
+        read_structured(text, dtype, mesh)  # the error as the text has it, with its position
+        raise err
+
+
+def _walked(text: str, items: tuple[source.Item, ...], dtype: str, mesh: Mesh | str | dict | None,
+            backward: Structured | None) -> Structured:
+    walk = _Walk(text)
+    walk.items(items)
+    if not walk.statements:
+        raise SpecError("a program with structure has no statements")
+    return _assemble(text, text, walk.written, walk.layout, dtype, mesh, backward)
+
+
+_AT: Span = (0, 0)  # objects carry no positions: every span is the text's start
+
+
+class _Walk:
+    """One pass over a program's objects: its statements as written (what `syntax.read`
+    makes of their text, every span `_AT`) and its structure."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.written: list = []
+        self.statements: list = []
+        self.layout = _Layout([], [], [], [], [], [], [])
+        self.stack: list[tuple[str, int | str]] = []  # ("repeat", block) or ("part", name)
+
+    def _blocks(self) -> list[int]:
+        return [k for kind, k in self.stack if kind == "repeat" and isinstance(k, int)]
+
+    def items(self, items: tuple[source.Item, ...]) -> None:
+        for item in items:
+            if isinstance(item, source.Let):
+                for name, expr in item.entries:
+                    self.layout.lets.append((name, expression(expr, (self.text, 0))))
+                    self.layout.let_spans.append((self.text, 0, 0))
+            elif isinstance(item, source.MeshLine):
+                self.written.append(WMesh([WMeshAxis(a, size, None if link == "ici" else link, _AT,
+                                                     None if link == "ici" else _AT)
+                                           for a, size, link in item.axes], _AT))
+            elif isinstance(item, source.Declare):
+                for tensor in item.tensors:
+                    self._declare(item.word, tensor)
+            elif isinstance(item, source.Repeat):
+                count = expression(item.count, (self.text, 0))
+                if count.is_number and not count > 0:
+                    raise SpecError(f"a repeat count must be positive; this one is {count}")
+                blocks = self._blocks()
+                self.layout.regions.append((count, blocks[-1] if blocks else None))
+                self.layout.count_at.append(None)
+                self.stack.append(("repeat", len(self.layout.regions) - 1))
+                self.items(item.body)
+                self.stack.pop()
+            elif isinstance(item, source.Part):
+                self.stack.append(("part", item.name))
+                self.items(item.body)
+                self.stack.pop()
+            elif isinstance(item, (source.Contraction, source.Apply, source.Collective, source.Fused)):
+                written = _written(item, self.text)
+                self.written.append(written)
+                self.statements.append(written)
+                self.layout.blocks_of.append(self._blocks())
+                self.layout.parts.append(next((str(k) for kind, k in reversed(self.stack) if kind == "part"), None))
+            elif isinstance(item, source.Backward):
+                raise SpecError("a backward section ends the program, at the left margin")
+
+    def _declare(self, word: str, tensor: source.Tensor) -> None:
+        dtype = dtypes.lookup(tensor.dtype)
+        if dtype is None or tensor.name is None:
+            raise SpecError(f"write a declaration as '{word} NAME: dtype[dims]' ({word} W: bf16[D, F])")
+        dims = tuple(_declared_dim(d.name, self.text, 0) for d in tensor.dims)
+        axes = []
+        for d in tensor.dims:
+            split = tuple(a.strip() for a in d.axes.split(",")) if "," in d.axes else tuple(d.axes)
+            if len(set(split)) < len(split):
+                raise SpecError(f"{d} is split over {split[0]} twice")
+            axes.append(split)
+        self.layout.declared.append((word, tensor.name, dtype, dims, tuple(axes), self._blocks(), None))
+
+
+def _written(item: source.Contraction | source.Apply | source.Collective | source.Fused,
+             text: str) -> WStatement | WApply | WCollective | WFused:
+    """A statement as `syntax.read` writes its text (spans aside)."""
+    if isinstance(item, source.Contraction):
+        return WStatement("spec", [_wtensor(t) for t in item.operands],
+                          [WOp(op.symbol, [(s, _AT) for s in op.summed] or None, _AT) for op in item.ops],
+                          _wtensor(item.output), _AT, text)
+    if isinstance(item, source.Apply):
+        return WApply(item.word, _AT, None if item.subscript is None else [(item.subscript, _AT)], item.form,
+                      [_wtensor(t) for t in item.operands], _wtensor(item.output), _AT)
+    if isinstance(item, source.Collective):
+        return WCollective(item.kind, _AT, [(s, _AT) for s in item.subscript], _AT, _wtensor(item.input),
+                           _wtensor(item.output), _AT)
+    return WFused([_inner(s, text) for s in item.statements], _AT, _AT)
+
+
+def _inner(item: source.Contraction | source.Apply, text: str) -> WStatement | WApply:
+    written = _written(item, text)
+    assert isinstance(written, (WStatement, WApply))  # a fused block's statements are contractions and ops
+    return written
+
+
+def _wtensor(t: source.Tensor) -> WTensor:
+    dims = [WDim(None, int(d.name), (), _AT) if d.name.isdigit() else
+            WDim(d.name, None, tuple(a.strip() for a in d.axes.split(",")) if d.axes else (), _AT,
+                 _AT if d.axes else None) for d in t.dims]
+    kept = [WAnnotation("U", [(t.unreduced, _AT)], None, _AT)] if t.unreduced else []
+    return WTensor(t.dtype, _AT, t.name, _AT if t.name else None, dims, _AT, kept)
 
 
 def _check_declared(declared: tuple[Declared, ...], relations: dict, mesh: Mesh | None, text: str) -> None:
