@@ -35,10 +35,10 @@ from dataclasses import dataclass
 
 import sympy
 
+from ..analysis import Analysis, analyze, roofline
 from ..errors import SymroofError
 from ..hardware.chips import list_chips
 from ..lang.expr import read_expression
-from ..roofline.bounds import Analysis, analyze, roofline
 from ..roofline.quantities import QUANTITIES, available
 from ..show import number, pretty
 

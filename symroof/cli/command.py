@@ -19,6 +19,7 @@ import re
 import sys
 import warnings
 
+from ..analysis import analyze, roofline
 from ..claims.check import report as claims_report
 from ..claims.models import check_case, load_claims
 from ..errors import SpecError, SymroofError, SymroofWarning
@@ -29,7 +30,6 @@ from ..render import latex
 from ..render.chip_card import chip_card, chips_table
 from ..render.json_report import to_json_dict
 from ..render.text import table
-from ..roofline.bounds import analyze, roofline
 from ..roofline.collectives import time as collective_time
 from ..sharding.layout import fix_message
 from ..sharding.lower import ShardingError

@@ -20,9 +20,9 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from ..analysis import Analysis, analyze
 from ..errors import HardwareError
 from ..hardware.chips import Chip, get_chip
-from ..roofline.bounds import Analysis, analyze
 from ..show import capacity, human, seconds
 from . import kernels as measure
 from . import kernels_jax as measure_jax

@@ -36,11 +36,11 @@ from typing import Any
 
 import sympy
 
+from ..analysis import Analysis
 from ..errors import SpecError
 from ..ir import Program, dim_symbol
 from ..lang.relations import check_sizes
 from ..lang.structure import Structured
-from ..roofline.bounds import Analysis
 from ..roofline.cost import Cost, combine, cost, repeated
 from ..roofline.sized import ratio
 from ..roofline.solve import cleared, positive_region
@@ -334,8 +334,8 @@ class Model:
         matrix = self._matrix_work()
         if not matrix:
             raise SpecError("an MFU is a fraction of the matrix unit's peak, and this model has no matrix work")
-        busiest = max(matrix, key=lambda name: a._at(matrix[name]).xreplace(
-            {s: 1 for s in a._at(matrix[name]).free_symbols}))
+        busiest = max(matrix, key=lambda name: a.substitute(matrix[name]).xreplace(
+            {s: 1 for s in a.substitute(matrix[name]).free_symbols}))
         return a.rates[busiest]
 
     def _matrix_work(self) -> dict:

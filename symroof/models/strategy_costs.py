@@ -171,7 +171,9 @@ def _whole_step(model: Model, rows: list[Collective], free: Model) -> dict:
     slope, start = line.all_coeffs()
     tokens = free.at(-start / slope * tokens_per_chip(free) / B)
     now = tokens_per_chip(model)
-    chips = model.step_analysis.mesh.chips
+    mesh = model.step_analysis.mesh
+    assert mesh is not None  # a strategy writes one
+    chips = mesh.chips
     entry["per_chip_tokens"] = tokens
     entry["max_chips"] = sympy.floor(chips * now / tokens) if tokens.is_positive else None
     return entry
@@ -290,8 +292,10 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
             text.append("T_math never outgrows the collectives on activations: no batch makes the step "
                         "compute-bound")
         if entry.get("max_chips") is not None:
+            mesh = model.step_analysis.mesh
+            assert mesh is not None  # a strategy writes one
             text.append(f"this batch stays compute-bound up to about {show(entry['max_chips'])} chips "
-                        f"(now {model.step_analysis.mesh.chips})")
+                        f"(now {mesh.chips})")
         if entry.get("exchange_ratio") is not None:
             text.append(f"T_math / the AllToAlls' time = {show(entry['exchange_ratio'])} (above 1: the experts' "
                         "work outlasts their tokens' exchange; more tokens grow both alike)")

@@ -16,7 +16,7 @@ def rows(a) -> list[tuple[str, str]]:
     if not a.arrays:
         return []
     out = []
-    chips = a._at(a.mesh.count) if a.mesh is not None else 1
+    chips = a.substitute(a.mesh.count) if a.mesh is not None else 1
     for array in a.arrays:
         where = f"on each chip {array.local_text()}, " if a.mesh is not None else ""
         out.append(("array", f"{array.tensor}: {where}{_bytes(array.bytes_per_chip)}"

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
 import sympy
 
 from .. import plain
-from ..roofline.bounds import CONVENTIONS, Analysis, Threshold, dim_names
+from ..roofline.bounds import CONVENTIONS
 from ..roofline.quantities import QUANTITIES, QUANTITY, available
+from ..roofline.sized import dim_names
+from ..roofline.thresholds import Threshold
 from ..sharding.lower import Local
+
+if TYPE_CHECKING:
+    from ..analysis import Analysis
 
 # The top-level keys that are not quantities: what was analysed, on what, and the answers
 # to questions asked (a limit, a threshold). Every other top-level key is a declared
@@ -113,12 +119,12 @@ def _one(a: Analysis, limit, solve, line: bool = False) -> dict:
             "step": str(s.step), **({"per_chip": local[k]} if a.mesh is not None else {}),
             "kind": s.step.kind, "unit": s.unit,
             "compute_dtype": s.step.compute.name,
-            "flops": json_value(a._at(s.flops)),
-            "transcendentals": json_value(a._at(s.transcendentals)),
-            "flops_exact": json_value(a._at(s.flops_exact)),
-            "bytes_read": json_value(a._at(s.bytes_read)),
-            "bytes_written": json_value(a._at(s.bytes_written)),
-        } for k, s in enumerate(a.steps)]
+            "flops": json_value(a.substitute(s.flops)),
+            "transcendentals": json_value(a.substitute(s.transcendentals)),
+            "flops_exact": json_value(a.substitute(s.flops_exact)),
+            "bytes_read": json_value(a.substitute(s.bytes_read)),
+            "bytes_written": json_value(a.substitute(s.bytes_written)),
+        } for k, s in enumerate(a.steps) if s.step is not None]  # a program's steps each have one
     if not line:
         out["values"] = {k: int(v) for k, v in a.values.items()}
     _put(out, a, _group("", mesh=False), line)
@@ -173,7 +179,7 @@ def _one(a: Analysis, limit, solve, line: bool = False) -> dict:
 def _bare_collectives(a: Analysis) -> list:
     """The collectives without times, where no link figures are given."""
     return [{"op": move.move.kind, "axes": list(move.move.axes), "array": move.move.before.text(move.move.dtype),
-             "bytes": json_value(a._at(move.bytes)), "inserted": move.move.why is not None,
+             "bytes": json_value(a.substitute(move.bytes)), "inserted": move.move.why is not None,
              "why": move.move.why} for move in a.cost.moves]
 
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import sympy
 
 from ..ir import dim_symbol, label_text
-from ..roofline.bounds import dim_names
 from ..roofline.quantities import nonzero, symbol
+from ..roofline.sized import dim_names
 from ..show import number
 from .tex import TexPrinter, tex_name, tex_number, tex_words
 
@@ -62,7 +62,7 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
         rows.append((symbol("transcendentals"), "=", rf"{tex(transcendentals)} \quad "
                                                      r"\text{(exp, log, tanh, rsqrt, ...: apart from FLOPs)}"))
     if on_mesh:
-        chips = a._at(a.mesh.count)
+        chips = a.substitute(a.mesh.count)
         count = str(chips) if chips.is_number else rf"}} {tex(chips)} \text{{"  # |X| chips: in math
         rows.append((symbol("flops_total"), "=", f"{tex(a.flops_total)} \\quad "
                      rf"\text{{(over {count} chip{'s' if chips != 1 else ''}, replication "

@@ -11,20 +11,26 @@ their labels and units from `quantities`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import sympy
 
 from .. import ops
 from ..hardware.topology import placement
 from ..ir import label_text, subscript
-from ..roofline.bounds import CONVENTIONS, Analysis, dim_names
+from ..roofline.bounds import CONVENTIONS
 from ..roofline.collectives import link_name
 from ..roofline.oneline import REPR_WIDTH, spec_line
 from ..roofline.oneline import cut as _cut
 from ..roofline.quantities import QUANTITY, nonzero
+from ..roofline.sized import dim_names
 from ..roofline.thresholds import threshold_text
 from ..sharding.lower import Local
 from ..show import beside, duration, human, number, over, pretty, seconds, wrapped
 from . import arrays_report
+
+if TYPE_CHECKING:
+    from ..analysis import Analysis
 
 # Row labels and units, as declared (quantities.py)
 _L = {name: q.label for name, q in QUANTITY.items()}
@@ -195,7 +201,7 @@ def summary(a: Analysis) -> str:
     line past `REPR_WIDTH`; `table` gives the full report.
 
     Examples:
-        >>> from symroof.roofline.bounds import analyze
+        >>> from symroof import analyze
         >>> print(summary(analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="v5e").at(B=4096, D=4096, F=4096)))
         spec       bf16[B, D] @ bf16[D, F] -> bf16[B, F]
         chip       TPU v5e: 197 TFLOPs/s bf16 peak (dense), HBM 820 GB/s
@@ -237,7 +243,7 @@ def summary(a: Analysis) -> str:
         times = {id(move.move): t for move, t in a.collectives} if network else {}
         shown = []
         for move in a.cost.moves:
-            V = a._at(move.bytes)
+            V = a.substitute(move.bytes)
             text = f"{move.move.kind}{subscript(move.move.axes)}: V = " \
                    f"{human(V, 'bytes') if V.is_number else pretty(V) + ' bytes'}"
             t = times.get(id(move.move))
@@ -280,18 +286,20 @@ def _steps(a: Analysis) -> list[tuple[str, str]]:
         return rows
     if a.steps:  # even a spec that reads as its one step: the line says what is summed, and how
         for i, s in enumerate(a.steps, 1):
-            kind = ops.kind_of(s.step.kind)
-            summed = ", ".join(label_text(l) for l in s.step.summed) or "nothing"
-            does = f"{kind.over_word} {summed}; " if s.step.summed or kind.over_word == "sums" else ""
+            step = s.step
+            assert step is not None  # a program's steps: each costs a step of it
+            kind = ops.kind_of(step.kind)
+            summed = ", ".join(label_text(l) for l in step.summed) or "nothing"
+            does = f"{kind.over_word} {summed}; " if step.summed or kind.over_word == "sums" else ""
             unit = {ops.VECTOR: " on the vector unit", ops.NONE: ", no arithmetic"}.get(kind.unit, "")
             extra = f", transcendentals {beside(s.transcendentals, '')}" if s.transcendentals != 0 else ""
-            rows.append((f"step {i}", f"{s.step}   [{does}{s.step.compute} compute{unit}; "
+            rows.append((f"step {i}", f"{step}   [{does}{step.compute} compute{unit}; "
                                       f"FLOPs {beside(s.flops, 'FLOPs')}{extra}, bytes {beside(s.bytes, 'bytes')}]"))
     return rows
 
 
 def _collective_text(a: Analysis, move) -> str:
-    V = a._at(next(m.bytes for m in a.cost.moves if m.move is move))
+    V = a.substitute(next(m.bytes for m in a.cost.moves if m.move is move))
     text = f"V = {pretty(V)} bytes" + (f" ({human(V, 'bytes')})" if V.is_number and V >= 1000 else "") \
         + " per chip"
     if not a.has_links:
@@ -399,5 +407,5 @@ def _axes(a) -> str:
     """The mesh's axes with their links and its chips: "X=2 (ICI), Y=4 (DCN): 8 chips";
     an axis without a size is its symbol, "X (ICI), Y=4 (ICI): 4*X chips"."""
     axes = ", ".join(f"{x.name}{'' if x.symbolic else f'={x.size}'} ({link_name(x, a.chip)})" for x in a.mesh.axes)
-    chips = a._at(a.mesh.count)
+    chips = a.substitute(a.mesh.count)
     return f"{axes}: {pretty(chips)} chip{'' if chips == 1 else 's'}"

@@ -66,7 +66,7 @@ def collective_line(move, t=None) -> str:
     pairs them) on one line: what moves, V, the time on which links, the latency floor.
 
     Examples:
-        >>> from symroof.roofline.bounds import analyze
+        >>> from symroof import analyze
         >>> a = analyze("bf16[B_X, D_Y] *_D bf16[D_Y, F] -> bf16[B_X, F]", chip="v5e", mesh="X=4,Y=2")
         >>> print(collective_line(*a.at(B=4096, D=8192, F=8192).collectives[0]))
         AllReduce_Y bf16[B_X, F] {U_Y}: V = 16777216 bytes (16.78 MB), 372.827 us on Y: ICI (no wraparound), >= 2 us

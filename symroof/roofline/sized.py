@@ -1,9 +1,9 @@
 """An analysis's counts at its sizes: FLOPs, transcendentals, bytes and intensities of a
-costed program, with the sizes given to its dims, and the quantities as plain numbers.
+costed program, with the sizes given to its dims, and quantities as plain numbers.
 
-The first of the layers `roofline.Analysis` is built from (`sized`, then `compute` on a
-machine, then `network` between chips, then `roofline`): each class adds what needs the
-one below it, so that no module grows past what one reader holds at once.
+The first of the parts `symroof.Analysis` holds: `Sized` (the counts), `times.Times`
+(on the machine's units and links) and `bounds.Bounds` (which time bounds the work, its
+limits and thresholds). Each part reads the ones before it, never the whole analysis.
 """
 
 from __future__ import annotations
@@ -12,31 +12,42 @@ import difflib
 import functools
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import sympy
 from sympy.polys.polyerrors import CoercionFailed
 
 from .. import cancel, dtypes
-from ..errors import HardwareError, SpecError, SymroofError
+from ..errors import HardwareError, SpecError
 from ..hardware.chips import Chip
 from ..hardware.machine import Machine
 from ..ir import Program, dim_symbol, tensors_of
 from ..lang.sizes import size_value
+from ..mesh import Mesh
 from .collectives import case_at
-from .cost import Cost
-from .quantities import EVALUABLE, MESH_ONLY, available
+from .cost import Cost, StepCost
 from .solve import fraction_expr, polys
 from .stored import Stored, stored
 
 
-class SizedCost:
-    """A costed program at the sizes given to its dims: the counts (see `roofline.Analysis`
-    for the whole interface)."""
+def read_only(self: object, name: str, value: object) -> None:
+    """The `__setattr__` of an analysis and its parts: a result is read, never changed, so
+    that renderers and callers see what was derived. (Lazily derived fields are cached in
+    `__dict__` directly, as cached_property does.)"""
+    if getattr(self, "_frozen", False):
+        raise AttributeError(f"an analysis is read-only: '{name}' cannot be set; use at(...) for "
+                             "other sizes, or analyze again")
+    object.__setattr__(self, name, value)
+
+
+class Sized:
+    """A costed program at the sizes given to its dims: its counts (FLOPs, bytes,
+    intensities, the bare arrays' bytes), and the checks on those sizes."""
 
     def __init__(self, counts: Cost, target: Machine | None, *, program: Program | None = None,
-                 values: Mapping[str, int] | None = None, compute: dtypes.DType | None = None,
-                 grow=None, settled: Mapping[str, sympy.Expr] | None = None):
+                 values: Mapping[str, int | str] | None = None, compute: dtypes.DType | None = None,
+                 grow: str | Iterable[str] | None = None, settled: Mapping[str, sympy.Expr] | None = None):
         self.cost = counts
         self.machine = target
         self.program = program
@@ -60,13 +71,15 @@ class SizedCost:
         if program is not None and program.mesh is not None:
             _check_splits(program, self.values)
             for name, value in given.items():
-                self._check_case(name, value)
-        self._subs = {dim_symbol(name): v for name, v in (self.settled | self.values).items()}
-        self._compiled: dict = {}
-        self.grow = self._grow(grow)
+                self.check_case(name, value)
+        self.subs = {dim_symbol(name): v for name, v in (self.settled | self.values).items()}
+        self._compiled: dict[tuple[str, tuple[str, ...]], Callable[..., Any]] = {}
+        self.grow = self.grown(grow)
         self._frozen = True
 
-    def _check_case(self, name: str, value) -> None:
+    __setattr__ = read_only
+
+    def check_case(self, name: str, value: int) -> None:
         """A size for a symbolic mesh axis a collective crosses: in its formulas' case (case_at)."""
         mesh = self.program.mesh if self.program is not None else None
         over = [m.move.kind for m in self.cost.moves if name in m.move.axes]
@@ -75,18 +88,12 @@ class SizedCost:
         if wrong := case_at(mesh.axis(name), int(value), self.chip, "AllToAll" in over):
             raise SpecError(wrong)
 
-    def __setattr__(self, name: str, value) -> None:
-        # A result is read, never changed: renderers and callers see what was derived.
-        # (Lazily derived fields are cached in __dict__ directly, as cached_property does.)
-        if getattr(self, "_frozen", False):
-            raise AttributeError(f"an analysis is read-only: '{name}' cannot be set; use at(...) for "
-                                 "other sizes, or analyze again")
-        object.__setattr__(self, name, value)
+    def substitute(self, expr: sympy.Expr) -> sympy.Expr:
+        """An expression in the dims with the sizes given (and the settled names) put in."""
+        return expr.xreplace(self.subs) if self.subs else expr
 
-    def _at(self, expr: sympy.Expr) -> sympy.Expr:
-        return expr.xreplace(self._subs) if self._subs else expr
-
-    def _dim(self, name) -> sympy.Symbol:
+    def dim(self, name: object) -> sympy.Symbol:
+        """A dim of the spec by name (or symbol); an unknown one is refused with a suggestion."""
         name = str(name)
         dims = self.dims
         if name not in dims:
@@ -112,7 +119,7 @@ class SizedCost:
         return str(self.program) if self.program is not None else ""
 
     @property
-    def steps(self):
+    def steps(self) -> tuple[StepCost, ...]:
         return self.cost.steps
 
     @property
@@ -134,30 +141,31 @@ class SizedCost:
         return self.machine is not None and (self.machine.chip is not None
                                              or self.machine.flat_peak is not None)
 
-    def _need_machine(self) -> Machine:
+    def need_machine(self) -> Machine:
+        """The machine, where the caller needs one; a HardwareError says how to give one."""
         if self.machine is None:
             raise HardwareError("this needs a chip (--chip) or --peak-flops and --hbm-bw")
         return self.machine
 
     @functools.cached_property
     def flops(self) -> sympy.Expr:
-        return self._at(self.cost.flops)
+        return self.substitute(self.cost.flops)
 
     @functools.cached_property
     def flops_exact(self) -> sympy.Expr:
-        return self._at(self.cost.flops_exact)
+        return self.substitute(self.cost.flops_exact)
 
     @functools.cached_property
     def bytes_read(self) -> sympy.Expr:
-        return self._at(self.cost.bytes_read)
+        return self.substitute(self.cost.bytes_read)
 
     @functools.cached_property
     def bytes_written(self) -> sympy.Expr:
-        return self._at(self.cost.bytes_written)
+        return self.substitute(self.cost.bytes_written)
 
     @functools.cached_property
     def bytes(self) -> sympy.Expr:
-        return self._at(self.cost.bytes)
+        return self.substitute(self.cost.bytes)
 
     @functools.cached_property
     def intensity(self) -> sympy.Expr:
@@ -171,21 +179,21 @@ class SizedCost:
     @functools.cached_property
     def transcendentals(self) -> sympy.Expr:
         """exp, log, tanh, rsqrt, ... evaluations, counted apart from FLOPs as XLA does."""
-        return self._at(self.cost.transcendentals)
+        return self.substitute(self.cost.transcendentals)
 
     @functools.cached_property
     def flops_vector(self) -> sympy.Expr:
         """The FLOPs that run on the vector unit (the rest run on the matrix unit)."""
-        return self._at(self.cost.flops_vector)
+        return self.substitute(self.cost.flops_vector)
 
     @property
-    def mesh(self):
+    def mesh(self) -> Mesh | None:
         return self.cost.mesh
 
     @functools.cached_property
     def flops_total(self) -> sympy.Expr:
         """FLOPs of the whole computation, counted once (on one chip, the same as `flops`)."""
-        return self._at(self.cost.flops_total) if self.cost.flops_total is not None else self.flops
+        return self.substitute(self.cost.flops_total) if self.cost.flops_total is not None else self.flops
 
     @functools.cached_property
     def replication(self) -> sympy.Expr:
@@ -195,12 +203,12 @@ class SizedCost:
             return sympy.Integer(1)
         if self.flops_total == 0:  # bare arrays alone: their bytes in all over their bytes held once
             return ratio(self.bytes_total, sympy.Add(*(a.bytes_total / a.replication for a in self.arrays)))
-        return ratio(self._at(self.mesh.count) * self.flops, self.flops_total)
+        return ratio(self.substitute(self.mesh.count) * self.flops, self.flops_total)
 
     @functools.cached_property
     def arrays(self) -> tuple[Stored, ...]:
         """The spec's bare arrays (`bf16[I_XY, J]`) as stored (stored.py), at the sizes given."""
-        return tuple(a.at(self._subs) for a in stored(self.program)) if self.program is not None else ()
+        return tuple(a.at(self.subs) for a in stored(self.program)) if self.program is not None else ()
 
     @functools.cached_property
     def bytes_per_chip(self) -> sympy.Expr:  # the bare arrays' bytes on each chip, summed
@@ -210,7 +218,7 @@ class SizedCost:
     def bytes_total(self) -> sympy.Expr:  # the bare arrays' bytes on all chips, replicas included
         return sympy.Add(*(a.bytes_total for a in self.arrays))
 
-    def granularity(self, dim) -> int:
+    def granularity(self, dim: object) -> int:
         """The step a dim's size moves in: the chips that split it (1 where no axis does)."""
         step = 1
         if self.program is not None and self.mesh is not None:
@@ -222,7 +230,7 @@ class SizedCost:
                             step = step * chips // math.gcd(step, chips)
         return step
 
-    def _grow(self, grow) -> tuple[str, ...] | None:
+    def grown(self, grow: str | Iterable[str] | None) -> tuple[str, ...] | None:
         """The dims a threshold's rule takes to infinity, checked: dims of the spec, none
         with a size."""
         if grow is None:
@@ -231,26 +239,24 @@ class SizedCost:
         if not names:
             raise SpecError("name the dims that grow, e.g. grow='B,T'")
         for name in names:
-            self._dim(name)
+            self.dim(name)
             if name in self.values:
                 raise SpecError(f"{name} has a size ({self.values[name]}) and cannot also grow: "
                                 "leave it free, or drop it from the dims that grow")
         return tuple(dict.fromkeys(names))
 
-    def evaluate(self, quantity: str, **arrays):
-        """A quantity over arrays of sizes, vectorised with numpy: the dims left free take
-        the arrays (broadcast together), e.g. `a.at(D=4096, F=4096).evaluate("t_lower",
-        B=numpy.arange(1, 10**6))`."""
+    def evaluate(self, quantity: str, expr: sympy.Expr, arrays: Mapping[str, Any]) -> Any:
+        """A quantity's expression over arrays of sizes, vectorised with numpy: the dims left
+        free take the arrays (broadcast together); see `symroof.Analysis.evaluate`."""
         # numpy is imported here, not at the top: it adds a tenth of a second to every
         # start-up, and only sweeps and plots need it.
         import numpy
 
-        expr = self._quantity(quantity, "cannot evaluate")
         for name in arrays:
             if name in self.values:
                 raise SpecError(f"{name} already has the size {self.values[name]}; "
                                 "evaluate() takes arrays for the dims left free")
-            self._dim(name)
+            self.dim(name)
         names = tuple(sorted(arrays))
         missing = sorted(str(s) for s in expr.free_symbols if str(s) not in arrays)
         if missing:
@@ -267,7 +273,7 @@ class SizedCost:
                 if not numpy.all(v == numpy.round(v)):
                     raise SpecError(f"the sizes given for mesh axis {name} must be whole numbers of chips")
                 for value in numpy.unique(v):
-                    self._check_case(name, int(value))
+                    self.check_case(name, int(value))
         try:
             shape = numpy.broadcast_shapes(*(v.shape for v in values))
         except ValueError:
@@ -275,50 +281,19 @@ class SizedCost:
                             f"{[v.shape for v in values]} that do not broadcast together") from None
         return numpy.broadcast_to(self._compiled[key](*values), shape)
 
-    def _quantity(self, quantity: str, refusal: str) -> sympy.Expr:
-        """A quantity by name; a name that is not one is refused in the caller's words."""
-        known = available(self, EVALUABLE)  # declared in quantities.py; some may not be derived yet
-        if quantity not in known:
-            raise SpecError(f"{refusal} {quantity!r}; quantities: {', '.join(known)}")
-        return getattr(self, quantity)
 
-    def value(self, quantity: str) -> int | float:
-        """A quantity as a plain Python number, for code that wants one (formatting, numpy,
-        JSON): an int where it is a whole number, else a float. The fields themselves stay
-        exact sympy numbers. Every dim it depends on needs a size.
-
-        Examples:
-            >>> from symroof import analyze
-            >>> a = analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="tpu-v5e")
-            >>> a.at(B=128, D=4096, F=4096).value("flops"), f"{a.at(B=128, D=4096, F=4096).value('t_lower'):.3e}"
-            (4294967296, '4.348e-05')
-        """
-        expr = self._quantity(quantity, "no quantity")
-        if not expr.is_number:
-            missing = ", ".join(sorted(str(s) for s in expr.free_symbols))
-            raise SpecError(f"{quantity} depends on {missing}: give {'it' if ',' not in missing else 'them'} "
-                            "a size with at(...) first")
-        if expr is sympy.nan:
-            return math.nan
-        if expr in (sympy.oo, -sympy.oo):
-            return math.inf if expr > 0 else -math.inf
-        return int(expr) if expr.is_Integer else float(expr)
-
-    def numbers(self) -> dict[str, int | float]:
-        """Every quantity that is a number at this analysis's sizes, as plain Python numbers
-        (see `value`)."""
-        found = {}
-        for quantity in available(self, EVALUABLE):
-            if self.mesh is None and quantity in MESH_ONLY:
-                continue
-            try:
-                expr = getattr(self, quantity)
-            except SymroofError:  # a time without a chip, say
-                continue
-            if expr.is_number:
-                found[quantity] = self.value(quantity)
-        return found
-
+def number(quantity: str, expr: sympy.Expr) -> int | float:
+    """A quantity's value as a plain Python number: an int where it is a whole number, else
+    a float; one that still depends on dims is refused (see `symroof.Analysis.value`)."""
+    if not expr.is_number:
+        missing = ", ".join(sorted(str(s) for s in expr.free_symbols))
+        raise SpecError(f"{quantity} depends on {missing}: give {'it' if ',' not in missing else 'them'} "
+                        "a size with at(...) first")
+    if expr is sympy.nan:
+        return math.nan
+    if expr in (sympy.oo, -sympy.oo):
+        return math.inf if expr > 0 else -math.inf
+    return int(expr) if expr.is_Integer else float(expr)
 
 
 @functools.lru_cache(maxsize=8192)  # a model's layers ask the same ratios again and again
@@ -339,7 +314,7 @@ def ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
         return fraction_expr(*polys(n1 * d2, d1 * n2))
 
 
-def pick_max(a: sympy.Expr, b: sympy.Expr, pick=sympy.Max) -> sympy.Expr:
+def pick_max(a: sympy.Expr, b: sympy.Expr, pick: Callable[..., sympy.Expr] = sympy.Max) -> sympy.Expr:
     """Max or Min without sympy's search for which argument wins, which is slow and, for
     costs with free dims, never succeeds; numbers still come out as one number."""
     if a.is_number and b.is_number:
@@ -347,7 +322,7 @@ def pick_max(a: sympy.Expr, b: sympy.Expr, pick=sympy.Max) -> sympy.Expr:
     return pick(a, b, evaluate=False)
 
 
-def _check_splits(program: Program, values: dict) -> None:
+def _check_splits(program: Program, values: Mapping[str, sympy.Integer]) -> None:
     """A size given to a sharded dim must split evenly over its axes."""
     mesh = program.mesh
     if mesh is None:
@@ -356,19 +331,20 @@ def _check_splits(program: Program, values: dict) -> None:
         for tensor in tensors_of(statement):
             for dim in tensor.dims:
                 chips = _chips(mesh, dim.axes, values)
-                if dim.axes and dim.name in values and chips is not None and values[dim.name] % chips:
+                if dim.axes and dim.name is not None and dim.name in values and chips is not None \
+                        and values[dim.name] % chips:
                     raise SpecError(f"{dim.name} = {values[dim.name]} does not split evenly over "
                                     f"{', '.join(dim.axes)} ({chips} chips)")
 
 
-def _chips(mesh, axes, values: dict) -> int | None:
+def _chips(mesh: Mesh, axes: tuple[str, ...], values: Mapping[str, sympy.Integer]) -> int | None:
     """The chips axes span together at the sizes given; None where one is still a symbol."""
     count = mesh.over(axes).xreplace(
         {dim_symbol(n): v for n, v in values.items()})
     return int(count) if count.is_Integer else None
 
 
-def size(name: str, value) -> int:
+def size(name: str, value: object) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, str):
@@ -380,14 +356,14 @@ def size(name: str, value) -> int:
     return int(value)
 
 
-def _unknown_dim(name: str, dims) -> str:
+def _unknown_dim(name: str, dims: Sequence[str]) -> str:
     close = difflib.get_close_matches(name, list(dims), n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
     known = ", ".join(dims) if dims else "none"
     return f"unknown dim '{name}'{hint} (the spec's named dims: {known})"
 
 
-def dim_names(dims) -> list[str]:
+def dim_names(dims: Iterable[object]) -> list[str]:
     """Dim names from strings ("D,F"), lists or symbols, flattened."""
     out: list[str] = []
     for d in dims:

@@ -1,7 +1,7 @@
 """Thresholds: the sizes of one dim at which T_math overtakes the time of a roof (HBM, or
 the network on a mesh), by the book's rule and exactly, with conditions and reasons.
 
-`solve(analysis, x, roof, grow)` compares T_math with the roof's time. The rule takes
+`solve(sized, t_math, x, roof, grow)` compares T_math with the roof's time. The rule takes
 every other named dim without a size (or only those in `grow`) to infinity together and
 compares the two times' leading parts, dims with sizes kept at them; the exact answer
 keeps the other dims at their sizes (or free, as an expression with the
@@ -15,13 +15,16 @@ its repr), and the text report quotes the same text: no renderer above is needed
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
+from sympy.polys.rings import PolyElement
 
 from ..ir import dim_symbol
 from ..show import pretty
 from .oneline import REPR_WIDTH, cut
+from .sized import Sized
 from .solve import Region, cleared, fraction_expr, limit_parts, path_independent, polys, positive_region, ratio_limit
 
 
@@ -85,7 +88,8 @@ class Threshold:
         return threshold_summary(self)
 
 
-def threshold_text(t: Threshold, values: dict | None = None, latency=None, step: int = 1) -> str:
+def threshold_text(t: Threshold, values: Mapping[str, object] | None = None, latency: str | None = None,
+                   step: int = 1) -> str:
     """A threshold in lines: the rule, the exact answer with its condition, the reason; on
     a mesh, then the same against the network. The text report shows it with the sizes
     (`values`), the network's latency floor in words (`latency`) and the `step` a dim
@@ -123,7 +127,7 @@ def threshold_summary(t: Threshold) -> str:
     return "\n".join(cut(line, REPR_WIDTH) for line in lines)
 
 
-def _bound_on(var: str, op: str | None, value, step: int = 1) -> str:
+def _bound_on(var: str, op: str | None, value: sympy.Expr, step: int = 1) -> str:
     """`B > 240.24 (B >= 241)`; a dim split over chips moves in steps of that many."""
     if not value.is_number:
         return f"{var} {op} {pretty(value)}"
@@ -137,14 +141,16 @@ def _bound_on(var: str, op: str | None, value, step: int = 1) -> str:
     return text
 
 
-def solve(analysis, x: sympy.Symbol, roof: Roof, grow=None) -> Threshold:
-    """The threshold on x against one roof. The rule takes `grow` (dim names) to infinity,
-    by default every dim without a size but x; dims with sizes keep them in the rule too."""
-    t_math, time = cleared(analysis.t_math, roof.time)
+def solve(sized: Sized, t_math: sympy.Expr, x: sympy.Symbol, roof: Roof,
+          grow: Sequence[str] | None = None) -> Threshold:
+    """The threshold on x against one roof, for a program's counts at its sizes (`sized`)
+    and its T_math. The rule takes `grow` (dim names) to infinity, by default every dim
+    without a size but x; dims with sizes keep them in the rule too."""
+    t_math, time = cleared(t_math, roof.time)
     roof = dataclasses.replace(roof, time=time)
     exact = positive_region(t_math - roof.time, x)
     # the mesh's axes without a size stay as they are, like the chip's figures, unless named
-    axes = {dim_symbol(a) for a in analysis.mesh.symbolic} if analysis.mesh is not None else set()
+    axes = {dim_symbol(a) for a in sized.mesh.symbolic} if sized.mesh is not None else set()
     free = (t_math + roof.time).free_symbols - {x} - _figures(t_math + roof.time) - axes
     symbols = sorted(free if grow is None else {dim_symbol(d) for d in grow} & free, key=str)
     notes: list[tuple] = []
@@ -157,7 +163,7 @@ def solve(analysis, x: sympy.Symbol, roof: Roof, grow=None) -> Threshold:
             notes.append(("the rule holds when ", rule.condition) + _otherwise(rule, x))
     else:
         rule = exact
-    return _threshold(x, rule, exact, tuple(map(str, symbols)), analysis, roof, notes)
+    return _threshold(x, rule, exact, tuple(map(str, symbols)), sized, roof, notes)
 
 
 def _figures(expr: sympy.Expr) -> set:
@@ -166,7 +172,8 @@ def _figures(expr: sympy.Expr) -> set:
     return {s for s in expr.free_symbols if not s.is_integer}
 
 
-def _compute_bound_region(t_math, t_roof, grow, x) -> Region:
+def _compute_bound_region(t_math: PolyElement, t_roof: PolyElement, grow: Sequence[sympy.Symbol],
+                          x: sympy.Symbol) -> Region:
     """Where T_math > the roof's time for x > 0 as the `grow` dims go to infinity: compare
     the two times' leading parts (a byte count leads with a positive part)."""
     parts = limit_parts(t_math, t_roof, grow)
@@ -178,7 +185,8 @@ def _compute_bound_region(t_math, t_roof, grow, x) -> Region:
     return positive_region(math - other, x)
 
 
-def _threshold(x, rule: Region, exact: Region, rule_as, analysis, roof: Roof, notes) -> Threshold:
+def _threshold(x: sympy.Symbol, rule: Region, exact: Region, rule_as: tuple[str, ...], sized: Sized, roof: Roof,
+               notes: list[tuple]) -> Threshold:
     """Put the rule's and the exact answer's regions into one `Threshold`, with a reason
     in words wherever a number alone would mislead."""
     op = None
@@ -188,16 +196,15 @@ def _threshold(x, rule: Region, exact: Region, rule_as, analysis, roof: Roof, no
             break
     reasons = []  # each a tuple of words and expressions
     if rule_as and rule.kind not in ("above", "below"):
-        reasons.append((f"as {', '.join(rule_as)} -> oo: ",) + _region_words(rule, x, analysis, roof, rule_as))
+        reasons.append((f"as {', '.join(rule_as)} -> oo: ",) + _region_words(rule, x, sized, roof, rule_as))
     if exact.kind not in ("above", "below"):
-        sized = analysis.values
-        where = ("at " + ", ".join(f"{k} = {v}" for k, v in sized.items())) if sized else \
+        where = ("at " + ", ".join(f"{k} = {v}" for k, v in sized.values.items())) if sized.values else \
             ("with the other dims free" if rule_as else "")
-        words = _region_words(exact, x, analysis, roof, ())
+        words = _region_words(exact, x, sized, roof, ())
         reasons.append(((f"{where}: ",) if where else ()) + words)
     reasons += notes
 
-    def value(region: Region):
+    def value(region: Region) -> sympy.Expr | None:
         return region.root if region.kind in ("above", "below") else None
 
     otherwise = {"none": "never", "all": "always"}.get(exact.otherwise or "")
@@ -205,35 +212,35 @@ def _threshold(x, rule: Region, exact: Region, rule_as, analysis, roof: Roof, no
                      tuple(reasons), rule_as, roof.name)
 
 
-def _otherwise(region: Region, x) -> tuple:
+def _otherwise(region: Region, x: sympy.Symbol) -> tuple:
     """What holds where a region's condition fails, in words."""
     return {"none": (", never otherwise",), "all": (", at every ", x, " otherwise")}.get(region.otherwise or "", ())
 
 
-def _region_words(region: Region, x, analysis, roof: Roof, grow) -> tuple:
+def _region_words(region: Region, x: sympy.Symbol, sized: Sized, roof: Roof, grow: Sequence[str]) -> tuple:
     when = (" when ", region.condition) if region.condition is not None else ()
     otherwise = _otherwise(region, x)
     if region.kind == "all":
         return ("compute-bound at every ", x) + when + otherwise
     if region.kind == "none":
-        return _never(x, analysis, roof, grow)
+        return _never(x, sized, roof, grow)
     if region.kind in ("above", "below"):
         op = ">" if region.kind == "above" else "<"
         return ("compute-bound for ", sympy.Rel(x, region.root, op)) + when + otherwise
     return (region.reason,)
 
 
-def _never(x, analysis, roof: Roof, grow) -> tuple:
+def _never(x: sympy.Symbol, sized: Sized, roof: Roof, grow: Sequence[str]) -> tuple:
     """Why x never makes it compute-bound: how high the intensity gets, against the critical."""
     critical = (f"the critical {'network ' if roof.name == 'network' else ''}intensity ", roof.critical)
     what = "network intensity" if roof.name == "network" else "intensity"
     if grow:
-        tends = ratio_limit(analysis.flops, roof.traffic, [dim_symbol(d) for d in grow])
+        tends = ratio_limit(sized.flops, roof.traffic, [dim_symbol(d) for d in grow])
         head = (f"never compute-bound: the {what} tends to ", tends)
     else:
-        numbers = analysis.flops.is_number and roof.traffic.is_number
-        num, den = polys(*cleared(analysis.flops, roof.traffic)) if not numbers else (None, None)
-        tends = fraction_expr(num, den) if num is not None else analysis.flops / roof.traffic
+        numbers = sized.flops.is_number and roof.traffic.is_number
+        num, den = polys(*cleared(sized.flops, roof.traffic)) if not numbers else (None, None)
+        tends = fraction_expr(num, den) if num is not None else sized.flops / roof.traffic
         head = (f"never compute-bound: the {what} is ", tends)
     if x not in tends.free_symbols:
         return head + (" whatever ", x, " is, below ") + critical
