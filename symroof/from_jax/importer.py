@@ -24,6 +24,7 @@ import numpy
 import sympy
 
 from .. import dtypes
+from ..analysis import Analysis
 from ..errors import SpecError, SymroofError, SymroofWarning
 from ..lang.relations import expression
 from ..models.report import model
@@ -144,8 +145,16 @@ class Imported:
         return model(self.text, "prefill", chip, dict(sizes or {}))
 
     @property
-    def analysis(self):
+    def analysis(self) -> Analysis:
+        """The program's analysis, as `symroof.analyze` gives one (counts only: no chip)."""
         return self.model().analysis
+
+    def to_dict(self, limit: str | Iterable[str] | None = None, solve: str | None = None) -> dict:
+        """The program's analysis as a JSON-ready dict (`Analysis.to_dict`)."""
+        return self.analysis.to_dict(limit=limit, solve=solve)
+
+    def _repr_latex_(self) -> str:
+        return self.analysis._repr_latex_()
 
     def dims(self) -> list[str]:
         return list(dict.fromkeys(d for a in self.arguments for d in a.dims if not d.isdigit()))
