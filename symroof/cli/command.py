@@ -18,6 +18,10 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+import sympy
 
 from ..analysis import analyze, roofline
 from ..claims.check import report as claims_report
@@ -125,10 +129,11 @@ class _Version(argparse.Action):
     """--version, looked up only when asked for: reading the package metadata costs a
     noticeable part of a cold start."""
 
-    def __init__(self, option_strings, dest, **kwargs):
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
         super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[object] | None, option_string: str | None = None) -> None:
         print(f"symroof {_version()}")
         parser.exit()
 
@@ -157,7 +162,7 @@ def _spec_options(parser: argparse.ArgumentParser) -> None:
                              "without a size (X,Y=4) is a symbol, X@line one without wraparound")
 
 
-def main(argv=None, out=None, err=None) -> int:
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run the command line; returns the exit code: 0, 1 when a claim fails (`check`), 2 for
     bad input, 3 for an internal error (a bug in symroof)."""
     out = out or sys.stdout
@@ -206,7 +211,7 @@ def _roofline(args: argparse.Namespace) -> str:
     return _dumps(to_json_dict(result)) if args.json else table(result)
 
 
-def _plot(args) -> str:
+def _plot(args: argparse.Namespace) -> str:
     # Imported here, not at the top: matplotlib takes longer to import than an analysis
     # takes, and only `symroof plot` needs it.
     from ..render import plot
@@ -240,7 +245,7 @@ def _plot(args) -> str:
     return f"wrote {args.output}"
 
 
-def _analyze(args) -> str:
+def _analyze(args: argparse.Namespace) -> str:
     spec = _stdin() if args.spec == "-" else args.spec
     values = set_sizes(args.set)
     limit = [d.strip() for d in args.limit.split(",") if d.strip()] if args.limit else None
@@ -261,7 +266,7 @@ def _analyze(args) -> str:
     return table(result, limit=limit, solve=args.solve)
 
 
-def _check(args) -> tuple[str, int]:
+def _check(args: argparse.Namespace) -> tuple[str, int]:
     results = [check_case(case, args.hardware) for case in load_claims(args.file)]
     failed = not all(r.ok for r in results)
     if args.json:
@@ -274,7 +279,7 @@ def _check(args) -> tuple[str, int]:
     return text, 1 if failed else 0
 
 
-def _dumps(data) -> str:
+def _dumps(data: object) -> str:
     """Strict JSON: a NaN or an infinity that slipped through is a bug, not output."""
     return json.dumps(data, indent=2, allow_nan=False)
 
@@ -290,7 +295,7 @@ def _stdin() -> str:
                         f"{data[error.start]:#04x})") from None
 
 
-def _with_fix_times(error: ShardingError, args, values: dict) -> SymroofError:
+def _with_fix_times(error: ShardingError, args: argparse.Namespace, values: Mapping[str, int]) -> SymroofError:
     """A layout that cannot run, with what each fix would take on the chip, if one is named
     (or the links given): the message stands on its own where they cannot be costed."""
     if not error.fixes or error.mesh is None or not (args.chip or args.ici_bw):
@@ -302,6 +307,8 @@ def _with_fix_times(error: ShardingError, args, values: dict) -> SymroofError:
         sizes = {dim_symbol(k): v for k, v in values.items()}
         times = []
         for _what, fix, V in error.fixes:
+            if V is None:  # not costed: the layout's check gives every fix its bytes
+                return error
             V = V.xreplace(sizes)
             t = collective_time("AllGather", [error.mesh.axis(a) for a in fix.axes], V, target.chip,
                                 target.ici_bw, error.mesh.axes)
@@ -313,7 +320,7 @@ def _with_fix_times(error: ShardingError, args, values: dict) -> SymroofError:
                          error.text, error.start, error.end, error.mesh)
 
 
-def _chips(args) -> str:
+def _chips(args: argparse.Namespace) -> str:
     chips = list_chips(args.hardware)
     rows = [{"id": chip.id, "name": chip.name, **chip.headline()} for chip in chips]
     if args.json:
@@ -321,7 +328,7 @@ def _chips(args) -> str:
     return chips_table(chips)
 
 
-def _chip(args) -> str:
+def _chip(args: argparse.Namespace) -> str:
     chip = get_chip(args.name, args.hardware, variant=args.variant)
     rows = chip.rows()
     references = source_keys(args.hardware)
@@ -339,7 +346,8 @@ def _chip(args) -> str:
     return chip_card(chip, references, args.variant)
 
 
-def _plain(value):
+def _plain(value: sympy.Rational | str | int | float | tuple[int, ...] | None
+           ) -> int | float | str | list[int] | None:
     if value is None or isinstance(value, (str, int, float)):
         return value
     if isinstance(value, tuple):  # a shape: axis lengths

@@ -26,7 +26,7 @@ import functools
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -273,7 +273,7 @@ class Chip(ChipFields):
 _ESTIMATE = re.compile(r"(?:variant [^:]*: )?estimate\b")
 
 
-def _shape(value) -> Shape | None:
+def _shape(value: object) -> Shape | None:
     return value if isinstance(value, tuple) and all(isinstance(v, int) for v in value) else None
 
 
@@ -309,7 +309,7 @@ def source_keys(path: str | os.PathLike | None = None) -> dict[str, str]:
     return dict(_cached(path)[2])
 
 
-def cited_keys(text: str, keys) -> list[str]:
+def cited_keys(text: str, keys: Iterable[str]) -> list[str]:
     """The source keys a source text cites, in the order it first cites them. A key is
     cited where it stands as a word of its own ("GC-7x" is not cited by "GC-7x-perf").
 
@@ -317,7 +317,7 @@ def cited_keys(text: str, keys) -> list[str]:
         >>> cited_keys("SB1-tpus (16GiB); GC-v5e (16 GB); JAX-tpuinfo; SB1-tpus Q4", source_keys())
         ['SB1-tpus', 'GC-v5e', 'JAX-tpuinfo']
     """
-    found = {}
+    found: dict[str, int] = {}
     for key in keys:
         match = re.search(rf"(?<![\w.-]){re.escape(key)}(?![\w-])", text)
         if match:
@@ -362,7 +362,7 @@ def get_chip(name: str, path: str | os.PathLike | None = None, variant: str | No
     return chip if variant is None else chip.with_variant(variant)
 
 
-def _cached(path) -> tuple[dict[str, Chip], dict[str, str], Mapping[str, str]]:
+def _cached(path: str | os.PathLike | None) -> tuple[dict[str, Chip], dict[str, str], Mapping[str, str]]:
     file = resource_path("hardware.json") if path is None else Path(path)
     try:
         file = file.resolve()

@@ -12,22 +12,28 @@ names it, for every report to say so; `--vector-flops` replaces it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import sympy
 
 from ..dtypes import RATES, DType
-from ..errors import HardwareError
+from ..errors import HardwareError, SymroofError
 from .chips import Chip, exact_value, get_chip
+from .shapes import Shape
+
+# A figure as given: a number, its decimal text (from the command line), or sympy's
+Figure: TypeAlias = "int | float | str | sympy.Expr"
 
 # Figures outside this range are typos (a bandwidth of 1e-300 bytes/s), and printing
 # what they lead to would overflow a float.
 _SMALLEST, _LARGEST = sympy.Rational(1, 10**30), sympy.Integer(10**40)
 
 
-def exact_number(value, what: str = "value", example: str = "8.2e11",
-                 allow_zero: bool = False, error=HardwareError) -> sympy.Rational:
+def exact_number(value: object, what: str = "value", example: str = "8.2e11",
+                 allow_zero: bool = False, error: type[SymroofError] = HardwareError) -> sympy.Rational:
     """A positive figure as an exact rational: 1.97e14 is 197000000000000, never a binary
     float. Strings must be plain decimal numbers; nothing is evaluated.
 
@@ -117,7 +123,7 @@ class Machine:
         """
         return bool(self.estimates([rate]))
 
-    def estimates(self, rates) -> dict[str, tuple[sympy.Rational, str]]:
+    def estimates(self, rates: Iterable[str]) -> dict[str, tuple[sympy.Rational, str]]:
         """The estimated figures among the rates an analysis runs at: each figure's path
         with its value and the source text that says how it was estimated."""
         found = {}
@@ -142,9 +148,10 @@ def figure_symbol(field: str) -> sympy.Symbol:
     return sympy.Symbol(SYMBOLS[field], positive=True)
 
 
-def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ici_bw=None,
-            overrides: Mapping[str, object] | None = None, variant: str | None = None,
-            hardware=None, vector_flops=None, symbolic=(), slice=None) -> Machine | None:
+def machine(chip: str | Chip | None = None, *, peak_flops: Figure | None = None, hbm_bw: Figure | None = None,
+            ici_bw: Figure | None = None, overrides: Mapping[str, object] | None = None, variant: str | None = None,
+            hardware: str | os.PathLike | None = None, vector_flops: Figure | None = None,
+            symbolic: Iterable[str] = (), slice: str | Shape | None = None) -> Machine | None:
     """Build the machine an analysis runs against; None when nothing at all is given.
 
     `slice` ("4x8x8") lays mesh axes on that slice of a torus chip's pod (Chip.on_slice).
@@ -170,9 +177,10 @@ def machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ici
         {"peak": "flat_peak", "vector": "vector_flops"}.get(f, f): figure_symbol(f) for f in symbolic})
 
 
-def _machine(chip: str | Chip | None = None, *, peak_flops=None, hbm_bw=None, ici_bw=None,
-             overrides: Mapping[str, object] | None = None, variant: str | None = None,
-             hardware=None, vector_flops=None, slice=None) -> Machine | None:
+def _machine(chip: str | Chip | None = None, *, peak_flops: Figure | None = None, hbm_bw: Figure | None = None,
+             ici_bw: Figure | None = None, overrides: Mapping[str, object] | None = None, variant: str | None = None,
+             hardware: str | os.PathLike | None = None, vector_flops: Figure | None = None,
+             slice: str | Shape | None = None) -> Machine | None:
     if isinstance(chip, str):
         chip = get_chip(chip, hardware, variant=variant)
     elif chip is not None and not isinstance(chip, Chip):

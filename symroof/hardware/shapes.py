@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sympy
 
 Shape = tuple[int, ...]
 
@@ -86,7 +90,8 @@ def slice_shapes_problem(shapes: tuple[Shape, ...] | None, pod: Shape | None) ->
     return None
 
 
-def pod_shape_problem(shape: tuple[int, ...] | None, topology: str | None, domain) -> str | None:
+def pod_shape_problem(shape: tuple[int, ...] | None, topology: str | None,
+                      domain: int | sympy.Rational | None) -> str | None:
     """What is wrong with a pod's shape beside the chip's topology and domain size, if anything.
 
     Examples:

@@ -261,7 +261,7 @@ def stream_elements(cache: int | None, quick: bool, itemsize: int = 4) -> int:
 
 # Kernels --------------------------------------------------------------------------------
 
-def _filled(shape, dtype: str) -> numpy.ndarray:
+def _filled(shape: int | tuple[int, ...], dtype: str) -> numpy.ndarray:
     # Ones, never np.zeros: calloc'd zeros are pages not yet touched, which read from one
     # shared zero page, out of cache, faster than any memory.
     return numpy.full(shape, 1.0, dtype=dtype)

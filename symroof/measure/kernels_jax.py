@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..errors import SymroofError
 from .kernels import Kernel, last_level_cache, matrix_side, stream_elements
+
+if TYPE_CHECKING:  # JAX is optional: imported when a kernel runs
+    import jax
 
 # Sizes on a GPU: matmuls large enough to reach the tensor cores' peak, arrays far larger than
 # any GPU's L2 (50 MB on an H100), and a chain of FMAs long enough to be compute-bound on
@@ -26,7 +31,7 @@ CPU_VECTOR_ELEMENTS = 2**22
 FMA_CHAIN = 256
 
 
-def _jax():
+def _jax() -> ModuleType:
     """The jax module, or a one-line error saying how to install it."""
     try:
         import jax
@@ -35,7 +40,7 @@ def _jax():
     return jax
 
 
-def device():
+def device() -> jax.Device:
     return _jax().devices()[0]
 
 
@@ -64,12 +69,12 @@ def device_memory() -> int | None:
     return int(limit) if limit else None
 
 
-def _waited(function, *arrays) -> Callable[[], object]:
+def _waited(function: Callable[..., jax.Array], *arrays: jax.Array) -> Callable[[], object]:
     compiled = _jax().jit(function)
     return lambda: compiled(*arrays).block_until_ready()
 
 
-def _ones(shape, dtype):
+def _ones(shape: int | tuple[int, ...], dtype: jax.typing.DTypeLike) -> jax.Array:
     return _jax().numpy.ones(shape, dtype=dtype)
 
 
@@ -98,7 +103,7 @@ def jax_kernels(quick: bool = False) -> Iterator[Kernel]:
     n = GPU_VECTOR_ELEMENTS if on_gpu else CPU_VECTOR_ELEMENTS
     x = _ones(n, jnp.float32)
 
-    def chain(x, a, b):
+    def chain(x: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:
         for _ in range(FMA_CHAIN):  # unrolled in the trace; XLA fuses it into one loop
             x = x * a + b
         return x

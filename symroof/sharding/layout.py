@@ -9,6 +9,7 @@ them. `sharding.py` decides the plan; the cost model reads it (`local_size` and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import sympy
@@ -97,7 +98,7 @@ class Plan:
     sizes: dict = field(default_factory=dict)  # label -> global size
 
 
-def layout_of(tensor: Tensor, labels=None) -> Layout:
+def layout_of(tensor: Tensor, labels: Sequence[str] | None = None) -> Layout:
     labels = labels or tuple(d.name or str(d.size) for d in tensor.dims)
     return Layout(tuple(labels), tuple(d.axes for d in tensor.dims), tensor.unreduced)
 
@@ -111,13 +112,18 @@ def local_elements(layout: Layout, sizes: dict, mesh: Mesh) -> sympy.Expr:
     return sympy.Mul(*(local_size(layout, l, sizes, mesh) for l in layout.labels))
 
 
+# A collective that would make a layout run: how to say it, the move, and the bytes it moves
+# per chip (None until the sizes are known)
+Fix = tuple[str, "Move", "sympy.Expr | None"]
+
+
 class ShardingError(SpecError):
     """A layout symroof cannot run as written, with the collectives that would fix it
     (`fixes`: (description, Move, V) triples, V the bytes per chip once `bytes_known`) and
     the mesh, so that the caller can cost them on a chip. `problem` is the message without
     the fixes, for a caller that words them again (with their times)."""
 
-    def __init__(self, message: str, fixes=(), text: str | None = None, start: int | None = None,
+    def __init__(self, message: str, fixes: Sequence[Fix] = (), text: str | None = None, start: int | None = None,
                  end: int | None = None, mesh: Mesh | None = None, problem: str | None = None):
         self.fixes = tuple(fixes)
         self.mesh = mesh
@@ -125,7 +131,7 @@ class ShardingError(SpecError):
         super().__init__(message, text, start, end)
 
 
-def fix_message(problem: str, fixes, times=None) -> str:
+def fix_message(problem: str, fixes: Sequence[Fix], times: Sequence[str] | None = None) -> str:
     """A layout that cannot run, and the collectives that would fix it as a spec line
     writes them, with the bytes each moves per chip (and its time, where given)."""
     if not fixes:
@@ -168,7 +174,7 @@ def check_collective(kind: str, axes: Axes, dim: str | None, source: Tensor, tar
     if kind in ("AllReduce", "ReduceScatter"):
         missing = [a for a in axes if a not in before.unreduced]
         if missing:
-            return f"{kind} over {missing[0]} reduces partial sums: the input needs {{U_{missing[0]}}}"
+            return f"{kind} over {missing[0]} reduces partial sums: the input needs {{{subscripted('U', missing[:1])}}}"
         left = tuple(a for a in before.unreduced if a not in axes)
         if after.unreduced != left:
             return f"after {kind} over {', '.join(axes)} the result is unreduced over " \

@@ -27,6 +27,7 @@ Examples:
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 from .. import ops
 from ..dtypes import DTYPES, DType
@@ -234,7 +235,7 @@ def _check_whole(step: Step, layouts: list[Layout]) -> None:
             if not axes:
                 continue
             gathered = lay.with_axes(label, ())
-            fix = (f"{subscripted('AllGather', (''.join(axes),), short=True)} {label_text(label)} first",
+            fix = (f"{subscripted('AllGather', axes)} {label_text(label)} first",
                    Move("AllGather", axes, step.inputs[i].dtype, lay, gathered,
                         why=f"fix: {label_text(label)} whole on each chip"), None)
             raise ShardingError(f"{subscripted(step.fn or step.kind, (label_text(label),), short=True)} scans "
@@ -285,7 +286,8 @@ def _check_distinct(natural: Layout, step: Step, layouts: list[Layout]) -> None:
                         if l is not None and l in lay.labels and axis in lay.of(l):
                             gathered = lay.with_axes(l, tuple(a for a in lay.of(l) if a != axis))
                             side = "left" if i == 0 else "right"
-                            fixes.append((f"AllGather_{axis} the {side} operand's {label_text(l)} first",
+                            fixes.append((f"{subscripted('AllGather', (axis,))} the {side} operand's {label_text(l)} "
+                                          "first",
                                           Move("AllGather", (axis,), step.inputs[i].dtype, lay, gathered,
                                                why=f"fix: {label_text(l)} no longer split over {axis}"),
                                           None))
@@ -302,7 +304,7 @@ def _free(layout: Layout, label: str, axes: Axes) -> bool:
         and not set(axes) & set(layout.unreduced)
 
 
-def _common(splits) -> Axes:
+def _common(splits: Sequence[Axes]) -> Axes:
     """The split every side can reach by gathering: the axes all sides share (D_{YZ} and
     D_Z share Z: gathering Y from the first leaves D_Z), where they come in one order."""
     shared = tuple(a for a in splits[0] if all(a in s for s in splits))
@@ -314,7 +316,7 @@ def _common(splits) -> Axes:
     return splits[0][:n]
 
 
-def _nested(splits) -> bool:
+def _nested(splits: Sequence[Axes]) -> bool:
     """Whether every split is a prefix of the longest (one side replicated over the rest)."""
     longest = max(splits, key=len)
     return all(longest[:len(s)] == s for s in splits)
