@@ -1,5 +1,5 @@
-"""Conditionals (a part of jax_convert.Converter): `lax.cond` and `lax.switch` written as
-the branch that costs the most.
+"""Conditionals (the cond rule): `lax.cond` and `lax.switch` written as the branch that
+costs the most.
 
 No roofline can know which branch runs, and XLA's cost analysis counts a conditional as
 the most of its branches' counts, each count on its own (measured:
@@ -18,27 +18,28 @@ branch that might cost more holds a primitive symroof cannot cost, the condition
 costed, and said; every branch is then written as comments. The index (or predicate) is
 a scalar, read for free.
 
-Each branch is converted once to be priced, then the converter's state is put back as it
-was before the conditional and the chosen branch converted again, for real: names, lets
-and labels a branch not taken would have made are not left behind.
+Each branch is converted in a fork of the context (context.py) to be priced, the context
+itself left as it was before the conditional; the chosen branch is then converted again,
+in it, for real: names, lets and labels a branch not taken would have made are not left
+behind. Pricing is the importer's (`Context.price`: this layer cannot analyse a program).
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import sympy
 
 from ..errors import SymroofError
-from .program import Converted, Parts, View
+from .program import Env, Eqn, Statement, View
+from .rules import not_costed, rule, walk
+
+if TYPE_CHECKING:
+    from .context import Context
 
 # the counts a branch is priced by (symroof's names for them)
 COUNTS = ("FLOPs", "transcendentals", "bytes", "collective bytes")
-# the state a branch's conversion may change; the rest (the function's jaxpr and what is
-# known of it) is read-only
-_FIXED = ("rename", "folded", "price")
 
 
 @dataclass
@@ -53,87 +54,77 @@ class Tried:
     unpriced: str = ""  # why counts is None
 
 
-class Conds(Parts):
-    """The cond handler; the converter provides the rest."""
-
-    # a program (what the converter has built, with these lines in place of its own) -> its
-    # counts, by COUNTS; set by jax_import, which can analyse a program (the converter's
-    # layer cannot). None: conditionals are not costed.
-    price: Callable[[Converted, list[tuple[int, str]]], dict[str, sympy.Expr]] | None = None
-
-    def _cond(self, eqn, env, depth: int) -> None:
-        branches = eqn.params["branches"]
-        operands = [self.view(v, env) for v in eqn.invars[1:]]
-        saved = self._state()
-        tried: list[Tried] = []
-        for closed in branches:
-            self._restore(saved)
-            start, statements = len(self.out.lines), len(self.out.statements)
-            skipped, lets = dict(self.out.skipped), dict(self.out.lets)
-            self._branch(closed, operands, depth)
-            lines = self.out.lines[start:]
-            missing = {k: n - skipped.get(k, 0) for k, n in self.out.skipped.items() if n > skipped.get(k, 0)}
-            made = {k: v for k, v in self.out.lets.items() if k not in lets}
-            counts, why = self._priced(lines) if len(self.out.statements) > statements else \
-                (dict.fromkeys(COUNTS, sympy.Integer(0)), "")
-            tried.append(Tried(lines, missing, made, counts, why))
-        self._restore(saved)  # (what a branch said went with it: said again below, where it matters)
-        k = costliest([(t.missing, t.counts) for t in tried])
-        n = len(branches)
-        if k is None:
-            self.out.lines.append((depth, f"# cond: {n} branches, none the costliest in every count: NOT COSTED "
-                                          "(each below, as comments)"))
-            for i, t in enumerate(tried):
-                self._commented(i, t, depth)
-            self._said(f"cond: none of its {n} branches is proved to cost the most in every count ({_why(tried)}): "
-                       "not costed; its branches are written as comments in the program, to swap one in")
-            return self._skip(eqn, env)
-        self.out.lines.append((depth, f"# cond: branch {k} of {n} written, the costliest in every count (XLA "
-                                      "counts a conditional so too)"))
-        inner = self._branch(branches[k], operands, depth)
-        for v, bv in zip(eqn.outvars, branches[k].jaxpr.outvars):
-            env[v] = self.view(bv, inner)
+@rule("cond", on_constants=True)
+def cond(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
+    branches = eqn.params["branches"]
+    operands = [ctx.view(v, env) for v in eqn.invars[1:]]
+    tried = [_tried(ctx, closed, operands, depth) for closed in branches]
+    k = costliest([(t.missing, t.counts) for t in tried])
+    n = len(branches)
+    if k is None:
+        ctx.out.lines.append((depth, f"# cond: {n} branches, none the costliest in every count: NOT COSTED "
+                                     "(each below, as comments)"))
         for i, t in enumerate(tried):
-            if i != k:
-                self._commented(i, t, depth)
+            _commented(ctx, i, t, depth)
+        ctx.said(f"cond: none of its {n} branches is proved to cost the most in every count ({_why(tried)}): "
+                 "not costed; its branches are written as comments in the program, to swap one in")
+        return not_costed(ctx, eqn, env)
+    ctx.out.lines.append((depth, f"# cond: branch {k} of {n} written, the costliest in every count (XLA "
+                                 "counts a conditional so too)"))
+    inner = _branch(ctx, branches[k], operands, depth)
+    for v, bv in zip(eqn.outvars, branches[k].jaxpr.outvars):
+        env[v] = ctx.view(bv, inner)
+    for i, t in enumerate(tried):
+        if i != k:
+            _commented(ctx, i, t, depth)
 
-    def _branch(self, closed, operands: list[View], depth: int) -> dict:
-        """Write one branch (a closed jaxpr) on the conditional's operands; its env."""
-        jaxpr = closed.jaxpr
-        inner = {v: self.constant(v, value) for v, value in zip(jaxpr.constvars, closed.consts)}
-        inner.update(zip(jaxpr.invars, operands))
-        self.walk(jaxpr, inner, depth)
-        return inner
 
-    def _priced(self, lines: list[tuple[int, str]]) -> tuple[dict | None, str]:
-        """A branch's counts, or None and why it cannot be priced (no pricing given, or its
-        program does not analyse on its own)."""
-        if self.price is None:
-            return None, "no pricing given"
-        try:
-            return self.price(self.out, lines), ""
-        except SymroofError as error:
-            return None, f"it does not analyse on its own: {error}"
+def _tried(ctx: Context, closed: Any, operands: list[View], depth: int) -> Tried:
+    """A branch converted in a fork of the context (what it said goes with the fork: said
+    again where it matters), and priced."""
+    fork = ctx.fork()
+    start, statements = len(fork.out.lines), len(fork.out.statements)
+    _branch(fork, closed, operands, depth)
+    lines = fork.out.lines[start:]
+    before = ctx.out.skipped
+    missing = {k: n - before.get(k, 0) for k, n in fork.out.skipped.items() if n > before.get(k, 0)}
+    made = {k: v for k, v in fork.out.lets.items() if k not in ctx.out.lets}
+    counts, why = _priced(fork, fork.out.statements[statements:], lines) if len(fork.out.statements) > statements \
+        else (dict.fromkeys(COUNTS, sympy.Integer(0)), "")
+    return Tried(lines, missing, made, counts, why)
 
-    def _commented(self, i: int, tried: Tried, depth: int) -> None:
-        """A branch not written, as comments (with the lets it would need, which the
-        program does not hold)."""
-        if not tried.lines:
-            self.out.lines.append((depth, f"# cond: branch {i}, not written: (no statement)"))
-            return
-        need = {k: v for k, v in tried.lets.items() if k not in self.out.lets}
-        lets = f" (with let {', '.join(f'{k} = {v}' for k, v in need.items())})" if need else ""
-        self.out.lines.append((depth, f"# cond: branch {i}, not written{lets}:"))
-        self.out.lines += [(d, "#   " + text) for d, text in tried.lines]
 
-    def _state(self) -> dict:
-        return {k: copy.deepcopy(v) for k, v in vars(self).items() if k not in _FIXED}
+def _branch(ctx: Context, closed: Any, operands: list[View], depth: int) -> Env:
+    """Write one branch (a closed jaxpr) on the conditional's operands; its env."""
+    jaxpr = closed.jaxpr
+    inner: Env = {v: ctx.constant(v, value) for v, value in zip(jaxpr.constvars, closed.consts)}
+    inner.update(zip(jaxpr.invars, operands))
+    walk(ctx, jaxpr, inner, depth)
+    return inner
 
-    def _restore(self, saved: dict) -> None:
-        for k in [k for k in vars(self) if k not in _FIXED and k not in saved]:
-            delattr(self, k)
-        for k, v in saved.items():
-            setattr(self, k, copy.deepcopy(v))
+
+def _priced(fork: Context, statements: list[Statement],
+            lines: list[tuple[int, str]]) -> tuple[dict[str, sympy.Expr] | None, str]:
+    """A branch's counts, or None and why it cannot be priced (no pricing given, or its
+    program does not analyse on its own)."""
+    if fork.price is None:
+        return None, "no pricing given"
+    try:
+        return fork.price(fork, statements, lines), ""
+    except SymroofError as error:
+        return None, f"it does not analyse on its own: {error}"
+
+
+def _commented(ctx: Context, i: int, tried: Tried, depth: int) -> None:
+    """A branch not written, as comments (with the lets it would need, which the
+    program does not hold)."""
+    if not tried.lines:
+        ctx.out.lines.append((depth, f"# cond: branch {i}, not written: (no statement)"))
+        return
+    need = {k: v for k, v in tried.lets.items() if k not in ctx.out.lets}
+    lets = f" (with let {', '.join(f'{k} = {v}' for k, v in need.items())})" if need else ""
+    ctx.out.lines.append((depth, f"# cond: branch {i}, not written{lets}:"))
+    ctx.out.lines += [(d, "#   " + text) for d, text in tried.lines]
 
 
 def _why(tried: list[Tried]) -> str:

@@ -1,5 +1,6 @@
-"""jit's shardings and sharding constraints read as GSPMD reads them (a part of
-jax_convert.Converter), in its simple cases:
+"""jit's shardings and sharding constraints read as GSPMD reads them (the rules of
+sharding_constraint and reshard, and how every rule lays out its operands: `operands`),
+in its simple cases:
 
     jax.jit(f, in_shardings=(NamedSharding(mesh, P("x", None)), NamedSharding(mesh, P(None, "y"))))
 
@@ -27,248 +28,267 @@ its layout, as JAX's sharding rules derive it (a product's `out_sharding` among 
 after each equation the type's layout holds where it differs from the carried one, as a
 constraint's would, and `jax.sharding.reshard` is read as a constraint.
 
-Splits are kept per array (View.array), as the labels are (jax_labels.py). Inside
-shard_map the body's own splits hold (jax_shard.py); shardings that are not
+Splits are kept per array (View.array), as the labels are (context.py). Inside
+shard_map the body's own splits hold (shard.py); shardings that are not
 NamedShardings, and constraints inside shard_map, are said in a warning, not read.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-from .labels import with_split
-from .program import View, split_label
-from .shard import Sharding, _spec_axes, _sub
+from .context import with_split
+from .program import Env, Eqn, View, split_label
+from .rules import after_each, rule
+from .shard import _spec_axes, _sub, letters, read_mesh
+
+if TYPE_CHECKING:
+    from .context import Context
 
 # one operand of a statement: its view, its axes' labels, and the statement's axis
 # (group) each of its axes is (None: one it does not have, a broadcast scalar's)
 Read = tuple[View, list, list]
 
 
-class Gspmd(Sharding):
-    """The splits of statements outside shard_map; the converter provides the rest."""
+# -- a statement's layout ---------------------------------------------------------
 
-    # -- a statement's layout ---------------------------------------------------------
 
-    def operands(self, reads: list[Read], groups: int, depth: int, summed: frozenset[int] = frozenset(),
-                 summed_labels: list[str] | None = None, what: str = "") -> tuple[list[str], list[str]]:
-        """A statement's operands as written, and the split of each of its axes (groups)
-        in the result: the operands' splits, as GSPMD keeps them (none inside shard_map,
-        whose labels carry their own)."""
-        if self.out.shard_maps or not any(self.splits.get(v.array) for v, _, _ in reads):
-            return [self.tensor(v, labels, summed_labels) for v, labels, _ in reads], [""] * groups
-        splits, clash = self._choose(reads, groups, summed)
-        before = len(self.out.statements)
-        texts = [self.tensor(self._gather_to(v, labels, at, splits, summed, depth, what), labels, summed_labels)
-                 for v, labels, at in reads]
-        if clash:
-            kept = ", ".join(with_split(clash[1][g], splits[g]) for g in range(groups) if splits[g]) or "none"
-            gathered = len(self.out.statements) - before
-            self._said(f"{what}: its operands' splits could be resolved more than one way ({clash[0]}); symroof "
-                       f"keeps the first operand's splits in the result (split: {kept})"
-                       + (f", gathers {gathered} operand dim(s) first (AllGather, written out)" if gathered else "")
-                       + ("; a summed dim split on one side only its engine gathers" if summed else ""))
-        return texts, splits
+def operands(ctx: Context, reads: list[Read], groups: int, depth: int, summed: frozenset[int] = frozenset(),
+             summed_labels: list[str] | None = None, what: str = "") -> tuple[list[str], list[str]]:
+    """A statement's operands as written, and the split of each of its axes (groups)
+    in the result: the operands' splits, as GSPMD keeps them (none inside shard_map,
+    whose labels carry their own)."""
+    if ctx.out.shard_maps or not any(ctx.splits.get(v.array) for v, _, _ in reads):
+        return [ctx.tensor(v, labels, summed_labels) for v, labels, _ in reads], [""] * groups
+    splits, clash = _choose(ctx, reads, groups, summed)
+    before = len(ctx.out.statements)
+    texts = [ctx.tensor(_gather_to(ctx, v, labels, at, splits, summed, depth, what), labels, summed_labels)
+             for v, labels, at in reads]
+    if clash:
+        kept = ", ".join(with_split(clash[1][g], splits[g]) for g in range(groups) if splits[g]) or "none"
+        gathered = len(ctx.out.statements) - before
+        ctx.said(f"{what}: its operands' splits could be resolved more than one way ({clash[0]}); symroof "
+                   f"keeps the first operand's splits in the result (split: {kept})"
+                   + (f", gathers {gathered} operand dim(s) first (AllGather, written out)" if gathered else "")
+                   + ("; a summed dim split on one side only its engine gathers" if summed else ""))
+    return texts, splits
 
-    @staticmethod
-    def result_text(dtype: str, labels: list, splits: list[str]) -> str:
-        """A result as written: its labels (None: a size-1 axis, left out), each split."""
-        return f"{dtype}[{', '.join(with_split(label, s) for label, s in zip(labels, splits) if label is not None)}]"
 
-    def _choose(self, reads: list[Read], groups: int,
-                summed: frozenset[int]) -> tuple[list[str], tuple[str, dict[int, str]] | None]:
-        """Each group's split in the result: the first operand's that splits it, unless a
-        mesh axis of it already splits another group; and where operands disagree (GSPMD
-        could choose otherwise), what they disagree on and the groups' names."""
-        chosen = [""] * groups
-        owner: dict[str, int] = {}  # mesh axis -> the group it splits in the result
-        seen: dict[str, set[str]] = {}  # mesh axis -> the dims it splits, in any operand
-        names: dict[int, str] = {}
-        for view, labels, at in reads:
-            split = self.splits.get(view.array, ())
-            for j, (k, g) in enumerate(zip(view.axes, at)):
-                if k is None or g is None:
-                    continue
-                names.setdefault(g, split_label(labels[j] or "1")[0])
-                if k >= len(split) or not split[k]:
-                    continue
-                for a in split[k]:
-                    seen.setdefault(a, set()).add(names[g])
-                if g in summed or chosen[g] or any(owner.get(a, g) != g for a in split[k]):
-                    continue
-                chosen[g] = split[k]
-                owner.update({a: g for a in split[k]})
-        said = [f"mesh axis {self._axis(a)} splits {' and '.join(sorted(d))}" for a, d in seen.items() if len(d) > 1]
-        for view, _, at in reads:  # an operand's dim split otherwise than the result's
-            split = self.splits.get(view.array, ())
-            for k, g in zip(view.axes, at):
-                if k is not None and g is not None and g not in summed and k < len(split) and split[k] \
-                        and split[k] != chosen[g]:
-                    said.append(f"{names[g]} is split over {split[k]} and over {chosen[g] or 'nothing'}")
-        return chosen, ("; ".join(dict.fromkeys(said)), names) if said else None
+def result_text(dtype: str, labels: list, splits: list[str]) -> str:
+    """A result as written: its labels (None: a size-1 axis, left out), each split."""
+    return f"{dtype}[{', '.join(with_split(label, s) for label, s in zip(labels, splits) if label is not None)}]"
 
-    def _gather_to(self, view: View, labels: list, at: list, splits: list[str], summed: frozenset[int], depth: int,
-                   what: str) -> View:
-        """The operand with each dim it splits over an axis the result does not split that
-        dim over gathered first (an AllGather written out): GSPMD's reshard."""
+
+def _choose(ctx: Context, reads: list[Read], groups: int,
+            summed: frozenset[int]) -> tuple[list[str], tuple[str, dict[int, str]] | None]:
+    """Each group's split in the result: the first operand's that splits it, unless a
+    mesh axis of it already splits another group; and where operands disagree (GSPMD
+    could choose otherwise), what they disagree on and the groups' names."""
+    chosen = [""] * groups
+    owner: dict[str, int] = {}  # mesh axis -> the group it splits in the result
+    seen: dict[str, set[str]] = {}  # mesh axis -> the dims it splits, in any operand
+    names: dict[int, str] = {}
+    for view, labels, at in reads:
+        split = ctx.splits.get(view.array, ())
+        for j, (k, g) in enumerate(zip(view.axes, at)):
+            if k is None or g is None:
+                continue
+            names.setdefault(g, split_label(labels[j] or "1")[0])
+            if k >= len(split) or not split[k]:
+                continue
+            for a in split[k]:
+                seen.setdefault(a, set()).add(names[g])
+            if g in summed or chosen[g] or any(owner.get(a, g) != g for a in split[k]):
+                continue
+            chosen[g] = split[k]
+            owner.update({a: g for a in split[k]})
+    said = [f"mesh axis {_axis(ctx, a)} splits {' and '.join(sorted(d))}" for a, d in seen.items() if len(d) > 1]
+    for view, _, at in reads:  # an operand's dim split otherwise than the result's
+        split = ctx.splits.get(view.array, ())
         for k, g in zip(view.axes, at):
-            split = self.splits.get(view.array, ())
-            if k is None or g is None or g in summed or k >= len(split):
-                continue
-            lost = "".join(a for a in split[k] if a not in splits[g])
-            if lost:
-                after = tuple(s if d != k else "".join(a for a in s if a not in lost) for d, s in enumerate(split))
-                view = self._collective_move(view, labels, after, f"AllGather_{_sub(lost)}", depth, what)
-        return view
+            if k is not None and g is not None and g not in summed and k < len(split) and split[k] \
+                    and split[k] != chosen[g]:
+                said.append(f"{names[g]} is split over {split[k]} and over {chosen[g] or 'nothing'}")
+    return chosen, ("; ".join(dict.fromkeys(said)), names) if said else None
 
-    def _collective_move(self, view: View, labels: list, after: tuple[str, ...], word: str, depth: int,
-                         what: str) -> View:
-        """`word view -> the same array split as `after``, written out; the moved array."""
-        before = self.tensor(view, labels)
-        moved = view.moved()
-        self.splits[moved.array] = after
-        self.written[moved.array] = dict(self.written.get(view.array, {}))
-        self.emit(f"{word} {before} -> {self.tensor(moved, labels)}", f"{what}: GSPMD's reshard", depth)
-        return moved
 
-    def _axis(self, letter: str) -> str:
-        names = {v: k for k, v in self.out.axis_names.items()}
-        return f"{names.get(letter, letter)!r}"
+def _gather_to(ctx: Context, view: View, labels: list, at: list, splits: list[str], summed: frozenset[int], depth: int,
+               what: str) -> View:
+    """The operand with each dim it splits over an axis the result does not split that
+    dim over gathered first (an AllGather written out): GSPMD's reshard."""
+    for k, g in zip(view.axes, at):
+        split = ctx.splits.get(view.array, ())
+        if k is None or g is None or g in summed or k >= len(split):
+            continue
+        lost = "".join(a for a in split[k] if a not in splits[g])
+        if lost:
+            after = tuple(s if d != k else "".join(a for a in s if a not in lost) for d, s in enumerate(split))
+            view = collective_move(ctx, view, labels, after, f"AllGather_{_sub(lost)}", depth, what)
+    return view
 
-    # -- shardings read -----------------------------------------------------------------
 
-    def read_shardings(self, eqn, jaxpr, env: dict, key: str, depth: int) -> None:
-        """A jit's in_shardings (key "in_shardings": its body's inputs) or out_shardings
-        (its body's outputs), each the layout its value takes there."""
-        variables = jaxpr.invars if key == "in_shardings" else jaxpr.outvars
-        for var, sharding in zip(variables, eqn.params.get(key, ())):
-            if "Unspecified" in type(sharding).__name__ or type(var).__name__ == "Literal":
-                continue
-            view = self.constrain(var, sharding, env, depth, f"jit's {key}")
+def collective_move(ctx: Context, view: View, labels: list, after: tuple[str, ...], word: str, depth: int,
+                     what: str) -> View:
+    """`word view -> the same array split as `after``, written out; the moved array."""
+    before = ctx.tensor(view, labels)
+    moved = view.moved()
+    ctx.splits[moved.array] = after
+    ctx.written[moved.array] = dict(ctx.written.get(view.array, {}))
+    ctx.emit(f"{word} {before} -> {ctx.tensor(moved, labels)}", f"{what}: GSPMD's reshard", depth)
+    return moved
+
+
+def _axis(ctx: Context, letter: str) -> str:
+    names = {v: k for k, v in ctx.out.axis_names.items()}
+    return f"{names.get(letter, letter)!r}"
+
+
+# -- shardings read -----------------------------------------------------------------
+
+
+def read_shardings(ctx: Context, eqn: Eqn, jaxpr: Any, env: Env, key: str, depth: int) -> None:
+    """A jit's in_shardings (key "in_shardings": its body's inputs) or out_shardings
+    (its body's outputs), each the layout its value takes there."""
+    variables = jaxpr.invars if key == "in_shardings" else jaxpr.outvars
+    for var, sharding in zip(variables, eqn.params.get(key, ())):
+        if "Unspecified" in type(sharding).__name__ or type(var).__name__ == "Literal":
+            continue
+        view = constrain(ctx, var, sharding, env, depth, f"jit's {key}")
+        if view is not None:
+            env[var] = view
+
+
+@rule("sharding_constraint")
+def sharding_constraint(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
+    ctx.out.layout["sharding_constraint"] += 1
+    view = constrain(ctx, eqn.invars[0], eqn.params["sharding"], env, depth, "a sharding constraint",
+                          frozenset(eqn.params.get("unconstrained_dims", ())))
+    env[eqn.outvars[0]] = view if view is not None else ctx.view(eqn.invars[0], env)
+
+
+@rule("reshard")
+def reshard(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
+    """jax.sharding.reshard under a mesh of explicit axes: the layout the value takes,
+    as a constraint gives it."""
+    ctx.out.layout["reshard"] += 1
+    view = constrain(ctx, eqn.invars[0], eqn.params["dst_sharding"], env, depth, "a reshard")
+    env[eqn.outvars[0]] = view if view is not None else ctx.view(eqn.invars[0], env)
+
+
+@after_each
+def typed(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
+    """Under a mesh of explicit axes each value's type carries its layout, as JAX's
+    sharding rules derive it: where it differs from the splits symroof carried, the
+    type's holds (the statement that made it is written so, or the value is moved)."""
+    if ctx.out.shard_maps:
+        return
+    for var in eqn.outvars:
+        sharding = getattr(var.aval, "sharding", None)
+        types = getattr(getattr(sharding, "mesh", None), "axis_types", ())
+        if var in env and any(str(t).endswith("Explicit") for t in types):
+            view = constrain(ctx, var, sharding, env, depth, f"{eqn.primitive.name}'s type")
             if view is not None:
                 env[var] = view
 
-    def _sharding_constraint(self, eqn, env, depth: int) -> None:
-        self.out.layout["sharding_constraint"] += 1
-        view = self.constrain(eqn.invars[0], eqn.params["sharding"], env, depth, "a sharding constraint",
-                              frozenset(eqn.params.get("unconstrained_dims", ())))
-        env[eqn.outvars[0]] = view if view is not None else self.view(eqn.invars[0], env)
 
-    def _reshard(self, eqn, env, depth: int) -> None:
-        """jax.sharding.reshard under a mesh of explicit axes: the layout the value takes,
-        as a constraint gives it."""
-        self.out.layout["reshard"] += 1
-        view = self.constrain(eqn.invars[0], eqn.params["dst_sharding"], env, depth, "a reshard")
-        env[eqn.outvars[0]] = view if view is not None else self.view(eqn.invars[0], env)
+def constrain(ctx: Context, var: Any, sharding: Any, env: Env, depth: int, what: str,
+              unconstrained: frozenset[int] = frozenset()) -> View | None:
+    """The value `var` laid out as `sharding` says (a NamedSharding): its view, or
+    None where the sharding is not read (said)."""
+    if ctx.out.shard_maps or not (hasattr(sharding, "spec") and hasattr(sharding, "mesh")):
+        where = "inside shard_map" if ctx.out.shard_maps else f"a {type(sharding).__name__}"
+        ctx.said(f"{what} ({where}) is not read: the values it lays out keep the splits they have")
+        return None
+    read_mesh(ctx, sharding.mesh)
+    ctx.out.shardings_read = True
+    view = ctx.view(var, env)
+    if view.const:
+        return view
+    current = ctx.splits.get(view.array, ("",) * len(view.dims))
+    target = list(current)
+    for j, k in enumerate(view.axes):
+        entry = sharding.spec[j] if j < len(sharding.spec) else None
+        if j in unconstrained or type(entry).__name__ == "UnconstrainedSingleton":
+            continue  # GSPMD's choice: the split it has
+        axes = letters(ctx, _spec_axes(sharding.spec, j))
+        if k is not None:
+            target[k] = axes
+        elif axes:
+            ctx.said(f"{what} splits an axis that is a broadcast (no array holds it): not read")
+    if tuple(target) == current:
+        return view
+    if view.array in ctx.made and not ctx.reads[view.array]:
+        _relayout(ctx, view.array, tuple(target))  # the statement that made it writes it so
+        return view
+    if view.array not in ctx.made and not ctx.reads[view.array] and not any(current):
+        ctx.splits[view.array] = tuple(target)  # an input, laid out here
+        return view
+    return _move(ctx, view, tuple(var.aval.shape), tuple(target), depth, what)
 
-    def typed(self, eqn, env: dict, depth: int) -> None:
-        """Under a mesh of explicit axes each value's type carries its layout, as JAX's
-        sharding rules derive it: where it differs from the splits symroof carried, the
-        type's holds (the statement that made it is written so, or the value is moved)."""
-        if self.out.shard_maps:
-            return
-        for var in eqn.outvars:
-            sharding = getattr(var.aval, "sharding", None)
-            types = getattr(getattr(sharding, "mesh", None), "axis_types", ())
-            if var in env and any(str(t).endswith("Explicit") for t in types):
-                view = self.constrain(var, sharding, env, depth, f"{eqn.primitive.name}'s type")
-                if view is not None:
-                    env[var] = view
 
-    def constrain(self, var, sharding, env: dict, depth: int, what: str,
-                  unconstrained: frozenset[int] = frozenset()) -> View | None:
-        """The value `var` laid out as `sharding` says (a NamedSharding): its view, or
-        None where the sharding is not read (said)."""
-        if self.out.shard_maps or not (hasattr(sharding, "spec") and hasattr(sharding, "mesh")):
-            where = "inside shard_map" if self.out.shard_maps else f"a {type(sharding).__name__}"
-            self._said(f"{what} ({where}) is not read: the values it lays out keep the splits they have")
-            return None
-        self._mesh(sharding.mesh)
-        self.out.shardings_read = True
-        view = self.view(var, env)
-        if view.const:
-            return view
-        current = self.splits.get(view.array, ("",) * len(view.dims))
-        target = list(current)
-        for j, k in enumerate(view.axes):
-            entry = sharding.spec[j] if j < len(sharding.spec) else None
-            if j in unconstrained or type(entry).__name__ == "UnconstrainedSingleton":
-                continue  # GSPMD's choice: the split it has
-            letters = self._letters(_spec_axes(sharding.spec, j))
-            if k is not None:
-                target[k] = letters
-            elif letters:
-                self._said(f"{what} splits an axis that is a broadcast (no array holds it): not read")
-        if tuple(target) == current:
-            return view
-        if view.array in self.made and not self.reads[view.array]:
-            self._relayout(view.array, tuple(target))  # the statement that made it writes it so
-            return view
-        if view.array not in self.made and not self.reads[view.array] and not any(current):
-            self.splits[view.array] = tuple(target)  # an input, laid out here
-            return view
-        return self._move(view, tuple(var.aval.shape), tuple(target), depth, what)
+def _relayout(ctx: Context, array: int, target: tuple[str, ...]) -> None:
+    """The statement that made `array` rewritten with its result split as `target`:
+    symroof inserts the collective that moves it there (ReduceScatter where it holds
+    partial sums, AllGather, AllToAll) or slices it locally."""
+    index, line, dtype, labels = ctx.made[array]
+    statement = ctx.out.statements[index]
+    text = f"{statement.text.rpartition(' -> ')[0]} -> {result_text(dtype, labels, list(target))}"
+    ctx.out.statements[index] = replace(statement, text=text, derived=True)  # split from here: not whole
+    depth, written = ctx.out.lines[line]
+    ctx.out.lines[line] = (depth, text + written[len(statement.text):])
+    ctx.splits[array] = target
 
-    def _relayout(self, array: int, target: tuple[str, ...]) -> None:
-        """The statement that made `array` rewritten with its result split as `target`:
-        symroof inserts the collective that moves it there (ReduceScatter where it holds
-        partial sums, AllGather, AllToAll) or slices it locally."""
-        index, line, dtype, labels = self.made[array]
-        statement = self.out.statements[index]
-        text = f"{statement.text.rpartition(' -> ')[0]} -> {self.result_text(dtype, labels, list(target))}"
-        self.out.statements[index] = replace(statement, text=text, derived=True)  # split from here: not whole
-        depth, written = self.out.lines[line]
-        self.out.lines[line] = (depth, text + written[len(statement.text):])
-        self.splits[array] = target
 
-    def _move(self, view: View, shape: tuple, target: tuple[str, ...], depth: int, what: str) -> View:
-        """The array moved to `target`, written out: an axis moved from one dim to another
-        an AllToAll, one dropped an AllGather; one added is a local slice (no statement)."""
-        _, labels = self.axis_labels(shape, reads=(view,))
-        current = self.splits.get(view.array, ("",) * len(view.dims))
-        for a in dict.fromkeys("".join(current)):
-            src = next(k for k, s in enumerate(current) if a in s)
-            dst = next((k for k, s in enumerate(target) if a in s), None)
-            if src == dst:
-                continue
-            after = [s.replace(a, "") for s in current]
-            if dst is None:
-                word = f"AllGather_{a}"
-            else:
-                after[dst] += a
-                axis = next((j for j, k in enumerate(view.axes) if k == dst), None)
-                word = f"AllToAll_{{{a},{split_label(labels[axis] or '1')[0] if axis is not None else '1'}}}"
-            view = self._collective_move(view, labels, tuple(after), word, depth, what)
-            current = tuple(after)
-        moved = view.moved()  # the axes added: a local slice of what each chip holds
-        self.splits[moved.array] = target
-        self.written[moved.array] = dict(self.written.get(view.array, {}))
-        return moved
+def _move(ctx: Context, view: View, shape: tuple, target: tuple[str, ...], depth: int, what: str) -> View:
+    """The array moved to `target`, written out: an axis moved from one dim to another
+    an AllToAll, one dropped an AllGather; one added is a local slice (no statement)."""
+    _, labels = ctx.axis_labels(shape, reads=(view,))
+    current = ctx.splits.get(view.array, ("",) * len(view.dims))
+    for a in dict.fromkeys("".join(current)):
+        src = next(k for k, s in enumerate(current) if a in s)
+        dst = next((k for k, s in enumerate(target) if a in s), None)
+        if src == dst:
+            continue
+        after = [s.replace(a, "") for s in current]
+        if dst is None:
+            word = f"AllGather_{a}"
+        else:
+            after[dst] += a
+            axis = next((j for j, k in enumerate(view.axes) if k == dst), None)
+            word = f"AllToAll_{{{a},{split_label(labels[axis] or '1')[0] if axis is not None else '1'}}}"
+        view = collective_move(ctx, view, labels, tuple(after), word, depth, what)
+        current = tuple(after)
+    moved = view.moved()  # the axes added: a local slice of what each chip holds
+    ctx.splits[moved.array] = target
+    ctx.written[moved.array] = dict(ctx.written.get(view.array, {}))
+    return moved
 
-    def reshaped(self, x: View, new: View, shape_in: tuple, shape_out: tuple) -> None:
-        """A reshape's splits: a group of dims merged (or one split into several) keeps the
-        split of its major dim, as GSPMD does; a split minor dim is not carried, and said."""
-        split = self.splits.get(x.array)
-        if not split or self.out.shard_maps:
-            return
-        axes = [split[k] if k is not None and k < len(split) else "" for k in x.axes]
-        out = [""] * len(shape_out)
-        try:
-            groups = _groups(shape_in, shape_out)
-        except Exception:  # noqa: BLE001 (a symbolic product JAX cannot compare: said below)
-            groups = None
-        if groups is None:
-            self._said("a reshape of a split array whose dims symroof cannot match: its splits are not carried")
-            return
-        for ins, outs in groups:
-            major = [i for i in ins if shape_in[i] != 1]
-            if any(axes[i] for i in major[1:]):
-                self._said("a reshape merges (or splits) dims of which a minor one is split: that split is not "
-                           "carried (GSPMD would reshard it)")
-            if major and axes[major[0]] and outs:
-                out[next((o for o in outs if shape_out[o] != 1), outs[0])] = axes[major[0]]
-        if any(out):
-            self.splits[new.array] = tuple(out)
+
+def reshaped(ctx: Context, x: View, new: View, shape_in: tuple, shape_out: tuple) -> None:
+    """A reshape's splits: a group of dims merged (or one split into several) keeps the
+    split of its major dim, as GSPMD does; a split minor dim is not carried, and said."""
+    split = ctx.splits.get(x.array)
+    if not split or ctx.out.shard_maps:
+        return
+    axes = [split[k] if k is not None and k < len(split) else "" for k in x.axes]
+    out = [""] * len(shape_out)
+    try:
+        groups = _groups(shape_in, shape_out)
+    except Exception:  # noqa: BLE001 (a symbolic product JAX cannot compare: said below)
+        groups = None
+    if groups is None:
+        ctx.said("a reshape of a split array whose dims symroof cannot match: its splits are not carried")
+        return
+    for ins, outs in groups:
+        major = [i for i in ins if shape_in[i] != 1]
+        if any(axes[i] for i in major[1:]):
+            ctx.said("a reshape merges (or splits) dims of which a minor one is split: that split is not "
+                       "carried (GSPMD would reshard it)")
+        if major and axes[major[0]] and outs:
+            out[next((o for o in outs if shape_out[o] != 1), outs[0])] = axes[major[0]]
+    if any(out):
+        ctx.splits[new.array] = tuple(out)
 
 
 def _groups(shape_in: tuple, shape_out: tuple) -> list[tuple[list[int], list[int]]] | None:

@@ -11,14 +11,17 @@ JAX is optional: it is imported here, when a function is imported, never by the 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
+import math
 import re
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy
 import sympy
@@ -26,12 +29,17 @@ import sympy
 from .. import dtypes
 from ..analysis import Analysis
 from ..errors import SpecError, SymroofError, SymroofWarning
+from ..hardware.machine import machine
 from ..lang.relations import expression
-from ..models.report import model
+from ..lang.structure import Structured, read_structured
+from ..models.decls import Options
+from ..models.model import Model
+from ..models.report import model, with_defaults
 from .cond import COUNTS
-from .convert import Converted, View
-from .program import join_label, split_label
-from .xla import FOLDED, Converter
+from .context import Context
+from .convert import walk
+from .program import Converted, Statement, View, join_label, split_label
+from .xla import FOLDED, SCALAR_CONVERT, folds
 
 # symroof dtype -> numpy/JAX dtype name
 _JAX_DTYPES = {"fp64": "float64", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int64": "int64",
@@ -140,9 +148,14 @@ class Imported:
     text: str  # the program in symroof notation
     warnings: list[str] = field(default_factory=list)
 
-    def model(self, chip=None, sizes: Mapping[str, int] | None = None):
+    def model(self, chip: Any = None, sizes: Mapping[str, int] | None = None) -> Model:
         """The program analysed (symroof.models.model in prefill: the function as written, once)."""
-        return model(self.text, "prefill", chip, dict(sizes or {}))
+        return _model(self.structured, chip, sizes or {})
+
+    @functools.cached_property
+    def structured(self) -> Structured:
+        """The program read once, however often it is analysed."""
+        return read_structured(self.text)
 
     @property
     def analysis(self) -> Analysis:
@@ -180,16 +193,17 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str], params: str | 
     weights = _weights(arguments, params)
     traced, rename = _trace(jax, function, arguments)
     closed, dead = _live(traced)
-    converter = Converter(rename, closed)  # marks what XLA folds before counting (jax_xla.py)
-    converter.price = _price  # a conditional's branches priced to find the costliest (jax_cond.py)
+    # what XLA folds marked before counting (xla.py); a conditional's branches priced to find the costliest (cond.py)
+    ctx = Context(rename, folds(closed), _price)
+    ctx.out.xla_extra += [(1, SCALAR_CONVERT, 0)] * ctx.folded.converts
     for a in arguments:
         for d in a.dims:
             if not d.isdigit():
-                converter.used.add(d)
-    env = {v: View.whole(converter.dtype(v.aval.dtype), tuple(v.aval.shape)) for v in closed.jaxpr.invars}
-    env.update({v: converter.constant(v, value) for v, value in zip(closed.jaxpr.constvars, closed.consts)})
-    converter.walk(closed.jaxpr, env)
-    out = converter.out
+                ctx.used.add(d)
+    env = {v: View.whole(ctx.dtype(v.aval.dtype), tuple(v.aval.shape)) for v in closed.jaxpr.invars}
+    env.update({v: ctx.constant(v, value) for v, value in zip(closed.jaxpr.constvars, closed.consts)})
+    walk(ctx, closed.jaxpr, env)
+    out = ctx.out
     out.dead = dead
     if out.mesh and not all(st.in_shard_map or st.derived for st in out.statements):
         out.notes.append("statements outside shard_map are costed whole on every chip of the mesh where no jit's "
@@ -201,10 +215,10 @@ def from_jax(function: Callable, shapes: str | Mapping[str, str], params: str | 
         warnings.warn(w, SymroofWarning, stacklevel=2)
     # each input as jit's in_shardings lay it out (B_X), where they do
     array = {a.name: env[v].array for a, v in zip(_leaves(jax, function, arguments), closed.jaxpr.invars)}
-    split = {name: converter.splits.get(k, ()) for name, k in array.items()}
+    split = {name: ctx.splits.get(k, ()) for name, k in array.items()}
     inputs = [replace(a, dims=tuple(join_label(d, s) for d, s in zip(a.dims, split[a.name])))
               if split.get(a.name) else a for a in arguments]
-    out.params = _declarations([(a, array[a.name]) for a in arguments if a.name in weights], converter)
+    out.params = _declarations([(a, array[a.name]) for a in arguments if a.name in weights], ctx)
     header = [f"# imported from {getattr(function, '__module__', '?')}:{getattr(function, '__name__', '?')} "
               f"by symroof from-jax", "# inputs: " + ", ".join(map(str, inputs))]
     if out.layout:
@@ -239,7 +253,7 @@ def _weights(arguments: list[Argument], params: str | Iterable[str]) -> set[str]
     return out
 
 
-def _declarations(weights: list[tuple[Argument, int]], converter: Converter) -> list[str]:
+def _declarations(weights: list[tuple[Argument, int]], converter: Context) -> list[str]:
     """`param` lines: the arguments named as parameters (with their arrays), then each
     array the function closes over that a statement reads (a scalar constant is no weight:
     left out), each with a name symroof reads (no `_`, which subscripts: w_up is wUp), its
@@ -262,7 +276,7 @@ def _declarations(weights: list[tuple[Argument, int]], converter: Converter) -> 
     return lines
 
 
-def _held(converter: Converter, array: int, n: int) -> list[str]:
+def _held(converter: Context, array: int, n: int) -> list[str]:
     """The mesh axes each of an array's n dims is split over on a chip: as jit's shardings
     lay it out, else as the first shard_map that reads it splits it (its in_specs: the
     labels it was read with, D_Y; a chip's share of a split dim, T2Y, is T2_Y), else none."""
@@ -286,10 +300,10 @@ def _declared_name(parts: list[str], taken: set[str]) -> str:
     return name
 
 
-def _price(built: Converted, lines: list[tuple[int, str]]) -> dict[str, sympy.Expr]:
-    """The counts of a program of these lines (with what the converter has built so far:
-    its mesh and lets), by jax_cond.COUNTS."""
-    a = model(replace(built, lines=list(lines)).text, "prefill").analysis
+def _price(ctx: Context, statements: list[Statement], lines: list[tuple[int, str]]) -> dict[str, sympy.Expr]:
+    """The counts of a program of these lines (with what the conversion has built so far:
+    its mesh and lets), by cond.COUNTS."""
+    a = model(replace(ctx.out, lines=list(lines)).text, "prefill").analysis
     return dict(zip(COUNTS, (a.flops, a.transcendentals, a.bytes,
                              sympy.Add(*(m.count * m.bytes for m in a.cost.moves)))))
 
@@ -439,16 +453,23 @@ def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
     except Exception:  # noqa: BLE001 (a backend without it: the lowered figures still stand)
         compiled = None
     c = imported.converted
+    structured = imported.structured
     # each scan's length at these sizes (a dim's name: through the program's lets), where it is unrolled
-    at_sizes = model(c.text, "prefill", None, _used(c.text, sizes)).at \
+    at_sizes = _model(structured, None, _used(structured, sizes)).at \
         if any(u != 1 and not isinstance(n, int) for u, n in c.scans.values()) else sympy.Integer
     lengths = {at: n if isinstance(n, int) else 1 if u == 1 else int(at_sizes(expression(n)))
                for at, (u, n) in c.scans.items()}  # (unrolled once: each trip one copy, whatever its length)
     loops = {at: _xla_loop(unroll, lengths[at]) for at, (unroll, _) in c.scans.items()}
-    lines, times = _as_xla_counts(c.lines, {at: copies for at, (copies, _) in loops.items()})
-    once = replace(c, lines=lines).text
-    m = model(once, "prefill", None, _used(once, sizes))
+    copies = [loops[start][0] if start in loops else 1 for start, _ in c.loops]  # each block's, by its index
+    once = _as_xla_counts(structured, copies)
+    m = _model(once, None, _used(once, sizes))
     a = m.analysis
+
+    def times(at: int) -> int:
+        """How many times XLA counts what is at this position in the lines (a statement's,
+        or what was said between them): the copies of each loop it lies in."""
+        return math.prod(k for (start, end), k in zip(c.loops, copies) if start < at <= end)
+
     explained: dict[str, sympy.Expr] = {}
     for st in c.statements:
         if st.why:  # in the program's dims and lets: the model substitutes both
@@ -487,10 +508,9 @@ def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
               "not_costed": dict(c.skipped)}
     if not result["bytes_within_lowered"] and any(st.why == FOLDED for st in c.statements):
         # what XLA folds away it neither reads nor writes: the rest of the program against XLA's bytes
-        kept, _ = _as_xla_counts(c.lines, {at: copies for at, (copies, _) in loops.items()},
-                                 {st.line for st in c.statements if st.why == FOLDED})
-        rest = int(model(replace(c, lines=kept).text, "prefill", None, _used(once, sizes)).analysis.bytes) \
-            if any(not t.lstrip().startswith(("#", "repeat", "}")) for _, t in kept) else 0
+        folded = {i for i, st in enumerate(c.statements) if st.why == FOLDED}
+        kept = _as_xla_counts(structured, copies, folded)
+        rest = int(_model(kept, None, _used(once, sizes)).analysis.bytes) if kept.program.statements else 0
         result["bytes_without_folded"] = rest
         result["bytes_within_lowered"] = rest <= low["bytes"] + _float32_spacing(low["bytes"]) * terms
     if _has_loops(imported):
@@ -505,13 +525,24 @@ def _float32_spacing(count: int) -> int:
 
 
 def _has_loops(imported: Imported) -> bool:
-    return any(line.lstrip().startswith("repeat ") for _, line in imported.converted.lines)
+    return bool(imported.converted.loops)
 
 
-def _used(text: str, sizes: Mapping[str, int]) -> dict[str, int]:
-    """The sizes of the dims a program's code names (a model refuses the others)."""
-    code = re.sub(r"#[^\n]*", "", text)
-    return {k: v for k, v in sizes.items() if re.search(rf"(?<![^\W_]){k}(?![^\W_])", code)}
+def _used(structured: Structured, sizes: Mapping[str, int]) -> dict[str, int]:
+    """The sizes of the names a program has (a model refuses the others): its dims, its
+    `let` names and the symbols in its repeat counts and relations."""
+    symbols: set[sympy.Basic] = set()
+    for expr in (*structured.relations.values(), *(b.count for b in structured.blocks)):
+        symbols |= expr.free_symbols
+    names = {*structured.program.dims, *(s.name for s in structured.relations), *(str(s) for s in symbols)}
+    return {k: v for k, v in sizes.items() if k in names}
+
+
+def _model(structured: Structured, chip: Any, sizes: Mapping[str, int]) -> Model:
+    """The program's model in prefill (the function as written, once), as symroof.models.model
+    makes one of a program's text."""
+    target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)  # a name, a Chip or a Machine
+    return Model(structured, target, with_defaults(structured, "prefill", None, dict(sizes)), Options(mode="prefill"))
 
 
 def _xla_loop(unroll: int, length: int) -> tuple[int, bool]:
@@ -527,42 +558,18 @@ def _xla_loop(unroll: int, length: int) -> tuple[int, bool]:
     return (unroll if trips else 0) + remainder, trips > 0
 
 
-def _as_xla_counts(lines: list[tuple[int, str]], copies: dict[int, int],
-                   drop: Set[int] = frozenset()) -> tuple[list[tuple[int, str]], Callable[[int], int]]:
-    """The program's lines as XLA's cost analysis counts them: each repeat block's body
-    once, or as many times as an unrolled scan's lowered module holds it (`copies`, by the
-    repeat line's index); and how many times a line (by its index in `lines`), or what
-    was said at a position between lines (Converted.extra), is so counted. The lines in
-    `drop` (by index) are left out."""
-    blocks: list[tuple[int, int, int]] = []  # (repeat line, its closing line, copies)
-
-    def block(i: int) -> tuple[list[tuple[int, str]], int]:
-        body: list[tuple[int, str]] = []
-        while i < len(lines):
-            depth, text = lines[i]
-            if text.strip() == "}":
-                return body, i
-            if re.match(r"repeat\b", text.lstrip()):
-                inner, end = block(i + 1)
-                blocks.append((i, end, copies.get(i, 1)))
-                body += inner * copies.get(i, 1)
-                i = end + 1
-            else:
-                if i not in drop:
-                    body.append((depth, text))
-                i += 1
-        return body, i
-
-    out, _ = block(0)
-
-    def times(at: int) -> int:
-        n = 1
-        for start, end, k in blocks:
-            if start < at <= end:
-                n *= k
-        return n
-
-    return out, times
+def _as_xla_counts(structured: Structured, copies: list[int], drop: Set[int] = frozenset()) -> Structured:
+    """The program as XLA's cost analysis counts it: each repeat block's body once, or as
+    many times as an unrolled scan's lowered module holds it (`copies`, by the block's
+    index); the statements in `drop` (by index) left out."""
+    kept = [i for i in range(len(structured.program.statements)) if i not in drop]
+    at = {i: n for n, i in enumerate(kept)}
+    blocks = tuple(replace(b, count=sympy.Integer(k), statements=tuple(at[i] for i in b.statements if i in at))
+                   for b, k in zip(structured.blocks, copies, strict=True))
+    counts = [math.prod(k for b, k in zip(structured.blocks, copies) if i in b.statements) for i in kept]
+    program = replace(structured.program, statements=tuple(structured.program.statements[i] for i in kept))
+    return replace(structured, program=program, counts=tuple(sympy.Integer(n) for n in counts),
+                   parts=tuple(structured.parts[i] for i in kept), blocks=blocks)
 
 
 def _costs(found) -> dict:

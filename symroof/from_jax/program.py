@@ -1,14 +1,20 @@
-"""What jax_convert.py builds: views of arrays, written statements, the program."""
+"""What the rules build: views of arrays, written statements, the program."""
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import sympy
 
 _ARRAYS = itertools.count()  # each array in memory a number of its own (View.array)
+
+# a jaxpr equation, and the view of each jaxpr variable in scope (JAX's own types: this
+# package never imports JAX, importer.py traces)
+Eqn = Any
+Env = dict[Any, "View"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,14 @@ def split_label(label: str) -> tuple[str, str]:
 def join_label(name: str, axes: str) -> str:
     """'B', 'XY' -> 'B_{XY}': a dim split over mesh axes, as symroof writes it."""
     return name if not axes else f"{name}_{axes}" if len(axes) == 1 else f"{name}_{{{axes}}}"
+
+
+def same(a: Any, b: Any) -> bool:
+    """Two jaxpr dims equal (symbolic ones that JAX cannot compare: not known equal)."""
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 (JAX's inconclusive comparison of symbolic dims)
+        return False
 
 
 def union(*axes: str) -> str:
@@ -95,6 +109,8 @@ class Converted:
     params: list[str] = field(default_factory=list)  # `param` declarations, written after the lets
     # each scan's repeat line (its index in `lines`) -> (its unroll, its length: a number or a dim's name)
     scans: dict[int, tuple[int, int | str]] = field(default_factory=dict)
+    # each loop's repeat line and its closing line (indices in `lines`), in the order they open
+    loops: list[tuple[int, int]] = field(default_factory=list)
 
     def extra(self, flops: int | sympy.Expr, why: str) -> None:
         """What XLA counts here that no statement stands for (once per pass through here)."""
@@ -112,93 +128,3 @@ class Converted:
         out += self.params
         out += ["  " * depth + line for depth, line in self.lines]
         return "\n".join(out) + "\n"
-
-
-class Parts:
-    """What each part of the converter (jax_labels, jax_loops, jax_shard, jax_data,
-    jax_gspmd) uses of the rest: jax_convert.Converter provides each."""
-
-    out: Converted
-    names: dict[str, str]  # a dim's text -> its name
-    used: set[str]  # every dim name given out
-    aliases: dict[str, str]  # an alias (T2) -> the name it stands for (T)
-    locals: dict[str, str]  # inside shard_map, a local dim (T2Y, let T2Y = T2/4) -> the split label (T2_Y)
-    # by array (View.array): the label each of its dims was written with (by the statement
-    # that made it, or the first that read it), and how many statements have read it
-    written: dict[int, dict[int, str]]
-    reads: Counter
-    # by array: the statement that made it (its index in out.statements and in out.lines,
-    # its dtype and labels), and the mesh axes each of its dims is split over outside shard_map
-    made: dict[int, tuple[int, int, str, list[str | None]]]
-    splits: dict[int, tuple[str, ...]]
-
-    def walk(self, jaxpr, env: dict, depth: int = 0) -> None:
-        raise NotImplementedError
-
-    def view(self, var, env) -> View:
-        raise NotImplementedError
-
-    def dtype(self, aval_dtype) -> str:
-        raise NotImplementedError
-
-    def dim_name(self, dim) -> str:
-        raise NotImplementedError
-
-    def dim_text(self, dim) -> str:
-        raise NotImplementedError
-
-    def labels(self, dims: list, named: frozenset[int] = frozenset(),
-               prefer: list[list[tuple[int, str]]] | None = None) -> list[str]:
-        raise NotImplementedError
-
-    def axis_labels(self, shape: tuple, named: frozenset[int] = frozenset(),
-                    reads: tuple[View, ...] = ()) -> tuple[list[str], list[str | None]]:
-        raise NotImplementedError
-
-    def prefer(self, reads: list[tuple[View, list[int | None]]]) -> list[list[tuple[int, str]]]:
-        raise NotImplementedError
-
-    def operands(self, reads: list[tuple[View, list, list]], groups: int, depth: int,
-                 summed: frozenset[int] = frozenset(), summed_labels: list[str] | None = None,
-                 what: str = "") -> tuple[list[str], list[str]]:
-        raise NotImplementedError
-
-    @staticmethod
-    def result_text(dtype: str, labels: list, splits: list[str]) -> str:
-        raise NotImplementedError
-
-    def tensor(self, view: View, axis_labels: list[str | None], summed: list[str] | None = None) -> str:
-        raise NotImplementedError
-
-    def size(self, labels: list[str]) -> sympy.Expr:
-        raise NotImplementedError
-
-    def emit(self, text: str, primitive: str, depth: int, xla_flops: sympy.Expr | None = None, why: str = "",
-             xla_transcendentals: sympy.Expr | None = None) -> None:
-        raise NotImplementedError
-
-    def result(self, eqn, env, k: int = 0, unreduced: str | None = None,
-               labels: list[str | None] | None = None, splits: list[str] | None = None) -> View:
-        raise NotImplementedError
-
-    def remember(self, view: View, labels: list[str | None], splits: list[str] | None = None) -> None:
-        raise NotImplementedError
-
-    def _skip(self, eqn, env) -> None:
-        raise NotImplementedError
-
-    def share(self, label: str) -> str:
-        raise NotImplementedError
-
-    def constant(self, var, value) -> View:
-        raise NotImplementedError
-
-    def whole(self, var, groups: list, env, what: str) -> View:
-        raise NotImplementedError
-
-    def _said(self, note: str) -> None:
-        raise NotImplementedError
-
-    def _collective_move(self, view: View, labels: list, after: tuple[str, ...], word: str, depth: int,
-                         what: str) -> View:
-        raise NotImplementedError

@@ -1,4 +1,4 @@
-"""Reductions and scans (a part of jax_convert.Converter): reduce_sum, reduce_max,
+"""Reductions and scans (their rules): reduce_sum, reduce_max,
 reduce_min, argmax and argmin over named dims, and the cumulative ops along one.
 
 * reduce_sum, reduce_max, reduce_min, reduce_prod, reduce_and, reduce_or: `sum_D`,
@@ -32,14 +32,21 @@ index, and a scan over such a dim, have no symroof form: not costed, and said.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from .program import Parts, View, join_label, split_label, union
+from ..ops import cumulative as ops_cumulative
+from .gspmd import collective_move, operands, result_text
+from .program import Env, Eqn, View, join_label, split_label, union
+from .rules import not_costed, rule
+
+if TYPE_CHECKING:
+    from .context import Context
 
 REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "prod", "reduce_and": "all",
           "reduce_or": "any", "argmax": "argmax", "argmin": "argmin"}
-# a cumulative op's combine as XLA counts it in the reduce_window JAX lowers it to: (FLOPs,
-# transcendentals); each is what symroof counts per element (ops/cumulative.py)
-COMBINE = {"cumsum": (1, 0), "cumprod": (1, 0), "cummax": (1, 0), "cummin": (1, 0), "cumlogsumexp": (8, 2)}
+# a cumulative op's combine, (FLOPs, transcendentals), as symroof counts it per element
+# (ops/cumulative.py's table) and XLA in the reduce_window JAX lowers it to, T - 1 per element
+COMBINE = ops_cumulative.FUNCTIONS
 ARG_OPS = 9  # argmax's comparator, as XLA counts it
 
 REDUCE_WHY = "XLA counts T - 1 combines per output, symroof T"
@@ -49,86 +56,84 @@ SCAN_WHY = ("XLA counts a cumulative op as JAX lowers it, a reduce_window over t
             "for every element; symroof one per element (a sequential scan)")
 
 
-class Scans(Parts):
-    """The reduction and cumulative handlers; the converter provides the rest."""
-
-    def _reduce(self, eqn, env, depth: int) -> None:
-        name = eqn.primitive.name
-        var = eqn.invars[0]
-        shape, x = tuple(var.aval.shape), self.view(var, env)
-        reduced = set(eqn.params["axes"])
-        names, labels = self.axis_labels(shape, frozenset(reduced), reads=(x,))
-        over = [labels[j] for j in sorted(reduced) if labels[j] is not None]
-        kept = [labels[j] for j in range(len(shape)) if j not in reduced and labels[j] is not None]
-        arg = name in ("argmax", "argmin")
-        if not over:  # only size-1 axes: nothing to reduce (an argmax's index: 0, an array of its own)
-            out = eqn.outvars[0]
-            # the input itself, read without the reduced axes (a sum over [B, T, 1]'s last: [B, T])
-            env[out] = View.whole(self.dtype(out.aval.dtype), tuple(out.aval.shape)) if arg else \
-                replace(x, axes=tuple(k for j, k in enumerate(x.axes) if j not in reduced))
-            self.out.layout[name] += 1
-            return
-        x = self.whole(var, labels, env, name)
-        split_over = union(*(split_label(label)[1] for label in over))  # inside shard_map: the body's splits
-        if arg and split_over:
-            self._said(f"{name} over a dim shard_map's body holds split ({', '.join(over)}): its local index has "
-                       "no symroof form (not costed)")
-            return self._skip(eqn, env)
-        # outside shard_map, a reduced dim split over a mesh axis leaves partial results:
-        # symroof's engine AllReduces them (an argmax's max and index, per row)
-        (operand,), splits = self.operands([(x, labels, list(range(len(shape))))], len(shape), depth,
-                                           frozenset(reduced))
-        split = self.splits.get(x.array, ())
-        if arg and not self.out.shard_maps and any(k is not None and k < len(split) and split[k]
-                                                   for k in (x.axes[j] for j in reduced)):
-            self._said(f"{name} over a dim split by jit's shardings: symroof AllReduces each row's max and its "
-                       "index (2 fp32 values); GSPMD all-gathers every chip's pair and reduces them again")
-        out_labels = [labels[j] for j in range(len(shape)) if j not in reduced]
-        out_splits = [splits[j] for j in range(len(shape)) if j not in reduced]
-        unreduced = union(x.unreduced, split_over)  # inside shard_map: partial results, the body's to reduce
-        out = self.result_text(self.dtype(eqn.outvars[0].aval.dtype), out_labels, out_splits) + (
-            f" {{{join_label('U', unreduced)}}}" if unreduced else "")
-        n, rows = self.size(names), self.size(kept)  # type: ignore[arg-type]
-        xla, why = (ARG_OPS * (n - rows) - n, ARG_WHY) if arg else (-rows, REDUCE_WHY)
-        self.emit(f"{REDUCE[name]}_{subscript(over)} {operand} -> {out}", name, depth, xla, why)
-        self.result(eqn, env, unreduced=unreduced, labels=out_labels, splits=out_splits)
-
-    def _cumulative(self, eqn, env, depth: int) -> None:
-        name, var, axis = eqn.primitive.name, eqn.invars[0], eqn.params["axis"]
-        shape, x = tuple(var.aval.shape), self.view(var, env)
-        names, labels = self.axis_labels(shape, frozenset({axis}), reads=(x,))
-        what = name + (" (reverse)" if eqn.params["reverse"] else "")
-        if labels[axis] is None:  # along a size-1 axis: the input itself
-            env[eqn.outvars[0]] = x
-            self.out.layout[name] += 1
-            return
-        if split_label(labels[axis])[1]:
-            self._said(f"{name} along a dim shard_map's body holds split ({labels[axis]}): a prefix of each chip's "
-                       "own part has no symroof form (not costed)")
-            return self._skip(eqn, env)
-        x = self.whole(var, labels, env, name)
-        split = self.splits.get(x.array, ()) if not self.out.shard_maps else ()
-        k = x.axes[axis]
-        had = split[k] if k is not None and k < len(split) else ""
-        if had:  # each element needs every one before it: GSPMD gathers the dim first, as written here
-            after = tuple("" if d == k else s for d, s in enumerate(split))
-            x = self._collective_move(x, labels, after, "AllGather_" + (had if len(had) == 1 else "{" + had + "}"),
-                                      depth, name)
-            self._said(f"{name} along a dim split by jit's shardings: gathered first (an AllGather, written out), "
-                       "as GSPMD does; each chip computes the whole scan and keeps its part")
-        (operand,), splits = self.operands([(x, labels, list(range(len(shape))))], len(shape), depth, what=name)
-        splits[axis] = had  # computed whole, then sliced back to the input's split (symroof's engine: free)
-        out = self.result_text(self.dtype(eqn.outvars[0].aval.dtype), labels, splits)
-        flops, transcendentals = COMBINE[name]
-        n, t = self.size(names), self.size([labels[axis]])
-        self.emit(f"{name}_{subscript([labels[axis]])} {operand} -> {out}", what, depth, flops * n * (t - 2),
-                  SCAN_WHY, transcendentals * n * (t - 2))
-        self.result(eqn, env, labels=labels, splits=splits)
-
-    _cumsum = _cumprod = _cummax = _cummin = _cumlogsumexp = _cumulative
+@rule(*REDUCE, on_constants=True)
+def reduce(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
+    name = eqn.primitive.name
+    var = eqn.invars[0]
+    shape, x = tuple(var.aval.shape), ctx.view(var, env)
+    reduced = set(eqn.params["axes"])
+    names, labels = ctx.axis_labels(shape, frozenset(reduced), reads=(x,))
+    over = [labels[j] for j in sorted(reduced) if labels[j] is not None]
+    kept = [labels[j] for j in range(len(shape)) if j not in reduced and labels[j] is not None]
+    arg = name in ("argmax", "argmin")
+    if not over:  # only size-1 axes: nothing to reduce (an argmax's index: 0, an array of its own)
+        out = eqn.outvars[0]
+        # the input itself, read without the reduced axes (a sum over [B, T, 1]'s last: [B, T])
+        env[out] = View.whole(ctx.dtype(out.aval.dtype), tuple(out.aval.shape)) if arg else \
+            replace(x, axes=tuple(k for j, k in enumerate(x.axes) if j not in reduced))
+        ctx.out.layout[name] += 1
+        return
+    x = ctx.whole(var, labels, env, name)
+    split_over = union(*(split_label(label)[1] for label in over))  # inside shard_map: the body's splits
+    if arg and split_over:
+        ctx.said(f"{name} over a dim shard_map's body holds split ({', '.join(over)}): its local index has "
+                   "no symroof form (not costed)")
+        return not_costed(ctx, eqn, env)
+    # outside shard_map, a reduced dim split over a mesh axis leaves partial results:
+    # symroof's engine AllReduces them (an argmax's max and index, per row)
+    (operand,), splits = operands(ctx, [(x, labels, list(range(len(shape))))], len(shape), depth,
+                                       frozenset(reduced))
+    split = ctx.splits.get(x.array, ())
+    if arg and not ctx.out.shard_maps and any(k is not None and k < len(split) and split[k]
+                                               for k in (x.axes[j] for j in reduced)):
+        ctx.said(f"{name} over a dim split by jit's shardings: symroof AllReduces each row's max and its "
+                   "index (2 fp32 values); GSPMD all-gathers every chip's pair and reduces them again")
+    out_labels = [labels[j] for j in range(len(shape)) if j not in reduced]
+    out_splits = [splits[j] for j in range(len(shape)) if j not in reduced]
+    unreduced = union(x.unreduced, split_over)  # inside shard_map: partial results, the body's to reduce
+    out = result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out_labels, out_splits) + (
+        f" {{{join_label('U', unreduced)}}}" if unreduced else "")
+    n, rows = ctx.size(names), ctx.size(kept)  # type: ignore[arg-type]
+    xla, why = (ARG_OPS * (n - rows) - n, ARG_WHY) if arg else (-rows, REDUCE_WHY)
+    ctx.emit(f"{REDUCE[name]}_{subscript(over)} {operand} -> {out}", name, depth, xla, why)
+    ctx.result(eqn, env, unreduced=unreduced, labels=out_labels, splits=out_splits)
 
 
-def subscript(labels) -> str:
+@rule(*COMBINE, on_constants=True)
+def cumulative(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
+    name, var, axis = eqn.primitive.name, eqn.invars[0], eqn.params["axis"]
+    shape, x = tuple(var.aval.shape), ctx.view(var, env)
+    names, labels = ctx.axis_labels(shape, frozenset({axis}), reads=(x,))
+    what = name + (" (reverse)" if eqn.params["reverse"] else "")
+    if labels[axis] is None:  # along a size-1 axis: the input itself
+        env[eqn.outvars[0]] = x
+        ctx.out.layout[name] += 1
+        return
+    if split_label(labels[axis])[1]:
+        ctx.said(f"{name} along a dim shard_map's body holds split ({labels[axis]}): a prefix of each chip's "
+                   "own part has no symroof form (not costed)")
+        return not_costed(ctx, eqn, env)
+    x = ctx.whole(var, labels, env, name)
+    split = ctx.splits.get(x.array, ()) if not ctx.out.shard_maps else ()
+    k = x.axes[axis]
+    had = split[k] if k is not None and k < len(split) else ""
+    if had:  # each element needs every one before it: GSPMD gathers the dim first, as written here
+        after = tuple("" if d == k else s for d, s in enumerate(split))
+        x = collective_move(ctx, x, labels, after, "AllGather_" + (had if len(had) == 1 else "{" + had + "}"),
+                                  depth, name)
+        ctx.said(f"{name} along a dim split by jit's shardings: gathered first (an AllGather, written out), "
+                   "as GSPMD does; each chip computes the whole scan and keeps its part")
+    (operand,), splits = operands(ctx, [(x, labels, list(range(len(shape))))], len(shape), depth, what=name)
+    splits[axis] = had  # computed whole, then sliced back to the input's split (symroof's engine: free)
+    out = result_text(ctx.dtype(eqn.outvars[0].aval.dtype), labels, splits)
+    flops, transcendentals = COMBINE[name]
+    n, t = ctx.size(names), ctx.size([labels[axis]])
+    ctx.emit(f"{name}_{subscript([labels[axis]])} {operand} -> {out}", what, depth, flops * n * (t - 2),
+              SCAN_WHY, transcendentals * n * (t - 2))
+    ctx.result(eqn, env, labels=labels, splits=splits)
+
+
+def subscript(labels: list) -> str:
     """A subscript's dims as written: D, or {D,F} (a split dim by its name: D_X is D)."""
     names = [split_label(label)[0] for label in labels]
     return names[0] if len(names) == 1 else "{" + ",".join(names) + "}"

@@ -1,5 +1,5 @@
-"""Scatters and pads (a part of jax_convert.Converter, through jax_data.DataMoves), and
-how a gather's or a scatter's axes pair up (`indexed`, which jax_data's gather uses too).
+"""Scatters and pads (their rules), and how a gather's or a scatter's axes pair up
+(`indexed`, which data.py's gather uses too).
 
 * scatter, scatter-add, scatter-mul, scatter-min, scatter-max (`x.at[ids].set(u)`,
   `.add(u)`, ...; the gradient of `table[ids]`, `jnp.take` or `take_along_axis`):
@@ -31,8 +31,16 @@ contraction's; a chip pads its own shard, the shard's dim a name of its own (`le
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from .program import Parts, View, join_label, split_label, union
+import sympy
+
+from .gspmd import operands, result_text
+from .program import Env, Eqn, join_label, same, split_label, union
+from .rules import not_costed, rule
+
+if TYPE_CHECKING:
+    from .context import Context
 
 # what XLA's lowering adds to a gather or a scatter, by mode (jax.lax.GatherScatterMode)
 FILL = ("XLA masks a gather's out-of-bounds indices (mode fill: jnp.take, take_along_axis): 3 FLOPs per index "
@@ -40,18 +48,10 @@ FILL = ("XLA masks a gather's out-of-bounds indices (mode fill: jnp.take, take_a
 CLIP = "XLA clamps a scatter's indices (mode clip): 1 FLOP per index"
 
 
-def same(a, b) -> bool:
-    """Two jaxpr dims equal (symbolic ones that JAX cannot compare: not known equal)."""
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 (JAX's inconclusive comparison of symbolic dims)
-        return False
-
-
 def grouping(dims: list) -> Callable[..., int | None]:
     """The group (a distinct axis of one statement, its dim appended to `dims`) a new axis
     is: None for an axis of size 1 (unlabelled), unless it must be written."""
-    def group(dim, written: bool = False) -> int | None:
+    def group(dim: Any, written: bool = False) -> int | None:
         if same(dim, 1) and not written:
             return None
         dims.append(dim)
@@ -93,128 +93,107 @@ def indexed(array: tuple, ids: tuple, result: tuple, windows: tuple, picked: tup
     return array_groups, ids_groups, result_groups, dims
 
 
-class Scatters(Parts):
-    """The scatter and pad handlers; the converter provides the rest."""
+# JAX names the combining scatters with a dash (scatter-add), or did with an underscore
+@rule("scatter", "scatter-add", "scatter-mul", "scatter-min", "scatter-max", "scatter_add", "scatter_mul",
+      "scatter_min", "scatter_max")
 
-    def _scatter(self, eqn, env, depth: int) -> None:
-        """Updates written into an array at indices, set or combined (the word from the
-        primitive: scatter-add is scatter_add)."""
-        word = eqn.primitive.name.replace("-", "_")
-        operand, ids, updates = eqn.invars
-        d = eqn.params["dimension_numbers"]
-        found = indexed(tuple(operand.aval.shape), tuple(ids.aval.shape), tuple(updates.aval.shape),
-                        tuple(d.update_window_dims), tuple(d.scatter_dims_to_operand_dims),
-                        tuple(d.inserted_window_dims), tuple(getattr(d, "operand_batching_dims", ())),
-                        tuple(getattr(d, "scatter_indices_batching_dims", ())), None)
-        if found is None:
-            return self._skip(eqn, env)
-        array_groups, ids_groups, update_groups, dims = found
-        fresh = self.view(operand, env).const  # into a new array (jnp.zeros): the two-operand form
-        operands = list(zip(eqn.invars, (array_groups, ids_groups, update_groups)))[1 if fresh else 0:]
-        reads = [(self.whole(v, g, env, word), g) for v, g in operands]
-        index = frozenset(g for g in ids_groups if g is not None and g not in array_groups)
-        clip = None
-        if getattr(eqn.params.get("mode"), "name", "") == "CLIP":
-            def clip(names):
-                return self.size([names[g] for g in ids_groups if g is not None])
-        self.indexing(eqn, env, depth, word, reads, dims, index, array_groups, clip, CLIP)
 
-    def indexing(self, eqn, env, depth: int, word: str, reads: list, dims: list, summed: frozenset[int],
-                 out_groups: list, xla=None, why: str = "") -> None:
-        """A gather's or a scatter's statement: its operands (`reads`: each a view and the
-        group of each of its axes) labelled, and split as GSPMD splits them outside
-        shard_map; inside, a dim it sums over (`summed`: the gather's indexed one, the
-        scatter's index dims) split over mesh axes leaves partial sums over them (`{U_X}`,
-        as a contraction's: the body's psum sums them). `xla`: what XLA's lowering adds,
-        in FLOPs, given the labels (`why` says what)."""
-        self.like(reads)
-        names = self.labels(dims, prefer=self.prefer(reads))
-        texts, splits = self.operands([(v, [None if g is None else names[g] for g in at], at) for v, at in reads],
-                                      len(dims), depth, summed, what=word)
-        out = [None if g is None else names[g] for g in out_groups]
-        out_splits = ["" if g is None else splits[g] for g in out_groups]
-        unreduced = union(*(split_label(names[g])[1] for g in summed), *(v.unreduced for v, _ in reads)) \
-            if self.out.shard_maps else None
-        written = self.result_text(self.dtype(eqn.outvars[0].aval.dtype), out, out_splits)
-        text = f"{word} {', '.join(texts)} -> {written}" + (f" {{{join_label('U', unreduced)}}}" if unreduced else "")
-        extra = xla(names) if xla is not None else None
-        self.emit(text, eqn.primitive.name, depth, extra, why if extra is not None else "")
-        self.result(eqn, env, unreduced=unreduced, labels=out, splits=out_splits)
+def scatter(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
+    """Updates written into an array at indices, set or combined (the word from the
+    primitive: scatter-add is scatter_add)."""
+    word = eqn.primitive.name.replace("-", "_")
+    operand, ids, updates = eqn.invars
+    d = eqn.params["dimension_numbers"]
+    found = indexed(tuple(operand.aval.shape), tuple(ids.aval.shape), tuple(updates.aval.shape),
+                    tuple(d.update_window_dims), tuple(d.scatter_dims_to_operand_dims),
+                    tuple(d.inserted_window_dims), tuple(getattr(d, "operand_batching_dims", ())),
+                    tuple(getattr(d, "scatter_indices_batching_dims", ())), None)
+    if found is None:
+        return not_costed(ctx, eqn, env)
+    array_groups, ids_groups, update_groups, dims = found
+    fresh = ctx.view(operand, env).const  # into a new array (jnp.zeros): the two-operand form
+    given = list(zip(eqn.invars, (array_groups, ids_groups, update_groups)))[1 if fresh else 0:]
+    reads = [(ctx.whole(v, g, env, word), g) for v, g in given]
+    index = frozenset(g for g in ids_groups if g is not None and g not in array_groups)
+    clip = None
+    if getattr(eqn.params.get("mode"), "name", "") == "CLIP":
+        def clip(names: list) -> sympy.Expr:
+            return ctx.size([names[g] for g in ids_groups if g is not None])
+    indexing(ctx, eqn, env, depth, word, reads, dims, index, array_groups, clip, CLIP)
 
-    def like(self, reads: list) -> None:
-        """A constant read at its full shape (the ones a gradient scatters) split as the
-        operands beside it split the same dims, outside shard_map: GSPMD lays a constant
-        out as its user needs it."""
-        if self.out.shard_maps:
-            return
-        split_of: dict[int, str] = {}
-        for view, groups in reads:
-            split = self.splits.get(view.array, ())
+
+def indexing(ctx: Context, eqn: Eqn, env: Env, depth: int, word: str, reads: list, dims: list, summed: frozenset[int],
+             out_groups: list, xla: Callable[[list], sympy.Expr] | None = None, why: str = "") -> None:
+    """A gather's or a scatter's statement: its operands (`reads`: each a view and the
+    group of each of its axes) labelled, and split as GSPMD splits them outside
+    shard_map; inside, a dim it sums over (`summed`: the gather's indexed one, the
+    scatter's index dims) split over mesh axes leaves partial sums over them (`{U_X}`,
+    as a contraction's: the body's psum sums them). `xla`: what XLA's lowering adds,
+    in FLOPs, given the labels (`why` says what)."""
+    like(ctx, reads)
+    names = ctx.labels(dims, prefer=ctx.prefer(reads))
+    texts, splits = operands(ctx, [(v, [None if g is None else names[g] for g in at], at) for v, at in reads],
+                                  len(dims), depth, summed, what=word)
+    out = [None if g is None else names[g] for g in out_groups]
+    out_splits = ["" if g is None else splits[g] for g in out_groups]
+    unreduced = union(*(split_label(names[g])[1] for g in summed), *(v.unreduced for v, _ in reads)) \
+        if ctx.out.shard_maps else None
+    written = result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out, out_splits)
+    text = f"{word} {', '.join(texts)} -> {written}" + (f" {{{join_label('U', unreduced)}}}" if unreduced else "")
+    extra = xla(names) if xla is not None else None
+    ctx.emit(text, eqn.primitive.name, depth, extra, why if extra is not None else "")
+    ctx.result(eqn, env, unreduced=unreduced, labels=out, splits=out_splits)
+
+
+def like(ctx: Context, reads: list) -> None:
+    """A constant read at its full shape (the ones a gradient scatters) split as the
+    operands beside it split the same dims, outside shard_map: GSPMD lays a constant
+    out as its user needs it."""
+    if ctx.out.shard_maps:
+        return
+    split_of: dict[int, str] = {}
+    for view, groups in reads:
+        split = ctx.splits.get(view.array, ())
+        for g, k in zip(groups, view.axes):
+            if g is not None and k is not None and k < len(split) and split[k]:
+                split_of.setdefault(g, split[k])
+    for view, groups in reads:
+        if view.const and not ctx.splits.get(view.array) and any(g in split_of for g in groups):
+            axes = [""] * len(view.dims)
             for g, k in zip(groups, view.axes):
-                if g is not None and k is not None and k < len(split) and split[k]:
-                    split_of.setdefault(g, split[k])
-        for view, groups in reads:
-            if view.const and not self.splits.get(view.array) and any(g in split_of for g in groups):
-                axes = [""] * len(view.dims)
-                for g, k in zip(groups, view.axes):
-                    if g is not None and k is not None:
-                        axes[k] = split_of.get(g, "")
-                self.splits[view.array] = tuple(axes)
-
-    _scatter_add = _scatter_mul = _scatter_min = _scatter_max = _scatter
-
-    def whole(self, var, groups: list, env, what: str) -> View:
-        """An operand's view; where an axis of it that the statement labels is a broadcast
-        (no array holds it: the ones a gradient scatters, a size-1 axis padded), the
-        broadcast array, read at the operand's shape (its splits and labels kept), as
-        XLA's lowered module materializes it (an upper bound on a fused kernel's bytes)."""
-        view = self.view(var, env)
-        if not any(g is not None and k is None for g, k in zip(groups, view.axes)):
-            return view
-        shape = tuple(var.aval.shape)
-        if any(g is not None and k is None and not same(d, 1) for g, k, d in zip(groups, view.axes, shape)):
-            self._said(f"{what}: a broadcast operand is read at its full shape, as XLA's lowered module "
-                       "materializes it, so its bytes are an upper bound (a fused kernel reads less)")
-        wide = View.whole(view.dtype, shape, const=view.const)
-        split, known = self.splits.get(view.array, ()), self.written.get(view.array, {})
-        if any(split):
-            self.splits[wide.array] = tuple(split[k] if k is not None and k < len(split) else "" for k in view.axes)
-        self.written[wide.array] = {j: known[k] for j, k in enumerate(view.axes) if k in known}
-        return wide
-
-    def _pad(self, eqn, env, depth: int) -> None:
-        """The operand padded (low, high, interior; negative: cropped): each padded axis a
-        dim of its own in the result."""
-        var = eqn.invars[0]
-        shape, result = tuple(var.aval.shape), tuple(eqn.outvars[0].aval.shape)
-        padded = {j for j, (lo, hi, interior) in enumerate(eqn.params["padding_config"]) if lo or hi or interior}
-        dims: list = []
-        group = grouping(dims)  # a size-1 axis unlabelled, but a padded one
-        # the operand's axes, then each padded axis of the result a group of its own
-        at = [group(d, j in padded) for j, d in enumerate(shape)]
-        groups = [group(result[j], True) if j in padded else at[j] for j in range(len(shape))]
-        x = self.whole(var, at, env, "pad")
-        names = self.labels(dims, prefer=self.prefer([(x, at)]))
-        replaced = [g for j in sorted(padded) if (g := at[j]) is not None]  # (each is: a padded axis is labelled)
-        for g in replaced:
-            if split_label(names[g])[1] and self.out.shard_maps:
-                # inside shard_map a chip pads its shard (T_X, T/2 elements), not T: written as a
-                # dim of its own (let TX = T/2), or symroof's engine would gather T first
-                names[g] = self.share(names[g])
-        (operand,), splits = self.operands([(x, [None if g is None else names[g] for g in at], at)], len(dims),
-                                           depth, what="pad")
-        out = [None if g is None else names[g] for g in groups]
-        out_splits = ["" if g is None else splits[g] for g in groups]
-        lost = [names[g] for g in replaced if splits[g]]
-        if lost:
-            self._said(f"pad of {', '.join(lost)}, split over a mesh axis: symroof's engine gathers it first "
-                       "(AllGather) and pads it whole on each chip, where GSPMD pads the shards in place")
-        self.emit(f"pad {operand} -> {self.result_text(self.dtype(eqn.outvars[0].aval.dtype), out, out_splits)}",
-                  "pad", depth)
-        self.result(eqn, env, labels=out, splits=out_splits)
+                if g is not None and k is not None:
+                    axes[k] = split_of.get(g, "")
+            ctx.splits[view.array] = tuple(axes)
 
 
-# JAX names the combining scatters with a dash (scatter-add): the converter's walk finds a
-# primitive's handler by its name
-for _word in ("add", "mul", "min", "max"):
-    setattr(Scatters, f"_scatter-{_word}", Scatters._scatter)
+@rule("pad")
+def pad(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
+    """The operand padded (low, high, interior; negative: cropped): each padded axis a
+    dim of its own in the result."""
+    var = eqn.invars[0]
+    shape, result = tuple(var.aval.shape), tuple(eqn.outvars[0].aval.shape)
+    padded = {j for j, (lo, hi, interior) in enumerate(eqn.params["padding_config"]) if lo or hi or interior}
+    dims: list = []
+    group = grouping(dims)  # a size-1 axis unlabelled, but a padded one
+    # the operand's axes, then each padded axis of the result a group of its own
+    at = [group(d, j in padded) for j, d in enumerate(shape)]
+    groups = [group(result[j], True) if j in padded else at[j] for j in range(len(shape))]
+    x = ctx.whole(var, at, env, "pad")
+    names = ctx.labels(dims, prefer=ctx.prefer([(x, at)]))
+    replaced = [g for j in sorted(padded) if (g := at[j]) is not None]  # (each is: a padded axis is labelled)
+    for g in replaced:
+        if split_label(names[g])[1] and ctx.out.shard_maps:
+            # inside shard_map a chip pads its shard (T_X, T/2 elements), not T: written as a
+            # dim of its own (let TX = T/2), or symroof's engine would gather T first
+            names[g] = ctx.share(names[g])
+    (operand,), splits = operands(ctx, [(x, [None if g is None else names[g] for g in at], at)], len(dims),
+                                       depth, what="pad")
+    out = [None if g is None else names[g] for g in groups]
+    out_splits = ["" if g is None else splits[g] for g in groups]
+    lost = [names[g] for g in replaced if splits[g]]
+    if lost:
+        ctx.said(f"pad of {', '.join(lost)}, split over a mesh axis: symroof's engine gathers it first "
+                   "(AllGather) and pads it whole on each chip, where GSPMD pads the shards in place")
+    ctx.emit(f"pad {operand} -> {result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out, out_splits)}",
+              "pad", depth)
+    ctx.result(eqn, env, labels=out, splits=out_splits)

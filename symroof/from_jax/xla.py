@@ -44,11 +44,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy
 import sympy
 
-from . import convert as jax_convert
+from ..ops import elementwise, unary
+from .context import Folded
+from .program import Eqn
+from .rules import BINARY, UNARY
+
+if TYPE_CHECKING:
+    from .context import Context
 
 FOLDED = "XLA folds x + 0, x * 1 and other identities with constants before counting"
 CONSTANT_ARGUMENT = ("XLA counts an op on a jit's constant arguments inside its body (jnp.remainder's divisor checks): "
@@ -67,29 +74,36 @@ _NUMPY = {"add": numpy.add, "add_any": numpy.add, "sub": numpy.subtract, "mul": 
           "le": numpy.less_equal, "gt": numpy.greater, "ge": numpy.greater_equal, "neg": numpy.negative,
           "not": numpy.invert, "abs": numpy.abs}
 _SAME = {"sub": 0, "xor": 0, "eq": True, "le": True, "ge": True, "ne": False, "lt": False, "gt": False}
-_ELEMENTWISE = set(jax_convert.BINARY) | set(jax_convert.UNARY) | {"select_n", "clamp", "integer_pow"}
-# what symroof counts as one FLOP per result element (the rest: transcendentals)
-ONE_FLOP = (set(jax_convert.BINARY) - {"pow", "atan2"}) | {"select_n", "clamp", "neg", "abs", "sign", "floor",
-                                                           "ceil", "round", "not", "is_finite", "square",
-                                                           "population_count", "clz"}
+_ELEMENTWISE = set(BINARY) | set(UNARY) | {"select_n", "clamp", "integer_pow"}
 
 
-class Folds(defaultdict):
-    """Equation (by id) -> whether XLA folds it, once per visit in the order the converter
-    walks; `converts`: the scalar converts XLA counts (one FLOP each) and symroof does not."""
+def one_flop(primitive: str) -> bool:
+    """Whether symroof counts the primitive as one FLOP per result element and no
+    transcendental (ops/: select and clamp are selects; a unary function's count is
+    ops/unary.py's, a binary op's ops/elementwise.py's)."""
+    if primitive in ("select_n", "clamp"):
+        return True
+    if primitive in BINARY:
+        return primitive not in elementwise.TRANSCENDENTAL
+    return primitive in UNARY and unary.FUNCTIONS[UNARY[primitive]][:2] == (1, 0)
 
-    def __init__(self):
-        super().__init__(list)
-        self.converts = 0
 
-
-def folds(closed) -> Folds:
+def folds(closed: Any) -> Folded:
     """What XLA folds in a closed jaxpr, and in the jaxprs inside it."""
     out = Folds()
     consts = {v: ("c", value) for v, c in zip(closed.jaxpr.constvars, closed.consts)
               if (value := _splat(c)) is not None}
     _run(closed.jaxpr, consts, out)
-    return out
+    return Folded(dict(out), out.converts)
+
+
+class Folds(defaultdict):
+    """Equation (by id) -> whether XLA folds it, once per visit in the order the rules
+    walk; `converts`: the scalar converts XLA counts (one FLOP each) and symroof does not."""
+
+    def __init__(self) -> None:
+        super().__init__(list)
+        self.converts = 0
 
 
 def _splat(array):
@@ -212,37 +226,23 @@ def _identity(name: str, ins: list, invars: list, result):
     return None
 
 
-class Converter(jax_convert.Converter):
-    """jax_convert's converter, its statements for what XLA folds marked with the difference
-    (xla_flops: minus the statement's elements, FOLDED), for the cross-check."""
+def elementwise_folded(ctx: Context, eqn: Eqn, at: int) -> None:
+    """The statement an elementwise rule wrote (at `at` in the statements, if it wrote one)
+    marked with what XLA folds: minus its elements, FOLDED."""
+    if ctx.folds(eqn) and one_flop(eqn.primitive.name) and len(ctx.out.statements) == at + 1:
+        names, _ = ctx.axis_labels(tuple(eqn.outvars[0].aval.shape))
+        ctx.out.statements[at] = replace(ctx.out.statements[at], xla_flops=-ctx.size(names), why=FOLDED)
 
-    def __init__(self, rename, closed):
-        super().__init__(rename)
-        self.folded = folds(closed)
-        self.visits: dict[int, int] = defaultdict(int)
-        self.out.xla_extra += [(1, SCALAR_CONVERT, 0)] * self.folded.converts
 
-    def _folds(self, eqn) -> bool:
-        marks = self.folded.get(id(eqn), [])
-        k = self.visits[id(eqn)]
-        self.visits[id(eqn)] += 1
-        return bool(marks) and marks[min(k, len(marks) - 1)]
+def constant_counted(ctx: Context, eqn: Eqn) -> None:
+    """An op on constants that XLA does not fold (a jit's constant arguments are no
+    constants in its body): what it counts, said."""
+    if one_flop(eqn.primitive.name) and not ctx.folds(eqn):
+        names, _ = ctx.axis_labels(tuple(eqn.outvars[0].aval.shape))
+        ctx.out.extra(ctx.size(names), CONSTANT_ARGUMENT)
 
-    def _elementwise(self, eqn, env, depth: int, word: str) -> None:
-        n = len(self.out.statements)
-        super()._elementwise(eqn, env, depth, word)
-        if self._folds(eqn) and eqn.primitive.name in ONE_FLOP and len(self.out.statements) == n + 1:
-            names, _ = self.axis_labels(tuple(eqn.outvars[0].aval.shape))
-            self.out.statements[n] = replace(self.out.statements[n], xla_flops=-self.size(names), why=FOLDED)
 
-    def _constant(self, eqn, env) -> None:
-        super()._constant(eqn, env)
-        if eqn.primitive.name in ONE_FLOP and not self._folds(eqn):
-            names, _ = self.axis_labels(tuple(eqn.outvars[0].aval.shape))
-            self.out.extra(self.size(names), CONSTANT_ARGUMENT)
-
-    def _convert_element_type(self, eqn, env, depth: int) -> None:
-        n = len(self.out.statements)
-        super()._convert_element_type(eqn, env, depth)
-        if self._folds(eqn) and len(self.out.statements) == n + 1:  # a folded constant, cast: not counted
-            self.out.statements[n] = replace(self.out.statements[n], xla_flops=sympy.Integer(0), why="")
+def convert_folded(ctx: Context, eqn: Eqn, at: int) -> None:
+    """A folded constant, cast (the statement at `at`, if one was written): XLA does not count it."""
+    if ctx.folds(eqn) and len(ctx.out.statements) == at + 1:
+        ctx.out.statements[at] = replace(ctx.out.statements[at], xla_flops=sympy.Integer(0), why="")

@@ -170,13 +170,18 @@ def test_an_unrolled_scan_of_a_symbolic_length():
         assert check["xla_lowered"]["flops"] == copies * body + 2 * looped and check["flops_agree"]
 
 
-def test_the_lines_as_xla_counts_them():
+def test_the_program_as_xla_counts_it():
+    """Each repeat block's body counted as many times as XLA's lowered module holds it (its
+    copies), read from the program's blocks, not its text; dropped statements left out."""
     from symroof.from_jax.importer import _as_xla_counts
-    lines = [(0, "a"), (0, "repeat 5 {   # scan, unroll=2"), (1, "b"), (1, "repeat 4 {   # scan"), (2, "c"),
-             (1, "}"), (0, "}"), (0, "d")]
-    out, times = _as_xla_counts(lines, {1: 3}, drop={4})
-    # the outer body (b, and the inner loop's body once, c dropped) three times
-    assert [t for _, t in out] == ["a", "b", "b", "b", "d"]
-    assert [times(k) for k in range(len(lines))] == [1, 1, 3, 3, 3, 3, 3, 1]
-    out, _ = _as_xla_counts(lines, {})
-    assert [t for _, t in out] == ["a", "b", "c", "d"]
+    from symroof.lang import read_structured
+    s = read_structured("fp32[B] + fp32[B] -> fp32[B]\nrepeat 5 {\n  exp(fp32[B]) -> fp32[B]\n  repeat 4 {\n"
+                        "    neg(fp32[B]) -> fp32[B]\n  }\n}\nsqrt(fp32[B]) -> fp32[B]\n")
+    assert s.counts == (1, 5, 20, 1)
+    # the outer body (exp, and the inner loop's body once, neg dropped) three times
+    once = _as_xla_counts(s, [3, 1], drop={2})
+    assert once.counts == (1, 3, 1) and [b.count for b in once.blocks] == [3, 1]
+    assert [str(st) for st in once.program.statements] == ["fp32[B] + fp32[B] -> fp32[B]", "exp(fp32[B]) -> fp32[B]",
+                                                          "sqrt(fp32[B]) -> fp32[B]"]
+    assert [b.statements for b in once.blocks] == [(1,), ()]
+    assert _as_xla_counts(s, [1, 1]).counts == (1, 1, 1, 1)

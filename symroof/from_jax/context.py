@@ -1,12 +1,15 @@
-"""Dims and labels (a part of jax_convert.Converter): the name each jaxpr dim is written
-with, the labels of one statement's axes, and the labels each array was written with.
+"""The conversion's context: everything the rules (rules.py) share while a jaxpr is
+written, held in one object and passed to each rule: the program written so far
+(`out`), the name each jaxpr dim is written with, the labels each array was written
+with, the splits each carries over a mesh, and what XLA folds (xla.py). A `cond`'s
+branches are each written in a fork of it (`fork`), so trying one leaves the rest as it was.
 
-Labels are chosen per statement: each axis its dim's name, and an alias where two axes
-of one statement have the same size (`let T2 = T`: the scores' two axes in attention).
-Which axis gets the alias would then depend on the statement alone, and one array could
-be written [B, N, T, T2] where it is made and [B, N, T2, T] where it is read: counted
-alike, but a `fused { ... }` block keeps a tensor on chip only where the statement that
-reads it names it as the one that wrote it. So each array (View.array) remembers the
+Dims and labels. Labels are chosen per statement: each axis its dim's name, and an alias
+where two axes of one statement have the same size (`let T2 = T`: the scores' two axes in
+attention). Which axis gets the alias would then depend on the statement alone, and one
+array could be written [B, N, T, T2] where it is made and [B, N, T2, T] where it is read:
+counted alike, but a `fused { ... }` block keeps a tensor on chip only where the statement
+that reads it names it as the one that wrote it. So each array (View.array) remembers the
 labels it was written with, and a statement reads it with those wherever they fit (each
 label still its axis's dim, no label twice). Where two operands' labels clash (the
 probabilities [B, N, T, T2] against the values [B, T, N, H] in `probs @ v`: T is the
@@ -20,20 +23,164 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import sympy
 
+from .. import dtypes
 from ..errors import SpecError
 from ..ir import dim_symbol
-from .program import Parts, View, join_label, split_label, union
+from .program import Converted, Env, Eqn, Statement, View, join_label, same, split_label, union
 
 _NAME = re.compile(r"[^\W\d_][^\W_]*")
 
+# a branch's statements (with the program written so far: its mesh and lets) -> its counts,
+# by cond.COUNTS; the importer's (this layer cannot analyse a program)
+Price = Callable[["Context", list[Statement], list[tuple[int, str]]], dict[str, sympy.Expr]]
 
-class Naming(Parts):
-    """Dim names, statement labels and the operands as written; the converter provides the rest."""
 
-    def dim_name(self, dim) -> str:
+class Folded:
+    """What XLA folds (xla.py): equation (by id) -> whether it is folded, once per visit in
+    the order the rules walk it; `converts`: the scalar converts XLA counts and symroof not."""
+
+    def __init__(self, marks: dict[int, list[bool]] | None = None, converts: int = 0):
+        self.marks = marks or {}
+        self.converts = converts
+
+
+@dataclass
+class Context:
+    """The state of one conversion. `rename`: a jaxpr dim's text -> the text it stands for
+    (a trace whose dims were scaled so that shard_map's splits divide them: importer.py),
+    or None; `folded`: what XLA folds; `price`: how a cond's branch is priced (None: a
+    cond is not costed)."""
+
+    rename: Callable[[str], str] | None = None
+    folded: Folded = field(default_factory=Folded)
+    price: Price | None = None
+    out: Converted = field(default_factory=Converted)
+    names: dict[str, str] = field(default_factory=dict)  # a dim's text (str of the jaxpr dim) -> its name
+    used: set[str] = field(default_factory=set)  # every name given out
+    aliases: dict[str, str] = field(default_factory=dict)  # an alias (T2) -> the name it stands for (T)
+    # inside shard_map, a chip's share of a split dim (T2Y, let T2Y = T2/4) -> its label (T2_Y)
+    locals: dict[str, str] = field(default_factory=dict)
+    # by array (View.array): the label each of its dims was written with (by the statement
+    # that made it, or the first that read it), and how many statements have read it
+    written: dict[int, dict[int, str]] = field(default_factory=dict)
+    reads: Counter = field(default_factory=Counter)
+    # by array: the statement that made it (its index in out.statements and in out.lines,
+    # its dtype and labels), and the mesh axes each of its dims is split over outside shard_map
+    made: dict[int, tuple[int, int, str, list[str | None]]] = field(default_factory=dict)
+    splits: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    loops: int = 0  # while loops of unknown trip count so far (W1, W2, ...)
+    visits: Counter = field(default_factory=Counter)  # equation (by id) -> times walked (Folded's marks)
+
+    def fork(self) -> Context:
+        """A copy to write a branch in: its state copied (each array's labels too, which a
+        read adds to), what is fixed for the conversion shared."""
+        out = self.out
+        return replace(
+            self, names=dict(self.names), used=set(self.used), aliases=dict(self.aliases), locals=dict(self.locals),
+            written={k: dict(v) for k, v in self.written.items()}, reads=Counter(self.reads), made=dict(self.made),
+            splits=dict(self.splits), visits=Counter(self.visits),
+            out=replace(out, lets=dict(out.lets), mesh=dict(out.mesh), axis_names=dict(out.axis_names),
+                        lines=list(out.lines), statements=list(out.statements), skipped=Counter(out.skipped),
+                        layout=Counter(out.layout), notes=list(out.notes), xla_extra=list(out.xla_extra),
+                        closed={k: (d, s, list(a)) for k, (d, s, a) in out.closed.items()},
+                        params=list(out.params), scans=dict(out.scans), loops=list(out.loops)))
+
+    def folds(self, eqn: Eqn) -> bool:
+        """Whether XLA folds this equation, at this visit of it."""
+        marks = self.folded.marks.get(id(eqn), [])
+        k = self.visits[id(eqn)]
+        self.visits[id(eqn)] += 1
+        return bool(marks) and marks[min(k, len(marks) - 1)]
+
+    # -- values ---------------------------------------------------------------------
+
+    def dim_text(self, dim: Any) -> str:
+        """A jaxpr dim as text in the user's dim names: B*T, B/2."""
+        text = str(dim).replace(" ", "")
+        return text if self.rename is None or isinstance(dim, int) else self.rename(text)
+
+    @staticmethod
+    def dtype(aval_dtype: Any) -> str:
+        name = str(aval_dtype)
+        if name.startswith("key<"):  # a PRNG key (key<fry>): its words are uint32s (random_wrap's operand)
+            return "uint32"
+        found = dtypes.lookup(name)
+        if found is None:
+            raise SpecError(f"a jaxpr value has dtype {name}, which symroof does not know")
+        return found.name
+
+    def view(self, var: Any, env: Env) -> View:
+        if type(var).__name__ == "Literal":
+            return View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape), const=True)
+        if var not in env:  # a closed-over constant
+            env[var] = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
+        return env[var]
+
+    def constant(self, var: Any, value: Any) -> View:
+        """A closed jaxpr's constant (an array the function closes over: a weight), read as
+        an array of its own; remembered, so the program declares it (importer.py)."""
+        view = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
+        self.out.closed.setdefault(id(value), (view.dtype, view.dims, []))[2].append(view.array)
+        return view
+
+    def result(self, eqn: Eqn, env: Env, k: int = 0, unreduced: str | None = None,
+               labels: list[str | None] | None = None, splits: list[str] | None = None) -> View:
+        """A statement's result: an array of its own, written with `labels` (one per axis)
+        and, outside shard_map, `splits`; inside shard_map, partial sums over the axes its
+        operands' are (a local op on partial sums), or over `unreduced`."""
+        v = eqn.outvars[k]
+        if unreduced is None:
+            unreduced = union(*(self.view(u, env).unreduced for u in eqn.invars))
+        env[v] = View.whole(self.dtype(v.aval.dtype), tuple(v.aval.shape), unreduced=unreduced)
+        if labels is not None:
+            self.remember(env[v], labels, splits)
+        return env[v]
+
+    def whole(self, var: Any, groups: list, env: Env, what: str) -> View:
+        """An operand's view; where an axis of it that the statement labels is a broadcast
+        (no array holds it: the ones a gradient scatters, a size-1 axis padded), the
+        broadcast array, read at the operand's shape (its splits and labels kept), as
+        XLA's lowered module materializes it (an upper bound on a fused kernel's bytes)."""
+        view = self.view(var, env)
+        if not any(g is not None and k is None for g, k in zip(groups, view.axes)):
+            return view
+        shape = tuple(var.aval.shape)
+        if any(g is not None and k is None and not same(d, 1) for g, k, d in zip(groups, view.axes, shape)):
+            self.said(f"{what}: a broadcast operand is read at its full shape, as XLA's lowered module "
+                      "materializes it, so its bytes are an upper bound (a fused kernel reads less)")
+        wide = View.whole(view.dtype, shape, const=view.const)
+        split, known = self.splits.get(view.array, ()), self.written.get(view.array, {})
+        if any(split):
+            self.splits[wide.array] = tuple(split[k] if k is not None and k < len(split) else "" for k in view.axes)
+        self.written[wide.array] = {j: known[k] for j, k in enumerate(view.axes) if k in known}
+        return wide
+
+    # -- writing --------------------------------------------------------------------
+
+    def emit(self, text: str, primitive: str, depth: int, xla_flops: sympy.Expr | None = None, why: str = "",
+             xla_transcendentals: sympy.Expr | None = None) -> None:
+        self.out.lines.append((depth, text + f"   # {primitive}"))
+        inside = self.out.shard_maps > 0
+        self.out.statements.append(Statement(text, primitive, depth, xla_flops or sympy.Integer(0), why, inside,
+                                             self.out.shardings_read and not inside,
+                                             xla_transcendentals or sympy.Integer(0), len(self.out.lines) - 1))
+
+    def said(self, note: str) -> None:
+        """A note for the warnings, once."""
+        if note not in self.out.notes:
+            self.out.notes.append(note)
+
+    # -- dims and labels ------------------------------------------------------------
+
+
+    def dim_name(self, dim: Any) -> str:
         """The name (or literal) a jaxpr dim is written with."""
         if isinstance(dim, int):
             return str(dim)
@@ -47,13 +194,13 @@ class Naming(Parts):
                 raise SpecError(f"the dim {dim} cannot be written in symroof notation (only +, -, * of dims "
                                 "and integers): give sizes that divide evenly, or concrete ones")
             base = "".join(ch for ch in text if ch.isalnum()) or "N"
-            name = self._fresh(base if base[0].isalpha() else "n" + base)
+            name = self.fresh(base if base[0].isalpha() else "n" + base)
             self.out.lets[name] = text
         self.names[text] = name
         self.used.add(name)
         return name
 
-    def _fresh(self, base: str) -> str:
+    def fresh(self, base: str) -> str:
         name, k = base, 2
         while name in self.used or name in self.names.values():
             name, k = f"{base}{k}", k + 1
@@ -83,7 +230,7 @@ class Naming(Parts):
                 base = name if name[0].isalpha() else "n" + name
                 alias = next((a for a, e in self.aliases.items() if e == name and a not in taken), None)
                 if alias is None:
-                    alias = self._fresh(base)
+                    alias = self.fresh(base)
                     self.out.lets[alias] = name
                     self.aliases[alias] = name
                 name = alias
@@ -112,7 +259,7 @@ class Naming(Parts):
         local = next((k for k, v in self.locals.items() if v == label), None)
         if local is None:
             name, axes = split_label(label)
-            local = self._fresh(name + axes)
+            local = self.fresh(name + axes)
             self.out.lets[local] = f"{name}/{math.prod(self.out.mesh[a] for a in axes)}"
             self.locals[local] = label
         return local
@@ -129,13 +276,13 @@ class Naming(Parts):
                 taken.add(name)
         return out
 
-    def _misses(self, dims: list, named: frozenset[int], order) -> int:
+    def _misses(self, dims: list, named: frozenset[int], order: tuple) -> int:
         """How many operand axes an order of the operands reads with another label than
         their arrays were written with."""
         out = self._assign(dims, named, [c for operand in order for c in operand])
         return sum(1 for operand in order for i, label in operand if out[i] != label)
 
-    def _stands_for(self, label: str, dim) -> bool:
+    def _stands_for(self, label: str, dim: Any) -> bool:
         """Whether a label (T2, B_X) names this dim here: an alias stands for its name, and
         inside shard_map the dim's label carries its splits (B outside is B_X inside)."""
         name, axes = split_label(self.locals.get(label, label))  # a chip's share (T2Y) stands for its split dim

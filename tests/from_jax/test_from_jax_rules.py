@@ -1,0 +1,108 @@
+"""The importer's table of rules (symroof/from_jax/rules.py): one rule per primitive, the
+counts of what it writes coming from ops/ (no second copy), and its output read once
+however often it is analysed.
+
+JAX is optional: without it the import tests are skipped."""
+
+from __future__ import annotations
+
+import functools
+import operator
+
+import pytest
+import sympy
+
+from symroof.from_jax import rules, scans, xla
+from symroof.from_jax.convert import walk  # noqa: F401 (imports every family: the table whole)
+from symroof.ops import cumulative, elementwise, unary
+
+B, D = (sympy.Symbol(n, positive=True, integer=True) for n in ("B", "D"))
+
+
+def test_one_table_one_rule_per_primitive():
+    for name in (*rules.BINARY, *rules.UNARY, "dot_general", "scan", "while", "cond", "shard_map", "psum", "gather",
+                 "scatter-add", "pad", "reduce_sum", "cumsum", "convert_element_type", "sharding_constraint"):
+        assert name in rules.RULES, name
+    with pytest.raises(ValueError, match="two rules for add"):
+        rules.rule("add")(lambda ctx, eqn, env, depth: None)
+    assert "sort" not in rules.RULES  # not costed: the one path that counts it for the warning
+
+
+def test_the_counts_of_what_the_rules_write_are_the_ops_tables():
+    assert set(rules.UNARY.values()) <= set(unary.FUNCTIONS)
+    assert set(rules.BINARY.values()) - {"+", "-", "*", "/"} <= set(elementwise.FUNCTIONS)
+    assert scans.COMBINE is cumulative.FUNCTIONS
+    for primitive, word in rules.UNARY.items():  # what XLA's folds take as one FLOP: ops' count
+        assert xla.one_flop(primitive) == (unary.FUNCTIONS[word][:2] == (1, 0)), primitive
+    assert {p for p in rules.BINARY if not xla.one_flop(p)} == set(elementwise.TRANSCENDENTAL)
+
+
+def test_what_xla_folds_follows_the_ops_table(monkeypatch):
+    assert xla.one_flop("neg")
+    monkeypatch.setitem(unary.FUNCTIONS, "neg", (2, 0, "patched"))
+    assert not xla.one_flop("neg")
+
+
+# every unary primitive of a float the importer writes (not, population_count and clz take
+# integers; is_finite gives a bool)
+FLOAT_UNARY = [p for p in rules.UNARY if p not in ("not", "population_count", "clz", "is_finite")]
+
+
+def test_every_unary_primitive_is_counted_by_the_ops_table(monkeypatch):
+    jax = pytest.importorskip("jax")
+    import symroof
+    patched = {rules.UNARY[p]: (100 + k, k + 1, "patched") for k, p in enumerate(FLOAT_UNARY)}
+    for word, counts in patched.items():
+        monkeypatch.setitem(unary.FUNCTIONS, word, counts)
+
+    def f(x):
+        return functools.reduce(operator.add, (getattr(jax.lax, p)(x) for p in FLOAT_UNARY))
+
+    im = symroof.from_jax(f, "x=fp32[B, D]")
+    assert {st.primitive for st in im.converted.statements} == {*FLOAT_UNARY, "add"}
+    a = im.analysis
+    adds = len(FLOAT_UNARY) - 1
+    assert sympy.simplify(a.flops - B * D * (sum(f for f, _, _ in patched.values()) + adds)) == 0
+    assert sympy.simplify(a.transcendentals - B * D * sum(t for _, t, _ in patched.values())) == 0
+
+
+def _count_reads(monkeypatch) -> list[str]:
+    """Every program text the spec reader reads (the entry of lang's parse and read_structured)."""
+    import importlib
+
+    from symroof.lang import structure, syntax
+    lang_parse = importlib.import_module("symroof.lang.parse")  # (the package's `parse` is the function)
+    texts: list[str] = []
+
+    def read(text, *args, **kwargs):
+        texts.append(text)
+        return syntax.read(text, *args, **kwargs)
+
+    monkeypatch.setattr(structure, "read", read)
+    monkeypatch.setattr(lang_parse, "read", read)
+    return texts
+
+
+def test_the_imported_program_is_read_once_however_often_it_is_analysed(monkeypatch):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    import symroof
+
+    def f(x, ws):
+        def step(h, w):
+            return jnp.tanh(h @ w), None
+        h, _ = jax.lax.scan(step, x, ws)
+        return jax.lax.cond(h.sum() > 0, lambda h: jnp.exp(h) * 2.0, lambda h: h * 2.0, h)
+
+    texts = _count_reads(monkeypatch)
+    im = symroof.from_jax(f, "x=fp32[B, D]; ws=fp32[L, D, D]")
+    priced = len(texts)  # the cond's branches, each priced once
+    assert priced <= 2
+    assert "repeat L {" in im.text and "# cond: branch 1 of 2 written" in im.text  # (branch 1: the true one)
+    im.model()
+    _ = im.analysis
+    im.xla({"B": 2, "D": 8, "L": 3})
+    im.xla({"B": 4, "D": 8, "L": 5})
+    im.model(None, {"B": 2})
+    assert len(texts) == priced + 1  # the program: read once
