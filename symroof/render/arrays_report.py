@@ -8,10 +8,17 @@ they fit in the chip's HBM (stored.py says what each quantity is).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import sympy
+
 from ..show import capacity, human, pretty
 
+if TYPE_CHECKING:
+    from ..analysis import Analysis
 
-def rows(a) -> list[tuple[str, str]]:
+
+def rows(a: Analysis) -> list[tuple[str, str]]:
     """The report's rows for the analysis's bare arrays (none where it has none)."""
     if not a.arrays:
         return []
@@ -33,20 +40,21 @@ def rows(a) -> list[tuple[str, str]]:
     return out
 
 
-def _bytes(value) -> str:
+def _bytes(value: sympy.Expr) -> str:
     """`2*I*J bytes`, `4194304 bytes (4.194 MB)`."""
     if value.is_number and value >= 1000:
         return f"{pretty(value)} bytes ({human(value, 'bytes')})"
     return f"{pretty(value)} bytes"
 
 
-def _fit(a) -> str | None:
+def _fit(a: Analysis) -> str | None:
     """The arrays' bytes per chip against the chip's HBM, where both are numbers."""
-    hbm = a.chip.figure("hbm_capacity_bytes") if a.chip is not None else None
-    if hbm is None or not a.bytes_per_chip.is_number:
+    chip = a.chip
+    hbm = chip.figure("hbm_capacity_bytes") if chip is not None else None
+    if chip is None or hbm is None or not a.bytes_per_chip.is_number:
         return None
     share = float(a.bytes_per_chip / hbm)
     verdict = "fits in" if share <= 1 else "does not fit in"
     shown = f"{share:.1%}" if share >= 0.001 else "under 0.1%"
-    return (f"{human(a.bytes_per_chip, 'bytes')} per chip {verdict} {a.chip.name}'s {capacity(hbm)} "
+    return (f"{human(a.bytes_per_chip, 'bytes')} per chip {verdict} {chip.name}'s {capacity(hbm)} "
             f"({shown} of it; what else the chip holds is not counted)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import sympy
@@ -48,7 +49,7 @@ def _vector(a: Analysis) -> dict:
     return out
 
 
-def json_value(value):
+def json_value(value: object) -> object:
     """A number as a JSON number, an expression as a string sympy.parse_expr reads back."""
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
@@ -74,7 +75,7 @@ def _text(expr: sympy.Basic) -> str:
     return plain.text(expr)
 
 
-def to_json_dict(a: Analysis, limit=None, solve=None) -> dict:
+def to_json_dict(a: Analysis, limit: str | Iterable[str] | None = None, solve: str | None = None) -> dict:
     """The whole analysis as a JSON-ready dict. With several statements, `lines` holds each
     one's object and the top level the totals."""
     out = _one(a, dim_names(limit or ()), solve)
@@ -96,7 +97,7 @@ def _group(needs: str, mesh: bool | None = None) -> tuple[str, ...]:
     return tuple(q.name for q in QUANTITIES if q.needs == needs and (mesh is None or q.mesh == mesh))
 
 
-def _put(out: dict, a: Analysis, names, line: bool = False) -> None:
+def _put(out: dict, a: Analysis, names: Iterable[str], line: bool = False) -> None:
     """The quantities' values under their names, leaving out those roofline does not
     derive (yet), and for one line of a program those reported for the whole only."""
     for name in available(a, names):
@@ -104,7 +105,7 @@ def _put(out: dict, a: Analysis, names, line: bool = False) -> None:
             out[name] = json_value(getattr(a, name))
 
 
-def _one(a: Analysis, limit, solve, line: bool = False) -> dict:
+def _one(a: Analysis, limit: list[str], solve: str | None, line: bool = False) -> dict:
     """The object of an analysis, or with `line` of one statement of a program: its
     spec, counts, times, bound and collectives, and the answers asked of it (what the
     whole program's object says of its symbols, steps and chip is not repeated)."""

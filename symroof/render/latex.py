@@ -21,6 +21,9 @@ print as their commands (`\\Delta`), other non-ASCII names as text.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterable
+from typing import TYPE_CHECKING
+
 import sympy
 
 from ..ir import dim_symbol, label_text
@@ -29,17 +32,25 @@ from ..roofline.sized import dim_names
 from ..show import number
 from .tex import TexPrinter, tex_name, tex_number, tex_words
 
+if TYPE_CHECKING:
+    from ..analysis import Analysis
+    from ..ir import Term
+    from ..roofline.thresholds import Threshold
+
+Tex = Callable[[sympy.Basic], str]  # an expression in LaTeX, its dims named as the analysis's printer names them
+
 _SECONDS = r"\ \text{s}"
 
 
-def _printer(a) -> TexPrinter:
+def _printer(a: Analysis) -> TexPrinter:
     names = {dim_symbol(n): tex_name(n) for n in a.dims}
     if a.mesh is not None:  # a mesh axis's size, where it has none: |X|, the chips along X
         names.update({dim_symbol(n): rf"|{tex_name(n)}|" for n in a.mesh.symbolic})
     return TexPrinter(names, words=any(len(n) > 1 for n in a.dims))
 
 
-def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | None = None) -> str:
+def derivation(a: Analysis, solve: str | None = None, limit: str | Iterable[str] | None = None,
+               markdown: bool = False, name: str | None = None) -> str:
     """The analysis as aligned equations: FLOPs, bytes, the intensity as a fraction and
     simplified, its limit, the chip's critical intensity with its numbers, the times, and
     the threshold by rule and exactly, with what the text report says in words where no
@@ -61,7 +72,7 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
     if transcendentals is not None:
         rows.append((symbol("transcendentals"), "=", rf"{tex(transcendentals)} \quad "
                                                      r"\text{(exp, log, tanh, rsqrt, ...: apart from FLOPs)}"))
-    if on_mesh:
+    if a.mesh is not None:
         chips = a.substitute(a.mesh.count)
         count = str(chips) if chips.is_number else rf"}} {tex(chips)} \text{{"  # |X| chips: in math
         rows.append((symbol("flops_total"), "=", f"{tex(a.flops_total)} \\quad "
@@ -114,7 +125,7 @@ def derivation(a, solve=None, limit=None, markdown: bool = False, name: str | No
     return _block(rows + (_arrays(a, tex) if a.arrays else []), markdown)
 
 
-def _arrays(a, tex) -> list[tuple[str, str, str]]:
+def _arrays(a: Analysis, tex: Tex) -> list[tuple[str, str, str]]:
     """Bare arrays: each one's bytes per chip (its shard) and in all, with replication."""
     rows = []
     for s in a.arrays:
@@ -142,23 +153,23 @@ def _per_chip(label: str, on_mesh: bool) -> str:
     return label[:-1] + " per chip}" if on_mesh and label.startswith(r"\text{") else label
 
 
-def _peaks(a) -> dict:
+def _peaks(a: Analysis) -> dict[sympy.Expr, list[str]]:
     """Each peak FLOPs/s the steps run at, with the dtypes that run at it, in the steps'
     order: one entry for a spec in one dtype (or a flat --peak-flops), one per rate for a
     chain whose steps compute in different dtypes (int8 then fp16)."""
-    groups: dict = {}
+    groups: dict[sympy.Expr, list[str]] = {}
     for name, peak in a.rates.items():
         groups.setdefault(peak, []).append(name)
     return groups
 
 
-def _flops_at(a, rates) -> sympy.Expr:
+def _flops_at(a: Analysis, rates: Collection[str]) -> sympy.Expr:
     """The work run at these rates (at the analysis's sizes): FLOPs, and transcendentals on
     the vector unit."""
     return sympy.Add(*(work for name, work in a.work.items() if name in rates))
 
 
-def _intensity(a, tex, limit) -> str:
+def _intensity(a: Analysis, tex: Tex, limit: str | Iterable[str] | None) -> str:
     dims = dim_names(limit or ())
     # asked first: a bad dim, or one with a size, is an error whatever follows
     tends = a.limit(*dims) if dims else None
@@ -177,13 +188,13 @@ def _intensity(a, tex, limit) -> str:
     return shown
 
 
-def _exact(a, tex) -> str:
+def _exact(a: Analysis, tex: Tex) -> str:
     if a.flops_exact == a.flops:
         return ""
     return rf" \quad \text{{(exactly }} {tex(a.flops_exact)}\text{{)}}"
 
 
-def _frac(expr, tex) -> str:
+def _frac(expr: sympy.Expr, tex: Tex) -> str:
     num, den = sympy.fraction(expr)
     if den == 1:
         return tex(expr)
@@ -191,27 +202,27 @@ def _frac(expr, tex) -> str:
         # 9850 D F / (41 D F - ...) reads better as 240.2 D F / (D F - 240.2 D - ...)
         lead = sympy.Poly(den, *sorted(den.free_symbols, key=str)).LC()
 
-        def decimals(e):
+        def decimals(e: sympy.Expr) -> sympy.Expr:
             return e.xreplace({r: sympy.Float(r, 6) for r in e.atoms(sympy.Rational) if not r.is_Integer})
 
         num, den = decimals(sympy.expand(num / lead)), decimals(sympy.expand(den / lead))
     return rf"\frac{{{tex(num)}}}{{{tex(den)}}}"
 
 
-def _large(*polys) -> bool:
+def _large(*polys: sympy.Expr) -> bool:
     return any(abs(c) > 100 for p in polys for c in sympy.expand(p).as_coefficients_dict().values())
 
 
-def _ratio(top, bottom) -> str:
+def _ratio(top: sympy.Expr, bottom: sympy.Expr) -> str:
     return rf"\frac{{{tex_number(top)}}}{{{tex_number(bottom)}}}"
 
 
-def _denominator(expr) -> int:
+def _denominator(expr: sympy.Expr) -> int:
     """The common denominator of an expression's coefficients: 4 for BD/4 + BF/2."""
     return int(expr.as_content_primitive()[0].q)
 
 
-def _over(amount, rate, tex) -> str:
+def _over(amount: sympy.Expr, rate: sympy.Expr, tex: Tex) -> str:
     """amount / rate, as the book writes a time: 2BDF / 1.97e14, and BDF/4 over a rate
     as BDF / (4 * rate)."""
     if amount.is_number:
@@ -221,7 +232,7 @@ def _over(amount, rate, tex) -> str:
     return rf"\frac{{{tex(sympy.expand(amount * q))}}}{{{below}}}"
 
 
-def _network(a, tex) -> str:
+def _network(a: Analysis, tex: Tex) -> str:
     parts = []
     for move, t in a.collectives:
         if t.bandwidth == 0 or (move.bytes.is_number and t.bandwidth.is_number):  # 0 s: an axis of 1 chip
@@ -240,7 +251,7 @@ def _network(a, tex) -> str:
     return " + ".join(parts) + _SECONDS + tail
 
 
-def _intensity_label(a, name: str | None) -> str:
+def _intensity_label(a: Analysis, name: str | None) -> str:
     """`\\text{Intensity}(\\text{matmul})`, named for what the spec is; plain
     `\\text{Intensity}` where no one word says it."""
     kind = name if name is not None else _kind(a)
@@ -249,7 +260,7 @@ def _intensity_label(a, name: str | None) -> str:
     return rf"{symbol('intensity')}(\text{{{tex_words(kind)}}})" if kind else symbol("intensity")
 
 
-def _kind(a) -> str | None:
+def _kind(a: Analysis) -> str | None:
     """What the spec is, for the intensity's row: "matmul" (a 2-D matmul and nothing
     else), "batched matmul", "matrix-vector product", "dot product", "contraction" (any
     other step that sums), "elementwise", "outer product", "reduction", "cast", "copy",
@@ -264,7 +275,7 @@ def _kind(a) -> str | None:
     if step.form != "einsum":  # a named op says what it is
         return "elementwise" if step.form == "infix" else step.fn
 
-    def dims(term):  # a literal 1 is no dim: bf16[1] is a scalar
+    def dims(term: Term) -> set[str]:  # a literal 1 is no dim: bf16[1] is a scalar
         return {label for label in term.labels if label_text(label) != "1"}
 
     out, summed, ins = dims(step.output), set(step.summed), [dims(t) for t in step.inputs]
@@ -294,12 +305,13 @@ def _kind(a) -> str | None:
     return "contraction"
 
 
-def _scaled(value, ratio: str | None, unit, tex) -> str:
+def _scaled(value: sympy.Expr, ratio: str | None, unit: sympy.Expr | None, tex: Tex) -> str:
     """`value` as a multiple of a figure ratio, where it is one: 2 \\cdot \\frac{1.97e14}{4.5e10};
     else the number (or the expression, for a rule that keeps some dims as symbols)."""
     if not value.is_number:
         return _frac(value, tex)
-    k = sympy.nsimplify(value / unit) if ratio is not None and unit.is_number and unit != 0 else None
+    k = sympy.nsimplify(value / unit) if ratio is not None and unit is not None and unit.is_number and unit != 0 \
+        else None
     if k == 1:
         return f"{ratio} \\approx {tex_number(value)}"
     if k is not None and k.is_Rational and k.q < 100 and k.p < 100:
@@ -307,13 +319,14 @@ def _scaled(value, ratio: str | None, unit, tex) -> str:
     return tex_number(value)
 
 
-def _threshold_rows(a, solve, tex) -> list[tuple[str, str, str]]:
+def _threshold_rows(a: Analysis, solve: str, tex: Tex) -> list[tuple[str, str, str]]:
     t = a.threshold(solve)
     var = tex_name(t.var)
     # the rule as a multiple of peak / bandwidth only where one peak is in play: a chain of
     # int8 and fp16 steps has no one figure to divide
     groups = _peaks(a) if a.flops != 0 else {}
     peak = next(iter(groups)) if len(groups) == 1 else None
+    assert a.machine is not None  # a.threshold has refused an analysis without one
     rows = _bounds(a, t, var, tex, peak, a.machine.hbm_bw, "")
     if t.network is not None:
         link = None  # the links' effective bandwidth, V / T_network, where it is one number
@@ -324,18 +337,21 @@ def _threshold_rows(a, solve, tex) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _bounds(a, t, var, tex, peak, bandwidth, note) -> list[tuple[str, str, str]]:
+def _bounds(a: Analysis, t: Threshold, var: str, tex: Tex, peak: sympy.Expr | None, bandwidth: sympy.Expr | None,
+            note: str) -> list[tuple[str, str, str]]:
     """The rule's row, the exact row, and one row per sentence of words: each row's left
     side is the dim solved for."""
-    rows = []
+    rows: list[tuple[str, str, str]] = []
+    op = t.op or ""  # a rule or an exact value comes with its side: ">" or "<"
     # the rule takes dims to infinity (never one that has a size: thresholds leave those out)
     rule = t.rule is not None and bool(t.rule_as)
     if rule:
         grow = ", ".join(tex_name(d) for d in t.rule_as)
-        known = peak is not None and bandwidth is not None
-        shown = _scaled(t.rule, _ratio(peak, bandwidth) if known else None,
-                        peak / bandwidth if known else None, tex)
-        rows.append((var, t.op, rf"{shown} \quad ({grow} \to \infty){note}"))
+        if peak is not None and bandwidth is not None:
+            shown = _scaled(t.rule, _ratio(peak, bandwidth), peak / bandwidth, tex)
+        else:
+            shown = _scaled(t.rule, None, None, tex)
+        rows.append((var, op, rf"{shown} \quad ({grow} \to \infty){note}"))
     if t.exact is not None and (t.exact != t.rule or not rule):
         exact = _value(t.exact, tex)
         sized = [(k, v) for k, v in a.values.items() if k != t.var]
@@ -345,7 +361,7 @@ def _bounds(a, t, var, tex, peak, bandwidth, note) -> list[tuple[str, str, str]]
             exact += rf" \quad \text{{when }} {_relation(t.condition, tex)}"
             if t.otherwise:
                 exact += rf"\text{{, {t.otherwise} otherwise}}"
-        rows.append((var, t.op, exact + note))
+        rows.append((var, op, exact + note))
     for parts in t.reason_parts:
         # words as text, expressions as math: N/(2N + 1) as a fraction, not as Python
         said = "".join(tex_words(p) if isinstance(p, str) else f"${_part(p, tex)}$" for p in parts)
@@ -353,12 +369,12 @@ def _bounds(a, t, var, tex, peak, bandwidth, note) -> list[tuple[str, str, str]]
     return rows
 
 
-def _value(expr, tex) -> str:
+def _value(expr: sympy.Expr, tex: Tex) -> str:
     """A threshold's value: 136.1 as a number, an expression in the other dims as a fraction."""
     return tex_number(expr) if expr.is_number else _frac(expr, tex)
 
 
-def _relation(condition, tex) -> str:
+def _relation(condition: sympy.Basic, tex: Tex) -> str:
     """A condition such as D F / (D + F) > 9850/41, its number as the book writes it."""
     if isinstance(condition, sympy.core.relational.Relational):
         op = {">": ">", "<": "<", ">=": r"\geq", "<=": r"\leq"}.get(condition.rel_op)
@@ -367,13 +383,13 @@ def _relation(condition, tex) -> str:
     return tex(condition)
 
 
-def _part(expr, tex) -> str:
+def _part(expr: sympy.Expr, tex: Tex) -> str:
     """An expression inside words: 1/2 as a fraction, 9850/41 as 240.2."""
     if expr.is_Rational and not expr.is_Integer and expr.q > 10:
         return tex_number(expr)
     return tex(expr)
 
 
-def latex_summary(a) -> str:
+def latex_summary(a: Analysis) -> str:
     """The derivation for Jupyter (`_repr_latex_`): display math that notebooks render."""
     return derivation(a, markdown=True).replace("$$\n", "$$", 1)

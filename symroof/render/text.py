@@ -11,6 +11,7 @@ their labels and units from `quantities`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import sympy
@@ -31,6 +32,7 @@ from . import arrays_report
 
 if TYPE_CHECKING:
     from ..analysis import Analysis
+    from ..sharding.layout import Move
 
 # Row labels and units, as declared (quantities.py)
 _L = {name: q.label for name, q in QUANTITY.items()}
@@ -42,7 +44,7 @@ _U = {name: q.unit for name, q in QUANTITY.items()}
 _LONG = 40
 
 
-def _terms(expr) -> int:
+def _terms(expr: sympy.Basic) -> int:
     """The terms an expression shows: of its sums, through products, powers and max."""
     if expr.is_Add:
         return len(expr.args)
@@ -51,11 +53,11 @@ def _terms(expr) -> int:
     return 1
 
 
-def _long(expr) -> bool:
+def _long(expr: sympy.Basic) -> bool:
     return not expr.is_number and _terms(expr) > _LONG
 
 
-def _readable(expr, what: str = "an expression") -> str:
+def _readable(expr: sympy.Basic, what: str = "an expression") -> str:
     """pretty(expr), or for one too long to read, what it is and how long."""
     if not _long(expr):
         return pretty(expr)
@@ -77,7 +79,7 @@ def latency_text(a: Analysis) -> str:
     return "latency floor unknown (no hop latency figure for these links)"
 
 
-def table(a: Analysis, limit=None, solve=None) -> str:
+def table(a: Analysis, limit: str | Iterable[str] | None = None, solve: str | None = None) -> str:
     """The readable report of an analysis."""
     limit = dim_names(limit or ())
     rows: list[tuple[str, str]] = []
@@ -298,7 +300,7 @@ def _steps(a: Analysis) -> list[tuple[str, str]]:
     return rows
 
 
-def _collective_text(a: Analysis, move) -> str:
+def _collective_text(a: Analysis, move: Move) -> str:
     V = a.substitute(next(m.bytes for m in a.cost.moves if m.move is move))
     text = f"V = {pretty(V)} bytes" + (f" ({human(V, 'bytes')})" if V.is_number and V >= 1000 else "") \
         + " per chip"
@@ -403,9 +405,11 @@ def _bound_text(a: Analysis) -> str:
             "else memory-bound")
 
 
-def _axes(a) -> str:
+def _axes(a: Analysis) -> str:
     """The mesh's axes with their links and its chips: "X=2 (ICI), Y=4 (DCN): 8 chips";
     an axis without a size is its symbol, "X (ICI), Y=4 (ICI): 4*X chips"."""
-    axes = ", ".join(f"{x.name}{'' if x.symbolic else f'={x.size}'} ({link_name(x, a.chip)})" for x in a.mesh.axes)
-    chips = a.substitute(a.mesh.count)
+    mesh = a.mesh
+    assert mesh is not None  # the report's mesh row
+    axes = ", ".join(f"{x.name}{'' if x.symbolic else f'={x.size}'} ({link_name(x, a.chip)})" for x in mesh.axes)
+    chips = a.substitute(mesh.count)
     return f"{axes}: {pretty(chips)} chip{'' if chips == 1 else 's'}"

@@ -4,8 +4,14 @@ collectives, roofline), which import them directly."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..ir import label_text, subscript
 from ..show import beside, duration, human, over, pretty, seconds
+
+if TYPE_CHECKING:  # these modules import this one
+    from .collectives import Link, Time
+    from .cost import Counts, MoveCost
 
 REPR_WIDTH = 120  # no repr line is wider
 
@@ -25,7 +31,7 @@ def spec_line(spec: str) -> str:
     return out
 
 
-def _move_text(move) -> str:
+def _move_text(move: MoveCost) -> str:
     """`AllReduce_Y bf16[B_X, F] {U_Y}: V = 16777216 bytes (16.78 MB)`."""
     m, V = move.move, move.bytes
     shown = f"{pretty(V)} bytes" + (f" ({human(V, 'bytes')})" if V.is_number and V >= 1000 else "")
@@ -34,7 +40,7 @@ def _move_text(move) -> str:
             f"{m.before.text(m.dtype)}: V = {shown}{times}")
 
 
-def _time_parts(t) -> tuple[str, str]:
+def _time_parts(t: Time) -> tuple[str, str]:
     """A collective's time, bandwidth-bound (`372.827 us`, `B*F / 9e10 s`), and its latency
     floor in words."""
     bandwidth = t.bandwidth
@@ -48,20 +54,20 @@ def _time_parts(t) -> tuple[str, str]:
     return shown, (f"at least {duration(t.latency)} ({hops})" if t.latency_known else f"{hops}, latency unknown")
 
 
-def move_line(move) -> str:
+def move_line(move: MoveCost) -> str:
     """A collective and its V, the bytes per chip, on one line (the repr of `cost.MoveCost`;
     `str(move.move)` says why an inserted one is there)."""
     return cut(f"MoveCost({_move_text(move)})", REPR_WIDTH)
 
 
-def time_line(t) -> str:
+def time_line(t: Time) -> str:
     """A collective's time on one line, bandwidth-bound, then its latency floor and the links
     (the repr of `collectives.Time`)."""
     shown, floor = _time_parts(t)
     return cut(f"Time({shown}; {floor}; {t.links})", REPR_WIDTH)
 
 
-def collective_line(move, t=None) -> str:
+def collective_line(move: MoveCost, t: Time | None = None) -> str:
     """One collective of an analysis (a `MoveCost` and its `Time`, as `Analysis.collectives`
     pairs them) on one line: what moves, V, the time on which links, the latency floor.
 
@@ -78,7 +84,7 @@ def collective_line(move, t=None) -> str:
     return cut(text, REPR_WIDTH)
 
 
-def link_line(link) -> str:
+def link_line(link: Link) -> str:
     """A mesh axis's link on one line (the repr of `collectives.Link`)."""
     parts = [f"{human(link.one_way, 'bytes/s')} one-way"]
     if link.bidi is not None:
@@ -87,7 +93,7 @@ def link_line(link) -> str:
     return f"Link({link.describe()}: {', '.join(parts)})"
 
 
-def counts_line(counts) -> str:
+def counts_line(counts: Counts) -> str:
     """FLOPs and bytes on one line (the repr of `cost.Counts`, `StepCost` and `Cost`)."""
     name = type(counts).__name__
     parts = [f"FLOPs {beside(counts.flops, 'FLOPs')}", f"bytes {beside(counts.bytes, 'bytes')}"]
@@ -99,6 +105,7 @@ def counts_line(counts) -> str:
         parts.append(f"{len(steps)} step{'s' if len(steps) != 1 else ''}")
     if moves:
         parts.append(f"{len(moves)} collective{'s' if len(moves) != 1 else ''}")
-    if getattr(counts, "mesh", None) is not None:
-        parts.append(f"per chip of {counts.mesh.chips}")
+    mesh = getattr(counts, "mesh", None)  # a Cost's: a step's counts have none
+    if mesh is not None:
+        parts.append(f"per chip of {mesh.chips}")
     return cut(f"{name}({'; '.join(parts)})", REPR_WIDTH)

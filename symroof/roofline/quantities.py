@@ -1,6 +1,6 @@
 """The output quantities of an analysis, each declared once.
 
-Every name here is an attribute of `roofline.Analysis`, a key of the `--json` object, a
+Every name here is an attribute of `symroof.Analysis`, a key of the `--json` object, a
 key a claim may expect (`symroof check`) and, where it has a value, a row of the text
 report and of the LaTeX derivation. Those readers take the names, units, labels and
 symbols from here rather than keeping lists of their own.
