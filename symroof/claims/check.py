@@ -30,8 +30,10 @@ Examples:
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import sympy
 
@@ -81,10 +83,11 @@ class CaseResult:
         return self.error is None and all(o.ok for o in self.outcomes)
 
 
-def check_case(case: Mapping, hardware=None) -> CaseResult:
+def check_case(case: object, hardware: str | os.PathLike | None = None) -> CaseResult:
     """Derive everything a claim expects and compare."""
 
     def outcomes(expect: Mapping, tolerance: float) -> list[Outcome]:
+        assert isinstance(case, Mapping)  # `checked` answers any other claim with an error of its own
         unknown_keys(case, KEYS, "a claim", {"sizes": "set"})
         analysis = _analysis(case, expect, hardware)
         return [_outcome(analysis, str(key), value, tolerance, hardware) for key, value in expect.items()]
@@ -92,7 +95,7 @@ def check_case(case: Mapping, hardware=None) -> CaseResult:
     return checked(case, outcomes)
 
 
-def checked(case, outcomes: Callable[[Mapping, float], Iterable[Outcome]]) -> CaseResult:
+def checked(case: object, outcomes: Callable[[Mapping, float], Iterable[Outcome]]) -> CaseResult:
     """The frame every kind of claim shares (claims_model.py checks models in it): its
     `expect` and `tolerance` read, `outcomes(expect, tolerance)` compared, and whatever
     stops it one ERROR line of its own, never a traceback."""
@@ -129,18 +132,19 @@ def unknown_keys(mapping: Mapping, known: tuple[str, ...], what: str, hints: dic
     raise SymroofError(f"unknown key(s) {', '.join(said)} in {what}; known: {', '.join(known)}")
 
 
-def compared(key: str, got, expected, tolerance: float, names) -> Outcome:
+def compared(key: str, got: sympy.Basic | str, expected: object, tolerance: float,
+             names: Iterable[str]) -> Outcome:
     """One value against its expected number (within the relative `tolerance`) or
     expression (in the dims `names`, exactly)."""
     return Outcome(key, expected, got, _matches(got, expected, tolerance, names))
 
 
-def read_tolerance(value) -> float:
+def read_tolerance(value: object) -> float:
     """A relative tolerance: a number from 0 up to (not including) 1. Of 1 or more, 0 would
     pass for every expected value, and of infinity, anything would: a claim that cannot fail."""
     try:
-        if isinstance(value, bool):
-            raise TypeError
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise TypeError  # (YAML's other values: none reads as a number)
         tolerance = float(value)
     except (TypeError, ValueError, OverflowError):
         raise SymroofError(f"tolerance must be a number, not {value!r}") from None
@@ -150,22 +154,23 @@ def read_tolerance(value) -> float:
     return tolerance
 
 
-def _analysis(case: Mapping, expect: Mapping, hardware) -> Analysis:
+def _analysis(case: Mapping, expect: Mapping, hardware: str | os.PathLike | None) -> Analysis:
     chip = case.get("chip") or {}
     if not isinstance(chip, Mapping):
         raise SymroofError("'chip' must be a mapping such as {name: tpu-v5e, hbm_bw: 8.2e11}")
     unknown = set(chip) - {"name", "peak_flops", "hbm_bw", "ici_bw", "variant", "dtype"}
     if unknown:
         raise SymroofError(f"unsupported chip figure(s) {sorted(unknown)} in this claim")
-    figures = dict(chip=chip.get("name"), peak_flops=chip.get("peak_flops"), hbm_bw=chip.get("hbm_bw"),
-                   variant=chip.get("variant"), hardware=hardware)
+    # the claim's YAML values, checked where the machine is built
+    figures: dict[str, Any] = dict(chip=chip.get("name"), peak_flops=chip.get("peak_flops"),
+                                   hbm_bw=chip.get("hbm_bw"), variant=chip.get("variant"))
     if case.get("spec") is not None:
         mesh = case.get("mesh")
         if mesh is not None and not isinstance(mesh, (Mapping, str)):
             raise SymroofError("'mesh' must be a mapping such as {X: 2} or text such as 'X=2, Y=4@dcn'")
         return analyze(str(case["spec"]), values=case.get("set"), dtype=chip.get("dtype", "bf16"),
                        mesh=dict(mesh) if isinstance(mesh, Mapping) else mesh, ici_bw=chip.get("ici_bw"),
-                       **figures)
+                       hardware=hardware, **figures)
     given = case.get("given")
     if given is None:
         if not set(expect) <= _MACHINE_ONLY:
@@ -175,10 +180,11 @@ def _analysis(case: Mapping, expect: Mapping, hardware) -> Analysis:
     if not isinstance(given, Mapping):
         raise SymroofError("'given' must be a mapping such as {flops: 2e12, bytes: 1e9}")
     unknown_keys(given, _GIVEN_KEYS, "'given'")
-    return roofline(given.get("flops", 0), given.get("bytes", 0), dtype=chip.get("dtype", "bf16"), **figures)
+    return roofline(given.get("flops", 0), given.get("bytes", 0), dtype=chip.get("dtype", "bf16"), hardware=hardware,
+                    **figures)
 
 
-def _outcome(a: Analysis, key: str, expected, tolerance: float, hardware) -> Outcome:
+def _outcome(a: Analysis, key: str, expected: object, tolerance: float, hardware: str | os.PathLike | None) -> Outcome:
     names = a.dims
     if key == "threshold":
         if a.machine is None and expected in ("none", None):
@@ -207,7 +213,7 @@ def _outcome(a: Analysis, key: str, expected, tolerance: float, hardware) -> Out
     return compared(key, getattr(a, key), expected, tolerance, names)
 
 
-def _never_on_any_chip(a: Analysis, hardware) -> Outcome:
+def _never_on_any_chip(a: Analysis, hardware: str | os.PathLike | None) -> Outcome:
     """`threshold: none` with no chip named: it must hold on every chip that has a peak for
     the compute dtype ("far below any chip's")."""
     free = a.free_dims
@@ -241,7 +247,7 @@ def threshold_parts(expected: Mapping) -> None:
                            "network or none: true")
 
 
-def _threshold_outcome(a: Analysis, expected, tolerance: float) -> Outcome:
+def _threshold_outcome(a: Analysis, expected: object, tolerance: float) -> Outcome:
     if expected in ("none", None):
         free = a.free_dims
         if len(free) != 1:
@@ -279,11 +285,11 @@ def _threshold_outcome(a: Analysis, expected, tolerance: float) -> Outcome:
     return Outcome("threshold", wanted or dict(expected), t, ok, "; ".join(notes))
 
 
-def _shown(value) -> str:
+def _shown(value: sympy.Basic | None) -> str:
     return "none" if value is None else pretty(value)
 
 
-def _matches(got, expected, tolerance: float, names) -> bool:
+def _matches(got: sympy.Basic | str, expected: object, tolerance: float, names: Iterable[str]) -> bool:
     """Numbers within a relative tolerance; expressions exactly (sympy.simplify of the
     difference is 0), with decimals in the expected text read as exact rationals."""
     want = read_expression(expected, names) if not isinstance(expected, sympy.Basic) else expected

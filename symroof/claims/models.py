@@ -28,12 +28,14 @@ Examples:
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
 
+import sympy
 import yaml
 
 from ..errors import SymroofError
-from ..hardware.machine import machine
+from ..hardware.machine import Machine, machine
 from ..lang.sizes import size_value
 from ..models.decls import MODEL_QUANTITY
 from ..models.model import Model
@@ -56,14 +58,14 @@ class Claim(dict):
     line: int | None = None
 
 
-def check_case(case: Mapping, hardware=None) -> CaseResult:
+def check_case(case: object, hardware: str | os.PathLike | None = None) -> CaseResult:
     """A claim about a model (it names `model:`) or about a spec (claims.check_case)."""
     if isinstance(case, Mapping) and "model" in case:
         return check_model_case(case, hardware)
     return claims.check_case(case, hardware)
 
 
-def check_model_case(case: Mapping, hardware=None) -> CaseResult:
+def check_model_case(case: Mapping, hardware: str | os.PathLike | None = None) -> CaseResult:
     """Build the model a claim names and compare each expected quantity."""
 
     def outcomes(expect: Mapping, tolerance: float) -> list[Outcome]:
@@ -75,7 +77,7 @@ def check_model_case(case: Mapping, hardware=None) -> CaseResult:
     return claims.checked(case, outcomes)
 
 
-def _model(case: Mapping, hardware) -> Model:
+def _model(case: Mapping, hardware: str | os.PathLike | None) -> Model:
     claims.unknown_keys(case, KEYS, "a model claim", {"set": "sizes"})
     name = case["model"]
     if not isinstance(name, str) or not name.strip():
@@ -92,7 +94,7 @@ def _model(case: Mapping, hardware) -> Model:
                  remat=case.get("remat", "full"), mfu=mfu)
 
 
-def _machine(chip, hardware):
+def _machine(chip: object, hardware: str | os.PathLike | None) -> Machine | None:
     """The chip a claim names, from the hardware file `symroof check --hardware` reads."""
     if chip is None:
         return None
@@ -108,7 +110,7 @@ def _machine(chip, hardware):
                    hbm_bw=chip.get("hbm_bw"), hardware=hardware)
 
 
-def _quantity(m: Model, key: str):
+def _quantity(m: Model, key: str) -> sympy.Basic:
     """A model quantity by name; why not, in one line, where the claim's model has none."""
     q = MODEL_QUANTITY.get(key)
     if q is None:
@@ -123,7 +125,7 @@ def _quantity(m: Model, key: str):
     return getattr(m, key)  # tokens and the per-token ones say themselves when a program has no tokens
 
 
-def load_claims(path) -> list:
+def load_claims(path: str | os.PathLike) -> list[object]:
     """The claims of a YAML file: a list of claims, or a mapping with a `claims` list. An
     entry that is not a mapping is kept: checking it gives its own ERROR row."""
     try:
@@ -199,7 +201,7 @@ class _Loader(yaml.SafeLoader):
     last silently: `expect: {flops: 1, flops: 2}` would check one of them)."""
 
 
-def _mapping(loader: _Loader, node: yaml.MappingNode):
+def _mapping(loader: _Loader, node: yaml.MappingNode) -> Iterator[dict]:
     seen: list = []
     for key_node, _ in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":

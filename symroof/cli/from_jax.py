@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
+from typing import Any
 
+from ..analysis import Analysis
 from ..errors import SymroofError
 from ..from_jax import importer as jax_import
-from ..hardware.machine import machine
+from ..hardware.machine import Machine, machine
 from ..render.json_report import json_value
 from ..show import pretty, wrapped
 from .options import Commands, machine_kwargs, machine_options, set_sizes
@@ -77,7 +80,8 @@ def run(args: argparse.Namespace) -> str:
     return _text(args, imported, a, target, check, formulas)
 
 
-def _text(args, imported, a, target, check, formulas) -> str:
+def _text(args: argparse.Namespace, imported: jax_import.Imported, a: Analysis, target: Machine | None,
+          check: Mapping[str, Any] | None, formulas: Analysis | None) -> str:
     c = imported.converted
     free = ", ".join(f"{k} x {n}" for k, n in sorted(c.layout.items()))
     dead = f"; {c.dead} dead, dropped" if c.dead else ""
@@ -109,7 +113,7 @@ def _text(args, imported, a, target, check, formulas) -> str:
     return "\n".join(lines)
 
 
-def _xla_lines(check: dict) -> list[str]:
+def _xla_lines(check: Mapping[str, Any]) -> list[str]:
     s, low, comp = check["symroof"], check["xla_lowered"], check["xla_compiled"]
     at = ", ".join(f"{k}={v}" for k, v in check["sizes"].items())
     loops = (" (loops as XLA counts them: a loop's body once, an unrolled scan's as often as the lowered module "

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import TypeAlias
+from collections.abc import Callable, Iterable
+from typing import Any, TypeAlias
 
 from ..errors import SymroofError
 from ..lang.sizes import size_value
@@ -39,7 +39,7 @@ def machine_options(parser: argparse.ArgumentParser) -> None:
                              "(C_vec), hbm_capacity (M_hbm); --chip symbolic makes them all symbols")
 
 
-def machine_kwargs(args) -> dict:
+def machine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     overrides = dict(pair(item, "--override") for item in args.override)
     symbolic = tuple(f.strip() for f in (getattr(args, "symbolic", None) or "").split(",") if f.strip())
     return dict(chip=args.chip, peak_flops=args.peak_flops, hbm_bw=args.hbm_bw, ici_bw=args.ici_bw,
@@ -55,7 +55,7 @@ def pair(item: str, flag: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
-def set_sizes(items) -> dict[str, int]:
+def set_sizes(items: Iterable[str]) -> dict[str, int]:
     """`--set B=8,D=512` (repeatable) as sizes by dim name."""
     values = {}
     for item in items:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 
+import sympy
+
 from ..errors import SpecError
-from ..hardware.machine import machine
+from ..hardware.machine import Machine, machine
 from ..lang.sizes import size_value
 from ..mesh import Mesh
 from ..models import planner
@@ -66,14 +68,14 @@ def run(args: argparse.Namespace) -> str:
     return text
 
 
-def _estimates(p: planner.Plan, target) -> dict:
+def _estimates(p: planner.Plan, target: Machine) -> dict[str, tuple[sympy.Rational, str]]:
     """The estimated chip figures the costed strategies run at (path -> (value, source))."""
     rates = {rate for c in p.candidates if c.model is not None and c.model.analysis.has_peak
              for rate in c.model.analysis.rates}
     return target.estimates(sorted(rates))
 
 
-def _as_json(p: planner.Plan, args) -> dict:
+def _as_json(p: planner.Plan, args: argparse.Namespace) -> dict:
     ranked = p.ranked
     return {"model": args.name, "mode": p.mode, "chips": p.chips, "batch": p.batch, "seconds": round(p.seconds, 3),
             "considered": len(p.candidates), "ranked": [_row(c) for c in ranked],
@@ -92,14 +94,14 @@ def _row(c: planner.Candidate) -> dict:
             "threshold": {kind: {k: _json(v) for k, v in entry.items()} for kind, entry in c.thresholds.items()}}
 
 
-def _json(v):
+def _json(v: object) -> object:
     """A threshold's value: text as it is, a table (microbatches for each bubble target) entry by entry."""
     if isinstance(v, dict):
         return {k: _json(x) for k, x in v.items()}
     return v if isinstance(v, str) or v is None else json_value(v)
 
 
-def _table(p: planner.Plan, args, chip: str) -> str:
+def _table(p: planner.Plan, args: argparse.Namespace, chip: str) -> str:
     ranked = p.ranked
     batch = ", ".join(f"{k} = {v}" for k, v in p.batch.items())
     aside = [c for c in p.candidates if c.rejected]

@@ -32,7 +32,7 @@ _CONSTANTS = {"oo": sympy.oo}
 MAX_CHARS = 10_000
 
 
-def read_expression(text: str | int | float, names: Iterable[str]) -> sympy.Expr:
+def read_expression(text: object, names: Iterable[str]) -> sympy.Expr:
     """Parse `text` into a sympy expression whose names are the dims in `names`.
 
     Relations (`a > b`) are read too. Unknown names are an error, so a typo in a claim
