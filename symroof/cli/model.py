@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterable
 
 from ..errors import SpecError
 from ..hardware.machine import machine
@@ -67,10 +68,10 @@ def run(args: argparse.Namespace) -> str:
     stages = about.pop("stage_programs", None)
     if args.print:
         if stages is not None:  # a pipeline runs its stages' programs: its two ends
-            return json.dumps({**about, "mode": args.mode, "stage_programs": list(stages)}, indent=2) \
-                if args.json else "\n\n".join(p.rstrip("\n") for p in stages)
-        return json.dumps({**about, "mode": args.mode, "program": text}, indent=2) if args.json \
-            else text.rstrip("\n")
+            return json.dumps({**about, "mode": args.mode, "stage_programs": [str(p) for p in stages]}, indent=2) \
+                if args.json else "\n\n".join(str(p).rstrip("\n") for p in stages)
+        return json.dumps({**about, "mode": args.mode, "program": str(text)}, indent=2) if args.json \
+            else str(text).rstrip("\n")
     if args.batches and stages is not None:
         raise SpecError("--batches sweeps one program's batch; a pipeline's batch is its microbatches': give "
                         "--set B=... and --microbatches instead")
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> str:
     return model_report.table(at_sizes, formulas, title, total)
 
 
-def _sizes(items) -> dict[str, int]:
+def _sizes(items: Iterable[str]) -> dict[str, int]:
     found = {}
     for item in items:
         for part in item.split(","):
@@ -114,7 +115,7 @@ def _sizes(items) -> dict[str, int]:
     return found
 
 
-def _batches(args, model: Model, about: dict) -> str:
+def _batches(args: argparse.Namespace, model: Model, about: dict) -> str:
     # Imported here: matplotlib takes longer to import than a model takes to analyse.
     from ..models import plot as model_plot
     if model.machine is None:

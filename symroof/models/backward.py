@@ -1,8 +1,8 @@
 """The backward pass of a template's forward program, written as a program of its own, so
 that a strategy's gradient collectives are found by the sharding engine like any other.
 
-It reads the template's forward program (sharded by `strategies.subscripted`, one
-statement a line) and writes, block by block in reverse order:
+It reads the template's forward program (objects, sharded by `strategies.subscripted`) and
+writes, block by block in reverse order:
 
 * for a matmul with a parameter (a tensor without the batch B): the gradient into its
   input, `dY *_{W's other dims} W -> dA`, and into its parameter, `A *_{A's other dims}
@@ -24,223 +24,209 @@ them, and its collectives are those of the sharded program, forward and backward
 
 from __future__ import annotations
 
-import re
+from dataclasses import replace
 
-from .strategies import Strategy, braced, dims_of, is_parameter, names, sub
+from ..lang.source import (
+    Apply,
+    Backward,
+    Blank,
+    Collective,
+    Comment,
+    Contraction,
+    Declare,
+    Dim,
+    Fused,
+    Item,
+    Let,
+    MeshLine,
+    Op,
+    Part,
+    Program,
+    Repeat,
+    Tensor,
+)
+from .strategies import Strategy, braced, is_parameter, names
 
-_MATMUL = re.compile(r"^(?P<a>\w+\[[^\]]*\])\s*\*_(?P<c>\{[^}]*\}|[^\W_]+)\s*(?P<w>\w+\[[^\]]*\])\s*->\s*"
-                     r"(?:\w+:\s*)?(?P<y>\w+\[[^\]]*\])\s*$")
-_NAME = re.compile(r"(?<![\w\[])[^\W\d_][^\W_]*:\s*(?=\w+\[)")  # "x: " before a tensor
-_DECLARED = re.compile(r"(\w+):\s*(\w+\[[^\]]*\])")
-_HEADS = ("repeat", "part")
-
-
-def _bare(dim: str) -> str:
-    return dim.split("_", 1)[0]
-
-
-def _axes(dim: str) -> str:
-    return dim.split("_", 1)[1].strip("{}").replace(",", "") if "_" in dim else ""
-
-
-def _dtype(tensor: str) -> str:
-    return tensor[:tensor.index("[")]
-
-
-def _tensor(dtype: str, dims: list[str]) -> str:
-    return f"{dtype}[{', '.join(dims)}]"
-
-
-def _contracted(names_: list[str]) -> str:
-    return names_[0] if len(names_) == 1 else "{" + ",".join(names_) + "}"
+_LAYOUT = (Blank, Comment, Let, MeshLine)  # lines the backward shares with the forward, or none
 
 
-def backward(text: str, strategy: Strategy) -> str:
+def backward(p: Program, strategy: Strategy) -> Program:
     """The backward program of a subscripted forward program (see the module docstring)."""
-    lines = text.split("\n")
-    body = [line for line in lines if line.strip() and not line.lstrip().startswith(("let ", "mesh ", "#"))]
-    weights = {m.group("w") for line in body if (m := _MATMUL.match(line.split("#", 1)[0].strip()))
-               and is_parameter(m.group("w"))}
-    writer = _Writer(strategy, {_bare_tensor(w) for w in weights})
-    tree, _ = _tree(body, 0)
-    out = writer.block(tree)
-    lets = [f"let {name} = {expr}" for name, expr in writer.widths]
-    return "\n".join(["backward {   # the backward pass, written by symroof (backward.py)",
-                      *("  " + line for line in lets + out), "}"]) + "\n"
+    body = _body(p.items)
+    weights = {m.operands[1].bare for item in _statements(body) if (m := _matmul(item)) is not None}
+    writer = _Writer(strategy, weights)
+    out = writer.block(body)
+    lets: list[Item] = [Let(((name, expr),)) for name, expr in writer.widths]
+    return Program((Backward((*lets, *out), "the backward pass, written by symroof (backward.py)"),))
 
 
-def _bare_tensor(tensor: str) -> str:
-    return _tensor(_dtype(tensor), [_bare(d) for d in dims_of(tensor)])
+def _body(items: tuple[Item, ...]) -> tuple[Item, ...]:
+    """The items with work in them (statements, declarations, blocks), at every depth."""
+    return tuple(replace(item, body=_body(item.body)) if isinstance(item, (Repeat, Part, Backward)) else item
+                 for item in items if not isinstance(item, _LAYOUT))
 
 
-def _tree(lines: list[str], k: int) -> tuple[list, int]:
-    """Lines as nested items: a statement line, a fused block (its lines), or a
-    (head line, items) block, up to the `}` that closes the enclosing one."""
-    items: list = []
-    while k < len(lines):
-        line = lines[k]
-        word = line.strip().split(None, 1)[0]
-        if line.strip() == "}":
-            return items, k + 1
-        if word in _HEADS:
-            inner, k = _tree(lines, k + 1)
-            items.append((line, inner))
-            continue
-        if word == "fused":
-            end = next(j for j in range(k, len(lines)) if lines[j].strip() == "}")
-            items.append(lines[k:end + 1])
-            k = end + 1
-            continue
-        items.append(line)
-        k += 1
-    return items, k
+def _statements(items: tuple[Item, ...]) -> list[Item]:
+    """Every statement, a fused block's and a repeated block's included."""
+    out: list[Item] = []
+    for item in items:
+        if isinstance(item, (Repeat, Part, Backward)):
+            out += _statements(item.body)
+        elif isinstance(item, Fused):
+            out += item.statements
+        else:
+            out.append(item)
+    return out
+
+
+def _matmul(item: Item) -> Contraction | None:
+    """A matmul with a parameter, `a *_c w -> y` (a unnamed), or None."""
+    if not isinstance(item, Contraction) or len(item.operands) != 2:
+        return None
+    (op,), (a, w) = item.ops, item.operands
+    if op.symbol != "*" or not op.summed or a.name or a.unreduced or w.name or w.unreduced or \
+            item.output.unreduced or not is_parameter(w):
+        return None
+    return item
 
 
 class _Writer:
-    def __init__(self, strategy: Strategy, matmul_weights: set[str]):
+    def __init__(self, strategy: Strategy, matmul_weights: set[Tensor]):
         self.batch = names(strategy, "dp", "ep", "sp")  # the weights' gradients are summed over these
         self.sequence = names(strategy, "sp")
         self.fsdp = names(strategy, "fsdp")
         self.matmul_weights = matmul_weights
         self.widths: list[tuple[str, str]] = []
 
-    def block(self, items: list) -> list[str]:
-        out: list[str] = []
+    def block(self, items: tuple[Item, ...]) -> list[Item]:
+        out: list[Item] = []
         k = len(items) - 1
         while k >= 0:  # the backward runs the forward in reverse
             item = items[k]
-            if isinstance(item, tuple):
-                head, inner = item
-                out += [head, *self.block(inner), head[:len(head) - len(head.lstrip())] + "}"]
+            if isinstance(item, (Repeat, Part)):
+                out.append(replace(item, body=tuple(self.block(item.body))))
                 k -= 1
-            elif isinstance(item, list):  # a fused block: its work twice
-                out += [_unnamed(line) for line in item] * 2
+            elif isinstance(item, Fused):  # a fused block: its work twice
+                out += [_unnamed(item)] * 2
                 k -= 1
             else:
                 group = self._group(items, k)
-                out += self._statement(items[k - len(group) + 1:k + 1])
+                out += self._statement(group)
                 k -= len(group)
         return out
 
-    def _group(self, items: list, k: int) -> list[str]:
+    def _group(self, items: tuple[Item, ...], k: int) -> list[Item]:
         """The run of weight matmuls ending at item k that read one input (q, k, v)."""
         first = _matmul(items[k])
         if first is None:
             return [items[k]]
-        run = [items[k]]
+        run: list[Item] = [first]
         j = k - 1
-        while j >= 0 and isinstance(items[j], str) and (m := _matmul(items[j])) is not None and \
-                m.group("c") == first.group("c") and _same_input(m.group("a"), first.group("a")):
-            run.insert(0, items[j])
+        while j >= 0 and (m := _matmul(items[j])) is not None and m.ops == first.ops and \
+                _same_input(m.operands[0], first.operands[0]):
+            run.insert(0, m)
             j -= 1
         return run
 
-    def _statement(self, run: list[str]) -> list[str]:
-        lead = run[0][:len(run[0]) - len(run[0].lstrip())]
-        matches = [_matmul(line) for line in run]
+    def _statement(self, run: list[Item]) -> list[Item]:
+        matches = [_matmul(item) for item in run]
         if matches[0] is None:
-            line = run[0]
-            code = line.split("#", 1)[0].strip()
-            word = code.split(None, 1)[0]
-            if word == "cache":  # the keys and values a cache would keep: no gradient of their own
-                return []
-            if word in ("param", "embedding"):
-                return [lead + s for s in self._syncs(code)]
-            if word == "gather" and self.fsdp:  # its backward scatters into the table's gradient, whole
-                line = line.replace(sub("D", self.fsdp), "D")
-            if word.startswith("AllToAll"):  # an expert exchange: the gradients go back the way they came
-                return [lead + _reversed_exchange(code)]
-            if word.startswith("AllGather"):  # the sequence's keys or values: their gradients scattered back
-                local, whole = (t.strip() for t in code.split(None, 1)[1].split("->"))
-                over = ",".join(self.sequence)
-                return [f"{lead}ReduceScatter_{{{over},S}} {whole} {{U_{braced(self.sequence)}}} -> {local}"
-                        "   # the gradient of the keys or values"]
-            return [_unnamed(line)] * 2
-        out = [lead + self._input_grad([m for m in matches if m is not None], lead)]
-        for m in reversed(matches):
-            assert m is not None
-            a, w, y = m.group("a"), m.group("w"), _gradient(m.group("y"), m.group("a"))
-            w_names = {_bare(d) for d in dims_of(w)}  # dims a shares with w (an expert's E) are not summed
-            batch = [_bare(d) for d in dims_of(a) if _bare(d) not in w_names]
-            out.append(f"{lead}{a} *_{_contracted(batch)} {y} -> {w}   # the gradient of a weight")
+            item = run[0]
+            if isinstance(item, Declare):  # a cache's keys and values have no gradient of their own
+                return [] if item.word == "cache" else self._syncs(item)
+            if isinstance(item, Apply) and item.word == "gather" and self.fsdp:
+                # its backward scatters into the table's gradient, whole
+                split = Dim("D", self.fsdp)
+                item = item.mapped(lambda t: t.with_dims([Dim("D") if d == split else d for d in t.dims]))
+            if isinstance(item, Collective) and item.kind == "AllToAll":
+                return [_reversed_exchange(item)]  # an expert exchange: the gradients go back the way they came
+            if isinstance(item, Collective) and item.kind == "AllGather":
+                # the sequence's keys or values: their gradients scattered back
+                kept = replace(item.output, unreduced=self.sequence)
+                return [Collective("ReduceScatter", (*self.sequence, "S"), kept, item.input,
+                                   "the gradient of the keys or values")]
+            return [_unnamed(item)] * 2
+        found = [m for m in matches if m is not None]
+        out: list[Item] = [self._input_grad(found)]
+        for m in reversed(found):
+            a, w = m.operands
+            y = _gradient(m.output, a)
+            w_names = set(w.names)  # dims a shares with w (an expert's E) are not summed
+            batch = tuple(d.name for d in a.dims if d.name not in w_names)
+            out.append(Contraction((a, y), (Op("*", batch),), w, "the gradient of a weight"))
         return out
 
-    def _input_grad(self, matches: list[re.Match], lead: str) -> str:
+    def _input_grad(self, matches: list[Contraction]) -> Contraction:
         """dA: the output's gradient through the weights (side by side where several)."""
         first = matches[0]
-        a, w, y = first.group("a"), first.group("w"), _gradient(first.group("y"), first.group("a"))
+        a, w = first.operands
+        y = _gradient(first.output, a)
         # the dims summed, and those the weight shares with its input (a batched matmul's, as
         # an expert's E): neither is the weight's own, summed in the gradient of the input
-        c = {d.strip() for d in first.group("c").strip("{}").split(",")} | \
-            ({_bare(d) for d in dims_of(a)} & {_bare(d) for d in dims_of(w)})
-        free = [d for d in dims_of(w) if _bare(d) not in c]
+        c = set(first.ops[0].summed) | (set(a.names) & set(w.names))
+        free = [d for d in w.dims if d.name not in c]
         if len(matches) == 1:
-            return f"{y} *_{_contracted([_bare(d) for d in free])} {w} -> {a}   # the gradient of the input"
+            return Contraction((y, w), (Op("*", tuple(d.name for d in free)),), a, "the gradient of the input")
         sizes, axes = [], set()
         for m in matches:
-            mfree = [d for d in dims_of(m.group("w")) if _bare(d) not in c]
-            sizes.append("*".join(_bare(d) for d in mfree) or "1")
-            axes |= {"".join(_axes(d) for d in mfree)}
+            mfree = [d for d in m.operands[1].dims if d.name not in c]
+            sizes.append("*".join(d.name for d in mfree) or "1")
+            axes |= {"".join(d.axes for d in mfree)}
         name = f"J{len(self.widths) + 1}"
         terms = dict.fromkeys(sizes)
         self.widths.append((name, " + ".join(t if sizes.count(t) == 1 else f"{sizes.count(t)}*{t}" for t in terms)))
-        width = sub(name, axes.pop() if len(axes) == 1 else "")
-        kept = [d for d in dims_of(w) if _bare(d) in c]
-        dy = _tensor(_dtype(y), [d for d in dims_of(y) if _bare(d) not in {_bare(f) for f in free}] + [width])
-        wide = _tensor(_dtype(w), kept + [width])
-        return f"{dy} *_{name} {wide} -> {a}   # the input's gradient through {len(matches)} weights side by side"
+        width = Dim(name, axes.pop() if len(axes) == 1 else "")
+        kept = [d for d in w.dims if d.name in c]
+        free_names = {d.name for d in free}
+        dy = Tensor(y.dtype, (*(d for d in y.dims if d.name not in free_names), width))
+        wide = Tensor(w.dtype, (*kept, width))
+        return Contraction((dy, wide), (Op("*", (name,)),), a,
+                           f"the input's gradient through {len(matches)} weights side by side")
 
-    def _syncs(self, code: str) -> list[str]:
+    def _syncs(self, declared: Declare) -> list[Item]:
         """The reductions of the gradients of the declared parameters no matmul reads."""
-        out = []
-        for _, tensor in _DECLARED.findall(code.split(None, 1)[1]):
-            if _bare_tensor(tensor) in self.matmul_weights or not (self.batch or self.fsdp):
+        out: list[Item] = []
+        says = "a parameter's gradient"
+        for tensor in declared.tensors:
+            tensor = tensor.unnamed()
+            if tensor.bare in self.matmul_weights or not (self.batch or self.fsdp):
                 continue
-            dims = dims_of(tensor)
-            fsdp = sub("D", self.fsdp)
-            whole = _tensor(_dtype(tensor), ["D" if d == fsdp else d for d in dims])
-            if fsdp in dims and self.fsdp:
-                grad = _tensor(_dtype(tensor), dims)
-                over = ",".join(self.fsdp)
-                out.append(f"ReduceScatter_{{{over},D}} {whole} {{U_{braced(self.fsdp)}}} -> {grad}")
-                rest = self.batch
-                reduced = grad
+            split = Dim("D", self.fsdp)
+            whole = tensor.with_dims([Dim("D") if d == split else d for d in tensor.dims])
+            if self.fsdp and split in tensor.dims:
+                out.append(Collective("ReduceScatter", (*self.fsdp, "D"), replace(whole, unreduced=self.fsdp),
+                                      tensor, says))
+                rest, reduced = self.batch, tensor
             else:
-                rest = self.batch + self.fsdp
-                reduced = whole
+                rest, reduced = self.batch + self.fsdp, whole
             if rest:
-                out.append(f"AllReduce_{braced(rest)} {reduced} {{U_{braced(rest)}}} -> {reduced}")
-        return [line + "   # a parameter's gradient" for line in out]
+                out.append(Collective("AllReduce", braced(rest), replace(reduced, unreduced=rest), reduced, says))
+        return out
 
 
-def _matmul(item) -> re.Match | None:
-    if not isinstance(item, str):
-        return None
-    m = _MATMUL.match(item.split("#", 1)[0].strip())
-    return m if m is not None and is_parameter(m.group("w")) else None
-
-
-def _same_input(a: str, b: str) -> bool:
+def _same_input(a: Tensor, b: Tensor) -> bool:
     """One input (S = T in training: k and v read the keys' side of the same tensor)."""
-    return a.replace("S", "T") == b.replace("S", "T")
+    def keys_side(t: Tensor) -> Tensor:
+        return t.with_dims([Dim("T", d.axes) if d.name == "S" else d for d in t.dims])
+    return keys_side(a) == keys_side(b)
 
 
-def _gradient(y: str, a: str) -> str:
+def _gradient(y: Tensor, a: Tensor) -> Tensor:
     """The gradient of a matmul's output, in its input's dtype: a router's fp32 logits
     come back as a bf16 gradient, the backward matmuls running in the forward's dtype."""
-    return _tensor(_dtype(a), dims_of(y))
+    return Tensor(a.dtype, y.dims)
 
 
-def _reversed_exchange(code: str) -> str:
+def _reversed_exchange(c: Collective) -> Collective:
     """An AllToAll run backwards: `AllToAll_{M,E} x -> y` becomes `AllToAll_{M,D'} y -> x`,
     D' the dim of x the axes split."""
-    word, rest = code.split(None, 1)
-    before, after = (t.strip() for t in rest.split("->"))
-    axes = word.split("_", 1)[1].strip("{}").split(",")[:-1]
-    dim = next(_bare(d) for d in dims_of(before) if set(axes) <= set(_axes(d)))
-    return f"AllToAll_{{{','.join(axes)},{dim}}} {after} -> {before}   # the gradients back"
+    axes = c.subscript[:-1]
+    dim = next(d.name for d in c.input.dims if set(axes) <= set(d.axes))
+    return Collective("AllToAll", (*axes, dim), c.output, c.input, "the gradients back")
 
 
-def _unnamed(line: str) -> str:
-    """A forward line without its tensor names (they name the forward's tensors)."""
-    return _NAME.sub("", line)
+def _unnamed(item: Item) -> Item:
+    """A forward statement without its tensor names (they name the forward's tensors)."""
+    if isinstance(item, (Contraction, Apply, Collective, Fused)):
+        return item.mapped(lambda t: t.unnamed())
+    return item

@@ -415,27 +415,17 @@ class Model:
     def quantities(self) -> dict[str, sympy.Expr]:
         """Every model quantity this model has (training ones in training, those on a chip
         with a chip), by name."""
+        train = self.options.mode == "train"
+        has = {"train_only": train, "inference_only": not train, "needs_chip": self.machine is not None,
+               "needs_capacity": self.machine is not None and self.machine.capacity() is not None,
+               "needs_tokens": dim_symbol("tokens") in self.structured.relations,
+               "unmeshed": self.structured.program.mesh is None}
         found = {}
         for q in MODEL_QUANTITIES:
-            if q.train_only and self.options.mode != "train":
-                continue
-            if q.needs_chip and self.machine is None:
-                continue
-            if q.name in ("hbm_left_per_chip", "min_chips") and self.machine.capacity() is None:
-                continue  # bare figures (--peak-flops, --hbm-bw): no capacity to fill
-            if q.name == "min_chips" and self.structured.program.mesh is not None:
-                continue  # the mesh fixes the chips: `fits` says whether they hold it
-            if q.name == "tokens" and dim_symbol("tokens") not in self.structured.relations:
-                continue
-            if q.name == "kv_bytes" and self.options.mode == "train":
-                continue  # training keeps no cache (its bytes per token are the architecture's: still shown)
-            if q.name in ("mfu", "hfu") and not self._matrix_work():
-                continue
-            if q.name in ("flops_per_token", "flops_train_per_token", "flops_train_hardware_per_token",
-                          "tokens_per_s") and \
-                    dim_symbol("tokens") not in self.structured.relations:
-                continue
-            found[q.name] = getattr(self, q.name)
+            # matrix work is asked last, where all else holds: it costs the step's analysis
+            if all(has[need] for need in q.needs if need in has) and \
+                    (not q.needs_matrix_work or self._matrix_work()):
+                found[q.name] = getattr(self, q.name)
         return found
 
 

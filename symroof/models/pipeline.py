@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import functools
 import math
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy
 
 from ..errors import SpecError
 from ..ir import dim_symbol
+from ..lang.source import Blank, Comment, Contraction, Declare, Item, Let, Program, Repeat
 from ..roofline.collectives import link
 from .activations import block_input_bytes
 from .decls import DATA
@@ -112,25 +112,25 @@ def check(layers: int, stages: int, microbatches: int, replicas_batch: int | Non
                         f"{'s' if replicas_batch > 1 else ''} each replica holds{also}")
 
 
-def stage_text(text: str, stage: str, stages: int) -> str:
+def stage_program(p: Program, stage: str, stages: int) -> Program:
     """A template's (unsharded) program cut to its first or last pipeline stage."""
-    lines = text.split("\n")
-    head = next(k for k, line in enumerate(lines) if line.startswith("repeat L {"))
-    end = next(k for k in range(head, len(lines)) if lines[k] == "}")
-    layers = f"repeat L/{stages} {{   # this stage's layers: L/{stages} of L"
+    head, block = next((k, item) for k, item in enumerate(p.items) if isinstance(item, Repeat))
+    layers = replace(block, count=f"L/{stages}", comment=f"this stage's layers: L/{stages} of L")
     if stage == "first":
-        title = f"# the first of {stages} pipeline stages: the embedding and the first L/{stages} layers"
-        return "\n".join([lines[0], title, *lines[1:head], layers, *lines[head + 1:end + 1]]) + "\n"
-    title = f"# the last of {stages} pipeline stages: the last L/{stages} layers, the final norm and the output layer"
-    setup = [line for line in lines[1:head] if line.startswith(("let ", "#")) or not line.strip()]
-    tail = []
-    for line in lines[end + 1:]:
-        if "# tied" in line:  # the last stage holds its own copy of the tied table
-            table = re.search(r"\w+\[V, D\]", line)
-            assert table is not None  # the tied output layer reads the table
-            tail.append(f"embedding Emb: {table.group(0)}   # tied: the output layer's copy of the table")
-        tail.append(line)
-    return "\n".join([lines[0], title, *setup, layers, *lines[head + 1:end + 1], *tail])
+        title = Comment(f"the first of {stages} pipeline stages: the embedding and the first L/{stages} layers")
+        return Program((p.items[0], title, *p.items[1:head], layers))
+    title = Comment(f"the last of {stages} pipeline stages: the last L/{stages} layers, the final norm and the "
+                    "output layer")
+    setup = [item for item in p.items[1:head] if isinstance(item, (Let, Comment, Blank))]
+    tail: list[Item] = []
+    for item in p.items[head + 1:]:
+        if isinstance(item, Contraction) and item.comment and item.comment.startswith("tied"):
+            # the last stage holds its own copy of the tied table
+            table = item.operands[1]
+            tail.append(Declare("embedding", (replace(table, name="Emb"),),
+                                "tied: the output layer's copy of the table"))
+        tail.append(item)
+    return Program((p.items[0], title, *setup, layers, *tail))
 
 
 class Pipeline:

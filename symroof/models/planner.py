@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import sympy
@@ -58,8 +59,8 @@ class Candidate:
     @property
     def strategy(self) -> str:
         """As `--strategy` takes it."""
-        kinds = {f"zero{self.zero}" if k == "dp" and self.zero else k: v for k, v in self.sizes.items()}
-        return ",".join(f"{k}={v}" for k, v in kinds.items() if v > 1) or "dp=1"
+        kinds = {f"zero{self.zero}" if kind == "dp" and self.zero else kind: size for kind, size in self.sizes.items()}
+        return ",".join(f"{kind}={size}" for kind, size in kinds.items() if size > 1) or "dp=1"
 
     @property
     def text(self) -> str:
@@ -77,22 +78,23 @@ class Plan:
 
     @property
     def ranked(self) -> list[Candidate]:
-        fits = [c for c in self.candidates if c.rejected is None]
+        fits = [candidate for candidate in self.candidates if candidate.rejected is None]
         # ties (all compute-bound) go to the one with the least network time, then memory: the most slack
-        return sorted(fits, key=lambda c: (float(c.figures["t_step_exposed"]), float(c.figures["t_step"]),
-                                           float(c.figures["t_network"]), float(c.figures["memory_per_chip"])))
+        return sorted(fits, key=lambda candidate: tuple(float(candidate.figures[key]) for key in (
+            "t_step_exposed", "t_step", "t_network", "memory_per_chip")))
 
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _splits(chips: int, kinds: dict) -> list[dict[str, int]]:
+def _splits(chips: int, kinds: dict[str, Callable[[int], bool]]) -> list[dict[str, int]]:
     """Every way to give each kind a size it allows (`kinds`: name -> allowed(size)) with
     the chips left to dp."""
     out: list[dict[str, int]] = [{"dp": chips}]
     for kind, allowed in kinds.items():
-        out = [{**s, kind: n, "dp": s["dp"] // n} for s in out for n in _divisors(s["dp"]) if allowed(n)]
+        out = [{**split, kind: size, "dp": split["dp"] // size} for split in out for size in _divisors(split["dp"])
+               if allowed(size)]
     return out
 
 
@@ -106,8 +108,8 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
     config = get_model(name, models_file)
     if not isinstance(chips, int) or not 1 <= chips <= 65536:
         raise SpecError(f"--chips is from 1 to 65536, not {chips}")
-    s = config["sizes"]
-    context = context or s["context"]
+    shape = config["sizes"]
+    context = context or shape["context"]
     if mode == "decode":
         batch = {"B": tokens, "S": context}
         sequences = tokens
@@ -139,44 +141,45 @@ def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context:
                         "or --symbolic); symroof model NAME --strategy ... --chip symbolic gives the formulas")
     per_param = 2 + (2 + OPTIMIZER_BYTES["adam"] if mode == "train" else 0)
     domain = probe.machine.chip.figure("interconnect.domain_size") if probe.machine.chip is not None else None
-    for c in found:
-        c.rejected = _pruned(c.sizes, s, sequences, probe.params, per_param, usable, domain)
+    for candidate in found:
+        candidate.rejected = _pruned(candidate.sizes, shape, sequences, probe.params, per_param, usable, domain)
     # pipelines last: each is bounded below by its bubble, (M + (P - 1)/v)/M of the chips' share of
     # the work at the peak (v = 2 where the interleaved schedule can run), and set aside uncosted
     # where that bound is slower than a strategy already costed
     ideal = probe.flops_train_hardware / (chips * probe.matrix_peak) if train else \
         probe.flops / (chips * probe.matrix_peak)
     best = None
-    for c in sorted(found, key=lambda c: c.sizes.get("pp", 1)):
-        pp = c.sizes.get("pp", 1)
-        if c.rejected is None and pp > 1 and best is not None:
-            chunks = 2 if s["L"] % (2 * pp) == 0 else 1
+    for candidate in sorted(found, key=lambda candidate: candidate.sizes.get("pp", 1)):
+        pp = candidate.sizes.get("pp", 1)
+        if candidate.rejected is None and pp > 1 and best is not None:
+            chunks = 2 if shape["L"] % (2 * pp) == 0 else 1
             floor = ideal * (4 * pp + sympy.Rational(pp - 1, chunks)) / (4 * pp)  # the default 4 x P microbatches
             if floor > best:
-                c.rejected = f"pp={pp}: its bubble alone makes it at least {float(floor) * 1e3:.4g} ms, slower " \
-                             f"than {float(best) * 1e3:.4g} ms already found"
-        if c.rejected is None:
-            _cost(c, run, usable)
-            if c.rejected is None and pp > 1 and s["L"] % (2 * pp) == 0:
-                _interleaved(c, run, usable)
-            if c.rejected is None:
-                t = c.figures["t_step_exposed"]
-                best = t if best is None or t < best else best
+                candidate.rejected = f"pp={pp}: its bubble alone makes it at least {float(floor) * 1e3:.4g} ms, " \
+                                     f"slower than {float(best) * 1e3:.4g} ms already found"
+        if candidate.rejected is None:
+            _cost(candidate, run, usable)
+            if candidate.rejected is None and pp > 1 and shape["L"] % (2 * pp) == 0:
+                _interleaved(candidate, run, usable)
+            if candidate.rejected is None:
+                step = candidate.figures["t_step_exposed"]
+                best = step if best is None or step < best else best
     return Plan(mode, chips, batch, found, time.perf_counter() - started)
 
 
-def _pruned(sizes: dict, s: dict, sequences: int, params, per_param: int, usable, domain) -> str | None:
+def _pruned(sizes: dict[str, int], shape: dict[str, int], sequences: int, params: sympy.Expr, per_param: int,
+            usable: sympy.Expr, domain: float | None) -> str | None:
     tp, pp, ep = sizes["tp"], sizes.get("pp", 1), sizes.get("ep", 1)
     split = sizes["dp"] * sizes.get("fsdp", 1) * ep  # the sequences are split over these
     for dim, what in (("K", "KV heads"), ("F", "MLP width"), ("V", "vocabulary")):
-        if s[dim] % tp:
-            return f"tp={tp} does not divide the {what} ({dim} = {s[dim]})"
+        if shape[dim] % tp:
+            return f"tp={tp} does not divide the {what} ({dim} = {shape[dim]})"
     if sequences % split:
         return f"{sequences} sequences do not split over dp x fsdp{' x ep' if ep > 1 else ''} = {split}"
     if domain and tp > domain:
         return f"tp={tp} spans more than the fast-link domain of {int(domain)} chips"
-    if pp > 1 and (s["L"] % pp or (sequences // split) % (4 * pp)):
-        return f"pp={pp} does not divide the {s['L']} layers" if s["L"] % pp else \
+    if pp > 1 and (shape["L"] % pp or (sequences // split) % (4 * pp)):
+        return f"pp={pp} does not divide the {shape['L']} layers" if shape["L"] % pp else \
             f"pp={pp}: its 4 x {pp} microbatches do not split the {sequences // split} sequences of a replica"
     # a stage holds 1/pp or more; ep splits only the experts' share, so over it too is a floor
     # still; ZeRO-2 may split the gradients and optimizer state over dp too, never the weights
@@ -186,94 +189,99 @@ def _pruned(sizes: dict, s: dict, sequences: int, params, per_param: int, usable
     return None
 
 
-def _cost(c: Candidate, run, usable) -> None:
+def _cost(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr) -> None:
     """Cost a candidate; where plain data parallelism does not fit in training, the same split
     with ZeRO-1, then ZeRO-2 (the same step time, less memory: model_strategy costs them alike).
     A figure the chip lacks for it (a pipeline's sends over a network with no bandwidth) or a
     mesh past the chip's domain sets it aside, saying so. `run` makes the model (the plan's
     name, mode, chip, batch and options) under a strategy."""
     try:
-        m = run(strategy=c.strategy, schedule=c.schedule if c.sizes.get("pp", 1) > 1 else None)
-        if m.hbm_per_chip > usable and (stage := _zero_stage(m, c, usable)):
-            c.zero = stage  # costed again with it, its memory checked as any other's
-            return _cost(c, run, usable)
-        if m.hbm_per_chip > usable:
-            c.rejected = (f"out of memory: {float(m.hbm_per_chip) / 1e9:.4g} GB a chip "
-                          f"(usable {float(usable) / 1e9:.4g})")
+        costed = run(strategy=candidate.strategy,
+                     schedule=candidate.schedule if candidate.sizes.get("pp", 1) > 1 else None)
+        if costed.hbm_per_chip > usable and (stage := _zero_stage(costed, candidate, usable)):
+            candidate.zero = stage  # costed again with it, its memory checked as any other's
+            return _cost(candidate, run, usable)
+        if costed.hbm_per_chip > usable:
+            candidate.rejected = (f"out of memory: {float(costed.hbm_per_chip) / 1e9:.4g} GB a chip "
+                                  f"(usable {float(usable) / 1e9:.4g})")
             return
-        a = m.step_analysis if m.pipeline is None else m.pipeline.last.step_analysis  # a pipeline's slowest stage
-        found = model_strategy.times(m)
-        network = a.t_network if m.pipeline is None else found["t_network_overlapped"] + found["t_network_exposed"]
-        roofs = {"compute": a.t_math, "HBM": a.t_comms, "network": a.t_network}
+        # a pipeline's slowest stage
+        analysis = costed.step_analysis if costed.pipeline is None else costed.pipeline.last.step_analysis
+        found = model_strategy.times(costed)
+        network = analysis.t_network if costed.pipeline is None else \
+            found["t_network_overlapped"] + found["t_network_exposed"]
+        roofs = {"compute": analysis.t_math, "HBM": analysis.t_comms, "network": analysis.t_network}
     except (SpecError, HardwareError) as err:
-        c.rejected = str(err).split("\n", 1)[0]
+        candidate.rejected = str(err).split("\n", 1)[0]
         return
-    c.model = m
-    c.figures = {"t_step": m.t_step, "t_network": network, **found,
-                 "memory_per_chip": m.hbm_per_chip, "bound": max(roofs, key=lambda k: float(roofs[k])),
-                 "tokens_per_s": m.tokens / m.t_step, "tokens": m.tokens}
+    candidate.model = costed
+    candidate.figures = {"t_step": costed.t_step, "t_network": network, **found,
+                         "memory_per_chip": costed.hbm_per_chip,
+                         "bound": max(roofs, key=lambda roof: float(roofs[roof])),
+                         "tokens_per_s": costed.tokens / costed.t_step, "tokens": costed.tokens}
 
 
-def _zero_stage(m: Model, c: Candidate, usable) -> int:
+def _zero_stage(costed: Model, candidate: Candidate, usable: sympy.Expr) -> int:
     """The ZeRO stage to cost a training candidate with next, where as costed it does not
     fit; 0 for none. Without a pipeline, the lowest stage (1, 2) under which it would fit,
     worked out from its memory (the optimizer state, and at stage 2 the gradients, split
     over dp), so that a split no stage rescues is not re-costed; a pipeline's stages keep
     their memory apart, so there each stage is tried in turn."""
-    dp = c.sizes["dp"]
-    if m.options.mode != "train" or dp == 1 or c.zero == 2:
+    dp = candidate.sizes["dp"]
+    if costed.options.mode != "train" or dp == 1 or candidate.zero == 2:
         return 0
-    if m.pipeline is not None:
-        return c.zero + 1
-    if c.zero:  # the stage worked out below: its memory was exact, so none fits
+    if costed.pipeline is not None:
+        return candidate.zero + 1
+    if candidate.zero:  # the stage worked out below: its memory was exact, so none fits
         return 0
     spare = sympy.Rational(dp - 1, dp)
-    one = m.hbm_per_chip - m.optimizer_bytes * spare / m.options.chips
+    one = costed.hbm_per_chip - costed.optimizer_bytes * spare / costed.options.chips
     if one <= usable:
         return 1
-    return 2 if one - m.grad_bytes * spare / m.options.chips <= usable else 0
+    return 2 if one - costed.grad_bytes * spare / costed.options.chips <= usable else 0
 
 
-def _interleaved(c: Candidate, run, usable) -> None:
+def _interleaved(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr) -> None:
     """Keep the interleaved schedule (2 layer chunks a chip: a bubble half 1F1B's, twice the
     sends) in place of 1F1B where it is faster."""
-    other = Candidate(dict(c.sizes), zero=c.zero, schedule="interleaved")
+    other = Candidate(dict(candidate.sizes), zero=candidate.zero, schedule="interleaved")
     _cost(other, run, usable)
-    if other.rejected is None and other.figures["t_step_exposed"] < c.figures["t_step_exposed"]:
-        c.schedule, c.zero, c.model, c.figures = other.schedule, other.zero, other.model, other.figures
+    if other.rejected is None and other.figures["t_step_exposed"] < candidate.figures["t_step_exposed"]:
+        candidate.schedule, candidate.zero = other.schedule, other.zero
+        candidate.model, candidate.figures = other.model, other.figures
 
 
-def why(p: Plan) -> str:
+def why(planned: Plan) -> str:
     """Why the best strategy wins, against the runner-up and the simplest alternatives."""
-    ranked = p.ranked
+    ranked = planned.ranked
     if not ranked:
         # a figure the chip lacks first: the one the user can supply
-        reasons = sorted({c.rejected for c in p.candidates if c.rejected},
+        reasons = sorted({candidate.rejected for candidate in planned.candidates if candidate.rejected},
                          key=lambda r: ("has no figure" not in r, len(r)))[:3]
         return "no strategy fits: " + "; ".join(reasons)
     best = ranked[0]
     assert best.model is not None  # ranked ones are costed
-    f = best.figures
-    text = [f"{best.text} wins: {f['bound']}-bound, {float(f['memory_per_chip']) / 1e9:.3g} GB a chip"]
-    if f["t_network_exposed"] == 0:
+    figures = best.figures
+    text = [f"{best.text} wins: {figures['bound']}-bound, {float(figures['memory_per_chip']) / 1e9:.3g} GB a chip"]
+    if figures["t_network_exposed"] == 0:
         text.append("no collective waits on the critical path")
     else:
-        text.append(f"{_ms(f['t_network_exposed'])} of activation collectives exposed")
+        text.append(f"{_ms(figures['t_network_exposed'])} of activation collectives exposed")
     for kind, entry in best.thresholds.items():
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
             now = entry.get("now", model_strategy.tokens_per_chip(best.model))
             text.append(f"{kind} per-chip tokens {float(now):.4g} {'>' if now > tokens else '<'} "
                         f"threshold {float(tokens):.4g}")
-    ties = [c for c in ranked[1:] if c.figures["t_step_exposed"] == f["t_step_exposed"]
-            and c.figures["t_step"] == f["t_step"]]
+    ties = [other for other in ranked[1:] if other.figures["t_step_exposed"] == figures["t_step_exposed"]
+            and other.figures["t_step"] == figures["t_step"]]
     if ties:
         text.append(f"{len(ties)} other{'s take' if len(ties) > 1 else ' takes'} the same time ({ties[0].text}"
                     f"{', ...' if len(ties) > 1 else ''}); it has the least network time among them "
-                    f"({_ms(f['t_network'])} against {_ms(ties[0].figures['t_network'])}), the most slack")
+                    f"({_ms(figures['t_network'])} against {_ms(ties[0].figures['t_network'])}), the most slack")
     elif len(ranked) > 1:
         second = ranked[1]
-        ratio = float(second.figures["t_step_exposed"] / f["t_step_exposed"])
+        ratio = float(second.figures["t_step_exposed"] / figures["t_step_exposed"])
         text.append(f"next: {second.text}, {ratio:.3g}x the time ({second.figures['bound']}-bound"
                     + (f", {_ms(second.figures['t_network_exposed'])} exposed" if second.figures["t_network_exposed"]
                        else "") + ")")

@@ -11,6 +11,7 @@ import sympy
 
 from ..errors import SpecError
 from ..hardware.machine import machine
+from ..lang.source import Program
 from ..lang.structure import read_structured
 from ..render.chip_card import estimates_text
 from ..render.json_report import json_value
@@ -22,7 +23,7 @@ from .catalogue import get_model
 from .decls import MODEL_QUANTITY, Options, with_stages
 from .model import Model
 from .strategies import strategy_of
-from .templates import program, sharded
+from .templates import program, sharded, whole
 
 
 def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, *, chips: int = 1,
@@ -49,6 +50,7 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
     """
     target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)  # a name, a Chip or a Machine
     about: dict = {}
+    text: str | Program
     if "\n" in name or "{" in name:  # the program's own text
         text, context = name, None
     else:
@@ -62,7 +64,7 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
                             strategy=tuple(about.get("strategy", {}).items())))
 
 
-def assemble(structured, about: dict, stages: tuple[str, str] | None, target, sizes: dict,
+def assemble(structured, about: dict, stages: tuple[Program, Program] | None, target, sizes: dict,
              options: Options) -> Model:
     """The model of a program, or with a pipeline (`about["pipeline"]` and the stages'
     programs, from `source`) the whole program's model with its end stages' (pipeline.py)."""
@@ -90,15 +92,16 @@ def assemble(structured, about: dict, stages: tuple[str, str] | None, target, si
 
 def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", strategy: str | None = None,
            mesh: str | None = None, chips: int = 1, target=None, microbatches: int | None = None,
-           schedule: str | None = None, models_file=None) -> tuple[str, dict, int | None]:
-    """What `symroof model NAME|FILE` and `symroof.model` run: the program's text, what to
-    call it ({"model", "name"}), and the model's context (None for a program file). With a
-    pipeline, `about` carries it ("pipeline") and its two end stages' programs
-    ("stage_programs": take them out before `about` is printed)."""
+           schedule: str | None = None, models_file=None) -> tuple[str | Program, dict, int | None]:
+    """What `symroof model NAME|FILE` and `symroof.model` run: the program (a named model's
+    as objects, a file's text; `str()` prints either), what to call it ({"model", "name"}),
+    and the model's context (None for a program file). With a pipeline, `about` carries it
+    ("pipeline") and its two end stages' programs ("stage_programs": take them out before
+    `about` is printed)."""
     if not _is_file(name):
         config = get_model(name, models_file)
         kinds = strategy_of(strategy, mesh, mode, config, chips, target)
-        text = program(config, mode, weights, kv, kinds)
+        built = program(config, mode, weights, kv, kinds)
         about = {"model": config["id"], "name": config["name"]}
         if kinds:
             about["strategy"] = {kind: "".join(a for a, *_ in axes) for kind, axes in kinds.items()}
@@ -106,7 +109,7 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
             about.update(_pipeline(config, mode, weights, kv, kinds, microbatches, schedule))
         elif microbatches is not None or schedule is not None:
             raise SpecError("--microbatches and --schedule go with a pipeline: --strategy pp=4,...")
-        return text, about, config["sizes"]["context"]
+        return built, about, config["sizes"]["context"]
     try:
         text = Path(name).read_text(encoding="utf-8")
     except OSError as err:
@@ -134,8 +137,8 @@ def _pipeline(config: dict, mode: str, weights: str, kv: str, kinds: dict, micro
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 65536:
         raise SpecError(f"--microbatches takes a whole number from 1 to 65536, not {microbatches!r}")
     pipeline.check(layers, stages, count, None, plan)
-    whole = program(config, mode, weights, kv)
-    programs = tuple(sharded(pipeline.stage_text(whole, end, stages), mode, kinds) for end in ("first", "last"))
+    template = whole(config, mode, weights, kv)
+    programs = tuple(sharded(pipeline.stage_program(template, end, stages), mode, kinds) for end in ("first", "last"))
     return {"pipeline": {"stages": stages, "layers": layers, "microbatches": count, "schedule": str(plan),
                          "microbatches_default": microbatches is None},
             "stage_programs": programs}

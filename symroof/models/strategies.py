@@ -44,14 +44,29 @@ The backward pass is written by `backward.py`.
 
 from __future__ import annotations
 
-import functools
 import math
-import re
+from collections.abc import Callable
+from dataclasses import replace
 
 from ..errors import SpecError
 from ..ir import Mesh
 from ..lang.parse import parse_mesh
-from ..lang.syntax import COLLECTIVES
+from ..lang.source import (
+    Apply,
+    Backward,
+    Collective,
+    Contraction,
+    Declare,
+    Dim,
+    Fused,
+    Item,
+    MeshLine,
+    Part,
+    Program,
+    Repeat,
+    Tensor,
+    map_items,
+)
 from .activations import carries_tokens
 from .decls import DATA, with_stages
 
@@ -66,7 +81,6 @@ _AXES = {"dp": "X", "fsdp": "Z", "tp": "Y", "pp": "P", "sp": "I", "ep": "M", "ze
 _OUTER = {"dp": "R", "fsdp": "Q", "tp": "O", "pp": "J", "sp": "W", "ep": "U", "zero1": "R", "zero2": "R"}
 Axis = tuple[str, int, str]  # name, size, link
 Strategy = dict[str, tuple[Axis, ...]]
-_TENSOR = re.compile(r"(\w+)\[([^\]]*)\]")
 
 
 def _axes_named(value: str, mesh: Mesh, kind: str) -> list[str]:
@@ -143,17 +157,11 @@ def _across_domains(found: Strategy, domain: int) -> Strategy:
     return {kind: out[kind] for kind in found}
 
 
-def dims_of(tensor: str) -> list[str]:
-    """A written tensor's dims as written: `bf16[B_X, D]` -> ["B_X", "D"]."""
-    return [d.strip() for d in tensor[tensor.index("[") + 1:tensor.rindex("]")].split(",")]
-
-
-def is_parameter(tensor: str) -> bool:
+def is_parameter(tensor: Tensor) -> bool:
     """A parameter of the template (a weight, a table, a norm's scale): activations and
     caches carry the step's tokens (the batch B; an expert's C, the routed `tokens` and
     the experts' result `slots`), parameters do not."""
-    return not carries_tokens(d.split("_", 1)[0] for d in dims_of(tensor))
-
+    return not carries_tokens(tensor.names)
 
 
 def names(strategy: Strategy, *kinds: str) -> str:
@@ -163,22 +171,17 @@ def names(strategy: Strategy, *kinds: str) -> str:
     return "".join(a for kind in kinds for a, *_ in strategy.get(kind, ()))
 
 
-def sub(dim: str, axes: str) -> str:
-    """A dim written split over axes: D, D_X, D_{XZ}."""
-    return dim if not axes else f"{dim}_{axes}" if len(axes) == 1 else f"{dim}_{{{axes}}}"
+def braced(axes: str) -> tuple[str, ...]:
+    """Axes as a collective's subscript takes them: one item, the names run together."""
+    return (axes,)
 
 
-def mesh_line(strategy: Strategy) -> str:
-    return "mesh " + ", ".join(f"{a}={size}" + ("" if link == "ici" else f"@{link}")
-                               for axes in strategy.values() for a, size, link in axes)
-
-
-def subscripted(text: str, strategy: Strategy) -> str:
+def subscripted(p: Program, strategy: Strategy) -> Program:
     """The program with a mesh line, and each dim a kind splits subscripted with its axes
-    inside every tensor's brackets (never in `let` lines); FSDP's parameters are written
-    sharded but still used whole (`gathered` writes their gathers)."""
+    in every tensor (never in `let` lines); FSDP's parameters are written sharded but still
+    used whole (`gathered` writes their gathers)."""
     if not strategy:
-        return text
+        return p
     batch, tensor, fsdp = names(strategy, "dp", "fsdp", "ep"), names(strategy, "tp"), names(strategy, "fsdp")
     sequence, expert = names(strategy, "sp"), names(strategy, "ep")
     # an expert's tokens (C) once each chip holds its experts' (before, `_exchanged`, over the
@@ -186,141 +189,148 @@ def subscripted(text: str, strategy: Strategy) -> str:
     # the tables they index, are written whole
     routed = names(strategy, "dp", "fsdp", "sp")
 
-    def dims(match: re.Match, output_layer: bool) -> str:
-        items = [d.strip() for d in match.group(2).split(",")]
-        parameter = is_parameter(match.group(0))
+    def split(t: Tensor, output_layer: bool) -> Tensor:
+        parameter = is_parameter(t)
         # an expert's weights (they have F) and its tokens (C) are split by expert; the router's are not
-        by_expert = "C" in items or (parameter and "F" in items)
-        split = {"B": batch, "K": tensor, "F": tensor, "D": fsdp if parameter else "",
-                 "V": tensor if output_layer else "", "T": sequence, "S": sequence,
-                 "E": expert if by_expert else "", "C": routed}
-        return f"{match.group(1)}[" + ", ".join(sub(d, split.get(d, "")) for d in items) + "]"
+        by_expert = "C" in t.names or (parameter and "F" in t.names)
+        axes = {"B": batch, "K": tensor, "F": tensor, "D": fsdp if parameter else "",
+                "V": tensor if output_layer else "", "T": sequence, "S": sequence,
+                "E": expert if by_expert else "", "C": routed}
+        return t.with_dims([Dim(d.name, axes.get(d.name, "")) for d in t.dims])
 
-    out = []
-    for k, line in enumerate(text.split("\n")):
-        if k == 1:
-            out.append(mesh_line(strategy))
-        if line.lstrip().startswith(("let ", "#")):
-            out.append(line)
-            continue
-        out.append(_TENSOR.sub(functools.partial(dims, output_layer=_unembedding(line)), line))
-    return _exchanged(_context_gathered("\n".join(out), sequence), expert, routed)
+    def each(item: Item) -> tuple[Item, ...]:
+        if isinstance(item, (Contraction, Apply, Collective, Fused, Declare)):
+            output_layer = _unembedding(item)
+            return (item.mapped(lambda t: split(t, output_layer)),)
+        return (item,)
+
+    items = map_items(p.items, each)
+    mesh = MeshLine(tuple((a, size, link) for axes in strategy.values() for a, size, link in axes))
+    out = Program((*items[:1], mesh, *items[1:]))
+    return _exchanged(_context_gathered(out, sequence), expert, routed)
 
 
-def _exchanged(text: str, axes: str, routed: str) -> str:
+def _exchanged(p: Program, axes: str, routed: str) -> Program:
     """Expert parallelism: each chip routes its own tokens (the dispatch gather sorts them
     by expert, every expert's C split over all the token axes), then an AllToAll over the
     expert axes sends each expert its tokens (E split, C over the other axes); before the
     combine gather, another sends the results back to their tokens' chips."""
     if not axes:
-        return text
-    split, whole = sub("E", axes), "E"
-    held, spread = sub("C", routed), sub("C", routed + axes)
+        return p
+    split, held, spread = Dim("E", axes), Dim("C", routed), Dim("C", routed + axes)
 
-    def unrouted(line: str) -> str:
-        return _rewritten(_rewritten(line, split, whole), held, spread)
+    def unrouted(t: Tensor) -> Tensor:
+        return t.with_dims([Dim("E") if d == split else spread if d == held else d for d in t.dims])
 
-    over = ",".join(axes)
-    out: list[str] = []
-    for line in text.split("\n"):
-        code = line.split("#", 1)[0]
-        lead = line[:len(line) - len(line.lstrip())]
-        if code.strip().startswith("gather") and "->" in code and split in dims_of(code.split("->")[1]):
-            out.append(unrouted(line))  # dispatch: each chip its own tokens, sorted by expert
-            result = code.split("->", 1)[1].strip()
-            out.append(f"{lead}AllToAll_{{{over},E}} {unrouted(result)} -> {result}   # dispatch: to the experts' "
-                       "chips")
-            continue
-        if code.strip().startswith("gather") and code.split()[1].split("[", 1)[1].startswith("slots"):
-            result = out[-1].split("#", 1)[0].split("->", 1)[1].strip()  # the experts' results
-            result = result.split(":", 1)[1].strip() if ":" in result else result
-            out.append(f"{lead}AllToAll_{{{over},C}} {result} -> {unrouted(result)}   # combine: back to the "
-                       "tokens' chips")
-        out.append(line)
-    return "\n".join(out)
+    def exchange(items: tuple[Item, ...]) -> tuple[Item, ...]:
+        out: list[Item] = []
+        for item in items:
+            if isinstance(item, (Repeat, Part, Backward)):
+                out.append(replace(item, body=exchange(item.body)))
+            elif isinstance(item, Apply) and item.word == "gather" and split in item.output.dims:
+                # dispatch: each chip its own tokens, sorted by expert
+                result = item.output
+                out += [item.mapped(unrouted), Collective("AllToAll", (*axes, "E"), unrouted(result), result,
+                                                          "dispatch: to the experts' chips")]
+            elif isinstance(item, Apply) and item.word == "gather" and item.operands[0].names[0] == "slots":
+                last = out[-1]
+                assert isinstance(last, Contraction)  # the experts' results
+                result = last.output.unnamed()
+                out += [Collective("AllToAll", (*axes, "C"), result, unrouted(result),
+                                   "combine: back to the tokens' chips"), item]
+            else:
+                out.append(item)
+        return tuple(out)
+
+    return Program(exchange(p.items))
 
 
-def _context_gathered(text: str, axes: str) -> str:
+def _context_gathered(p: Program, axes: str) -> Program:
     """Sequence (context) parallelism: attention reads every key and value of the sequence,
     so before each fused attention block its keys and values are gathered over the axes
     (each chip computed those of its own tokens), and inside it S is whole."""
     if not axes:
-        return text
-    local, whole = sub("S", axes), "S"
-    out: list[str] = []
-    lines = text.split("\n")
-    k = 0
-    while k < len(lines):
-        line = lines[k]
-        if not line.strip().startswith("fused"):
-            out.append(line)
-            k += 1
-            continue
-        end = next(j for j in range(k, len(lines)) if lines[j].strip() == "}")
-        lead = line[:len(line) - len(line.lstrip())]
-        block = [_rewritten(b, local, whole) for b in lines[k:end + 1]]
-        for b in lines[k + 1:end]:  # each read of the keys or the values (a tensor with S and no T)
-            for m in _TENSOR.finditer(b.split("->", 1)[0]):
-                dims = dims_of(m.group(0))
-                if local in dims and not any(d.split("_", 1)[0] == "T" for d in dims):
-                    out.append(f"{lead}AllGather_{braced(axes)} {m.group(0)} -> {m.group(0).replace(local, whole)}"
-                               "   # the sequence's keys or values")
-        out += block
-        k = end + 1
-    return "\n".join(out)
+        return p
+    local = Dim("S", axes)
+
+    def whole(t: Tensor) -> Tensor:
+        return t.with_dims([Dim("S") if d == local else d for d in t.dims])
+
+    def each(item: Item) -> tuple[Item, ...]:
+        if not isinstance(item, Fused):
+            return (item,)
+        # each read of the keys or the values (a tensor with S and no T)
+        gathers = tuple(Collective("AllGather", braced(axes), t.unnamed(), whole(t.unnamed()),
+                                   "the sequence's keys or values")
+                        for s in item.statements for t in s.operands
+                        if local in t.dims and "T" not in t.names)
+        return (*gathers, item.mapped(whole))
+
+    return Program(map_items(p.items, each))
 
 
-def _rewritten(line: str, dim: str, to: str) -> str:
-    """The line with a dim as written inside brackets (`S_I`, not `S_{IJ}`) written `to`."""
-    return re.sub(rf"\b{re.escape(dim)}(?=[,\]])", to, line)
-
-
-def braced(axes: str) -> str:
-    """Axes as a subscript writes them: X, or {XZ}."""
-    return axes if len(axes) == 1 else "{" + axes + "}"
-
-
-def gathered(text: str, strategy: Strategy) -> str:
+def gathered(p: Program, strategy: Strategy) -> Program:
     """FSDP: before each statement that reads a sharded parameter, an AllGather of it over
     the FSDP axes, and the statement reads the gathered whole."""
     fsdp = names(strategy, "fsdp")
     if not fsdp:
-        return text
-    mark = sub("D", fsdp)
-    out: list[str] = []
-    previous = None
-    for line in text.split("\n"):
-        if line == previous:  # a statement written twice (a backward's) reads what was gathered for the first
-            out.append(out[-1])
-            continue
-        previous = line
-        code = line.split("#", 1)[0]
-        word = code.strip().split(None, 1)[0] if code.strip() else ""
-        if word in ("let", "mesh", "param", "embedding", "cache", "repeat", "part", "}") or \
-                word.startswith(COLLECTIVES) or "->" not in code:
-            out.append(line)
-            continue
-        reads = code.split("->", 1)[0]
-        lead = line[:len(line) - len(line.lstrip())]
-        for tensor in dict.fromkeys(m.group(0) for m in _TENSOR.finditer(reads)):
-            if not is_parameter(tensor) or mark not in dims_of(tensor):
-                continue
-            whole = tensor.replace(mark, "D")
-            out.append(f"{lead}AllGather_{braced(fsdp)} {tensor} -> {whole}")
-            head, arrow, tail = line.partition("->")
-            line = head.replace(tensor, whole) + arrow + tail  # the result keeps its own form
-        out.append(line)
-    return "\n".join(out)
+        return p
+    mark = Dim("D", fsdp)
+
+    def whole(t: Tensor) -> Tensor:
+        return t.with_dims([Dim("D") if d == mark else d for d in t.dims])
+
+    def gather(items: tuple[Item, ...]) -> tuple[Item, ...]:
+        out: list[Item] = []
+        previous: Item | None = None
+        for item in items:
+            if isinstance(item, (Repeat, Part, Backward)):
+                out.append(replace(item, body=gather(item.body)))
+                previous = None
+            elif isinstance(item, Fused):  # gathered before the block: a collective is no kernel's part
+                found = [c for s in item.statements for c in _gathers(s, mark, fsdp, whole)]
+                out += list(dict.fromkeys(found))
+                out.append(replace(item, statements=tuple(_reading_whole(s, found) for s in item.statements)))
+                previous = None
+            elif item == previous:  # a statement written twice (a backward's) reads what was gathered for the first
+                out.append(out[-1])
+            elif isinstance(item, (Contraction, Apply)):
+                previous = item
+                found = _gathers(item, mark, fsdp, whole)
+                out += [*found, _reading_whole(item, found)]
+            else:
+                previous = item
+                out.append(item)
+        return tuple(out)
+
+    return Program(gather(p.items))
 
 
-def shard(text: str, strategy: Strategy) -> str:
+def _gathers(s: Contraction | Apply, mark: Dim, fsdp: str, whole: Callable[[Tensor], Tensor]) -> list[Collective]:
+    """The AllGathers of the sharded parameters a statement reads, each once."""
+    read = dict.fromkeys(t.unnamed() for t in s.operands if is_parameter(t) and mark in t.dims)
+    return [Collective("AllGather", braced(fsdp), t, whole(t)) for t in read]
+
+
+def _reading_whole(s: Contraction | Apply, found: list[Collective]) -> Contraction | Apply:
+    """The statement reading each gathered parameter whole (its result keeps its own form)."""
+    if not found:
+        return s
+    swap = {c.input: c.output for c in found}
+    return replace(s, operands=tuple(replace(swap[t.unnamed()], name=t.name) if t.unnamed() in swap else t
+                                     for t in s.operands))
+
+
+def shard(p: Program, strategy: Strategy) -> Program:
     """The forward program written sharded (`subscripted`, then `gathered`)."""
-    return gathered(subscripted(text, strategy), strategy)
+    return gathered(subscripted(p, strategy), strategy)
 
 
-def _unembedding(line: str) -> bool:
-    """The output layer's declaration or matmul (its result has the vocabulary V)."""
-    return line.startswith("embedding Wout") or bool(re.search(r"->\s*\w+\[[^\]]*\bV\]", line))
+def _unembedding(item: Item) -> bool:
+    """The output layer's declaration or matmul (its result has the vocabulary V last)."""
+    if isinstance(item, Declare):
+        return item.word == "embedding" and item.tensors[0].name == "Wout"
+    return isinstance(item, (Contraction, Apply, Collective)) and item.output.names[-1:] == ("V",)
 
 
 def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict, chips: int,

@@ -1,5 +1,6 @@
-"""The transformer template: a model's configuration written out as a symroof program the
-user can read, edit and pass back (`symroof model NAME --print > my.sr`).
+"""The transformer template: a model's configuration built as a symroof program (objects,
+lang/source.py) the user can print, read, edit and pass back (`symroof model NAME --print >
+my.sr`).
 
 Dims: B batch, T tokens per sequence in this step, S tokens attended to (S = T in training
 and prefill; the cached context in decode), D model width, F MLP width, K KV heads, G query
@@ -16,25 +17,71 @@ from __future__ import annotations
 
 from .. import dtypes
 from ..errors import SpecError
+from ..lang.source import (
+    Apply,
+    Blank,
+    Comment,
+    Contraction,
+    Declare,
+    Dim,
+    Fused,
+    Item,
+    Let,
+    Op,
+    Part,
+    Program,
+    Repeat,
+    Tensor,
+)
 from .backward import backward
 from .catalogue import FIELDS, MLPS, NORMS, POSITIONS
-from .strategies import gathered, shard, subscripted
+from .strategies import Strategy, gathered, shard, subscripted
+
+
+def t(dtype: str, *dims: str, name: str | None = None) -> Tensor:
+    """A tensor of whole dims: t("bf16", "B", "T", "D") is bf16[B, T, D]."""
+    return Tensor(dtype, tuple(Dim(d) for d in dims), name)
+
+
+def named(tensor: Tensor, name: str) -> Tensor:
+    return Tensor(tensor.dtype, tensor.dims, name)
+
+
+def _sum(*dims: str) -> Op:
+    return Op("*", dims)
+
+
+def _add(a: Tensor, b: Tensor, out: Tensor, comment: str | None = None) -> Contraction:
+    return Contraction((a, b), (Op("+"),), out, comment)
+
+
+def _matmul(a: Tensor, over: tuple[str, ...], w: Tensor, out: Tensor, comment: str | None = None) -> Contraction:
+    return Contraction((a, w), (_sum(*over),), out, comment)
+
+
+def _params(word: str, *entries: tuple[str, Tensor], comment: str | None = None) -> Declare:
+    return Declare(word, tuple(named(tensor, name) for name, tensor in entries), comment)
 
 
 def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "bf16",
-            strategy: dict | None = None) -> str:
+            strategy: Strategy | None = None) -> Program:
     """The program of a model configuration (a `models.json` entry) for one mode, its
     parameters stored in `weights` (int8, fp8: weight-only quantization, computing in
     bf16) and its KV cache in `kv`, sharded by `strategy` (strategies.parse_strategy)."""
+    return sharded(whole(config, mode, weights, kv), mode, strategy or {})
+
+
+def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "bf16") -> Program:
+    """The template's program unsharded (see `program`)."""
     if mode not in _CACHE:
         raise SpecError(f"mode is one of {', '.join(_CACHE)}, not {mode!r}")
     sizes = config["sizes"]
     missing = [f for f in FIELDS if f not in sizes]
     if missing:
         raise SpecError(f"model {config.get('id', '?')}: sizes lack {', '.join(missing)}")
-    N, K = sizes["N"], sizes["K"]
-    if N % K:
-        raise SpecError(f"model {config['id']}: {N} query heads do not group evenly over {K} KV heads")
+    heads, kv_heads = sizes["N"], sizes["K"]
+    if heads % kv_heads:
+        raise SpecError(f"model {config['id']}: {heads} query heads do not group evenly over {kv_heads} KV heads")
     for field in ("id", "name"):  # written into the program's first line: one line, nothing more
         if not isinstance(config.get(field), str) or not config[field].isprintable():
             raise SpecError(f"model {config.get('id', '?')!r}: its {field} must be printable text on one line, "
@@ -48,63 +95,64 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
     for field in ("bias", "tied_embeddings"):
         if not isinstance(config.get(field, False), bool):
             raise SpecError(f"model {config['id']}: {field} is true or false, not {config[field]!r}")
-    mlp = choices["mlp"]
     moe = config.get("moe")
     decode = mode == "decode"
     stored = {}
-    for name, dtype in (("weights", weights), ("kv", kv)):
+    for what, dtype in (("weights", weights), ("kv", kv)):
         found = dtypes.lookup(dtype)
         if found is None:
             hint = dtypes.suggest(dtype)
-            raise SpecError(f"unknown {name} dtype '{dtype}'" + (f"; did you mean '{hint}'?" if hint else ""))
-        stored[name] = found.name
-    kv = stored["kv"]
-    seq = "" if decode else ", T"  # decode runs one token per sequence
-    x = f"bf16[B{seq}, D]"
-    norm = choices["norm"]
-    bias = config.get("bias", False)
-    lines = [f"# {config['name']}, {mode}: the transformer template (symroof model {config['id']} --print)",
-             "let " + ", ".join(f"{d} = {sizes[d]}" for d in ("D", "F", "K", "H", "L", "V")) + f", G = {N // K}",
-             "let N = K*G" + ("" if decode else ", S = T"),
-             f"let tokens = {'B' if decode else 'B*T'}"]
+            raise SpecError(f"unknown {what} dtype '{dtype}'" + (f"; did you mean '{hint}'?" if hint else ""))
+        stored[what] = found.name
+    seq = ("B",) if decode else ("B", "T")  # decode runs one token per sequence
+    x = t("bf16", *seq, "D")
+    norm, bias = choices["norm"], config.get("bias", False)
+    learned = choices["positions"] == "learned"
+    items: list[Item] = [
+        Comment(f"{config['name']}, {mode}: the transformer template (symroof model {config['id']} --print)"),
+        Let(tuple((d, str(sizes[d])) for d in ("D", "F", "K", "H", "L", "V")) + (("G", str(heads // kv_heads)),)),
+        Let((("N", "K*G"),) + (() if decode else (("S", "T"),))),
+        Let((("tokens", "B" if decode else "B*T"),))]
     if moe:
-        lines.append(f"let E = {moe['experts']}, A = {moe['active']}, C = tokens*A/E, slots = E*C")
-    if choices["positions"] == "learned":
-        lines.append(f"let Tmax = {sizes['context']}")
-    lines += ["", "embedding Emb: bf16[V, D]", f"gather bf16[V, D], int32[B{seq}] -> {x}"]
-    if choices["positions"] == "learned":
-        lines += ["embedding Pos: bf16[Tmax, D]", f"gather bf16[Tmax, D], int32[B{seq}] -> {x}",
-                  f"{x} + {x} -> {x}"]
-    lines += ["", "repeat L {"]
-    attention = _attention(x, seq, norm, bias, decode, kv, _CACHE[mode])
-    feed = _mlp(x, seq, norm, bias, mlp, moe)
-    lines += ["  part attention {", *("    " + line for line in attention), "  }",
-              "  part mlp {", *("    " + line for line in feed), "  }"]
-    lines += ["}", ""]
-    lines += _norm(x, norm, bias, "Wnf", "bnf")
+        items.append(Let((("E", str(moe["experts"])), ("A", str(moe["active"])), ("C", "tokens*A/E"),
+                          ("slots", "E*C"))))
+    if learned:
+        items.append(Let((("Tmax", str(sizes["context"])),)))
+    indices = t("int32", *seq)
+    items += [Blank(), _params("embedding", ("Emb", t("bf16", "V", "D"))),
+              Apply("gather", None, "prefix", (t("bf16", "V", "D"), indices), x)]
+    if learned:
+        items += [_params("embedding", ("Pos", t("bf16", "Tmax", "D"))),
+                  Apply("gather", None, "prefix", (t("bf16", "Tmax", "D"), indices), x), _add(x, x, x)]
+    layer = (Part("attention", _attention(x, seq, norm, bias, decode, stored["kv"], _CACHE[mode])),
+             Part("mlp", _mlp(x, seq, norm, bias, choices["mlp"], moe)))
+    items += [Blank(), Repeat("L", layer), Blank(), *_norm(x, norm, bias, "Wnf", "bnf")]
+    logits = t("bf16", *seq, "V")
     if config.get("tied_embeddings", False):
-        lines.append(f"{x} *_D bf16[V, D] -> bf16[B{seq}, V]   # tied: the embedding table again")
+        items.append(_matmul(x, ("D",), t("bf16", "V", "D"), logits, "tied: the embedding table again"))
     else:
-        lines += ["embedding Wout: bf16[D, V]", f"{x} *_D bf16[D, V] -> bf16[B{seq}, V]"]
-    text = "\n".join(lines) + "\n"
+        items += [_params("embedding", ("Wout", t("bf16", "D", "V"))), _matmul(x, ("D",), t("bf16", "D", "V"), logits)]
+    p = Program(tuple(items))
     # the weight matrices (declared, and read as matmul operands) in their own dtype
-    text = text if stored["weights"] == "bf16" else _weights_in(text, stored["weights"])
-    return sharded(text, mode, strategy or {})
+    return p if stored["weights"] == "bf16" else p.mapped(lambda tensor: _stored_in(tensor, stored["weights"]))
 
 
-def sharded(text: str, mode: str, strategy: dict) -> str:
+def sharded(p: Program, mode: str, strategy: Strategy) -> Program:
     """A template's program sharded by `strategy`, with its backward pass written out in
     training on a mesh (for the gradients' collectives)."""
     if mode != "train" or not strategy:
-        return shard(text, strategy)
-    split = subscripted(text, strategy)
-    return gathered(split, strategy) + "\n" + gathered(backward(split, strategy), strategy)
+        return shard(p, strategy)
+    split = subscripted(p, strategy)
+    return Program((*gathered(split, strategy).items, Blank(), *gathered(backward(split, strategy), strategy).items))
 
 
-def _norm(x: str, norm: str, bias: bool, w: str, b: str, name: str = "") -> list[str]:
+def _norm(x: Tensor, norm: str, bias: bool, w: str, b: str, name: str | None = None) -> list[Item]:
+    scale = t("bf16", "D")
+    source = named(x, name) if name else x
     if norm == "layernorm":
-        return [f"param {w}: bf16[D], {b}: bf16[D]", f"layernorm_D {name}{x}, bf16[D], bf16[D] -> {x}"]
-    return [f"param {w}: bf16[D]", f"rmsnorm_D {name}{x}, bf16[D] -> {x}"]
+        return [_params("param", (w, scale), (b, scale)),
+                Apply("layernorm", "D", "prefix", (source, scale, scale), x)]
+    return [_params("param", (w, scale)), Apply("rmsnorm", "D", "prefix", (source, scale), x)]
 
 
 # what the cache declaration is in each mode: decode reads the context's keys and values,
@@ -113,76 +161,82 @@ _CACHE = {"train": "a cache's keys and values (kv_bytes_per_token; training keep
           "prefill": "the keys and values this step writes", "decode": "the context's keys and values"}
 
 
-def _attention(x: str, seq: str, norm: str, bias: bool, decode: bool, cache: str, says: str) -> list[str]:
-    q, kv = f"bf16[B{seq}, K, G, H]", f"{cache}[B, S, K, H]"
-    new_kv = f"{cache}[B, K, H]" if decode else kv
-    lines = _norm(x, norm, bias, "Wn1", "bn1", "x: ")  # x: the block's input
-    lines += ["param Wq: bf16[D, K, G, H], Wk: bf16[D, K, H], Wv: bf16[D, K, H], Wo: bf16[K, G, H, D]"]
+def _attention(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, decode: bool, cache: str,
+               says: str) -> tuple[Item, ...]:
+    q, kv = t("bf16", *seq, "K", "G", "H"), t(cache, "B", "S", "K", "H")
+    new_kv = t(cache, "B", "K", "H") if decode else kv
+    wq, wkv, wo = t("bf16", "D", "K", "G", "H"), t("bf16", "D", "K", "H"), t("bf16", "K", "G", "H", "D")
+    items = _norm(x, norm, bias, "Wn1", "bn1", "x")  # x: the block's input
+    items.append(_params("param", ("Wq", wq), ("Wk", wkv), ("Wv", wkv), ("Wo", wo)))
+    qb, kvb, ob = t("bf16", "K", "G", "H"), t("bf16", "K", "H"), t("bf16", "D")
     if bias:
-        lines += ["param bq: bf16[K, G, H], bk: bf16[K, H], bv: bf16[K, H], bo: bf16[D]"]
-    lines += [f"cache Kc: {kv}, Vc: {kv}   # {says}"]
-    source = x if decode else "bf16[B, S, D]"
-    lines += [f"{x} *_D bf16[D, K, G, H] -> q: {q}", f"{source} *_D bf16[D, K, H] -> k: {new_kv}",
-              f"{source} *_D bf16[D, K, H] -> v: {new_kv}"]
+        items.append(_params("param", ("bq", qb), ("bk", kvb), ("bv", kvb), ("bo", ob)))
+    items.append(_params("cache", ("Kc", kv), ("Vc", kv), comment=says))
+    source = x if decode else t("bf16", "B", "S", "D")
+    items += [_matmul(x, ("D",), wq, named(q, "q")), _matmul(source, ("D",), wkv, named(new_kv, "k")),
+              _matmul(source, ("D",), wkv, named(new_kv, "v"))]
     if bias:
-        lines += [f"{q} + bf16[K, G, H] -> {q}", f"{new_kv} + bf16[K, H] -> {new_kv}",
-                  f"{new_kv} + bf16[K, H] -> {new_kv}"]
-    scores = f"fp32[B, K, G{seq}, S]"
-    lines += ["fused {   # attention: the scores stay on chip",
-              f"  {q} *_H {kv} -> {scores}",
-              f"  softmax_S {scores} -> {scores.replace('fp32', 'bf16')}",
-              f"  {scores.replace('fp32', 'bf16')} *_S {kv} -> o: {q}",
-              "}",
-              f"{q} *_{{K,G,H}} bf16[K, G, H, D] -> a: {x}"]
+        items += [_add(q, qb, q), _add(new_kv, kvb, new_kv), _add(new_kv, kvb, new_kv)]
+    scores = t("fp32", "B", "K", "G", *seq[1:], "S")
+    probs = Tensor("bf16", scores.dims)
+    items += [Fused((_matmul(q, ("H",), kv, scores), Apply("softmax", "S", "prefix", (scores,), probs),
+                     _matmul(probs, ("S",), kv, named(q, "o"))), "attention: the scores stay on chip"),
+              _matmul(q, ("K", "G", "H"), wo, named(x, "a"))]
     if bias:
-        lines.append(f"{x} + bf16[D] -> {x}")
-    lines.append(f"{x} + {x} -> {x}   # residual")
-    return lines
+        items.append(_add(x, ob, x))
+    items.append(_add(x, x, x, "residual"))
+    return tuple(items)
 
 
-def _mlp(x: str, seq: str, norm: str, bias: bool, mlp: str, moe: dict | None) -> list[str]:
-    lines = _norm(x, norm, bias, "Wn2", "bn2")
+def _mlp(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, mlp: str, moe: dict | None) -> tuple[Item, ...]:
+    items = _norm(x, norm, bias, "Wn2", "bn2")
     if moe:
-        return lines + _experts(x, seq, mlp)
-    h = f"bf16[B{seq}, F]"
+        return tuple(items + _experts(x, seq, mlp))
+    h = t("bf16", *seq, "F")
+    up, down = t("bf16", "D", "F"), t("bf16", "F", "D")
     act = {"swiglu": "silu", "geglu": "gelu", "gelu": "gelu"}[mlp]
     if mlp == "gelu":
-        lines += ["param W1: bf16[D, F], W2: bf16[F, D]" + (", b1: bf16[F], b2: bf16[D]" if bias else ""),
-                  f"{x} *_D bf16[D, F] -> {h}"]
+        biases = (("b1", t("bf16", "F")), ("b2", t("bf16", "D"))) if bias else ()
+        items += [_params("param", ("W1", up), ("W2", down), *biases), _matmul(x, ("D",), up, h)]
         if bias:
-            lines.append(f"{h} + bf16[F] -> {h}")
-        lines += [f"{act}({h}) -> h: {h}", f"{h} *_F bf16[F, D] -> m: {x}"]
+            items.append(_add(h, t("bf16", "F"), h))
+        items += [Apply(act, None, "call", (h,), named(h, "h")), _matmul(h, ("F",), down, named(x, "m"))]
         if bias:
-            lines.append(f"{x} + bf16[D] -> {x}")
+            items.append(_add(x, t("bf16", "D"), x))
     else:
-        lines += ["param Wg: bf16[D, F], Wu: bf16[D, F], Wd: bf16[F, D]",
-                  f"{x} *_D bf16[D, F] -> g: {h}", f"{x} *_D bf16[D, F] -> u: {h}",
-                  f"{act}({h}) -> {h}", f"{h} * {h} -> h: {h}", f"{h} *_F bf16[F, D] -> m: {x}"]
-    return lines + [f"{x} + {x} -> {x}   # residual"]
+        items += [_params("param", ("Wg", up), ("Wu", up), ("Wd", down)),
+                  _matmul(x, ("D",), up, named(h, "g")), _matmul(x, ("D",), up, named(h, "u")),
+                  Apply(act, None, "call", (h,), h), Contraction((h, h), (Op("*"),), named(h, "h")),
+                  _matmul(h, ("F",), down, named(x, "m"))]
+    return tuple(items + [_add(x, x, x, "residual")])
 
 
-def _experts(x: str, seq: str, mlp: str) -> list[str]:
+def _experts(x: Tensor, seq: tuple[str, ...], mlp: str) -> list[Item]:
     act = "silu" if mlp == "swiglu" else "gelu"
-    h = "bf16[E, C, F]"
-    return ["param Wr: bf16[D, E], Wg: bf16[E, D, F], Wu: bf16[E, D, F], Wd: bf16[E, F, D]",
-            f"{x} *_D bf16[D, E] -> fp32[B{seq}, E]   # router",
-            f"softmax_E fp32[B{seq}, E] -> bf16[B{seq}, E]   # the gates (the top A of them)",
-            "gather bf16[tokens, D], int32[E, C] -> bf16[E, C, D]   # dispatch: each expert its C tokens",
-            f"bf16[E, C, D] *_D bf16[E, D, F] -> {h}", f"bf16[E, C, D] *_D bf16[E, D, F] -> {h}",
-            f"{act}({h}) -> {h}", f"{h} * {h} -> {h}", f"{h} *_F bf16[E, F, D] -> bf16[E, C, D]",
-            f"gather bf16[slots, D], int32[B{seq}, A] -> bf16[B{seq}, A, D]   # combine: each token its A experts",
-            f"bf16[B{seq}, A, D] *_A bf16[B{seq}, A] -> {x}",
-            f"{x} + {x} -> {x}   # residual"]
+    h, routed = t("bf16", "E", "C", "F"), t("bf16", "E", "C", "D")
+    up, down = t("bf16", "E", "D", "F"), t("bf16", "E", "F", "D")
+    router, gates = t("fp32", *seq, "E"), t("bf16", *seq, "E")
+    picked = t("bf16", *seq, "A", "D")
+    return [_params("param", ("Wr", t("bf16", "D", "E")), ("Wg", up), ("Wu", up), ("Wd", down)),
+            _matmul(x, ("D",), t("bf16", "D", "E"), router, "router"),
+            Apply("softmax", "E", "prefix", (router,), gates, "the gates (the top A of them)"),
+            Apply("gather", None, "prefix", (t("bf16", "tokens", "D"), t("int32", "E", "C")), routed,
+                  "dispatch: each expert its C tokens"),
+            _matmul(routed, ("D",), up, h), _matmul(routed, ("D",), up, h),
+            Apply(act, None, "call", (h,), h), Contraction((h, h), (Op("*"),), h), _matmul(h, ("F",), down, routed),
+            Apply("gather", None, "prefix", (t("bf16", "slots", "D"), t("int32", *seq, "A")), picked,
+                  "combine: each token its A experts"),
+            _matmul(picked, ("A",), t("bf16", *seq, "A"), x), _add(x, x, x, "residual")]
 
 
 # the weight matrices and embedding tables (norm scales, biases and the router stay in bf16)
-_PARAM_SHAPES = ("[D, K, G, H]", "[D, K, H]", "[K, G, H, D]", "[D, F]", "[F, D]", "[E, D, F]", "[E, F, D]",
-                 "[V, D]", "[D, V]", "[Tmax, D]")
+_PARAM_SHAPES = frozenset({("D", "K", "G", "H"), ("D", "K", "H"), ("K", "G", "H", "D"), ("D", "F"), ("F", "D"),
+                           ("E", "D", "F"), ("E", "F", "D"), ("V", "D"), ("D", "V"), ("Tmax", "D")})
 
 
-def _weights_in(text: str, dtype: str) -> str:
-    """The template with its weight matrices in `dtype`: every tensor of such a shape
-    (activations never have one: they carry B) is written in it."""
-    for shape in _PARAM_SHAPES:
-        text = text.replace(f"bf16{shape}", f"{dtype}{shape}")
-    return text
+def _stored_in(tensor: Tensor, dtype: str) -> Tensor:
+    """A weight matrix's tensor in `dtype`: every bf16 tensor of such a shape (activations
+    never have one: they carry B)."""
+    if tensor.dtype == "bf16" and tensor.names in _PARAM_SHAPES:
+        return Tensor(dtype, tensor.dims, tensor.name, tensor.unreduced)
+    return tensor

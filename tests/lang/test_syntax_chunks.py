@@ -49,11 +49,12 @@ def test_the_programs_a_plan_reads_read_the_same_and_errors_point_where_they_did
     from symroof.cli.command import main
     from symroof.lang import structure
     texts = []
+    saved = structure.read_source
 
-    def keep(text):
-        texts.append(text)
-        return syntax.read(text)
-    monkeypatch.setattr(structure, "read", keep)
+    def keep(p, *args):  # a plan resolves its programs as objects: their text is what --print shows
+        texts.append(str(p))
+        return saved(p, *args)
+    monkeypatch.setattr(structure, "read_source", keep)
     assert main(["plan", "llama-3-8b", "--train", "--chip", "tpu-v5p", "--chips", "16", "--batch", "65536",
                  "--context", "4096", "--top", "1"], out=io.StringIO(), err=io.StringIO()) == 0
     assert len(texts) > 10

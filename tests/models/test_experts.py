@@ -128,7 +128,7 @@ def test_expert_parallel_errors_say_what_would_work(capsys):
 
 
 def test_the_program_writes_the_exchange():
-    text = templates.program(CONFIG, "train", strategy=parse_strategy("dp=2,ep=4"))
+    text = str(templates.program(CONFIG, "train", strategy=parse_strategy("dp=2,ep=4")))
     assert "AllToAll_{M,E} bf16[E, C_{XM}, D] -> bf16[E_M, C_X, D]" in text
     assert "AllToAll_{M,C} bf16[E_M, C_X, D] -> bf16[E, C_{XM}, D]" in text
     assert "param Wr: bf16[D, E], Wg: bf16[E_M, D, F], Wu: bf16[E_M, D, F], Wd: bf16[E_M, F, D]" in text
