@@ -118,7 +118,7 @@ def checked(case: object, outcomes: Callable[[Mapping, float], Iterable[Outcome]
     return CaseResult(case_id, found, book=case.get("book"), line=line)
 
 
-def unknown_keys(mapping: Mapping, known: tuple[str, ...], what: str, hints: dict | None = None) -> None:
+def unknown_keys(mapping: Mapping, known: tuple[str, ...], what: str, hints: Mapping[str, str] | None = None) -> None:
     """A key `known` lacks is an error naming it, with the nearest known key (or the hint
     `hints` gives for it: where the setting it means goes)."""
     unknown = [str(k) for k in mapping if k not in known]

@@ -9,7 +9,7 @@ them. `sharding.py` decides the plan; the cost model reads it (`local_size` and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import sympy
@@ -67,7 +67,7 @@ class Move:
         tail = f" (inserted: {self.why})" if self.why else ""
         return f"{subscripted(self.kind, items)} {self.before.text(self.dtype)}{tail}"
 
-    def bytes_per_chip(self, sizes: dict, mesh: Mesh) -> sympy.Expr:
+    def bytes_per_chip(self, sizes: Mapping[str, sympy.Expr], mesh: Mesh) -> sympy.Expr:
         """V: the bytes each chip holds of the collective's larger side (after an AllGather,
         before anything else), what its time on the links is charged for."""
         larger = self.after if self.kind == "AllGather" else self.before
@@ -95,7 +95,7 @@ class Plan:
     """What one statement becomes on the mesh, in order."""
 
     items: tuple[Move | Local, ...]
-    sizes: dict = field(default_factory=dict)  # label -> global size
+    sizes: dict[str, sympy.Expr] = field(default_factory=dict)  # label -> global size
 
 
 def layout_of(tensor: Tensor, labels: Sequence[str] | None = None) -> Layout:
@@ -103,12 +103,12 @@ def layout_of(tensor: Tensor, labels: Sequence[str] | None = None) -> Layout:
     return Layout(tuple(labels), tuple(d.axes for d in tensor.dims), tensor.unreduced)
 
 
-def local_size(layout: Layout, label: str, sizes: dict, mesh: Mesh) -> sympy.Expr:
+def local_size(layout: Layout, label: str, sizes: Mapping[str, sympy.Expr], mesh: Mesh) -> sympy.Expr:
     """A dim's extent on one chip: its size over the chips along the axes that split it."""
     return sizes[label] / mesh.over(layout.of(label))
 
 
-def local_elements(layout: Layout, sizes: dict, mesh: Mesh) -> sympy.Expr:
+def local_elements(layout: Layout, sizes: Mapping[str, sympy.Expr], mesh: Mesh) -> sympy.Expr:
     return sympy.Mul(*(local_size(layout, l, sizes, mesh) for l in layout.labels))
 
 

@@ -63,7 +63,7 @@ def lower(statement: Contraction | Apply | Collective, mesh: Mesh) -> Plan:
         before, after = layout_of(statement.input), layout_of(statement.output)
         return Plan((Move(statement.kind, statement.axes, statement.input.dtype, before, after,
                           statement.dim),), {})
-    items: list = []
+    items: list[Move | Local] = []
     # Intermediates not yet read, oldest first. A step reads them in the order they were
     # written: a chain's running result, then the operand a step of its own summed a dim
     # out of (`bf16[H, B] * bf16[N, M] -> bf16[B]` writes two before the step reads both).
@@ -77,7 +77,7 @@ def lower(statement: Contraction | Apply | Collective, mesh: Mesh) -> Plan:
                 layouts.append(Layout(term.labels, term.axes, term.unreduced))
         final = k == len(statement.steps) - 1
         if final and _routes(step, layouts):  # several ways to lay it out: the cheapest
-            default: list = []
+            default: list[Move | Local] = []
             _lower_step(step, list(layouts), final, default)
             items.extend(cheapest(step, layouts, default, _written(step.output), dict(statement.sizes), mesh))
             break
@@ -110,7 +110,7 @@ def _routes(step: Step, layouts: list[Layout]) -> bool:
     return any(lay.axes != tuple(written.of(l) for l in lay.labels) for lay in layouts)
 
 
-def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list) -> Layout:
+def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list[Move | Local]) -> Layout:
     kind = ops.kind_of(step.kind)
     if kind.scans:
         _check_whole(step, layouts)
@@ -193,7 +193,7 @@ def _lower_step(step: Step, layouts: list[Layout], final: bool, items: list) -> 
     return to_layout(natural, _written(step.output), step.output.dtype, items)
 
 
-def _lower_rows(step: Step, stats: int, layouts: list[Layout], final: bool, items: list) -> Layout:
+def _lower_rows(step: Step, stats: int, layouts: list[Layout], final: bool, items: list[Move | Local]) -> Layout:
     """A softmax or norm: it keeps its input's layout; where a dim it works over is split,
     each row's `stats` fp32 statistics are combined across those axes (an AllReduce of
     stats values per row), not the whole result. A scale or bias is laid out as the input,

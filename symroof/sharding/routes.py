@@ -23,6 +23,8 @@ is the first that no other is known to beat, and its first collective says so.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import sympy
 
 from ..dtypes import DType
@@ -50,7 +52,7 @@ def valid(layout: Layout) -> bool:
     return len(used) == len(set(used))
 
 
-def to_layout(have: Layout, want: Layout, dtype: DType, items: list, whose: str = "the result") -> Layout:
+def to_layout(have: Layout, want: Layout, dtype: DType, items: list[Move | Local], whose: str = "the result") -> Layout:
     """Collectives that turn `have` into `want` (the layout the spec wrote for a result, or
     the one an operand is resharded to: `whose` names it in each collective's why)."""
     stray = [a for a in want.unreduced if a not in have.unreduced]
@@ -106,8 +108,8 @@ def to_layout(have: Layout, want: Layout, dtype: DType, items: list, whose: str 
     return have
 
 
-def cheapest(step: Step, layouts: list[Layout], default: list, written: Layout, sizes: dict,
-             mesh: Mesh) -> list:
+def cheapest(step: Step, layouts: list[Layout], default: list[Move | Local], written: Layout,
+             sizes: Mapping[str, sympy.Expr], mesh: Mesh) -> list[Move | Local]:
     """The items (collectives and the local step) of the cheapest route for a final step with
     no summed dim, `default` the route `sharding._lower_step` found (see the module's doc)."""
     natural = next(i.output for i in default if isinstance(i, Local))
@@ -161,10 +163,10 @@ def cheapest(step: Step, layouts: list[Layout], default: list, written: Layout, 
     return items
 
 
-def _via(step: Step, layouts: list[Layout], compute: Layout, written: Layout, names: list[str]) -> list:
+def _via(step: Step, layouts: list[Layout], compute: Layout, written: Layout, names: list[str]) -> list[Move | Local]:
     """The route that lays each operand out as `compute` (on its own dims), runs the step
     there, and lays its result out as written."""
-    items: list = []
+    items: list[Move | Local] = []
     ins = []
     for i, lay in enumerate(layouts):
         target = Layout(lay.labels, tuple(compute.of(l) for l in lay.labels))
@@ -186,7 +188,7 @@ def _operand_names(n: int) -> list[str]:
     return [f"operand {i + 1}" for i in range(n)]
 
 
-def _network_bytes(items: list, sizes: dict, mesh: Mesh) -> sympy.Expr:
+def _network_bytes(items: Sequence[Move | Local], sizes: Mapping[str, sympy.Expr], mesh: Mesh) -> sympy.Expr:
     """The collectives' V summed, per chip (what cost.py charges, `Move.bytes_per_chip`); a
     collective over axes of one chip, nothing."""
     return sympy.Add(*(i.bytes_per_chip(sizes, mesh) for i in items
