@@ -95,8 +95,9 @@ def test_mesh_from_outside_and_multi_line_results():
     first, second = a.lines
     assert first.flops == 0 and second.flops == 2 * B * D * F
     assert a.t_network == first.t_network and a.flops == first.flops + second.flops
-    with pytest.raises(SpecError, match="disagree"):
-        parse("mesh X=2; bf16[B_X] -> bf16[B_X]", mesh="X=4")
+    with pytest.raises(SpecError, match=r"the spec's mesh \(X=2, Y@dcn\) and the mesh given with it \(X=4, Y@dcn\) "
+                                        "disagree"):
+        parse("mesh X=2, Y@dcn; bf16[B_X] -> bf16[B_X]", mesh="X=4, Y@dcn")
 
 
 # ---- written collectives ---------------------------------------------------------------------
