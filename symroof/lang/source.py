@@ -20,15 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
+from ..ir import subscripted
+
 INDENT = "  "
-
-
-def _braced(items: tuple[str, ...], short: bool) -> str:
-    """A subscript's items: `X`, `{X,D}`; a single item of more than one letter in braces
-    unless `short` (an op's `*_J1`, as the templates write it; a dim's `D_{XZ}`)."""
-    if len(items) == 1 and (short or len(items[0]) == 1):
-        return items[0]
-    return "{" + ",".join(items) + "}"
 
 
 def _commented(line: str, comment: str | None) -> str:
@@ -43,7 +37,7 @@ class Dim:
     axes: str = ""
 
     def __str__(self) -> str:
-        return self.name if not self.axes else f"{self.name}_{_braced((self.axes,), False)}"
+        return subscripted(self.name, (self.axes,) if self.axes else ())
 
     @property
     def bare(self) -> Dim:
@@ -90,7 +84,8 @@ class Op:
     summed: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return self.symbol + (f"_{_braced(self.summed, True)}" if self.summed else "")
+        # an op's one dim unbraced (`*_J1`), as the templates write it
+        return subscripted(self.symbol, self.summed, short=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +147,7 @@ class Collective:
     comment: str | None = None
 
     def __str__(self) -> str:
-        return _commented(f"{self.kind}_{_braced(self.subscript, False)} {self.input} -> {self.output}", self.comment)
+        return _commented(f"{subscripted(self.kind, self.subscript)} {self.input} -> {self.output}", self.comment)
 
     def tensors(self) -> tuple[Tensor, ...]:
         return (self.input, self.output)
