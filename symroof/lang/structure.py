@@ -23,6 +23,7 @@ point at the spot in the whole text.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -131,7 +132,7 @@ def read_structured(text: str | source.Program, dtype: str = "bf16",
         SpecError: with the position of the first problem.
     """
     if isinstance(text, source.Program):
-        return read_source(text, dtype, mesh)
+        return _read_source(text, dtype) if mesh is None else read_source(text, dtype, mesh)
     if not isinstance(text, str):
         raise SpecError(f"a program is text, not {type(text).__name__}")
     text = normalize(text)
@@ -225,6 +226,13 @@ def _assemble(whole: str, text: str, written: list, layout: _Layout, dtype: str,
         _check_count(block.count, block.count.xreplace(relations), text, block.at)
     return Structured(whole, program, counts, tuple(layout.parts), blocks, declared, relations, tuple(layout.lets),
                       backward)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_source(p: source.Program, dtype: str) -> Structured:
+    """The planner asks for one program again and again (a strategy under each ZeRO stage, a
+    pipeline's stages under each schedule): frozen objects, resolved once."""
+    return read_source(p, dtype)
 
 
 def read_source(p: source.Program, dtype: str = "bf16", mesh: Mesh | str | dict | None = None) -> Structured:
@@ -335,7 +343,10 @@ def _written(item: source.Contraction | source.Apply | source.Collective | sourc
                           [WOp(op.symbol, [(s, _AT) for s in op.summed] or None, _AT) for op in item.ops],
                           _wtensor(item.output), _AT, text)
     if isinstance(item, source.Apply):
-        return WApply(item.word, _AT, None if item.subscript is None else [(item.subscript, _AT)], item.form,
+        # a subscript of several dims (`sum_{B,D}`) is its items, as syntax.read reads it
+        items = None if item.subscript is None else \
+            [(s.strip(), _AT) for s in item.subscript.removeprefix("{").removesuffix("}").split(",")]
+        return WApply(item.word, _AT, items, item.form,
                       [_wtensor(t) for t in item.operands], _wtensor(item.output), _AT)
     if isinstance(item, source.Collective):
         return WCollective(item.kind, _AT, [(s, _AT) for s in item.subscript], _AT, _wtensor(item.input),
