@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 import sympy
 
 from ..errors import HardwareError, SpecError
+from ..hardware.chips import Chip
+from ..hardware.machine import Machine
 from . import strategy_costs as model_strategy
 from .catalogue import get_model
 from .decls import OPTIMIZER_BYTES
@@ -98,8 +100,8 @@ def _splits(chips: int, kinds: dict[str, Callable[[int], bool]]) -> list[dict[st
     return out
 
 
-def plan(name: str, chip, chips: int, tokens: int, mode: str = "train", context: int | None = None,
-         models_file=None, remat: str = "full") -> Plan:
+def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: str = "train",
+         context: int | None = None, models_file: str | None = None, remat: str = "full") -> Plan:
     """Every strategy for `name` on `chips` chips of `chip` with a batch of `tokens` tokens
     (sequences of `context`, the model's by default; in decode, `tokens` sequences of one
     new token each over a context of `context`), training under the `remat` policy (what
