@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> str:
         out = {"function": args.target, "program": imported.text, "equations": imported.equations,
                "statements": len(imported.converted.statements), "warnings": imported.warnings,
                "layout_free": dict(imported.converted.layout), "dead_dropped": imported.converted.dead,
-               "params_declared": imported.converted.params,
+               "params_declared": [str(p) for p in imported.converted.params],
                **{k: json_value(getattr(a, k)) for k in ("flops", "transcendentals", "bytes", "intensity")}}
         if target is not None:
             out |= {k: json_value(getattr(a, k)) for k in ("t_math", "t_comms", "t_lower")}
@@ -84,9 +84,10 @@ def _text(args: argparse.Namespace, imported: jax_import.Imported, a: Analysis, 
           check: Mapping[str, Any] | None, formulas: Analysis | None) -> str:
     c = imported.converted
     free = ", ".join(f"{k} x {n}" for k, n in sorted(c.layout.items()))
-    dead = f"; {c.dead} dead, dropped" if c.dead else ""
+    dead = f"{c.dead} dead, dropped" if c.dead else ""
+    said = f"{free}: layout, no statement" + (f"; {dead}" if dead else "") if free else dead
     lines = [f"imported        {args.target}: {imported.equations} jaxpr equations -> {len(c.statements)} statements"
-             + (f" ({free}: layout, no statement{dead})" if free else f" ({dead[2:]})" if dead else ""), "",
+             + (f" ({said})" if said else ""), "",
              "program (symroof notation; -o FILE saves it, symroof model FILE --prefill analyses it):"]
     lines += ["  " + line for line in imported.text.rstrip("\n").split("\n")]
     lines.append("")
