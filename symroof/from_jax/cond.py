@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 import sympy
 
 from ..errors import SymroofError
-from .program import Env, Eqn, Statement, View
+from ..lang import source
+from .program import Env, Eqn, Line, View
 from .rules import not_costed, rule, walk
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ class Tried:
     """One branch as converted to be priced: its lines, the primitives in it not costed
     (name -> count), the lets it made, and its counts (by COUNTS; None: not priced)."""
 
-    lines: list[tuple[int, str]]
+    lines: list[tuple[int, Line]]
     missing: dict[str, int]
     lets: dict[str, str]
     counts: dict[str, sympy.Expr] | None
@@ -62,15 +63,15 @@ def cond(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     k = costliest([(t.missing, t.counts) for t in tried])
     n = len(branches)
     if k is None:
-        ctx.out.lines.append((depth, f"# cond: {n} branches, none the costliest in every count: NOT COSTED "
-                                     "(each below, as comments)"))
+        ctx.out.lines.append((depth, source.Comment(f"cond: {n} branches, none the costliest in every count: NOT "
+                                                    "COSTED (each below, as comments)")))
         for i, t in enumerate(tried):
             _commented(ctx, i, t, depth)
         ctx.said(f"cond: none of its {n} branches is proved to cost the most in every count ({_why(tried)}): "
                  "not costed; its branches are written as comments in the program, to swap one in")
         return not_costed(ctx, eqn, env)
-    ctx.out.lines.append((depth, f"# cond: branch {k} of {n} written, the costliest in every count (XLA "
-                                 "counts a conditional so too)"))
+    ctx.out.lines.append((depth, source.Comment(f"cond: branch {k} of {n} written, the costliest in every count "
+                                                "(XLA counts a conditional so too)")))
     inner = _branch(ctx, branches[k], operands, depth)
     for v, bv in zip(eqn.outvars, branches[k].jaxpr.outvars):
         env[v] = ctx.view(bv, inner)
@@ -89,7 +90,7 @@ def _tried(ctx: Context, closed: Any, operands: list[View], depth: int) -> Tried
     before = ctx.out.skipped
     missing = {k: n - before.get(k, 0) for k, n in fork.out.skipped.items() if n > before.get(k, 0)}
     made = {k: v for k, v in fork.out.lets.items() if k not in ctx.out.lets}
-    counts, why = _priced(fork, fork.out.statements[statements:], lines) if len(fork.out.statements) > statements \
+    counts, why = _priced(fork, lines) if len(fork.out.statements) > statements \
         else (dict.fromkeys(COUNTS, sympy.Integer(0)), "")
     return Tried(lines, missing, made, counts, why)
 
@@ -103,14 +104,13 @@ def _branch(ctx: Context, closed: Any, operands: list[View], depth: int) -> Env:
     return inner
 
 
-def _priced(fork: Context, statements: list[Statement],
-            lines: list[tuple[int, str]]) -> tuple[dict[str, sympy.Expr] | None, str]:
+def _priced(fork: Context, lines: list[tuple[int, Line]]) -> tuple[dict[str, sympy.Expr] | None, str]:
     """A branch's counts, or None and why it cannot be priced (no pricing given, or its
     program does not analyse on its own)."""
     if fork.price is None:
         return None, "no pricing given"
     try:
-        return fork.price(fork, statements, lines), ""
+        return fork.price(fork, lines), ""
     except SymroofError as error:
         return None, f"it does not analyse on its own: {error}"
 
@@ -119,12 +119,12 @@ def _commented(ctx: Context, i: int, tried: Tried, depth: int) -> None:
     """A branch not written, as comments (with the lets it would need, which the
     program does not hold)."""
     if not tried.lines:
-        ctx.out.lines.append((depth, f"# cond: branch {i}, not written: (no statement)"))
+        ctx.out.lines.append((depth, source.Comment(f"cond: branch {i}, not written: (no statement)")))
         return
     need = {k: v for k, v in tried.lets.items() if k not in ctx.out.lets}
     lets = f" (with let {', '.join(f'{k} = {v}' for k, v in need.items())})" if need else ""
-    ctx.out.lines.append((depth, f"# cond: branch {i}, not written{lets}:"))
-    ctx.out.lines += [(d, "#   " + text) for d, text in tried.lines]
+    ctx.out.lines.append((depth, source.Comment(f"cond: branch {i}, not written{lets}:")))
+    ctx.out.lines += [(d, source.Comment("  " + str(line))) for d, line in tried.lines]
 
 
 def _why(tried: list[Tried]) -> str:

@@ -33,13 +33,14 @@ import sympy
 from .. import dtypes
 from ..errors import SpecError
 from ..ir import dim_symbol
-from .program import Converted, Env, Eqn, Statement, View, join_label, same, split_label, union
+from ..lang import source
+from .program import Converted, Env, Eqn, Line, Statement, View, join_label, same, split_label, tensor, union
 
 _NAME = re.compile(r"[^\W\d_][^\W_]*")
 
-# a branch's statements (with the program written so far: its mesh and lets) -> its counts,
-# by cond.COUNTS; the importer's (this layer cannot analyse a program)
-Price = Callable[["Context", list[Statement], list[tuple[int, str]]], dict[str, sympy.Expr]]
+# a branch's lines (in a context: the program written so far, its mesh and lets) -> its
+# counts, by cond.COUNTS; the importer's (this layer cannot analyse a program)
+Price = Callable[["Context", list[tuple[int, Line]]], dict[str, sympy.Expr]]
 
 
 class Folded:
@@ -164,11 +165,12 @@ class Context:
 
     # -- writing --------------------------------------------------------------------
 
-    def emit(self, text: str, primitive: str, depth: int, xla_flops: sympy.Expr | None = None, why: str = "",
-             xla_transcendentals: sympy.Expr | None = None) -> None:
-        self.out.lines.append((depth, text + f"   # {primitive}"))
+    def emit(self, item: source.Contraction | source.Apply | source.Collective, primitive: str, depth: int,
+             xla_flops: sympy.Expr | None = None, why: str = "", xla_transcendentals: sympy.Expr | None = None) -> None:
+        """A statement written: the primitive it came from its comment."""
+        self.out.lines.append((depth, replace(item, comment=primitive)))
         inside = self.out.shard_maps > 0
-        self.out.statements.append(Statement(text, primitive, depth, xla_flops or sympy.Integer(0), why, inside,
+        self.out.statements.append(Statement(item, primitive, depth, xla_flops or sympy.Integer(0), why, inside,
                                              self.out.shardings_read and not inside,
                                              xla_transcendentals or sympy.Integer(0), len(self.out.lines) - 1))
 
@@ -321,7 +323,7 @@ class Context:
         if splits is not None and any(splits):
             self.splits[view.array] = tuple(splits)
 
-    def tensor(self, view: View, axis_labels: list[str | None], summed: list[str] | None = None) -> str:
+    def tensor(self, view: View, axis_labels: list[str | None], summed: list[str] | None = None) -> source.Tensor:
         """An operand written with the labels of the value's axes: the array's dims in its
         own order, each labelled by the value axis that reads it (unlabelled: size-1 axes,
         left out), and outside shard_map each with the mesh axes the array splits it over.
@@ -339,7 +341,7 @@ class Context:
         dims = [with_split(by_data[k], split[k] if k < len(split) else "") for k in range(len(view.dims))
                 if k in by_data]
         dims += [label for label in summed or () if label not in by_data.values()]
-        return f"{view.dtype}[{', '.join(dims)}]"
+        return tensor(view.dtype, dims)
 
     def size(self, labels: list[str]) -> sympy.Expr:
         """The elements of a tensor with these labels on one chip, in symroof's dim symbols."""

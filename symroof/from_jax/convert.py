@@ -55,12 +55,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import dtypes
+from ..lang import source
 from . import cond, data, loops, scans, scatter, shard  # noqa: F401 (each registers its family's rules)
 from .context import Context
 from .gspmd import operands, read_shardings, reshaped, result_text
-from .program import Env, Eqn, View, join_label, split_label, union
+from .program import Env, Eqn, View, split_label, union
 from .rules import BINARY, CONSTANT, FREE, UNARY, not_costed, rule, walk
-from .scans import subscript
 from .xla import constant_counted, convert_folded, elementwise_folded
 
 # computed in fp32 where the operand is a 16-bit float: XLA counts a convert in and out
@@ -157,14 +157,15 @@ def elementwise(ctx: Context, eqn: Eqn, env: Env, depth: int, word: str) -> None
     _widen(ctx, reads, views, shape, labels, eqn)
     texts, splits = operands(ctx, reads, len(shape), depth, what=eqn.primitive.name)
     result = result_text(ctx.dtype(out.aval.dtype), labels, splits)
+    item: source.Contraction | source.Apply
     if word in ("+", "-", "*", "/"):
-        text = f" {word} ".join(texts) + f" -> {result}"
+        item = source.Contraction(tuple(texts), (source.Op(word),) * (len(texts) - 1), result)
     else:
-        text = f"{word}({', '.join(texts)}) -> {result}"
+        item = source.Apply(word, None, "call", tuple(texts), result)
     if eqn.primitive.name in UPCAST and dtypes.DTYPES[ctx.dtype(out.aval.dtype)].bytes == 2:
-        ctx.emit(text, eqn.primitive.name, depth, 2 * ctx.size(names), UPCAST_WHY)
+        ctx.emit(item, eqn.primitive.name, depth, 2 * ctx.size(names), UPCAST_WHY)
     else:
-        ctx.emit(text, eqn.primitive.name, depth)
+        ctx.emit(item, eqn.primitive.name, depth)
     ctx.result(eqn, env, labels=labels, splits=splits)
     elementwise_folded(ctx, eqn, at)
 
@@ -202,10 +203,11 @@ def integer_pow(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     _, labels = ctx.axis_labels(shape, reads=(x,))
     (first,), splits = operands(ctx, [(x, labels, list(range(len(shape))))], len(shape), depth)
     t = result_text(ctx.dtype(eqn.outvars[0].aval.dtype), labels, splits)
+    times = source.Op("*")
     for k in range(multiplies):
-        ctx.emit(f"{first} * {first} -> {t}" if k == 0 else f"{t} * {t} -> {t}", "integer_pow", depth)
+        ctx.emit(source.Contraction((first, first) if k == 0 else (t, t), (times,), t), "integer_pow", depth)
     if y < 0:
-        ctx.emit(f"recip({t}) -> {t}", "integer_pow", depth)
+        ctx.emit(source.Apply("recip", None, "call", (t,), t), "integer_pow", depth)
     ctx.result(eqn, env, labels=labels, splits=splits)
 
 
@@ -250,7 +252,7 @@ def _convert(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     kept = [j for j in range(len(shape)) if x.axes[j] is not None or labels[j] is None]
     dtype = ctx.dtype(eqn.outvars[0].aval.dtype)
     if len(kept) == len(shape):
-        ctx.emit(f"{operand} -> {result_text(dtype, labels, splits)}", eqn.primitive.name, depth,
+        ctx.emit(source.Contraction((operand,), (), result_text(dtype, labels, splits)), eqn.primitive.name, depth,
                  ctx.size(names), CONVERT_WHY)
         ctx.result(eqn, env, labels=labels, splits=splits)
         return
@@ -258,8 +260,8 @@ def _convert(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     # cast): the array is cast as it is, and its result read broadcast, as the operand was
     # (XLA's lowered module casts every element of the broadcast: 1 FLOP each)
     sub = [labels[j] for j in kept]
-    ctx.emit(f"{operand} -> {result_text(dtype, sub, [splits[j] for j in kept])}", eqn.primitive.name,
-             depth, ctx.size(names), CONVERT_BROADCAST_WHY)
+    ctx.emit(source.Contraction((operand,), (), result_text(dtype, sub, [splits[j] for j in kept])),
+             eqn.primitive.name, depth, ctx.size(names), CONVERT_BROADCAST_WHY)
     made = View.whole(dtype, tuple(shape[j] for j in kept), unreduced=x.unreduced)
     ctx.remember(made, sub, [splits[j] for j in kept])
     env[eqn.outvars[0]] = replace(made, axes=tuple(kept.index(j) if j in kept else None for j in range(len(shape))))
@@ -295,7 +297,7 @@ def dot_general(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     label = {i: n for i, n in zip(kept, names)}
     summed = [label[i] for i, g in enumerate(groups) if g[0] == "c" and i in label]
     result = [label.get(i) for i, g in enumerate(groups) if g[0] != "c"]
-    op = "*" if not summed else "*_" + subscript(summed)
+    op = source.Op("*", tuple(split_label(label)[0] for label in summed))
     # outside shard_map, a contracted dim split alike on both sides is summed by symroof's
     # own AllReduce (the result is written without {U_X}); inside, the body's psum sums it
     contracted = frozenset(i for i, g in enumerate(groups) if g[0] == "c")
@@ -306,12 +308,12 @@ def dot_general(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     # them: written {U_X}, so that symroof inserts no AllReduce (the body's psum is one)
     unreduced = union(*(split_label(label)[1] for label in summed),
                       *(ctx.view(v, env).unreduced for v in (lhs, rhs)))
-    text = (f"{left} {op} {right} -> {result_text(ctx.dtype(eqn.outvars[0].aval.dtype), result, out_splits)}"
-            + (f" {{{join_label('U', unreduced)}}}" if unreduced else ""))
+    item = source.Contraction((left, right), (op,),
+                              result_text(ctx.dtype(eqn.outvars[0].aval.dtype), result, out_splits, unreduced))
     if summed:
-        ctx.emit(text, "dot_general", depth)
+        ctx.emit(item, "dot_general", depth)
     else:  # no summed dim (a head mask, a norm's scale, an outer product): symroof's elementwise product
-        ctx.emit(text, "dot_general", depth, ctx.size([r for r in result if r is not None]), DOT_NO_SUM_WHY)
+        ctx.emit(item, "dot_general", depth, ctx.size([r for r in result if r is not None]), DOT_NO_SUM_WHY)
     ctx.result(eqn, env, unreduced=unreduced, labels=result, splits=out_splits)
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import sympy
 
+from ..lang import source
 from .gspmd import operands, result_text
 from .program import Env, Eqn, View
 from .rules import not_costed, rule
@@ -109,7 +110,7 @@ def _copy(ctx: Context, var: Any, env: Env, depth: int, primitive: str) -> None:
         return
     x = ctx.whole(var, labels, env, primitive)  # a broadcast (a constant's) copied: materialized
     (operand,), splits = operands(ctx, [(x, labels, list(range(len(shape))))], len(shape), depth)
-    ctx.emit(f"copy({operand}) -> {result_text(ctx.dtype(var.aval.dtype), labels, splits)}", primitive,
-              depth)
+    ctx.emit(source.Apply("copy", None, "call", (operand,), result_text(ctx.dtype(var.aval.dtype), labels, splits)),
+             primitive, depth)
 
 

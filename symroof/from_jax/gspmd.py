@@ -38,10 +38,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..lang import source
 from .context import with_split
-from .program import Env, Eqn, View, split_label
+from .program import Env, Eqn, View, split_label, tensor
 from .rules import after_each, rule
-from .shard import _spec_axes, _sub, letters, read_mesh
+from .shard import _spec_axes, letters, read_mesh
 
 if TYPE_CHECKING:
     from .context import Context
@@ -55,7 +56,7 @@ Read = tuple[View, list, list]
 
 
 def operands(ctx: Context, reads: list[Read], groups: int, depth: int, summed: frozenset[int] = frozenset(),
-             summed_labels: list[str] | None = None, what: str = "") -> tuple[list[str], list[str]]:
+             summed_labels: list[str] | None = None, what: str = "") -> tuple[list[source.Tensor], list[str]]:
     """A statement's operands as written, and the split of each of its axes (groups)
     in the result: the operands' splits, as GSPMD keeps them (none inside shard_map,
     whose labels carry their own)."""
@@ -75,9 +76,9 @@ def operands(ctx: Context, reads: list[Read], groups: int, depth: int, summed: f
     return texts, splits
 
 
-def result_text(dtype: str, labels: list, splits: list[str]) -> str:
+def result_text(dtype: str, labels: list, splits: list[str], unreduced: str = "") -> source.Tensor:
     """A result as written: its labels (None: a size-1 axis, left out), each split."""
-    return f"{dtype}[{', '.join(with_split(label, s) for label, s in zip(labels, splits) if label is not None)}]"
+    return tensor(dtype, [with_split(label, s) for label, s in zip(labels, splits) if label is not None], unreduced)
 
 
 def _choose(ctx: Context, reads: list[Read], groups: int,
@@ -124,18 +125,18 @@ def _gather_to(ctx: Context, view: View, labels: list, at: list, splits: list[st
         lost = "".join(a for a in split[k] if a not in splits[g])
         if lost:
             after = tuple(s if d != k else "".join(a for a in s if a not in lost) for d, s in enumerate(split))
-            view = collective_move(ctx, view, labels, after, f"AllGather_{_sub(lost)}", depth, what)
+            view = collective_move(ctx, view, labels, after, "AllGather", (lost,), depth, what)
     return view
 
 
-def collective_move(ctx: Context, view: View, labels: list, after: tuple[str, ...], word: str, depth: int,
-                     what: str) -> View:
-    """`word view -> the same array split as `after``, written out; the moved array."""
+def collective_move(ctx: Context, view: View, labels: list, after: tuple[str, ...], kind: str,
+                    subscript: tuple[str, ...], depth: int, what: str) -> View:
+    """`kind_subscript view -> the same array split as `after``, written out; the moved array."""
     before = ctx.tensor(view, labels)
     moved = view.moved()
     ctx.splits[moved.array] = after
     ctx.written[moved.array] = dict(ctx.written.get(view.array, {}))
-    ctx.emit(f"{word} {before} -> {ctx.tensor(moved, labels)}", f"{what}: GSPMD's reshard", depth)
+    ctx.emit(source.Collective(kind, subscript, before, ctx.tensor(moved, labels)), f"{what}: GSPMD's reshard", depth)
     return moved
 
 
@@ -233,10 +234,12 @@ def _relayout(ctx: Context, array: int, target: tuple[str, ...]) -> None:
     partial sums, AllGather, AllToAll) or slices it locally."""
     index, line, dtype, labels = ctx.made[array]
     statement = ctx.out.statements[index]
-    text = f"{statement.text.rpartition(' -> ')[0]} -> {result_text(dtype, labels, list(target))}"
-    ctx.out.statements[index] = replace(statement, text=text, derived=True)  # split from here: not whole
+    output = result_text(dtype, labels, list(target))
+    ctx.out.statements[index] = replace(statement, item=replace(statement.item, output=output),
+                                        derived=True)  # split from here: not whole
     depth, written = ctx.out.lines[line]
-    ctx.out.lines[line] = (depth, text + written[len(statement.text):])
+    assert isinstance(written, (source.Contraction, source.Apply, source.Collective))  # (the statement's line)
+    ctx.out.lines[line] = (depth, replace(written, output=output))
     ctx.splits[array] = target
 
 
@@ -251,13 +254,14 @@ def _move(ctx: Context, view: View, shape: tuple, target: tuple[str, ...], depth
         if src == dst:
             continue
         after = [s.replace(a, "") for s in current]
+        subscript: tuple[str, ...]
         if dst is None:
-            word = f"AllGather_{a}"
+            kind, subscript = "AllGather", (a,)
         else:
             after[dst] += a
             axis = next((j for j, k in enumerate(view.axes) if k == dst), None)
-            word = f"AllToAll_{{{a},{split_label(labels[axis] or '1')[0] if axis is not None else '1'}}}"
-        view = collective_move(ctx, view, labels, tuple(after), word, depth, what)
+            kind, subscript = "AllToAll", (a, split_label(labels[axis] or "1")[0] if axis is not None else "1")
+        view = collective_move(ctx, view, labels, tuple(after), kind, subscript, depth, what)
         current = tuple(after)
     moved = view.moved()  # the axes added: a local slice of what each chip holds
     ctx.splits[moved.array] = target

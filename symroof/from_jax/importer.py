@@ -1,6 +1,8 @@
 """Import a JAX function: trace it with symbolic shapes, write its jaxpr as a symroof
-program (jax_convert.py), and analyse that; at concrete sizes, check the counts against
-XLA's own cost analysis of the same function.
+program (each primitive by its rule: rules.py; the program as the spec's objects,
+lang/source.py, resolved without reading text; its text printed only for the person),
+and analyse that; at concrete sizes, check the counts against XLA's own cost analysis of
+the same function.
 
     >>> imported = from_jax(lambda x, w: x @ w, "x=bf16[B, D]; w=bf16[D, F]")  # doctest: +SKIP
     >>> imported.text                                                           # doctest: +SKIP
@@ -30,15 +32,16 @@ from .. import dtypes
 from ..analysis import Analysis
 from ..errors import SpecError, SymroofError, SymroofWarning
 from ..hardware.machine import machine
+from ..lang import source
 from ..lang.relations import expression
-from ..lang.structure import Structured, read_structured
+from ..lang.structure import Structured, read_source
 from ..models.decls import Options
 from ..models.model import Model
-from ..models.report import model, with_defaults
+from ..models.report import with_defaults
 from .cond import COUNTS
 from .context import Context
 from .convert import walk
-from .program import Converted, Statement, View, join_label, split_label
+from .program import Converted, Line, View, join_label, split_label
 from .xla import FOLDED, SCALAR_CONVERT, folds
 
 # symroof dtype -> numpy/JAX dtype name
@@ -154,8 +157,8 @@ class Imported:
 
     @functools.cached_property
     def structured(self) -> Structured:
-        """The program read once, however often it is analysed."""
-        return read_structured(self.text)
+        """The program resolved from its objects (no text read), once however often it is analysed."""
+        return read_source(self.converted.program())
 
     @property
     def analysis(self) -> Analysis:
@@ -253,7 +256,7 @@ def _weights(arguments: list[Argument], params: str | Iterable[str]) -> set[str]
     return out
 
 
-def _declarations(weights: list[tuple[Argument, int]], converter: Context) -> list[str]:
+def _declarations(weights: list[tuple[Argument, int]], converter: Context) -> list[source.Declare]:
     """`param` lines: the arguments named as parameters (with their arrays), then each
     array the function closes over that a statement reads (a scalar constant is no weight:
     left out), each with a name symroof reads (no `_`, which subscripts: w_up is wUp), its
@@ -263,16 +266,16 @@ def _declarations(weights: list[tuple[Argument, int]], converter: Context) -> li
     for a, array in weights:
         parts = a.name.split(".")
         name = _declared_name(parts[1:] if len(parts) > 1 else parts, taken)
-        dims = [join_label(d, s) for d, s in zip(a.dims, _held(converter, array, len(a.dims)))]
-        lines.append(f"param {name}: {a.dtype}[{', '.join(dims)}]   # argument {a.name}")
+        dims = tuple(source.Dim(d, s) for d, s in zip(a.dims, _held(converter, array, len(a.dims))))
+        lines.append(source.Declare("param", (source.Tensor(a.dtype, dims, name),), f"argument {a.name}"))
     k = 0
     for dtype, shape, arrays in converter.out.closed.values():
         read = [array for array in arrays if converter.reads[array]]
         if shape and read:
             k += 1
-            dims = [join_label(str(d), s) for d, s in zip(shape, _held(converter, read[0], len(shape)))]
-            lines.append(f"param {_declared_name([f'const{k}'], taken)}: {dtype}[{', '.join(dims)}]"
-                         "   # an array the function closes over")
+            dims = tuple(source.Dim(str(d), s) for d, s in zip(shape, _held(converter, read[0], len(shape))))
+            lines.append(source.Declare("param", (source.Tensor(dtype, dims, _declared_name([f"const{k}"], taken)),),
+                                        "an array the function closes over"))
     return lines
 
 
@@ -300,10 +303,10 @@ def _declared_name(parts: list[str], taken: set[str]) -> str:
     return name
 
 
-def _price(ctx: Context, statements: list[Statement], lines: list[tuple[int, str]]) -> dict[str, sympy.Expr]:
+def _price(ctx: Context, lines: list[tuple[int, Line]]) -> dict[str, sympy.Expr]:
     """The counts of a program of these lines (with what the conversion has built so far:
-    its mesh and lets), by cond.COUNTS."""
-    a = model(replace(ctx.out, lines=list(lines)).text, "prefill").analysis
+    its mesh and lets), by cond.COUNTS: from the objects, no text read."""
+    a = _model(read_source(ctx.out.program(lines)), None, {}).analysis
     return dict(zip(COUNTS, (a.flops, a.transcendentals, a.bytes,
                              sympy.Add(*(m.count * m.bytes for m in a.cost.moves)))))
 
@@ -331,7 +334,7 @@ def _equations(jaxpr) -> int:
 
 # shard_map and jit's shardings need each split dim to divide by its mesh axes, which a
 # bare symbol does not; traced again as GRAIN*B, it does (any split of up to 4096 in 2s,
-# with 3, 5 and 7 among them), and each dim's text is read back in B (jax_convert's
+# with 3, 5 and 7 among them), and each dim's text is read back in B (Context's
 # `rename`): 2580480*B is B/2
 GRAIN = 2**12 * 3**2 * 5 * 7
 
@@ -436,7 +439,7 @@ def _params(function, arguments: list[Argument]) -> list[str]:
 def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
     """At concrete sizes: symroof's counts, XLA's lowered and compiled cost analysis, and
     the differences each convention explains (among them what XLA folds before it counts,
-    jnp.tril's iota + 0 for one: jax_xla.py). XLA counts a loop's body once, so loops are
+    jnp.tril's iota + 0 for one: xla.py). XLA counts a loop's body once, so loops are
     compared once through (symroof's figure for the whole function is given beside)."""
     jax = _jax()
     if imported.converted.shardings_read:

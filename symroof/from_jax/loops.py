@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .program import Env, Eqn, View
+from .program import Closed, Env, Eqn, Opened, View
 from .rules import rule, walk
 
 if TYPE_CHECKING:
@@ -23,8 +23,7 @@ def scan(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     length = p["length"]
     unroll = int(p.get("unroll", 1))  # iterations per trip of the while loop XLA runs (importer.py)
     ctx.out.scans[len(ctx.out.lines)] = (unroll, length if isinstance(length, int) else ctx.dim_name(length))
-    loop = _open(ctx, depth, f"repeat {ctx.dim_name(length)} {{   # scan"
-                 + (f", unroll={unroll}" if unroll != 1 else ""))
+    loop = _open(ctx, depth, Opened(ctx.dim_name(length), "scan" + (f", unroll={unroll}" if unroll != 1 else "")))
     inner = {}
     for k, (iv, ov) in enumerate(zip(body.jaxpr.invars, eqn.invars)):
         v = ctx.view(ov, env)
@@ -51,7 +50,7 @@ def while_loop(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
         ctx.loops += 1
         ctx.out.notes.append(f"a while loop's trip count is not known from its condition: written "
                               f"repeat {trips}; give it with --set {trips}=N")
-    loop = _open(ctx, depth, f"repeat {trips} {{   # while")
+    loop = _open(ctx, depth, Opened(trips, "while"))
     # the condition, then the body, each trip (the condition's last test, one more, is left out)
     nc, nb = p["cond_nconsts"], p["body_nconsts"]
     body = p["body_jaxpr"].jaxpr
@@ -68,7 +67,7 @@ def while_loop(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
         _carried(ctx, ctx.view(iv, inner), env[v])
 
 
-def _open(ctx: Context, depth: int, line: str) -> int:
+def _open(ctx: Context, depth: int, line: Opened) -> int:
     """A repeat line written; the loop's index in out.loops, its end to come."""
     ctx.out.loops.append((len(ctx.out.lines), -1))
     ctx.out.lines.append((depth, line))
@@ -77,7 +76,7 @@ def _open(ctx: Context, depth: int, line: str) -> int:
 
 def _close(ctx: Context, depth: int, loop: int) -> None:
     ctx.out.loops[loop] = (ctx.out.loops[loop][0], len(ctx.out.lines))
-    ctx.out.lines.append((depth, "}"))
+    ctx.out.lines.append((depth, Closed()))
 
 
 def _carried(ctx: Context, last: View, out: View, stacked: bool = False) -> None:

@@ -1,4 +1,5 @@
-"""What the rules build: views of arrays, written statements, the program."""
+"""What the rules build: views of arrays, written statements (the spec's own objects,
+lang/source.py: printed only at the edge), the program."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy
+
+from ..lang import source
 
 _ARRAYS = itertools.count()  # each array in memory a number of its own (View.array)
 
@@ -71,20 +74,56 @@ def union(*axes: str) -> str:
     return "".join(dict.fromkeys("".join(axes)))
 
 
+def dim(label: str) -> source.Dim:
+    """A label as a dim written in a statement: 'B_{XY}' -> B over X and Y."""
+    return source.Dim(*split_label(label))
+
+
+def tensor(dtype: str, labels: list[str | None] | list[str], unreduced: str = "") -> source.Tensor:
+    """A tensor with these labels (None: a size-1 axis, left out), partial sums over `unreduced`."""
+    return source.Tensor(dtype, tuple(dim(label) for label in labels if label is not None), unreduced=unreduced)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A loop's `repeat COUNT {` line."""
+
+    count: str
+    comment: str
+
+    def __str__(self) -> str:
+        return f"repeat {self.count} {{   # {self.comment}"
+
+
+@dataclass(frozen=True)
+class Closed:
+    def __str__(self) -> str:
+        return "}"
+
+
+# one line of the program as written: a statement (with its primitive as its comment), a
+# comment, or a loop's opening or closing line
+Line = source.Contraction | source.Apply | source.Collective | source.Comment | Opened | Closed
+
+
 @dataclass
 class Statement:
     """One written statement, the primitive it came from, and how XLA's lowered count of
     it differs from symroof's (FLOPs and transcendentals: XLA minus symroof), with the reason."""
 
-    text: str
+    item: source.Contraction | source.Apply | source.Collective  # without its comment
     primitive: str
     depth: int
     xla_flops: sympy.Expr = sympy.Integer(0)
     why: str = ""
     in_shard_map: bool = False  # written inside a shard_map's body: per chip, with its splits
-    derived: bool = False  # outside shard_map, with the splits derived from jit's shardings (jax_gspmd.py)
+    derived: bool = False  # outside shard_map, with the splits derived from jit's shardings (gspmd.py)
     xla_transcendentals: sympy.Expr = sympy.Integer(0)
     line: int = -1  # its index in Converted.lines (the repeat blocks it lies in)
+
+    @property
+    def text(self) -> str:
+        return str(self.item)
 
 
 @dataclass
@@ -92,11 +131,11 @@ class Converted:
     lets: dict[str, str] = field(default_factory=dict)  # name -> expression text
     mesh: dict[str, int] = field(default_factory=dict)  # JAX's mesh: symroof's axis letter -> size
     axis_names: dict[str, str] = field(default_factory=dict)  # JAX's mesh axis name -> symroof's letter
-    lines: list[tuple[int, str]] = field(default_factory=list)  # (depth, text): statements and repeat lines
+    lines: list[tuple[int, Line]] = field(default_factory=list)  # (depth, line): statements, comments, loops
     statements: list[Statement] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)  # primitive -> count: not costed
     shard_maps: int = 0  # inside this many shard_maps now (while converting)
-    shardings_read: bool = False  # a jit's shardings or a sharding constraint read (jax_gspmd.py)
+    shardings_read: bool = False  # a jit's shardings or a sharding constraint read (gspmd.py)
     layout: Counter = field(default_factory=Counter)  # primitive -> count: taken as free
     notes: list[str] = field(default_factory=list)
     dead: int = 0  # jaxpr equations dropped: nothing uses their results (jit drops them too)
@@ -106,7 +145,7 @@ class Converted:
     # the arrays the function closes over (a jaxpr's consts: weights), by the constant's
     # id: its dtype, shape, and the arrays (View.array) it is read as
     closed: dict[int, tuple[str, tuple, list[int]]] = field(default_factory=dict)
-    params: list[str] = field(default_factory=list)  # `param` declarations, written after the lets
+    params: list[source.Declare] = field(default_factory=list)  # `param` declarations, written after the lets
     # each scan's repeat line (its index in `lines`) -> (its unroll, its length: a number or a dim's name)
     scans: dict[int, tuple[int, int | str]] = field(default_factory=dict)
     # each loop's repeat line and its closing line (indices in `lines`), in the order they open
@@ -116,15 +155,37 @@ class Converted:
         """What XLA counts here that no statement stands for (once per pass through here)."""
         self.xla_extra.append((flops, why, len(self.lines)))
 
+    def mesh_line(self) -> source.MeshLine | None:
+        return source.MeshLine(tuple((k, v, "ici") for k, v in self.mesh.items())) if self.mesh else None
+
+    def let_line(self) -> source.Let | None:
+        return source.Let(tuple(self.lets.items())) if self.lets else None
+
     @property
     def text(self) -> str:
         out = []
         if self.mesh:
             names = {letter: name for name, letter in self.axis_names.items()}
-            out.append("mesh " + ", ".join(f"{k}={v}" for k, v in self.mesh.items())
-                       + "   # JAX's mesh: " + ", ".join(f"{k} is {names[k]!r}" for k in self.mesh))
+            out.append(f"{self.mesh_line()}   # JAX's mesh: " + ", ".join(f"{k} is {names[k]!r}" for k in self.mesh))
         if self.lets:
-            out.append("let " + ", ".join(f"{k} = {v}" for k, v in self.lets.items()))
-        out += self.params
-        out += ["  " * depth + line for depth, line in self.lines]
+            out.append(str(self.let_line()))
+        out += map(str, self.params)
+        out += ["  " * depth + str(line) for depth, line in self.lines]
         return "\n".join(out) + "\n"
+
+    def program(self, lines: list[tuple[int, Line]] | None = None) -> source.Program:
+        """The program as objects (its statements in their repeat blocks; comments, which
+        cost nothing, left out), with `lines` in place of its own where given."""
+        stack: list[list[source.Item]] = [[]]
+        opened: list[Opened] = []
+        for _, line in self.lines if lines is None else lines:
+            if isinstance(line, Opened):
+                stack.append([])
+                opened.append(line)
+            elif isinstance(line, Closed):
+                body, top = stack.pop(), opened.pop()
+                stack[-1].append(source.Repeat(top.count, tuple(body), top.comment))
+            elif not isinstance(line, source.Comment):
+                stack[-1].append(line)
+        head = [line for line in (self.mesh_line(), self.let_line()) if line is not None]
+        return source.Program((*head, *self.params, *stack[0]))

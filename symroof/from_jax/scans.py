@@ -34,9 +34,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ..lang import source
 from ..ops import cumulative as ops_cumulative
 from .gspmd import collective_move, operands, result_text
-from .program import Env, Eqn, View, join_label, split_label, union
+from .program import Env, Eqn, View, split_label, union
 from .rules import not_costed, rule
 
 if TYPE_CHECKING:
@@ -91,11 +92,10 @@ def reduce(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     out_labels = [labels[j] for j in range(len(shape)) if j not in reduced]
     out_splits = [splits[j] for j in range(len(shape)) if j not in reduced]
     unreduced = union(x.unreduced, split_over)  # inside shard_map: partial results, the body's to reduce
-    out = result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out_labels, out_splits) + (
-        f" {{{join_label('U', unreduced)}}}" if unreduced else "")
+    out = result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out_labels, out_splits, unreduced)
     n, rows = ctx.size(names), ctx.size(kept)  # type: ignore[arg-type]
     xla, why = (ARG_OPS * (n - rows) - n, ARG_WHY) if arg else (-rows, REDUCE_WHY)
-    ctx.emit(f"{REDUCE[name]}_{subscript(over)} {operand} -> {out}", name, depth, xla, why)
+    ctx.emit(source.Apply(REDUCE[name], subscript(over), "prefix", (operand,), out), name, depth, xla, why)
     ctx.result(eqn, env, unreduced=unreduced, labels=out_labels, splits=out_splits)
 
 
@@ -119,8 +119,7 @@ def cumulative(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     had = split[k] if k is not None and k < len(split) else ""
     if had:  # each element needs every one before it: GSPMD gathers the dim first, as written here
         after = tuple("" if d == k else s for d, s in enumerate(split))
-        x = collective_move(ctx, x, labels, after, "AllGather_" + (had if len(had) == 1 else "{" + had + "}"),
-                                  depth, name)
+        x = collective_move(ctx, x, labels, after, "AllGather", (had,), depth, name)
         ctx.said(f"{name} along a dim split by jit's shardings: gathered first (an AllGather, written out), "
                    "as GSPMD does; each chip computes the whole scan and keeps its part")
     (operand,), splits = operands(ctx, [(x, labels, list(range(len(shape))))], len(shape), depth, what=name)
@@ -128,7 +127,7 @@ def cumulative(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     out = result_text(ctx.dtype(eqn.outvars[0].aval.dtype), labels, splits)
     flops, transcendentals = COMBINE[name]
     n, t = ctx.size(names), ctx.size([labels[axis]])
-    ctx.emit(f"{name}_{subscript([labels[axis]])} {operand} -> {out}", what, depth, flops * n * (t - 2),
+    ctx.emit(source.Apply(name, subscript([labels[axis]]), "prefix", (operand,), out), what, depth, flops * n * (t - 2),
               SCAN_WHY, transcendentals * n * (t - 2))
     ctx.result(eqn, env, labels=labels, splits=splits)
 

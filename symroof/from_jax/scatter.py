@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 import sympy
 
+from ..lang import source
 from .gspmd import operands, result_text
-from .program import Env, Eqn, join_label, same, split_label, union
+from .program import Env, Eqn, same, split_label, union
 from .rules import not_costed, rule
 
 if TYPE_CHECKING:
@@ -138,10 +139,10 @@ def indexing(ctx: Context, eqn: Eqn, env: Env, depth: int, word: str, reads: lis
     out_splits = ["" if g is None else splits[g] for g in out_groups]
     unreduced = union(*(split_label(names[g])[1] for g in summed), *(v.unreduced for v, _ in reads)) \
         if ctx.out.shard_maps else None
-    written = result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out, out_splits)
-    text = f"{word} {', '.join(texts)} -> {written}" + (f" {{{join_label('U', unreduced)}}}" if unreduced else "")
+    written = result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out, out_splits, unreduced or "")
     extra = xla(names) if xla is not None else None
-    ctx.emit(text, eqn.primitive.name, depth, extra, why if extra is not None else "")
+    ctx.emit(source.Apply(word, None, "prefix", tuple(texts), written), eqn.primitive.name, depth, extra,
+             why if extra is not None else "")
     ctx.result(eqn, env, unreduced=unreduced, labels=out, splits=out_splits)
 
 
@@ -194,6 +195,6 @@ def pad(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     if lost:
         ctx.said(f"pad of {', '.join(lost)}, split over a mesh axis: symroof's engine gathers it first "
                    "(AllGather) and pads it whole on each chip, where GSPMD pads the shards in place")
-    ctx.emit(f"pad {operand} -> {result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out, out_splits)}",
-              "pad", depth)
+    ctx.emit(source.Apply("pad", None, "prefix", (operand,), result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out,
+                                                                          out_splits)), "pad", depth)
     ctx.result(eqn, env, labels=out, splits=out_splits)

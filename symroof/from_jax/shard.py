@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 import sympy
 
 from ..errors import SpecError
-from .program import Env, Eqn, View, join_label, split_label, union
+from ..lang import source
+from .program import Env, Eqn, View, join_label, split_label, tensor, union
 from .rules import not_costed, rule, walk
 
 if TYPE_CHECKING:
@@ -111,16 +112,15 @@ def shard_map(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
 # -- collectives ----------------------------------------------------------------
 
 
-def _collective(ctx: Context, word: str, primitive: str, x: Any, out: Any, env: Env, depth: int, labels_in: list[str],
-                labels_out: list[str], reduced: str = "", xla_flops: sympy.Expr | None = None, why: str = "") -> None:
-    """Write `word x -> out`: the operand's partial sums over `reduced` summed."""
+def _collective(ctx: Context, kind: str, subscript: tuple[str, ...], primitive: str, x: Any, out: Any, env: Env,
+                depth: int, labels_in: list[str], labels_out: list[str], reduced: str = "",
+                xla_flops: sympy.Expr | None = None, why: str = "") -> None:
+    """Write `kind_subscript x -> out`: the operand's partial sums over `reduced` summed."""
     pending = union(ctx.view(x, env).unreduced, reduced)
     left = "".join(a for a in pending if a not in reduced)
-    operand = f"{ctx.dtype(x.aval.dtype)}[{', '.join(labels_in)}]" + (
-        f" {{{join_label('U', pending)}}}" if pending else "")
-    result = f"{ctx.dtype(out.aval.dtype)}[{', '.join(labels_out)}]" + (
-        f" {{{join_label('U', left)}}}" if left else "")
-    ctx.emit(f"{word} {operand} -> {result}", primitive, depth, xla_flops, why)
+    operand = tensor(ctx.dtype(x.aval.dtype), labels_in, pending)
+    result = tensor(ctx.dtype(out.aval.dtype), labels_out, left)
+    ctx.emit(source.Collective(kind, subscript, operand, result), primitive, depth, xla_flops, why)
     env[out] = View.whole(ctx.dtype(out.aval.dtype), tuple(out.aval.shape), unreduced=left)
     ctx.remember(env[out], [label if label != "1" else None for label in labels_out])
 
@@ -133,7 +133,7 @@ def psum(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     for x, out in zip(eqn.invars, eqn.outvars):  # psum takes several arrays at once
         labels = [label for label in ctx.axis_labels(tuple(x.aval.shape), reads=(ctx.view(x, env),))[1]
                   if label is not None]
-        _collective(ctx, f"AllReduce_{_sub(axes)}", eqn.primitive.name, x, out, env, depth, labels, labels, axes,
+        _collective(ctx, "AllReduce", (axes,), eqn.primitive.name, x, out, env, depth, labels, labels, axes,
                          ctx.size(labels), "XLA counts an AllReduce's combine as 1 FLOP per element on a chip "
                          "(a ReduceScatter's as none)")
 
@@ -160,7 +160,7 @@ def ppermute(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
         return not_costed(ctx, eqn, env)
     for x, out in zip(eqn.invars, eqn.outvars):
         labels = _labels(ctx, x, env)
-        _collective(ctx, f"Permute_{axes}", eqn.primitive.name, x, out, env, depth, labels, labels)
+        _collective(ctx, "Permute", (axes,), eqn.primitive.name, x, out, env, depth, labels, labels)
 
 
 @rule("all_gather")
@@ -172,7 +172,7 @@ def all_gather(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     before = _labels(ctx, eqn.invars[0], env)
     after = list(before)
     before[d], after[d] = _gathered(ctx, before[d], eqn.outvars[0].aval.shape[d], axes)
-    _collective(ctx, f"AllGather_{_sub(axes)}", *_one(eqn), env, depth, before, after)
+    _collective(ctx, "AllGather", (axes,), *_one(eqn), env, depth, before, after)
 
 
 @rule("reduce_scatter")
@@ -184,7 +184,7 @@ def reduce_scatter(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     before = _labels(ctx, eqn.invars[0], env)
     after = list(before)
     after[d] = _scattered(ctx, before[d], eqn.outvars[0].aval.shape[d], axes)
-    _collective(ctx, f"ReduceScatter_{{{','.join(axes)},{split_label(before[d])[0]}}}", *_one(eqn), env, depth,
+    _collective(ctx, "ReduceScatter", (*axes, split_label(before[d])[0]), *_one(eqn), env, depth,
                      before, after, axes)
 
 
@@ -200,7 +200,7 @@ def all_to_all(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     after = list(before)
     before[concat], after[concat] = _gathered(ctx, before[concat], shape[concat], axes)
     after[split] = _scattered(ctx, before[split], shape[split], axes)
-    _collective(ctx, f"AllToAll_{{{','.join(axes)},{split_label(before[split])[0]}}}", *_one(eqn), env, depth,
+    _collective(ctx, "AllToAll", (*axes, split_label(before[split])[0]), *_one(eqn), env, depth,
                      before, after)
 
 

@@ -1,8 +1,8 @@
-"""What XLA folds away before it counts, for the cross-check (jax_import.cross_check).
+"""What XLA folds away before it counts, for the cross-check (importer.cross_check).
 
 `jax.jit(f).lower(...).cost_analysis()` counts the HLO module that JAX's StableHLO becomes,
 and that conversion canonicalizes it (MLIR's folders) first. Measured with jax 0.10.2 (CPU),
-the lowered module's `flops` against each jaxpr (tests/test_from_jax_masks.py checks each):
+the lowered module's `flops` against each jaxpr (tests/from_jax/test_from_jax_masks.py checks each):
 
 * x + 0, 0 + x, x - 0 (-0.0 too), x * 1, 1 * x: x, whatever the dtype. Not folded: 0 - x,
   x / 1, a float's x * 0 and x - x, max(x, -inf), shifts by 0, a select on a constant.
@@ -26,15 +26,15 @@ What XLA folds it neither reads nor writes: where symroof's bytes exceed the low
 module's, the cross-check compares them without the folded statements (a function whose
 only op folds away: 0 bytes in XLA).
 
-Not folds, but XLA's counts that the cross-check explains beside them (jax_convert.py): a
+Not folds, but XLA's counts that the cross-check explains beside them (convert.py): a
 dot_general with no summed dim, 2 FLOPs per product in the lowered module (a multiply and
 an add) where symroof writes an elementwise product (1); a convert of a broadcast array,
 1 FLOP per element of the broadcast, where symroof casts the array before it. And a scan
-unrolled k times is counted as its lowered module holds it (jax_import.cross_check).
+unrolled k times is counted as its lowered module holds it (importer.cross_check).
 
 symroof counts each such statement as written, one FLOP per element; the cross-check
 explains it (a statement's xla_flops, minus its elements). Code dead from the start (an
-unused result) is dropped before conversion (jax_import._live), as jit drops it; what a
+unused result) is dropped before conversion (importer._live), as jit drops it; what a
 fold leaves dead (the compare in select(x > 0, x + 0, x)) XLA drops too, and it is
 marked here as folded. Dead transcendentals (exp of a value only a folded op reads)
 still differ in XLA's transcendental count.

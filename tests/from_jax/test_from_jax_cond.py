@@ -1,4 +1,4 @@
-"""Importing conditionals (symroof/jax_cond.py): `lax.cond` and `lax.switch` written as the
+"""Importing conditionals (symroof/from_jax/cond.py): `lax.cond` and `lax.switch` written as the
 branch that costs the most in every count, as XLA's cost analysis counts a conditional
 (the most of its branches' counts, each on its own); not costed, and said, where no branch
 does. Each against XLA's lowered module at two shapes, and the dominance test behind the

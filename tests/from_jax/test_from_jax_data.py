@@ -1,4 +1,4 @@
-"""Importing gathers, scatters and pads (jax_data.py, jax_scatter.py): what each is written
+"""Importing gathers, scatters and pads (from_jax/data.py, scatter.py): what each is written
 as, its counts by hand, and XLA's lowered cost analysis of the same function at two or
 more shapes (benchmarks/xla_conventions.md says what XLA counts for each: a gather the
 elements it takes, a scatter the indices and three times its updates, a pad its operand

@@ -1,5 +1,5 @@
-"""Importing the rest of jax.lax's elementwise and reduction families (symroof/jax_convert.py,
-jax_scans.py): functions XLA expands into polynomials (erfc, lgamma, digamma, erf_inv, the
+"""Importing the rest of jax.lax's elementwise and reduction families (symroof/from_jax/convert.py,
+scans.py): functions XLA expands into polynomials (erfc, lgamma, digamma, erf_inv, the
 inverse and hyperbolic trigonometric ones), integer bit operations, the logical and
 product reductions, bitcasts, reversals, unsigned dtypes, and pmax/pmin under shard_map.
 Each is written with symroof's word and counted as XLA's lowered module counts it (its

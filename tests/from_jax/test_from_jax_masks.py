@@ -1,4 +1,4 @@
-"""Causal masks, and what XLA folds before it counts (symroof/jax_xla.py).
+"""Causal masks, and what XLA folds before it counts (symroof/from_jax/xla.py).
 
 `jnp.tril` computes `iota + k`, and with k = 0 that add is an identity the StableHLO ->
 HLO conversion folds away before XLA's cost analysis counts the lowered module: symroof

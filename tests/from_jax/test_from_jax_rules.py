@@ -1,6 +1,6 @@
 """The importer's table of rules (symroof/from_jax/rules.py): one rule per primitive, the
-counts of what it writes coming from ops/ (no second copy), and its output read once
-however often it is analysed.
+counts of what it writes coming from ops/ (no second copy), and the program built as the
+spec's objects, never read back from text, however often it is analysed.
 
 JAX is optional: without it the import tests are skipped."""
 
@@ -37,7 +37,7 @@ def test_the_counts_of_what_the_rules_write_are_the_ops_tables():
     assert {p for p in rules.BINARY if not xla.one_flop(p)} == set(elementwise.TRANSCENDENTAL)
 
 
-def test_what_xla_folds_follows_the_ops_table(monkeypatch):
+def test_what_xla_folds_follows_the_ops_table(monkeypatch: pytest.MonkeyPatch):
     assert xla.one_flop("neg")
     monkeypatch.setitem(unary.FUNCTIONS, "neg", (2, 0, "patched"))
     assert not xla.one_flop("neg")
@@ -48,7 +48,16 @@ def test_what_xla_folds_follows_the_ops_table(monkeypatch):
 FLOAT_UNARY = [p for p in rules.UNARY if p not in ("not", "population_count", "clz", "is_finite")]
 
 
-def test_every_unary_primitive_is_counted_by_the_ops_table(monkeypatch):
+@pytest.fixture
+def fresh_costs():
+    """Statement costs computed anew (the cost of a statement is cached across programs)."""
+    from symroof.roofline.cost import statement_cost
+    statement_cost.cache_clear()
+    yield
+    statement_cost.cache_clear()
+
+
+def test_every_unary_primitive_is_counted_by_the_ops_table(monkeypatch: pytest.MonkeyPatch, fresh_costs: None):
     jax = pytest.importorskip("jax")
     import symroof
     patched = {rules.UNARY[p]: (100 + k, k + 1, "patched") for k, p in enumerate(FLOAT_UNARY)}
@@ -66,7 +75,7 @@ def test_every_unary_primitive_is_counted_by_the_ops_table(monkeypatch):
     assert sympy.simplify(a.transcendentals - B * D * sum(t for _, t, _ in patched.values())) == 0
 
 
-def _count_reads(monkeypatch) -> list[str]:
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every program text the spec reader reads (the entry of lang's parse and read_structured)."""
     import importlib
 
@@ -83,7 +92,7 @@ def _count_reads(monkeypatch) -> list[str]:
     return texts
 
 
-def test_the_imported_program_is_read_once_however_often_it_is_analysed(monkeypatch):
+def test_the_imported_program_is_built_as_objects_and_never_read(monkeypatch: pytest.MonkeyPatch):
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
 
@@ -97,12 +106,16 @@ def test_the_imported_program_is_read_once_however_often_it_is_analysed(monkeypa
 
     texts = _count_reads(monkeypatch)
     im = symroof.from_jax(f, "x=fp32[B, D]; ws=fp32[L, D, D]")
-    priced = len(texts)  # the cond's branches, each priced once
-    assert priced <= 2
     assert "repeat L {" in im.text and "# cond: branch 1 of 2 written" in im.text  # (branch 1: the true one)
     im.model()
     _ = im.analysis
     im.xla({"B": 2, "D": 8, "L": 3})
     im.xla({"B": 4, "D": 8, "L": 5})
     im.model(None, {"B": 2})
-    assert len(texts) == priced + 1  # the program: read once
+    # the rules build the program's objects: no text is read, the cond's branches priced
+    # from theirs, the program resolved from its own
+    assert texts == []
+    from symroof.lang import read_structured
+    printed = read_structured(im.text)  # what is printed reads back as the program costed
+    assert printed.program == im.structured.program and printed.counts == im.structured.counts
+    assert len(texts) == 1
