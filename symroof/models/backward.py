@@ -45,7 +45,7 @@ from ..lang.source import (
     Repeat,
     Tensor,
 )
-from .strategies import Strategy, braced, is_parameter, names
+from .strategies import Strategy, is_parameter, names
 
 _LAYOUT = (Blank, Comment, Let, MeshLine)  # lines the backward shares with the forward, or none
 
@@ -200,7 +200,7 @@ class _Writer:
             else:
                 rest, reduced = self.batch + self.fsdp, whole
             if rest:
-                out.append(Collective("AllReduce", braced(rest), replace(reduced, unreduced=rest), reduced, says))
+                out.append(Collective("AllReduce", (rest,), replace(reduced, unreduced=rest), reduced, says))
         return out
 
 

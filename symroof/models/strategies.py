@@ -171,11 +171,6 @@ def names(strategy: Strategy, *kinds: str) -> str:
     return "".join(a for kind in kinds for a, *_ in strategy.get(kind, ()))
 
 
-def braced(axes: str) -> tuple[str, ...]:
-    """Axes as a collective's subscript takes them: one item, the names run together."""
-    return (axes,)
-
-
 def subscripted(p: Program, strategy: Strategy) -> Program:
     """The program with a mesh line, and each dim a kind splits subscripted with its axes
     in every tensor (never in `let` lines); FSDP's parameters are written sharded but still
@@ -260,7 +255,7 @@ def _context_gathered(p: Program, axes: str) -> Program:
         if not isinstance(item, Fused):
             return (item,)
         # each read of the keys or the values (a tensor with S and no T)
-        gathers = tuple(Collective("AllGather", braced(axes), t.unnamed(), whole(t.unnamed()),
+        gathers = tuple(Collective("AllGather", (axes,), t.unnamed(), whole(t.unnamed()),
                                    "the sequence's keys or values")
                         for s in item.statements for t in s.operands
                         if local in t.dims and "T" not in t.names)
@@ -309,7 +304,7 @@ def gathered(p: Program, strategy: Strategy) -> Program:
 def _gathers(s: Contraction | Apply, mark: Dim, fsdp: str, whole: Callable[[Tensor], Tensor]) -> list[Collective]:
     """The AllGathers of the sharded parameters a statement reads, each once."""
     read = dict.fromkeys(t.unnamed() for t in s.operands if is_parameter(t) and mark in t.dims)
-    return [Collective("AllGather", braced(fsdp), t, whole(t)) for t in read]
+    return [Collective("AllGather", (fsdp,), t, whole(t)) for t in read]
 
 
 def _reading_whole(s: Contraction | Apply, found: list[Collective]) -> Contraction | Apply:
