@@ -47,7 +47,7 @@ class Folded:
     """What XLA folds (xla.py): equation (by id) -> whether it is folded, once per visit in
     the order the rules walk it; `converts`: the scalar converts XLA counts and symroof not."""
 
-    def __init__(self, marks: dict[int, list[bool]] | None = None, converts: int = 0):
+    def __init__(self, marks: dict[int, list[bool]] | None = None, converts: int = 0) -> None:
         self.marks = marks or {}
         self.converts = converts
 

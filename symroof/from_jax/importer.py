@@ -131,7 +131,7 @@ def load_function(target: str) -> Callable:
     return function
 
 
-def _jax():
+def _jax() -> Any:
     try:
         import jax
     except ImportError:
@@ -311,7 +311,7 @@ def _price(ctx: Context, lines: list[tuple[int, Line]]) -> dict[str, sympy.Expr]
                              sympy.Add(*(m.count * m.bytes for m in a.cost.moves)))))
 
 
-def _live(closed):
+def _live(closed: Any) -> tuple[Any, int]:
     """The jaxpr without the equations whose results nothing uses (JAX's own dead-code
     pass, into jit bodies and loops too): jit drops them before XLA sees the module, and
     a run never computes them. Its inputs all kept (each is a parameter). And how many
@@ -324,7 +324,7 @@ def _live(closed):
     return (ClosedJaxpr(live.replace(invars=jaxpr.invars), closed.consts), dropped) if dropped else (closed, 0)
 
 
-def _equations(jaxpr) -> int:
+def _equations(jaxpr: Any) -> int:
     """Equations in a jaxpr and in the jaxprs inside it."""
     inner = [getattr(j, "jaxpr", j) for eqn in jaxpr.eqns for p in eqn.params.values()
              for j in (p if isinstance(p, tuple | list) else [p])
@@ -339,7 +339,8 @@ def _equations(jaxpr) -> int:
 GRAIN = 2**12 * 3**2 * 5 * 7
 
 
-def _trace(jax, function, arguments: list[Argument]):
+def _trace(jax: Any, function: Callable,
+           arguments: list[Argument]) -> tuple[Any, Callable[[str], str] | None]:
     """The function's jaxpr with symbolic dims, and how to read its dims back where they
     had to be traced as multiples (None where not)."""
     try:
@@ -363,7 +364,8 @@ def _trace(jax, function, arguments: list[Argument]):
     return closed, rename
 
 
-def _structs(jax, function, arguments: list[Argument], sizes: Mapping[str, int] | None, grain: int = 1) -> list:
+def _structs(jax: Any, function: Callable, arguments: list[Argument], sizes: Mapping[str, int] | None,
+             grain: int = 1) -> list:
     """The function's arguments as ShapeDtypeStructs, in its parameters' order: symbolic
     dims (one scope for all; each `grain` times its symbol) or, with `sizes`, concrete ones."""
     import jax.numpy as jnp
@@ -420,7 +422,7 @@ def _lists(node: object) -> object:
     return node
 
 
-def _leaves(jax, function, arguments: list[Argument]) -> list[Argument]:
+def _leaves(jax: Any, function: Callable, arguments: list[Argument]) -> list[Argument]:
     """The arguments in the order JAX flattens them into the jaxpr's inputs."""
     index = {a.name: k for k, a in enumerate(arguments)}
     params = [p for p in _params(function, arguments) if p in {_root(a.name) for a in arguments}]
@@ -428,7 +430,7 @@ def _leaves(jax, function, arguments: list[Argument]) -> list[Argument]:
                                                                                 lambda a: index[a.name]))]
 
 
-def _params(function, arguments: list[Argument]) -> list[str]:
+def _params(function: Callable, arguments: list[Argument]) -> list[str]:
     """The function's parameters, in order (the arguments' order where it has no signature)."""
     try:
         return list(inspect.signature(function).parameters)
@@ -575,7 +577,7 @@ def _as_xla_counts(structured: Structured, copies: list[int], drop: Set[int] = f
                    parts=tuple(structured.parts[i] for i in kept), blocks=blocks)
 
 
-def _costs(found) -> dict:
+def _costs(found: Any) -> dict:
     if isinstance(found, list):  # older JAX: one dict per computation
         found = found[0] if found else {}
     found = found or {}

@@ -106,7 +106,7 @@ class Folds(defaultdict):
         self.converts = 0
 
 
-def _splat(array):
+def _splat(array: Any) -> Any:
     """The one value of an array of one value (0-d, of its dtype), or None."""
     try:
         a = numpy.asarray(array)
@@ -117,7 +117,7 @@ def _splat(array):
     return a.reshape(-1)[:1].reshape(())
 
 
-def _fact(var, facts: dict):
+def _fact(var: Any, facts: dict) -> tuple[str, Any]:
     """("c", its value) for a constant (None: not known here, or not one value), else
     ("x", the variable it equals)."""
     if type(var).__name__ == "Literal":
@@ -125,7 +125,7 @@ def _fact(var, facts: dict):
     return facts.get(var, ("x", var))
 
 
-def _run(jaxpr, known: dict, out: Folds) -> list:
+def _run(jaxpr: Any, known: dict, out: Folds) -> list:
     facts = dict(known)
     for eqn in jaxpr.eqns:
         results, folded = _eqn(eqn, [_fact(v, facts) for v in eqn.invars], out)
@@ -137,7 +137,7 @@ def _run(jaxpr, known: dict, out: Folds) -> list:
     return [_fact(v, facts) for v in jaxpr.outvars]
 
 
-def _dead(jaxpr, facts: dict, out: Folds) -> None:
+def _dead(jaxpr: Any, facts: dict, out: Folds) -> None:
     """Mark as folded the elementwise equations that only folded ones read (in
     select(x > 0, x + 0, x), the compare): XLA drops them once it has folded their
     readers. A folded equation whose result is read keeps its operands (x + 0: x)."""
@@ -152,7 +152,7 @@ def _dead(jaxpr, facts: dict, out: Folds) -> None:
                 needed.update((v, f[1]) if f[0] == "x" else (v,))
 
 
-def _eqn(eqn, ins: list, out: Folds) -> tuple[list, bool]:
+def _eqn(eqn: Eqn, ins: list, out: Folds) -> tuple[list, bool]:
     """The facts of an equation's results (None: a value of its own), and whether XLA folds it."""
     name, none = eqn.primitive.name, [None] * len(eqn.outvars)
     if name in _INLINED:
@@ -181,7 +181,7 @@ def _eqn(eqn, ins: list, out: Folds) -> tuple[list, bool]:
     return [found], found is not None
 
 
-def _evaluate(name: str, values: list, dtype):
+def _evaluate(name: str, values: list, dtype: Any) -> Any:
     if any(v is None for v in values):
         return None
     try:
@@ -195,9 +195,11 @@ def _evaluate(name: str, values: list, dtype):
         return None
 
 
-def _identity(name: str, ins: list, invars: list, result):
+def _identity(name: str, ins: list, invars: list,
+              result: Any) -> tuple[str, Any] | None:
     """The fact of a result XLA folds (a constant, or the operand it equals), else None."""
-    def same_as(fact):  # folded to an operand: the operand, or its broadcast (a value of its own)
+    # folded to an operand: the operand, or its broadcast (a value of its own)
+    def same_as(fact: tuple[str, Any]) -> tuple[str, Any] | None:
         v = fact[1]
         if v.aval.dtype != result.aval.dtype:
             return None
