@@ -293,7 +293,7 @@ def dot_general(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     # each operand read with the labels its array was written with, where they fit
     prefer = ctx.prefer([(v, [at.get(i) for i in side]) for v, side in zip(views, sides)])
     names = ctx.labels([dims[i] for i in kept], frozenset(n for n, i in enumerate(kept) if groups[i][0] == "c"),
-                        prefer)
+                       prefer)
     label = {i: n for i, n in zip(kept, names)}
     summed = [label[i] for i, g in enumerate(groups) if g[0] == "c" and i in label]
     result = [label.get(i) for i, g in enumerate(groups) if g[0] != "c"]

@@ -70,9 +70,9 @@ def operands(ctx: Context, reads: list[Read], groups: int, depth: int, summed: f
         kept = ", ".join(with_split(clash[1][g], splits[g]) for g in range(groups) if splits[g]) or "none"
         gathered = len(ctx.out.statements) - before
         ctx.said(f"{what}: its operands' splits could be resolved more than one way ({clash[0]}); symroof "
-                   f"keeps the first operand's splits in the result (split: {kept})"
-                   + (f", gathers {gathered} operand dim(s) first (AllGather, written out)" if gathered else "")
-                   + ("; a summed dim split on one side only its engine gathers" if summed else ""))
+                 f"keeps the first operand's splits in the result (split: {kept})"
+                 + (f", gathers {gathered} operand dim(s) first (AllGather, written out)" if gathered else "")
+                 + ("; a summed dim split on one side only its engine gathers" if summed else ""))
     return texts, splits
 
 
@@ -288,7 +288,7 @@ def reshaped(ctx: Context, x: View, new: View, shape_in: tuple, shape_out: tuple
         major = [i for i in ins if shape_in[i] != 1]
         if any(axes[i] for i in major[1:]):
             ctx.said("a reshape merges (or splits) dims of which a minor one is split: that split is not "
-                       "carried (GSPMD would reshard it)")
+                     "carried (GSPMD would reshard it)")
         if major and axes[major[0]] and outs:
             out[next((o for o in outs if shape_out[o] != 1), outs[0])] = axes[major[0]]
     if any(out):

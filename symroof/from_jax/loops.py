@@ -49,7 +49,7 @@ def while_loop(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     if known is None:
         ctx.loops += 1
         ctx.out.notes.append(f"a while loop's trip count is not known from its condition: written "
-                              f"repeat {trips}; give it with --set {trips}=N")
+                             f"repeat {trips}; give it with --set {trips}=N")
     loop = _open(ctx, depth, Opened(trips, "while"))
     # the condition, then the body, each trip (the condition's last test, one more, is left out)
     nc, nb = p["cond_nconsts"], p["body_nconsts"]

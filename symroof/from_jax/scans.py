@@ -78,7 +78,7 @@ def reduce(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     split_over = union(*(split_label(label)[1] for label in over))  # inside shard_map: the body's splits
     if arg and split_over:
         ctx.said(f"{name} over a dim shard_map's body holds split ({', '.join(over)}): its local index has "
-                   "no symroof form (not costed)")
+                 "no symroof form (not costed)")
         return not_costed(ctx, eqn, env)
     # outside shard_map, a reduced dim split over a mesh axis leaves partial results:
     # symroof's engine AllReduces them (an argmax's max and index, per row)
@@ -86,9 +86,9 @@ def reduce(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
                                        frozenset(reduced))
     split = ctx.splits.get(x.array, ())
     if arg and not ctx.out.shard_maps and any(k is not None and k < len(split) and split[k]
-                                               for k in (x.axes[j] for j in reduced)):
+                                              for k in (x.axes[j] for j in reduced)):
         ctx.said(f"{name} over a dim split by jit's shardings: symroof AllReduces each row's max and its "
-                   "index (2 fp32 values); GSPMD all-gathers every chip's pair and reduces them again")
+                 "index (2 fp32 values); GSPMD all-gathers every chip's pair and reduces them again")
     out_labels = [labels[j] for j in range(len(shape)) if j not in reduced]
     out_splits = [splits[j] for j in range(len(shape)) if j not in reduced]
     unreduced = union(x.unreduced, split_over)  # inside shard_map: partial results, the body's to reduce
@@ -111,7 +111,7 @@ def cumulative(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
         return
     if split_label(labels[axis])[1]:
         ctx.said(f"{name} along a dim shard_map's body holds split ({labels[axis]}): a prefix of each chip's "
-                   "own part has no symroof form (not costed)")
+                 "own part has no symroof form (not costed)")
         return not_costed(ctx, eqn, env)
     x = ctx.whole(var, labels, env, name)
     split = ctx.splits.get(x.array, ()) if not ctx.out.shard_maps else ()
@@ -121,14 +121,14 @@ def cumulative(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
         after = tuple("" if d == k else s for d, s in enumerate(split))
         x = collective_move(ctx, x, labels, after, "AllGather", (had,), depth, name)
         ctx.said(f"{name} along a dim split by jit's shardings: gathered first (an AllGather, written out), "
-                   "as GSPMD does; each chip computes the whole scan and keeps its part")
+                 "as GSPMD does; each chip computes the whole scan and keeps its part")
     (operand,), splits = operands(ctx, [(x, labels, list(range(len(shape))))], len(shape), depth, what=name)
     splits[axis] = had  # computed whole, then sliced back to the input's split (symroof's engine: free)
     out = result_text(ctx.dtype(eqn.outvars[0].aval.dtype), labels, splits)
     flops, transcendentals = COMBINE[name]
     n, t = ctx.size(names), ctx.size([labels[axis]])
     ctx.emit(source.Apply(name, subscript([labels[axis]]), "prefix", (operand,), out), what, depth, flops * n * (t - 2),
-              SCAN_WHY, transcendentals * n * (t - 2))
+             SCAN_WHY, transcendentals * n * (t - 2))
     ctx.result(eqn, env, labels=labels, splits=splits)
 
 

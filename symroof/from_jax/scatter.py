@@ -194,7 +194,7 @@ def pad(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     lost = [names[g] for g in replaced if splits[g]]
     if lost:
         ctx.said(f"pad of {', '.join(lost)}, split over a mesh axis: symroof's engine gathers it first "
-                   "(AllGather) and pads it whole on each chip, where GSPMD pads the shards in place")
+                 "(AllGather) and pads it whole on each chip, where GSPMD pads the shards in place")
     ctx.emit(source.Apply("pad", None, "prefix", (operand,), result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out,
-                                                                          out_splits)), "pad", depth)
+                                                                         out_splits)), "pad", depth)
     ctx.result(eqn, env, labels=out, splits=out_splits)

@@ -96,7 +96,7 @@ def shard_map(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
             k = ctx.view(outer, env).axes[j]
             if k is not None and k < len(split) and set(split[k]) - set(axes):
                 ctx.said("an operand split more than its in_specs split it is gathered at shard_map's "
-                           "boundary: that AllGather is not costed")
+                         "boundary: that AllGather is not costed")
         inner[var] = ctx.view(outer, env)
     ctx.out.extra(-2, "XLA's lowered module counts each shard_map's two boundary calls as -1 FLOP")
     ctx.out.shard_maps += 1
@@ -156,7 +156,7 @@ def ppermute(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     near = all((d - s) % n in (1, n - 1) for s, d in eqn.params["perm"]) if n else False
     if not near:
         ctx.said(f"ppermute over {', '.join(map(str, names))} other than to a neighbour along one mesh axis "
-                   f"(perm {list(eqn.params['perm'])[:4]}...): not costed")
+                 f"(perm {list(eqn.params['perm'])[:4]}...): not costed")
         return not_costed(ctx, eqn, env)
     for x, out in zip(eqn.invars, eqn.outvars):
         labels = _labels(ctx, x, env)
