@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from pathlib import Path
 
 import pytest
 import sympy
@@ -119,3 +120,40 @@ def test_the_imported_program_is_built_as_objects_and_never_read(monkeypatch: py
     printed = read_structured(im.text)  # what is printed reads back as the program costed
     assert printed.program == im.structured.program and printed.counts == im.structured.counts
     assert len(texts) == 1
+
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+# (file, function, a factory's arguments or None, shapes): a cond and a scan, attention's
+# aliased dims, shard_map's collectives and local dims, jit's shardings, gathers and pads
+IMPORTS = [("jax_blocks", "layers", None, "x=fp32[B, D]; ws=fp32[L, D, D]"),
+           ("jax_blocks", "block", None, "x=bf16[B, T, D]; g1=bf16[D]; wq=bf16[D, N, H]; wk=bf16[D, N, H]; "
+                                         "wv=bf16[D, N, H]; wo=bf16[N, H, D]; g2=bf16[D]; w_up=bf16[D, F]; "
+                                         "w_down=bf16[F, D]"),
+           ("jax_sharded", "collectives", None, "x=bf16[B, D]; w=bf16[D, F]"),
+           ("jax_sharded", "megatron_mlp", (), "x=bf16[B, D]; w_up=bf16[D, F]; w_down=bf16[F, D]"),
+           ("jax_sharded", "jit_mlp", (), "x=bf16[B, D]; w_up=bf16[D, F]; w_down=bf16[F, D]"),
+           ("jax_sharded", "data_moves", None, "x=fp32[B, 8]; y=fp32[B, K]; u=fp32[B, 2]")]
+
+
+@pytest.mark.parametrize("module, name, made, shapes", IMPORTS)
+def test_the_printed_program_reads_back_as_the_objects_costed(module: str, name: str, made: tuple | None,
+                                                              shapes: str):
+    """parse(str(p)) == p: the text printed for the person is the program costed."""
+    pytest.importorskip("jax")
+    import warnings
+
+    import symroof
+    from symroof.from_jax.importer import load_function
+    from symroof.lang import read_structured
+    function = load_function(f"{DATA / module}.py:{name}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        im = symroof.from_jax(function if made is None else function(*made), shapes, params="w_up" if "w_up" in shapes
+                              else ())
+    built, printed = im.structured, read_structured(im.text)
+    assert printed.program == built.program and printed.counts == built.counts
+    assert printed.relations == built.relations and printed.lets == built.lets
+    assert [(b.count, b.statements, b.parent) for b in printed.blocks] == \
+        [(b.count, b.statements, b.parent) for b in built.blocks]
+    assert [(d.name, d.dims, d.count, d.split) for d in printed.declared] == \
+        [(d.name, d.dims, d.count, d.split) for d in built.declared]
