@@ -157,3 +157,37 @@ def test_the_printed_program_reads_back_as_the_objects_costed(module: str, name:
         [(b.count, b.statements, b.parent) for b in built.blocks]
     assert [(d.name, d.dims, d.count, d.split) for d in printed.declared] == \
         [(d.name, d.dims, d.count, d.split) for d in built.declared]
+
+
+def test_a_fork_writes_without_touching_the_context_it_came_from():
+    """A cond's branch is tried in a fork: whatever it writes, the context is as it was."""
+    import copy
+
+    from symroof.from_jax.context import Context
+    from symroof.from_jax.program import View
+    ctx = Context()
+    ctx.dim_name("B")
+    x = View.whole("fp32", ("B",))
+    ctx.out.closed[1] = ("fp32", ("B",), [x.array])
+    ctx.remember(x, ["B"])
+    before = copy.deepcopy(ctx)
+    fork = ctx.fork()
+    fork.labels(["B", "B"])  # an alias: a let, a name
+    fork.tensor(x, ["B2"])  # a read, and a label the array had not (B is kept: it was written first)
+    fork.written[x.array][0] = "B2"
+    fork.out.closed[1][2].append(99)
+    fork.emit(_statement(), "mul", 0)
+    fork.out.skipped["sort"] += 1
+    fork.splits[x.array] = ("X",)
+    assert fork.out.lets and fork.reads[x.array] == 1 and fork.out.statements
+    assert vars(ctx).keys() == vars(before).keys()
+    for k in vars(ctx):
+        if k not in ("folded", "out"):
+            assert getattr(ctx, k) == getattr(before, k), k
+    assert vars(ctx.out) == vars(before.out)
+
+
+def _statement():
+    from symroof.lang import source
+    t = source.Tensor("fp32", (source.Dim("B"),))
+    return source.Contraction((t, t), (source.Op("*"),), t)
