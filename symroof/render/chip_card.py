@@ -3,8 +3,14 @@ and sources as numbered footnotes; `symroof chips` as one table of headline figu
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TypeGuard
+
+import sympy
+
 from ..dtypes import RATES
-from ..hardware.chips import cited_keys
+from ..hardware.chips import Chip, cited_keys
+from ..hardware.shapes import Shape
 from ..show import capacity, human, number, seconds, wrapped
 
 # Each section of a chip's card: a title, what its figures are, and its fields with the
@@ -45,7 +51,7 @@ _TOPOLOGIES = {"torus_2d": "2D torus", "torus_3d": "3D torus", "switch": "switch
                "mesh": "fully connected (mesh)"}
 
 
-def figure_text(path: str, value) -> str:
+def figure_text(path: str, value: sympy.Rational | int | str | Shape | tuple[Shape, ...] | None) -> str:
     """A chip's figure for people, in the unit its path names, SI-scaled (capacities with the
     binary figure beside them where the source quoted one).
 
@@ -62,7 +68,7 @@ def figure_text(path: str, value) -> str:
     """
     if value is None:
         return "none"
-    if isinstance(value, tuple) and value and isinstance(value[0], tuple):  # slice shapes: too many for a row
+    if _shapes(value):  # slice shapes: too many for a row
         return f"{len(value)}, {'x'.join(map(str, value[0]))} to {'x'.join(map(str, value[-1]))}"
     if isinstance(value, tuple):  # a shape: axis lengths
         return " x ".join(map(str, value)) + " chips"
@@ -87,6 +93,10 @@ def figure_text(path: str, value) -> str:
     return number(value)
 
 
+def _shapes(value: object) -> TypeGuard[tuple[Shape, ...]]:
+    return isinstance(value, tuple) and bool(value) and isinstance(value[0], tuple)
+
+
 def estimates_text(estimates: dict, chip_id: str) -> str:
     """The estimated figures a result runs at (`Machine.estimates`: path -> (value, source)),
     for a report's "estimates" row; empty where there are none.
@@ -106,7 +116,7 @@ def estimates_text(estimates: dict, chip_id: str) -> str:
             f"(symroof chip {chip_id} says how it was derived); {flags} replaces it")
 
 
-def chip_card(chip, references: dict | None = None, variant: str | None = None) -> str:
+def chip_card(chip: Chip, references: dict[str, str] | None = None, variant: str | None = None) -> str:
     """A chip's figures as a card: grouped sections, figures SI-scaled, each with its field
     path (for `--override` and hardware.json) and a numbered footnote for its source; the
     sources, the references their keys stand for (`references`, the file's source keys),
@@ -161,10 +171,10 @@ def chip_card(chip, references: dict | None = None, variant: str | None = None) 
             out += wrapped("no figure: " + ", ".join(missing), "  ")
     if chip.variants:
         out += ["", "variants: other figures the sources give, applied with --variant NAME"]
-        for name, fields in chip.variants.items():
+        for name, changed in chip.variants.items():
             guessed = chip.sources.get(f"variants.{name}", "").startswith("estimate")
             figures = "; ".join(f"{_LABELS.get(p, p)} {figure_text(p, v)}" + (" (estimate)" if guessed else "")
-                                for p, v in fields.items())
+                                for p, v in changed.items())
             source = mark(chip.sources.get(f"variants.{name}", ""))
             out += wrapped(f"{name} {source}: {figures}", "  ")
     if chip.notes:
@@ -184,7 +194,7 @@ def chip_card(chip, references: dict | None = None, variant: str | None = None) 
     return "\n".join(out)
 
 
-def chips_table(chips) -> str:
+def chips_table(chips: Iterable[Chip]) -> str:
     """Every chip's headline figures, one row each, SI-scaled."""
     header = ("chip", "name", "bf16 peak", "HBM BW", "HBM", "critical", "link", "vector (fp32)")
     lines = []

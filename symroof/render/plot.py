@@ -15,6 +15,10 @@ overlaps another, the legend or a curve, or leaves the axes.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
 import numpy
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
@@ -27,9 +31,9 @@ from .plot_labels import (
     LinearTicks,
     legend_names,
     log_ticks,
-    mesh_note,
     plain,
     seconds_tick,
+    shared_mesh,
     si,
     si_prefix,
     size_text,
@@ -39,11 +43,31 @@ from .plot_labels import (
     use_log_x,
 )
 
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.legend import Legend
+    from matplotlib.path import Path
+    from matplotlib.text import Annotation
+    from matplotlib.transforms import BboxBase
+    from matplotlib.typing import LegendLocType
+    from numpy.typing import ArrayLike
+
+    from ..analysis import Analysis
+    from ..hardware.machine import Machine
+    from ..roofline.thresholds import Threshold
+
+    # one analysis, or several (in a list or a tuple)
+    Analyses: TypeAlias = Analysis | list[Analysis] | tuple[Analysis, ...]
+
+# Where a label may go: its offset from its point (in points), and its horizontal alignment.
+Candidate = tuple[tuple[float, float], Literal["left", "right"]]
+
 ROOFLINE_NAME_CHARS = 44      # leaves room for ": compute-bound"
 _DPI = 150
 
 
-def _axes(ax):
+def _axes(ax: Axes | None) -> Axes:
     if ax is not None:
         return ax
     # a Figure of its own: pyplot's global state stays untouched;
@@ -51,20 +75,35 @@ def _axes(ax):
     return Figure(figsize=(7, 4.5), dpi=_DPI, layout="constrained").add_subplot()
 
 
-def _listed(analyses) -> list:
+def _listed(analyses: Analyses) -> list[Analysis]:
     analyses = list(analyses) if isinstance(analyses, (list, tuple)) else [analyses]
     if not analyses:
         raise SymroofError("nothing to plot: give at least one analysis")
     return analyses
 
 
-def _numbers(a, what: str) -> None:
+def _machine(a: Analysis) -> Machine:
+    """The analysis's machine, which the plots have checked it has."""
+    assert a.machine is not None, "a plot of an analysis without a machine"
+    return a.machine
+
+
+def _roof(a: Analysis) -> tuple[float, float]:
+    """(peak FLOPs/s, HBM bandwidth): the roof a point lies under, checked to be there."""
+    bandwidth = _machine(a).hbm_bw
+    assert bandwidth is not None, "a roofline of an analysis without an HBM bandwidth"
+    return float(a.peak_flops), float(bandwidth)
+
+
+def _numbers(a: Analysis, what: str) -> None:
     free = a.free_dims
     if free:
         raise SymroofError(f"give sizes for {', '.join(free)} to place {what} on the plot (--set)")
 
 
-def plot_roofline(analyses, ax=None, labels=None, intensities=None):
+def plot_roofline(analyses: Analyses, ax: Axes | None = None,
+                  labels: Sequence[str] | None = None,
+                  intensities: tuple[float, float] | None = None) -> Axes:
     """The classic roofline of the analyses' chip, with each analysis as a point.
 
     Args:
@@ -84,11 +123,13 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
         _numbers(a, "it")
         if a.machine is None or a.machine.name != first.machine.name:
             raise SymroofError("a roofline is of one chip: plot analyses of different chips on separate plots")
+        if not a.has_peak or a.machine.hbm_bw is None:
+            raise SymroofError("a roofline needs a chip (or a peak and an HBM bandwidth)")
         if a.flops == 0:
             raise SymroofError(f"{spec_text(a)!r} does no FLOPs: there is no point for it on a roofline")
     ax = _axes(ax)
     # One roof per (peak, bandwidth): an int8 and a bf16 spec on one chip have different peaks.
-    roofs = sorted({(float(a.peak_flops), float(a.machine.hbm_bw)) for a in analyses})
+    roofs = sorted({_roof(a) for a in analyses})
     networks = sorted({(float(a.peak_flops), float(a.critical_network_intensity))
                        for a in analyses if a.collectives})
     corners = [p / b for p, b in roofs] + [c for _, c in networks]
@@ -104,7 +145,7 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
         named = f"{dtype_of[peak]} " if len(roofs) > 1 and peak in dtype_of else ""
         line, = ax.plot(x, numpy.minimum(peak, x * bw), color="black", lw=2 if k == 0 else 1.5, ls=style,
                         label=f"{named}HBM roof: {si(bw, 'B/s')}, peak {si(peak, 'FLOPs/s')}"
-                        + (" (estimate)" if any(float(a.peak_flops) == peak and any(map(a.machine.estimated, a.rates))
+                        + (" (estimate)" if any(float(a.peak_flops) == peak and any(map(_machine(a).estimated, a.rates))
                                                 for a in analyses) else ""))
         curves.append(line)
         ax.axvline(critical, color="black", ls=":", lw=1)
@@ -123,7 +164,7 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
         colour = colours.setdefault(key, f"C{len(colours) % 10}")
         bound = a.bound if isinstance(a.bound, str) else "balanced"
         y = float(a.achieved_flops_per_s)
-        roof = roofs.index((float(a.peak_flops), float(a.machine.hbm_bw)))
+        roof = roofs.index(_roof(a))
         # translucent faces: points at one place (two specs of equal intensity) both show
         faces = dict(facecolors=to_rgba(colour, 0.4), edgecolors=colour, linewidths=1.5, zorder=3)
         ax.scatter([float(a.intensity)], [y], s=45, marker="o^D"[roof % 3],
@@ -139,7 +180,8 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
     ax.set_xlabel("arithmetic intensity (FLOPs/byte)")
     ax.set_ylabel(f"achievable {prefix}FLOPs/s")
     dtypes = sorted({a.compute_dtypes[0].name for a in analyses if a.compute_dtypes})
-    ax.set_title(f"Roofline: {first.machine.name} ({', '.join(dtypes)}; dense peaks{mesh_note(analyses)})")
+    mesh = shared_mesh(analyses)
+    ax.set_title(f"Roofline: {first.machine.name} ({', '.join(dtypes)}; dense peaks{f'; {mesh}' if mesh else ''})")
     ax.grid(True, which="both", alpha=0.3)
     extra = []
     if networks:
@@ -150,8 +192,9 @@ def plot_roofline(analyses, ax=None, labels=None, intensities=None):
     return ax
 
 
-def plot_sweep(analyses, dim: str, values, ax=None, labels=None, quantity: str = "flops",
-               xscale: str = "auto", yscale: str = "auto"):
+def plot_sweep(analyses: Analyses, dim: str, values: ArrayLike, ax: Axes | None = None,
+               labels: Sequence[str] | None = None, quantity: str = "flops", xscale: str = "auto",
+               yscale: str = "auto") -> Axes:
     """Achieved FLOPs/s (`quantity="flops"`) or T_lower (`"time"`) against one dim.
 
     Each analysis must leave `dim` free and give every other dim a size. The exact critical
@@ -241,17 +284,18 @@ def plot_sweep(analyses, dim: str, values, ax=None, labels=None, quantity: str =
     else:
         ax.yaxis.set_major_formatter(LinearTicks(scale))
     ax.set_xlabel(f"{dim} (size)")
-    chips = ", ".join(dict.fromkeys(a.machine.name for a in analyses))
-    mesh = f" ({mesh_note(analyses)[2:]})" if mesh_note(analyses) else ""
-    ax.set_title(f"{'Achieved FLOPs/s' if quantity == 'flops' else 'Time'} against {dim} on {chips}{mesh}")
+    chips = ", ".join(dict.fromkeys(_machine(a).name for a in analyses))
+    mesh = shared_mesh(analyses)
+    ax.set_title(f"{'Achieved FLOPs/s' if quantity == 'flops' else 'Time'} against {dim} on {chips}"
+                 + (f" ({mesh})" if mesh else ""))
     ax.grid(True, which="both" if log_y or ax.get_xscale() == "log" else "major", alpha=0.3)
-    corners = ("lower right", "center right", "upper left") if quantity == "flops" else \
+    corners: tuple[LegendLocType, ...] = ("lower right", "center right", "upper left") if quantity == "flops" else \
         ("upper left", "center left", "lower right")
     _arrange(ax, corners, curves, notes, fontsize=8, title=title)
     return ax
 
 
-def _knee(t):
+def _knee(t: Threshold) -> tuple[float, str] | None:
     """Where a curve reaches the peak: the larger of the HBM and network thresholds, with
     which roof it is (the network's taken in its bandwidth-bound regime)."""
     knees = []
@@ -261,20 +305,20 @@ def _knee(t):
     return max(knees, default=None)
 
 
-def save(ax, path) -> None:
+def save(ax: Axes, path: str | os.PathLike[str]) -> None:
     """Save the Axes' figure; the format comes from the file's extension (png, svg, pdf)."""
     suffix = str(path).rsplit(".", 1)[-1].lower()
     if suffix not in ("png", "svg", "pdf"):
         raise SymroofError(f"plots are saved as .png, .svg or .pdf, not .{suffix}")
     try:
-        ax.figure.savefig(path, dpi=_DPI)
+        ax.figure.figure.savefig(path, dpi=_DPI)
     except OSError as error:
         raise SymroofError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 # Legend names ---------------------------------------------------------------------------
 
-def _check_labels(labels, analyses) -> None:
+def _check_labels(labels: Sequence[str] | None, analyses: Sequence[Analysis]) -> None:
     if labels is not None and len(labels) != len(analyses):
         raise SymroofError(f"{len(labels)} labels for {len(analyses)} analyses: give one per analysis")
 
@@ -284,17 +328,18 @@ def _check_labels(labels, analyses) -> None:
 _NEAR = 8      # candidate places near a knee, on each side
 
 
-def _below(dx: float, dy: float, ha: str = "left", step: float = -12, count: int = 24) -> list:
+def _below(dx: float, dy: float, ha: Literal["left", "right"] = "left", step: float = -12,
+           count: int = 24) -> list[Candidate]:
     """Candidate offsets (points) for a label on one side of its point: (dx, dy), then a
     step further each time."""
     return [((dx, dy + step * k), ha) for k in range(count)]
 
 
-def _paths(curves) -> list:
+def _paths(curves: Sequence[Line2D]) -> list[Path]:
     return [line.get_transform().transform_path(line.get_path()) for line in curves]
 
 
-def _dots(ax) -> list:
+def _dots(ax: Axes) -> list[Bbox]:
     """A small box round each scatter point, in display coordinates."""
     boxes = []
     for collection in ax.collections:
@@ -303,7 +348,9 @@ def _dots(ax) -> list:
     return boxes
 
 
-def _arrange(ax, corners, curves, notes, fontsize, extra=(), title=None) -> None:
+def _arrange(ax: Axes, corners: Sequence[LegendLocType], curves: Sequence[Line2D],
+             notes: Sequence[tuple[Annotation, Sequence[Sequence[Candidate]]]], fontsize: float,
+             extra: Sequence[Artist] = (), title: str | None = None) -> None:
     """Lay the figure out once, then put the legend at the first of `corners` where it
     covers no curve and no point (else where it covers fewest), and give each label the
     first of its candidate offsets at which it stays inside the axes, clear of the legend
@@ -312,44 +359,44 @@ def _arrange(ax, corners, curves, notes, fontsize, extra=(), title=None) -> None
     handles, texts = handles + list(extra), texts + [h.get_label() for h in extra]
     columns = 2 if len(handles) > 6 and max(len(t) for t in texts) <= 30 else 1
 
-    def legend(corner, size=fontsize, ncols=columns, **where):
+    def legend(corner: LegendLocType, size: float = fontsize, ncols: int = columns, **where: object) -> Legend:
         return ax.legend(handles, texts, fontsize=size, loc=corner, ncols=ncols, title=title,
                          title_fontsize=size, **where)
 
     for note, _ in notes:
         note.set_in_layout(False)       # labels stay inside the axes: the layout ignores them
-    legend(corners[0])
-    ax.figure.draw_without_rendering()  # the layout (constrained) is final from here on
+    shown = legend(corners[0])
+    ax.figure.figure.draw_without_rendering()  # the layout (constrained) is final from here on
     frame = ax.get_window_extent()
-    if not _within(ax.get_legend().get_window_extent(), frame):
+    if not _within(shown.get_window_extent(), frame):
         # more entries than the axes hold: beside them, where the layout makes room, in
         # smaller type or more columns until the figure holds them
         corners = ()
         for size, ncols in ((fontsize, 1), (fontsize - 1, 1), (fontsize - 2, 1), (fontsize - 2, 2),
                             (fontsize - 2, 3)):
-            legend("upper left", size, ncols, bbox_to_anchor=(1.02, 1), borderaxespad=0)
-            ax.figure.draw_without_rendering()
-            if _within(ax.get_legend().get_window_extent(), ax.figure.bbox):
+            shown = legend("upper left", size, ncols, bbox_to_anchor=(1.02, 1), borderaxespad=0)
+            ax.figure.figure.draw_without_rendering()
+            if _within(shown.get_window_extent(), ax.figure.bbox):
                 break
         frame = ax.get_window_extent()
     paths, dots = _paths(curves), _dots(ax)
 
-    def covered(box) -> int:
+    def covered(box: Bbox) -> int:
         return sum(p.intersects_bbox(box, filled=False) for p in paths) + sum(box.overlaps(d) for d in dots)
 
-    best = None
+    best: tuple[int, LegendLocType, Legend] | None = None
     for corner in corners:
-        made = legend(corner)
-        hits = covered(made.get_window_extent().padded(2))
+        shown = legend(corner)
+        hits = covered(shown.get_window_extent().padded(2))
         if best is None or hits < best[0]:
-            best = (hits, corner, made)
+            best = (hits, corner, shown)
         if not hits:
             break
-    if best is not None and best[2] is not ax.get_legend():
-        legend(best[1])
-    taken = [ax.get_legend().get_window_extent().padded(2)]
+    if best is not None and best[2] is not shown:
+        shown = legend(best[1])
+    taken = [shown.get_window_extent().padded(2)]
 
-    def fits(box, strict: bool) -> bool:
+    def fits(box: Bbox, strict: bool) -> bool:
         # a few pixels to spare inside the frame: a later draw (another matplotlib version, the
         # layout settling) may move the frame by a fraction of a pixel
         if not _within(box.padded(3), frame) or any(box.overlaps(t) for t in taken):
@@ -371,11 +418,11 @@ def _arrange(ax, corners, curves, notes, fontsize, extra=(), title=None) -> None
         taken.append(_try(note, chosen).padded(1))
 
 
-def _within(box, frame) -> bool:
+def _within(box: BboxBase, frame: BboxBase) -> bool:
     return box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0 and box.y1 <= frame.y1
 
 
-def _try(note, candidate):
+def _try(note: Annotation, candidate: Candidate) -> Bbox:
     (dx, dy), ha = candidate
     note.xyann = (dx, dy)
     note.set_horizontalalignment(ha)

@@ -7,9 +7,17 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy
 from matplotlib.ticker import Formatter, FuncFormatter, LogLocator, NullFormatter
+
+if TYPE_CHECKING:
+    from matplotlib.axis import Axis
+    from numpy.typing import ArrayLike, NDArray
+
+    from ..analysis import Analysis
 
 # An axis is logarithmic when its data span this factor or more (two decades).
 LOG_SPAN = 100
@@ -22,12 +30,13 @@ _TIMES = [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"), (1e-12, "ps")]
 
 # Legend names ---------------------------------------------------------------------------
 
-def spec_text(a) -> str:
+def spec_text(a: Analysis) -> str:
     """The spec on one line, statements split by '; '."""
     return "; ".join(line.strip() for line in a.spec.split("\n") if line.strip())
 
 
-def legend_names(analyses, labels, limit: int) -> tuple[list[str], str | None]:
+def legend_names(analyses: Sequence[Analysis], labels: Sequence[object] | None,
+                 limit: int) -> tuple[list[str], str | None]:
     """Legend names of at most `limit` characters, and a legend title: the labels, else the
     specs, without a mesh line they all share, with the sizes that tell apart one spec at
     several sizes, elided in the middle around the part that tells each from the others.
@@ -58,7 +67,7 @@ def legend_names(analyses, labels, limit: int) -> tuple[list[str], str | None]:
     return names, None
 
 
-def _by_numbers(texts: list[str], limit: int):
+def _by_numbers(texts: list[str], limit: int) -> tuple[list[str], str] | None:
     """Specs that differ only in their numbers (sizes written in): the spec with a letter
     for each number that varies as the title (numbers that vary together share one), the
     values as the names: 'bf16[B, n] * int8[n, n] -> bf16[B, n]' and 'n=4096'. None when
@@ -83,10 +92,11 @@ def _by_numbers(texts: list[str], limit: int):
     return [_elide(name, limit) for name in names], _elide(title, NAME_CHARS + 8)
 
 
-def mesh_note(analyses) -> str:
-    """'; mesh X=2' where every analysis is on that one mesh (its names leave it out)."""
+def shared_mesh(analyses: Sequence[Analysis]) -> str | None:
+    """'mesh X=2' where every analysis is on that one mesh (their names leave it out), for
+    the title; else None."""
     meshes = {str(a.mesh) for a in analyses}
-    return f"; {meshes.pop()}" if len(meshes) == 1 and analyses[0].mesh is not None else ""
+    return meshes.pop() if len(meshes) == 1 and analyses[0].mesh is not None else None
 
 
 def _common(a: str, b: str) -> int:
@@ -132,15 +142,15 @@ def _tail(text: str, most: int) -> str:
 
 # Axes: scales and ticks -----------------------------------------------------------------
 
-def use_log(choice: str, data) -> bool:
+def use_log(choice: str, data: ArrayLike) -> bool:
     if choice != "auto":
         return choice == "log"
-    data = numpy.asarray(data, dtype=float)
-    data = data[numpy.isfinite(data) & (data > 0)]
-    return bool(len(data)) and data.max() / data.min() >= LOG_SPAN
+    values = numpy.asarray(data, dtype=float)
+    values = values[numpy.isfinite(values) & (values > 0)]
+    return bool(len(values)) and values.max() / values.min() >= LOG_SPAN
 
 
-def use_log_x(choice: str, xs, knees) -> bool:
+def use_log_x(choice: str, xs: NDArray[numpy.float64], knees: Sequence[float]) -> bool:
     """Log when the sizes span two decades or more, unless every knee in range sits past
     the first tenth of a linear axis (the chapter's B = 1 to 512, knees at 136 and 226)."""
     if choice != "auto" or not use_log(choice, xs):
@@ -150,7 +160,7 @@ def use_log_x(choice: str, xs, knees) -> bool:
     return not inside or min(inside) < lo + (hi - lo) / 10
 
 
-def _formatter(tick):
+def _formatter(tick: Callable[[float], str]) -> FuncFormatter:
     return FuncFormatter(lambda v, _pos: tick(v))
 
 
@@ -159,11 +169,11 @@ class LinearTicks(Formatter):
     (1.28, 1.30, 1.32; never an exponent or an offset); `compact` writes sizes from 10k up
     as 10k, 1.5M."""
 
-    def __init__(self, scale: float, compact: bool = False):
+    def __init__(self, scale: float, compact: bool = False) -> None:
         self.scale, self.compact = scale, compact
         self.decimals: int | None = None
 
-    def format_ticks(self, values):
+    def format_ticks(self, values: Sequence[float]) -> list[str]:
         scaled = [v / self.scale for v in values]
         if self.compact and max((abs(v) for v in scaled), default=0) >= 1e4:
             return [si(v) for v in scaled]
@@ -173,7 +183,7 @@ class LinearTicks(Formatter):
         finally:
             self.decimals = None
 
-    def __call__(self, x, pos=None):
+    def __call__(self, x: float, pos: int | None = None) -> str:
         v = x / self.scale
         if self.decimals is None:           # one value alone (the cursor's readout)
             return si(v) if self.compact else plain(v)
@@ -188,11 +198,11 @@ def _decimals(v: float) -> int:
     return 6
 
 
-def log_ticks(axis, tick) -> None:
+def log_ticks(axis: Axis, tick: Callable[[float], str]) -> None:
     """Log ticks at 1, 2, 5 per decade over three decades or fewer (at each decade over
     more), labelled by `tick`; unlabelled minor ticks between."""
     class Spans(LogLocator):     # decides 1-2-5 or decades from the view when it is drawn
-        def tick_values(self, vmin, vmax):
+        def tick_values(self, vmin: float, vmax: float) -> Sequence[float]:
             few = vmin > 0 and vmax > 0 and abs(math.log10(vmax / vmin)) <= 3.2
             self.set_params(subs=(1.0, 2.0, 5.0) if few else (1.0,))
             return super().tick_values(vmin, vmax)

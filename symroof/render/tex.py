@@ -14,10 +14,10 @@ import unicodedata
 import sympy
 from sympy.printing.latex import LatexPrinter
 
-from ..show import number
+from ..show import Value, number
 
 
-def tex_number(value, digits: int = 4) -> str:
+def tex_number(value: Value, digits: int = 4) -> str:
     """1.97e14 as 1.97\\times10^{14}; 240.2439 as 240.2; 8755.556 as 8755.6.
 
     Examples:
@@ -37,14 +37,14 @@ def tex_number(value, digits: int = 4) -> str:
 class TexPrinter(LatexPrinter):
     """sympy's LaTeX with the spec's names and numbers in the book's style."""
 
-    def __init__(self, names, words: bool):
+    def __init__(self, names: dict[sympy.Symbol, str], words: bool) -> None:
         # a thin space between factors keeps "seq dmodel" from reading as one word
         super().__init__({"symbol_names": names, "mul_symbol": r"\," if words else None})
 
-    def _print_Float(self, expr):
+    def _print_Float(self, expr: sympy.Float) -> str:
         return tex_number(expr)
 
-    def _print_Rational(self, expr):
+    def _print_Rational(self, expr: sympy.Rational) -> str:
         if expr.is_Integer:  # counts are exact: 33554432 B, not 3.355e7 B
             return tex_number(expr) if abs(expr) >= 10**16 else super()._print_Rational(expr)
         if abs(expr.p) < 10**4 and expr.q < 10**4:

@@ -32,6 +32,7 @@ from . import arrays_report
 
 if TYPE_CHECKING:
     from ..analysis import Analysis
+    from ..hardware.machine import Machine
     from ..sharding.layout import Move
 
 # Row labels and units, as declared (quantities.py)
@@ -326,7 +327,7 @@ def _line_summary(line: Analysis) -> str:
     return "; ".join(parts)
 
 
-def _machine(a: Analysis):
+def _machine(a: Analysis) -> Machine:
     """The analysis's machine, for the rows about it (shown only where there is one)."""
     m = a.machine
     assert m is not None, "a row about the machine, for an analysis without one"

@@ -122,7 +122,8 @@ def link_name(axis: MeshAxis, chip: Chip | None) -> str:
     return chip.texts.get("interconnect.name", "ICI") if chip is not None else "ICI"
 
 
-def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None, ring: bool | None = None) -> Link:
+def link(axis: MeshAxis, chip: Chip | None, ici_one_way: sympy.Expr | None = None,
+         ring: bool | None = None) -> Link:
     """The link along a mesh axis, from the chip's figures. `ici_one_way` replaces the
     chip's per-link ICI (or NVLink) figure; with no chip it describes a plain line of
     links of that bandwidth, without wraparound (or with it, where the axis is written
@@ -184,7 +185,7 @@ def link(axis: MeshAxis, chip: Chip | None, ici_one_way=None, ring: bool | None 
     return Link(name, one_way, bidi, ring, False, latency, case="" if axis.ring is None else f"; written {axis}")
 
 
-def _symbolic_case(axis: MeshAxis, torus: bool, wrap) -> tuple[bool, str]:
+def _symbolic_case(axis: MeshAxis, torus: bool, wrap: sympy.Rational | None) -> tuple[bool, str]:
     """(ring, case) for a torus-chip axis without a size: whether
     it wraps around follows from its size on a chip, so the formulas take a case, the one
     written (`X@ring`, `X@line`) or, not written, a ring where the chip's axes can close into
@@ -255,7 +256,7 @@ def check_domain(axes: list[MeshAxis], chip: Chip | None) -> None:
     check_cases(axes, chip)
 
 
-def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_one_way=None,
+def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_one_way: sympy.Expr | None = None,
          mesh: Sequence[MeshAxis] | None = None) -> Time:
     """The time of one collective over `axes` moving V bytes per chip. `mesh` is all the
     mesh's axes, which decide where each ICI axis lies on a torus chip's pod (by default
@@ -292,7 +293,7 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
     return Time(bandwidth, latency, hops, described, known)
 
 
-def _permute(axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_one_way,
+def _permute(axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_one_way: sympy.Expr | None,
              mesh: Sequence[MeshAxis] | None) -> Time:
     """A Permute over one axis: each chip's block to the next chip along it, the last's to
     the first (a cyclic shift, as ppermute's ring exchanges run). Every chip sends V over
@@ -309,7 +310,7 @@ def _permute(axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_one_way
 
 
 def _described(axis: MeshAxis, spanned: list[tuple[MeshAxis, bool | None]], chip: Chip | None,
-               ici_one_way) -> str:
+               ici_one_way: sympy.Expr | None) -> str:
     """An axis's links in words: "X: ICI (no wraparound)"; one spanning several physical
     axes says so, "X=64: ICI 16 (ring with wraparound) x 4 (no wraparound)", and
     "X=256: ICI 16 x 16 (rings with wraparound)" where the pieces are alike."""
@@ -330,7 +331,7 @@ def _slowness(per_byte: sympy.Expr) -> float:
     return float(per_byte.xreplace({s: 1 for s in per_byte.free_symbols}))
 
 
-def _even_case(axis: MeshAxis, chip: Chip | None, ici_one_way) -> bool:
+def _even_case(axis: MeshAxis, chip: Chip | None, ici_one_way: sympy.Expr | None) -> bool:
     """Whether an AllToAll over this axis takes its size even: a line without a size."""
     if not axis.symbolic:
         return False

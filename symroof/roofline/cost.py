@@ -219,7 +219,7 @@ def _move_sizes(move: Move, plan: Plan) -> dict:
 def step_cost(step: Step, sizes: dict[str, sympy.Expr], kept: Kept | None = None) -> StepCost:
     """FLOPs (leading and exact), transcendentals and bytes of one step, given each label's
     size, as its op kind counts them; `kept` says what stays on chip."""
-    def size(labels) -> sympy.Expr:
+    def size(labels: Sequence[str]) -> sympy.Expr:
         return sympy.Mul(*(sizes[label] for label in labels))
 
     kind = ops.kind_of(step.kind)
@@ -238,7 +238,7 @@ def repeated(c: Cost, k: sympy.Expr, subs: dict) -> Cost:
     `subs` (relations, sizes) put in. Collectives keep their V and count k times each, so
     that each pays its latency."""
 
-    def f(e):
+    def f(e: sympy.Expr) -> sympy.Expr:
         return (e * k).xreplace(subs)
 
     steps = tuple(replace(s, flops=f(s.flops), flops_exact=f(s.flops_exact),

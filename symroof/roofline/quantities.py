@@ -5,8 +5,8 @@ key a claim may expect (`symroof check`) and, where it has a value, a row of the
 report and of the LaTeX derivation. Those readers take the names, units, labels and
 symbols from here rather than keeping lists of their own.
 
-A module without imports from symroof: roofline, which computes the quantities, and the
-renderers above it both read it.
+A module without imports from symroof (but the `Analysis` its helpers' annotations name):
+roofline, which computes the quantities, and the renderers above it both read it.
 
 Examples:
     >>> QUANTITY["t_math"].label, QUANTITY["t_math"].unit, QUANTITY["t_math"].machine
@@ -17,7 +17,14 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import sympy
+
+if TYPE_CHECKING:  # analysis imports this module
+    from ..analysis import Analysis
 
 # What a quantity needs of the machine: nothing (counts of the spec), a peak FLOPs/s, an
 # HBM bandwidth, both (a "roof"), or the links between chips (on a mesh).
@@ -151,18 +158,18 @@ def symbol(name: str) -> str:
     return QUANTITY[name].symbol
 
 
-def derived(analysis, name: str) -> bool:
+def derived(analysis: Analysis, name: str) -> bool:
     """Whether an analysis has the quantity at all (without computing it): a quantity
     declared here may be one that roofline does not derive yet."""
     return hasattr(type(analysis), name) or name in getattr(analysis, "__dict__", {})
 
 
-def available(analysis, names) -> list[str]:
+def available(analysis: Analysis, names: Iterable[str]) -> list[str]:
     """Of `names`, those the analysis derives, in order."""
     return [name for name in names if derived(analysis, name)]
 
 
-def nonzero(analysis, name: str):
+def nonzero(analysis: Analysis, name: str) -> sympy.Expr | None:
     """A quantity that only some analyses have (transcendentals, vector FLOPs and time),
     where it is not zero; None where it is, or where roofline does not derive it (yet)."""
     if not derived(analysis, name):

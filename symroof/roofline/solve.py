@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import sympy
 from sympy.polys.polyerrors import CoercionFailed
@@ -37,7 +39,7 @@ def _ring(symbols: tuple[sympy.Symbol, ...]) -> PolyRing:
     return ring(symbols, sympy.QQ)[0]
 
 
-def polys(*exprs, extra=()) -> tuple[PolyElement, ...]:
+def polys(*exprs: sympy.Expr, extra: Iterable[sympy.Symbol] = ()) -> tuple[PolyElement, ...]:
     """The expressions as polynomials over QQ in one shared ring of their symbols."""
     symbols = set(extra)
     for expr in exprs:
@@ -46,7 +48,7 @@ def polys(*exprs, extra=()) -> tuple[PolyElement, ...]:
     return tuple(r.from_expr(expr) for expr in exprs)
 
 
-def leading(p: PolyElement, symbols) -> tuple[int, PolyElement]:
+def leading(p: PolyElement, symbols: Iterable[sympy.Symbol]) -> tuple[int, PolyElement]:
     """The terms of p of highest total degree in `symbols`, with those symbols set to 1,
     and that degree: what is left of p as the symbols grow together."""
     gens = p.ring.symbols
@@ -62,7 +64,14 @@ def leading(p: PolyElement, symbols) -> tuple[int, PolyElement]:
     return degree, kept
 
 
-def limit_parts(num: PolyElement, den: PolyElement, symbols, together: bool = True):
+# What a limit of num/den comes to: ('finite', N, D), ('zero',) or ('infinite', sign), the
+# sign None where it is not fixed.
+LimitParts = (tuple[Literal["zero"]] | tuple[Literal["infinite"], int | None]
+              | tuple[Literal["finite"], PolyElement, PolyElement])
+
+
+def limit_parts(num: PolyElement, den: PolyElement, symbols: Sequence[sympy.Symbol],
+                together: bool = True) -> LimitParts:
     """('finite', N, D), ('zero',) or ('infinite', sign) for the limit of num/den."""
     orders = [list(symbols)] if together else [[s] for s in symbols]
     for group in orders:
@@ -76,7 +85,7 @@ def limit_parts(num: PolyElement, den: PolyElement, symbols, together: bool = Tr
     return ("finite", num, den)
 
 
-def _as_expr(parts) -> sympy.Expr:
+def _as_expr(parts: LimitParts) -> sympy.Expr:
     if parts[0] == "zero":
         return sympy.Integer(0)
     if parts[0] == "infinite":
@@ -98,7 +107,7 @@ def cancel_simple(num: PolyElement, den: PolyElement) -> tuple[PolyElement, Poly
     common = tuple(min(m[i] for m in monoms) for i in range(num.ring.ngens))
     if any(common):
 
-        def shift(p):
+        def shift(p: PolyElement) -> PolyElement:
             return p.ring({tuple(e - c for e, c in zip(m, common)): k for m, k in p.iterterms()})
 
         num, den = shift(num), shift(den)
@@ -128,14 +137,15 @@ def cleared(t_math: sympy.Expr, t_roof: sympy.Expr) -> tuple[sympy.Expr, sympy.E
     return sympy.expand(n1 * d2), sympy.expand(n2 * d1)
 
 
-def ratio_limit(num: sympy.Expr, den: sympy.Expr, symbols, together: bool = True) -> sympy.Expr:
+def ratio_limit(num: sympy.Expr, den: sympy.Expr, symbols: Sequence[sympy.Symbol],
+                together: bool = True) -> sympy.Expr:
     """Limit of num/den (polynomials) as `symbols` grow: together (at one rate), or one
     after another in the order given (an iterated limit)."""
     p, q = polys(*cleared(num, den))
     return _as_expr(limit_parts(p, q, symbols, together))
 
 
-def path_independent(num: sympy.Expr, den: sympy.Expr, symbols) -> bool:
+def path_independent(num: sympy.Expr, den: sympy.Expr, symbols: Iterable[sympy.Symbol]) -> bool:
     """Whether the limit taken at one rate agrees with the iterated limits in every order
     (at most the first six orders are tried)."""
     p, q = polys(*cleared(num, den))
@@ -147,14 +157,14 @@ def path_independent(num: sympy.Expr, den: sympy.Expr, symbols) -> bool:
         other = limit_parts(p, q, order, together=False)
         if other[0] != reference[0]:
             return False
-        if other[0] == "finite" and other[1] * reference[2] != reference[1] * other[2]:
+        if other[0] == reference[0] == "finite" and other[1] * reference[2] != reference[1] * other[2]:
             return False
-        if other[0] == "infinite" and other[1] != reference[1]:
+        if other[0] == reference[0] == "infinite" and other[1] != reference[1]:
             return False
     return True
 
 
-def sign_of(expr) -> int | None:
+def sign_of(expr: sympy.Expr | PolyElement) -> int | None:
     """+1, -1 or 0 when the sign is known for all positive values of the symbols, else None.
 
     A polynomial whose coefficients all share one sign has that sign for positive
@@ -199,7 +209,7 @@ class Region:
     reason: str | None = None
 
 
-def positive_region(poly, x: sympy.Symbol) -> Region:
+def positive_region(poly: sympy.Expr | PolyElement, x: sympy.Symbol) -> Region:
     """Solve poly(x) > 0 over x > 0, with the other symbols positive."""
     if not isinstance(poly, PolyElement):
         (poly,) = polys(poly, extra=(x,))

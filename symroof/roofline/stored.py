@@ -25,6 +25,7 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import sympy
@@ -61,7 +62,7 @@ def stored(program: Program) -> tuple[Stored, ...]:
 
 def array(tensor: Tensor, mesh: Mesh | None) -> Stored:
     """One array on the mesh (on one chip where there is none)."""
-    def chips(axes) -> sympy.Expr:
+    def chips(axes: Iterable[str]) -> sympy.Expr:
         return mesh.over(axes) if mesh is not None else sympy.Integer(1)
 
     local = tuple(d.symbol / chips(d.axes) for d in tensor.dims)

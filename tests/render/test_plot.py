@@ -295,3 +295,15 @@ def test_a_knee_the_network_keeps_under_the_peak_says_so():
     assert curve.max() < 1.97e14 * 0.99                                  # the network holds it under the peak
     assert [t.get_text() for t in ax.texts] == ["B = 263.4 (HBM; network-bound)"]
     assert "mesh X=2" in ax.get_title() and ax.get_lines()[0].get_label() == "bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]"
+
+
+def test_titles_name_the_mesh_every_analysis_shares_and_no_other():
+    sharded, one_chip = "mesh X=2; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", "bf16[B, D] @ bf16[D, F] -> bf16[B, F]"
+    points = [analyze(s, chip="v5e").at(B=4096, D=4096, F=4096) for s in (sharded, one_chip)]
+    assert plot_roofline(points[0]).get_title() == "Roofline: TPU v5e (bf16; dense peaks; mesh X=2)"
+    assert plot_roofline(points).get_title() == "Roofline: TPU v5e (bf16; dense peaks)"
+    assert plot_roofline(points[1]).get_title() == "Roofline: TPU v5e (bf16; dense peaks)"
+    curves = [analyze(s, chip="v5e").at(D=8192, F=8192) for s in (sharded, one_chip)]
+    assert plot_sweep(curves[0], "B", [1, 2, 4]).get_title() == "Achieved FLOPs/s against B on TPU v5e (mesh X=2)"
+    assert plot_sweep(curves, "B", [1, 2, 4], quantity="time").get_title() == "Time against B on TPU v5e"
+    assert plot_sweep(curves[1], "B", [1, 2, 4]).get_title() == "Achieved FLOPs/s against B on TPU v5e"
