@@ -6,7 +6,7 @@ numeric content on sympy's sparse polynomial rings; building a ring for a new se
 symbols costs about a millisecond, and a program whose lines each have their own dim
 names builds one per line and quantity. For sums of monomials the same cancellation is a
 few dict operations, so `fraction` does it directly and gives back exactly the
-expression the ring gives (tests/test_cancel.py checks it on random costs); anything
+expression the ring gives (tests/roofline/test_cancel.py checks it on random costs); anything
 else (a float, a sum inside a product, a symbol in a denominator) returns None, and the
 caller takes the ring.
 """

@@ -6,8 +6,8 @@ has totals of hundreds of terms, and printing them took most of its report's tim
 sum of monomials in plain symbols with integer powers, the order sympy picks is simple
 (gens sorted by name; terms by their exponent tuples, highest first: its 'lex' order;
 factors by name), so `Printer` builds the same text directly and hands every other shape
-back to sympy. The text is identical to `sympy.sstr`'s (tests/test_plain.py checks it on
-random sums); only the time differs.
+back to sympy. The text is identical to `sympy.sstr`'s (tests/roofline/test_plain.py checks
+it on random sums); only the time differs.
 """
 
 from __future__ import annotations

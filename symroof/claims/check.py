@@ -18,7 +18,7 @@ beside the result), `quote`, `issue`; any other key is an error (`KEYS`), as is 
 that cannot fail (a tolerance of 1 or more; a threshold with nothing to compare).
 Expected expressions are read by `expr.read_expression`, never evaluated; numbers are
 compared exactly, never as floats.
-A claim that names a `model:` in place of a spec is checked by `claims_model.py`.
+A claim that names a `model:` in place of a spec is checked by claims/models.py.
 
 Examples:
     >>> r = check_case({"id": "dot", "spec": "bf16[N] *_N bf16[N] -> bf16[1]",
@@ -51,7 +51,7 @@ OTHER_KEYS = ("bound", "threshold", "intensity_limit")
 # What can be checked with neither a spec nor counts: ratios of the chip's figures.
 _MACHINE_ONLY = {q.name for q in QUANTITIES if q.check and not q.expression}
 # The keys a spec claim may have: a typo (`sett:`, `tolerence:`) is an error, never a
-# setting silently left at its default (claims_model.KEYS are a model claim's).
+# setting silently left at its default (models.KEYS are a model claim's).
 KEYS = ("id", "spec", "given", "set", "mesh", "chip", "expect", "tolerance", "book", "quote", "issue")
 _GIVEN_KEYS = ("flops", "bytes")
 _LIMIT_KEYS = ("as", "expr")
@@ -96,14 +96,14 @@ def check_case(case: object, hardware: str | os.PathLike | None = None) -> CaseR
 
 
 def checked(case: object, outcomes: Callable[[Mapping, float], Iterable[Outcome]]) -> CaseResult:
-    """The frame every kind of claim shares (claims_model.py checks models in it): its
+    """The frame every kind of claim shares (claims/models.py checks models in it): its
     `expect` and `tolerance` read, `outcomes(expect, tolerance)` compared, and whatever
     stops it one ERROR line of its own, never a traceback."""
     if not isinstance(case, Mapping):
         return CaseResult("?", error=f"a claim is a mapping (id, spec, chip, expect), not {type(case).__name__} "
                                      f"{str(case)[:40]!r}")
     case_id = str(case.get("id", "?"))
-    line = getattr(case, "line", None)  # claims_model.Claim's
+    line = getattr(case, "line", None)  # models.Claim's
     try:
         expect = case.get("expect")
         if not isinstance(expect, Mapping) or not expect:

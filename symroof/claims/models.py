@@ -14,7 +14,7 @@ claims.py (numbers within a relative `tolerance`, expressions exactly).
       kv_bytes_per_token: 327680
     tolerance: 0.01
 
-The keys of `expect` are the model quantities (`model_decls.MODEL_QUANTITIES`); one that does not
+The keys of `expect` are the model quantities (`symroof.models.decls.MODEL_QUANTITIES`); one that does not
 apply to the claim (a training one in decode, a chip's without a chip) is an error, as an
 unknown key or an unknown model is. `check_case` takes either kind of claim.
 

@@ -1,5 +1,5 @@
-"""Chips and their figures: frozen `Chip`s, built from `hardware.json` as `hardware_file.py`
-reads and checks it, and found by name (`get_chip`).
+"""Chips and their figures: frozen `Chip`s, built from `hardware.json` as `file.py` reads
+and checks it, and found by name (`get_chip`).
 
 Every figure is an exact sympy Rational read from the decimal text in the file, so
 1.97e14 is exactly 197000000000000 and 1e-6 exactly 1/1000000: ratios such as the
@@ -51,7 +51,7 @@ from .file import (
 )
 from .shapes import Shape, slice_problem
 
-# exact_value reads figures with the file in `hardware_file.py`; it is offered from here,
+# exact_value reads figures with the file in `file.py`; it is offered from here,
 # with the chips, to whoever reads a figure from elsewhere (an override, a machine file).
 __all__ = ["Chip", "cited_keys", "exact_value", "get_chip", "list_chips", "load_hardware", "source_keys"]
 

@@ -34,8 +34,8 @@ NUMBER, COUNT, TEXT, SHAPE, SHAPES = "number", "count", "text", "shape", "shapes
 # a nested dict is a block, whose fields are addressed as "block.field". Each network (the
 # interconnect, dcn, scaleout) has a hop_latency_s, the time of one hop that collectives.py
 # floors a collective at: the shipped file gives every network one, sourced or marked as an
-# estimate (tests/test_hardware_latency.py); a user's file may leave it out, and the floor is
-# then reported as unknown. A torus's pod_shape (16 x 16 on v5e) is read by hardware_shapes.py.
+# estimate (tests/hardware/test_hardware_latency.py); a user's file may leave it out, and the
+# floor is then reported as unknown. A torus's pod_shape (16 x 16 on v5e) is read by shapes.py.
 SCHEMA: dict[str, str | dict[str, str]] = {
     "peak_flops_per_s": dict.fromkeys(RATES, NUMBER),
     "peak_flops_sparse_per_s": dict.fromkeys(RATES, NUMBER),

@@ -104,9 +104,9 @@ class Machine:
                             "vector work at the matrix peak")
 
     def figure_path(self, rate: str) -> str | None:
-        """The chip figure a rate of an analysis (`Compute.rates`: "bf16", "vector", "vector
-        bf16") is read from, or None where a flag gives it (--peak-flops, --vector-flops,
-        --symbolic) or there is no chip."""
+        """The chip figure a rate of an analysis (`Times.rates` in roofline/times.py: "bf16",
+        "vector", "vector bf16") is read from, or None where a flag gives it (--peak-flops,
+        --vector-flops, --symbolic) or there is no chip."""
         vector, _, dtype = rate.partition(" ") if rate.startswith("vector") else ("", "", rate)
         if self.chip is None or (self.vector_flops if vector else self.flat_peak) is not None:
             return None

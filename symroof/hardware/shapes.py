@@ -1,6 +1,6 @@
 """A torus pod's shape in hardware.json (`interconnect.pod_shape`: 16 x 16 on v5e) read and
 checked: a list of axis lengths, one per axis of the torus, holding no more chips than
-the interconnect's domain. hardware_file.py names the file, chip and field of a problem."""
+the interconnect's domain. file.py names the file, chip and field of a problem."""
 
 from __future__ import annotations
 

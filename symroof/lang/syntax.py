@@ -112,7 +112,7 @@ def read(text: str) -> list[Written]:
 
 @functools.lru_cache(maxsize=8192)
 def _chunk(chunk: str) -> tuple[Written, ...]:
-    """One chunk's statements, read as if it were the whole text (syntax_chunks.py)."""
+    """One chunk's statements, read as if it were the whole text (chunks.py)."""
     return tuple(_statement(child, chunk) for child in _parser().parse(chunk).children if isinstance(child, Tree))
 
 

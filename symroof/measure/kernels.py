@@ -1,5 +1,5 @@
 """The stopwatch, and the numpy kernels `symroof calibrate` and `symroof validate` time on
-this machine (their JAX twins are in `measure_jax.py`), with what the OS says of the
+this machine (their JAX twins are in `kernels_jax.py`), with what the OS says of the
 machine: its CPU, RAM and caches.
 
 Work is counted as the roofline counts it. A multiply-add is 2 FLOPs: an N x N x N matmul

@@ -3,7 +3,7 @@
 To add a kind: write a module here with a `Kind` subclass and `KIND = ...`, add it to
 `_MODULES`, give its written form a grammar rule if no existing form fits (the prefix
 form `word_D x, y -> z` and the call form `word(x, y) -> z` already parse any word), and
-test it (tests/test_ops.py).
+test it (tests/ops/test_ops.py).
 """
 
 from __future__ import annotations

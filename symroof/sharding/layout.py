@@ -1,9 +1,9 @@
-"""Layouts on a mesh, and what a statement becomes there: the vocabulary of `sharding.py`.
+"""Layouts on a mesh, and what a statement becomes there: the vocabulary of `lower.py`.
 
 A `Layout` says which mesh axes split each dim of a tensor and which axes it holds
 unreduced partial sums over; a `Plan` is a statement lowered onto the mesh, its items
 the `Local` steps each chip runs on its shards and the collectives (`Move`) between
-them. `sharding.py` decides the plan; the cost model reads it (`local_size` and
+them. `lower.py` decides the plan; the cost model reads it (`local_size` and
 `local_elements` are the shard sizes it costs).
 """
 

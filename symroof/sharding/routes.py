@@ -1,5 +1,5 @@
 """Changing a layout into another (the collectives that do it), and the cheapest route for
-a step that works element by element: `sharding.py` lowers each statement with these.
+a step that works element by element: `lower.py` lowers each statement with these.
 
 `to_layout` turns one layout into another: partial sums reduced (AllReduce, or a
 ReduceScatter where the target asks for a dim split over that axis), a split moved from
