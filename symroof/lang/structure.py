@@ -197,14 +197,15 @@ def _read(text: str, blanked_forward: str, dtype: str, mesh: Mesh | str | dict |
         [(count, parent) for _, _, count, parent in regions], list(scan.count_at),
         [(word, name, dt, dims, axes, scan.enclosing(at), at) for word, name, dt, dims, axes, at in scan.declared],
         scan.lets, scan.let_spans)
-    return _assemble(whole, blanked, written, layout, dtype, mesh, backward)
+    return _assemble(whole, text, blanked, written, layout, dtype, mesh, backward)
 
 
-def _assemble(whole: str, text: str, written: list, layout: _Layout, dtype: str, mesh: Mesh | str | dict | None,
-              backward: Structured | None) -> Structured:
-    """The structured program of its statements as written and its structure; `text` is
-    what the statements' spans point into."""
-    program = resolve(written, text, dtype, parse_mesh(mesh), check=check_layout)
+def _assemble(whole: str, text: str, blanked: str, written: list, layout: _Layout, dtype: str,
+              mesh: Mesh | str | dict | None, backward: Structured | None) -> Structured:
+    """The structured program of its statements as written and its structure; the structure's
+    errors point into `text`, the statements' into `blanked` (the text the statements were
+    read from: the structure lines blanked out)."""
+    program = resolve(written, blanked, dtype, parse_mesh(mesh), check=check_layout)
     if program.mesh is not None:
         program.mesh.number("a program with let, repeat or param lines (a model)")
     regions = layout.regions
@@ -265,7 +266,7 @@ def _walked(text: str, items: tuple[source.Item, ...], dtype: str, mesh: Mesh | 
     walk.items(items)
     if not walk.statements:
         raise SpecError("a program with structure has no statements")
-    return _assemble(text, text, walk.written, walk.layout, dtype, mesh, backward)
+    return _assemble(text, text, text, walk.written, walk.layout, dtype, mesh, backward)
 
 
 _AT: Span = (0, 0)  # objects carry no positions: every span is the text's start

@@ -154,6 +154,7 @@ def test_a_program_refused_as_objects_says_what_its_text_says():
         read_source(p)
     assert "does not split evenly over X (3 chips)" in str(from_objects.value)
     assert str(from_objects.value) == str(from_text.value)  # caret and all
+    assert str(from_text.value).split("\n")[1].strip() == "param W: bf16[D_X]"  # the line the caret is under
 
 
 DIMS = ("B", "T", "D", "F")

@@ -144,3 +144,12 @@ def test_a_plan_and_a_named_model_parse_no_spec_text(monkeypatch):
     assert not counted.texts
     assert read_structured(printed.getvalue()).program == read_source(program(get_model("llama-3-8b"), "train")).program
     assert len(counted.texts) == len(set(counted.texts)) > 0
+
+
+def test_a_template_refused_points_at_its_printed_line():
+    err = io.StringIO()
+    assert main(["model", "llama-3-70b", "--strategy", "tp=3"], out=io.StringIO(), err=err) == 2
+    headline, line, caret = err.getvalue().rstrip("\n").split("\n")[-3:]
+    assert headline.endswith("param Wq: K = 8 does not split evenly over Y (3 chips) (line 14, column 11)")
+    assert line.strip().startswith("param Wq: bf16[D, K_Y, G, H], Wk: bf16[D, K_Y, H]")
+    assert caret.index("^") == line.index("Wq")
