@@ -49,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..errors import SpecError
+from ..hardware.machine import Machine
 from ..ir import Mesh
 from ..lang.parse import parse_mesh
 from ..lang.source import (
@@ -329,7 +330,7 @@ def _unembedding(item: Item) -> bool:
 
 
 def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict, chips: int,
-                target=None) -> Strategy:
+                target: Machine | None = None) -> Strategy:
     """The strategy a named model is sharded with ({} for none), checked against the model."""
     if not strategy:
         if mesh:
