@@ -97,7 +97,7 @@ def _shapes(value: object) -> TypeGuard[tuple[Shape, ...]]:
     return isinstance(value, tuple) and bool(value) and isinstance(value[0], tuple)
 
 
-def estimates_text(estimates: dict, chip_id: str) -> str:
+def estimates_text(estimates: dict[str, tuple[sympy.Rational, str]], chip_id: str) -> str:
     """The estimated figures a result runs at (`Machine.estimates`: path -> (value, source)),
     for a report's "estimates" row; empty where there are none.
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy
 from matplotlib.colors import to_rgba
@@ -159,14 +159,14 @@ def plot_roofline(analyses: Analyses, ax: Axes | None = None,
         curves.append(line)
     names, title = legend_names(analyses, labels, ROOFLINE_NAME_CHARS)
     keys = labels if labels else [spec_text(a) for a in analyses]
-    colours: dict = {}
+    colours: dict[str, str] = {}
     for a, name, key in zip(analyses, names, keys):
         colour = colours.setdefault(key, f"C{len(colours) % 10}")
         bound = a.bound if isinstance(a.bound, str) else "balanced"
         y = float(a.achieved_flops_per_s)
         roof = roofs.index(_roof(a))
         # translucent faces: points at one place (two specs of equal intensity) both show
-        faces = dict(facecolors=to_rgba(colour, 0.4), edgecolors=colour, linewidths=1.5, zorder=3)
+        faces: dict[str, Any] = dict(facecolors=to_rgba(colour, 0.4), edgecolors=colour, linewidths=1.5, zorder=3)
         ax.scatter([float(a.intensity)], [y], s=45, marker="o^D"[roof % 3],
                    label=f"{name}: {bound}-bound" if bound != "balanced" else f"{name}: balanced", **faces)
         if a.collectives:

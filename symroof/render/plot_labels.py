@@ -76,7 +76,7 @@ def _by_numbers(texts: list[str], limit: int) -> tuple[list[str], str] | None:
     numbers = [_NUMBER.findall(t) for t in texts]
     if len({tuple(p) for p in pieces}) != 1:
         return None
-    groups: dict = {}                   # the values along the specs -> the positions with them
+    groups: dict[tuple[str, ...], list[int]] = {}   # the values along the specs -> the positions with them
     for i in range(len(numbers[0])):
         values = tuple(n[i] for n in numbers)
         if len(set(values)) > 1:

@@ -334,7 +334,7 @@ def _machine(a: Analysis) -> Machine:
     return m
 
 
-def _rates(a: Analysis) -> dict:
+def _rates(a: Analysis) -> dict[str, sympy.Rational]:
     """Each rate the work runs at (a dtype's matrix peak, the vector unit's), by name."""
     return a.rates
 

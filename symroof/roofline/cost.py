@@ -30,7 +30,7 @@ Examples:
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import sympy
@@ -208,7 +208,7 @@ def _same(out: Term, term: Term) -> bool:
     return tuple(map(label_text, out.labels)) == tuple(map(label_text, term.labels))
 
 
-def _move_sizes(move: Move, plan: Plan) -> dict:
+def _move_sizes(move: Move, plan: Plan) -> dict[str, sympy.Expr]:
     if plan.sizes:
         return plan.sizes
     # a written collective: its dims are named by the spec, or literal sizes
@@ -233,7 +233,7 @@ def step_cost(step: Step, sizes: dict[str, sympy.Expr], kept: Kept | None = None
                     kept=term_bytes(step.output, size) if output_kept else _ZERO)
 
 
-def repeated(c: Cost, k: sympy.Expr, subs: dict) -> Cost:
+def repeated(c: Cost, k: sympy.Expr, subs: Mapping[sympy.Basic, sympy.Expr]) -> Cost:
     """A statement's cost run k times (a `repeat` block's: k may be a symbol, L), with
     `subs` (relations, sizes) put in. Collectives keep their V and count k times each, so
     that each pays its latency."""

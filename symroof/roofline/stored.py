@@ -25,7 +25,7 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import sympy
@@ -47,7 +47,7 @@ class Stored:
         """Its shard as a tensor: `bf16[I/(4*X), J]`."""
         return f"{self.tensor.dtype}[{', '.join(map(str, self.local_shape))}]"
 
-    def at(self, values: dict) -> Stored:
+    def at(self, values: Mapping[sympy.Symbol, sympy.Expr]) -> Stored:
         """The same at the sizes given (symbol -> number)."""
         def sub(e: sympy.Expr) -> sympy.Expr:
             return e.xreplace(values) if values else e

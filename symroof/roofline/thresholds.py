@@ -166,7 +166,7 @@ def solve(sized: Sized, t_math: sympy.Expr, x: sympy.Symbol, roof: Roof,
     return _threshold(x, rule, exact, tuple(map(str, symbols)), sized, roof, notes)
 
 
-def _figures(expr: sympy.Expr) -> set:
+def _figures(expr: sympy.Expr) -> set[sympy.Symbol]:
     """The symbols of a symbolic chip's figures (dims are integers; figures are not):
     constants of the chip, not dims to grow."""
     return {s for s in expr.free_symbols if not s.is_integer}
