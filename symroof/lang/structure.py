@@ -373,7 +373,7 @@ def _check_declared(declared: tuple[Declared, ...], relations: dict, mesh: Mesh 
     """A declared tensor's dims get the checks a statement's get: a sharded dim whose size
     is known here (a number, or a `let` that comes to one) splits evenly over its axes
     (64 does not over X=3: each chip would hold 21.3 rows). A size given later is checked
-    against the mesh by model_checks.check_shards."""
+    against the mesh by models/checks.py's check_shards."""
     for d in declared:
         for dim, axes in zip(d.dims, d.axes):
             value = dim.xreplace(relations)
@@ -389,7 +389,7 @@ def _check_declared(declared: tuple[Declared, ...], relations: dict, mesh: Mesh 
 def _check_count(count: sympy.Expr, value: sympy.Expr, text: str, at: int | None) -> None:
     """A repeat count runs its block a positive whole number of times: one that comes to 0,
     a negative number or a fraction (with the `let`s in, or at the sizes given:
-    model_checks), or that is not positive at any size of its dims, is refused (`repeat
+    models/checks.py), or that is not positive at any size of its dims, is refused (`repeat
     L - 8 {` with L = 8 would count every parameter in it 0 times, with L = 6 -2 times)."""
     shown = f"{count} = {value}" if value != count else str(count)
     if value.is_number and not (value.is_Integer and value > 0):
@@ -402,7 +402,7 @@ def _check_count(count: sympy.Expr, value: sympy.Expr, text: str, at: int | None
 def _check_relations(lets: list, spans: list, relations: dict) -> None:
     """A `let` that is negative (or zero) at every size of its dims is refused, as a number
     that is not positive is (`let tokens = 0 - B`: negative tokens, negative FLOPs per token);
-    one that may be, at some sizes, is checked at the sizes given (model_checks)."""
+    one that may be, at some sizes, is checked at the sizes given (models/checks.py)."""
     for (name, _), span in zip(lets, spans):
         value = relations.get(dim_symbol(name))
         if value is not None and not value.is_number and value.is_positive is False:
