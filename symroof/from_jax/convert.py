@@ -161,7 +161,7 @@ def elementwise(ctx: Context, eqn: Eqn, env: Env, depth: int, word: str) -> None
     if word in ("+", "-", "*", "/"):
         item = source.Contraction(tuple(texts), (source.Op(word),) * (len(texts) - 1), result)
     else:
-        item = source.Apply(word, None, "call", tuple(texts), result)
+        item = source.Apply(word, (), "call", tuple(texts), result)
     if eqn.primitive.name in UPCAST and dtypes.DTYPES[ctx.dtype(out.aval.dtype)].bytes == 2:
         ctx.emit(item, eqn.primitive.name, depth, 2 * ctx.size(names), UPCAST_WHY)
     else:
@@ -207,7 +207,7 @@ def integer_pow(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     for k in range(multiplies):
         ctx.emit(source.Contraction((first, first) if k == 0 else (t, t), (times,), t), "integer_pow", depth)
     if y < 0:
-        ctx.emit(source.Apply("recip", None, "call", (t,), t), "integer_pow", depth)
+        ctx.emit(source.Apply("recip", (), "call", (t,), t), "integer_pow", depth)
     ctx.result(eqn, env, labels=labels, splits=splits)
 
 

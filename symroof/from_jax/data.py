@@ -110,7 +110,7 @@ def _copy(ctx: Context, var: Any, env: Env, depth: int, primitive: str) -> None:
         return
     x = ctx.whole(var, labels, env, primitive)  # a broadcast (a constant's) copied: materialized
     (operand,), splits = operands(ctx, [(x, labels, list(range(len(shape))))], len(shape), depth)
-    ctx.emit(source.Apply("copy", None, "call", (operand,), result_text(ctx.dtype(var.aval.dtype), labels, splits)),
+    ctx.emit(source.Apply("copy", (), "call", (operand,), result_text(ctx.dtype(var.aval.dtype), labels, splits)),
              primitive, depth)
 
 

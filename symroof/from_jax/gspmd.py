@@ -42,7 +42,7 @@ from ..lang import source
 from .context import with_split
 from .program import Env, Eqn, View, split_label, tensor
 from .rules import after_each, rule
-from .shard import _spec_axes, letters, read_mesh
+from .shard import spec_axes, letters, read_mesh
 
 if TYPE_CHECKING:
     from .context import Context
@@ -212,7 +212,7 @@ def constrain(ctx: Context, var: Any, sharding: Any, env: Env, depth: int, what:
         entry = sharding.spec[j] if j < len(sharding.spec) else None
         if j in unconstrained or type(entry).__name__ == "UnconstrainedSingleton":
             continue  # GSPMD's choice: the split it has
-        axes = letters(ctx, _spec_axes(sharding.spec, j))
+        axes = letters(ctx, spec_axes(sharding.spec, j))
         if k is not None:
             target[k] = axes
         elif axes:

@@ -10,6 +10,7 @@ from typing import Any
 
 import sympy
 
+from ..ir import subscripted
 from ..lang import source
 
 _ARRAYS = itertools.count()  # each array in memory a number of its own (View.array)
@@ -58,7 +59,7 @@ def split_label(label: str) -> tuple[str, str]:
 
 def join_label(name: str, axes: str) -> str:
     """'B', 'XY' -> 'B_{XY}': a dim split over mesh axes, as symroof writes it."""
-    return name if not axes else f"{name}_{axes}" if len(axes) == 1 else f"{name}_{{{axes}}}"
+    return subscripted(name, (axes,) if axes else ())
 
 
 def same(a: Any, b: Any) -> bool:

@@ -132,7 +132,6 @@ def cumulative(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     ctx.result(eqn, env, labels=labels, splits=splits)
 
 
-def subscript(labels: list) -> str:
-    """A subscript's dims as written: D, or {D,F} (a split dim by its name: D_X is D)."""
-    names = [split_label(label)[0] for label in labels]
-    return names[0] if len(names) == 1 else "{" + ",".join(names) + "}"
+def subscript(labels: list) -> tuple[str, ...]:
+    """A subscript's dims by name (a split dim by its name: D_X is D)."""
+    return tuple(split_label(label)[0] for label in labels)

@@ -141,7 +141,7 @@ def indexing(ctx: Context, eqn: Eqn, env: Env, depth: int, word: str, reads: lis
         if ctx.out.shard_maps else None
     written = result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out, out_splits, unreduced or "")
     extra = xla(names) if xla is not None else None
-    ctx.emit(source.Apply(word, None, "prefix", tuple(texts), written), eqn.primitive.name, depth, extra,
+    ctx.emit(source.Apply(word, (), "prefix", tuple(texts), written), eqn.primitive.name, depth, extra,
              why if extra is not None else "")
     ctx.result(eqn, env, unreduced=unreduced, labels=out, splits=out_splits)
 
@@ -195,6 +195,6 @@ def pad(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     if lost:
         ctx.said(f"pad of {', '.join(lost)}, split over a mesh axis: symroof's engine gathers it first "
                  "(AllGather) and pads it whole on each chip, where GSPMD pads the shards in place")
-    ctx.emit(source.Apply("pad", None, "prefix", (operand,), result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out,
+    ctx.emit(source.Apply("pad", (), "prefix", (operand,), result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out,
                                                                          out_splits)), "pad", depth)
     ctx.result(eqn, env, labels=out, splits=out_splits)

@@ -90,7 +90,7 @@ def shard_map(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     for var, outer, spec in zip(body.invars, eqn.invars, p["in_specs"]):
         split = ctx.splits.get(ctx.view(outer, env).array, ())  # as jit's shardings laid it out
         for j, (whole, local) in enumerate(zip(outer.aval.shape, var.aval.shape)):
-            axes = letters(ctx, _spec_axes(spec, j))  # "" for an axis not split
+            axes = letters(ctx, spec_axes(spec, j))  # "" for an axis not split
             if axes:
                 _bind(ctx, local, join_label(split_label(ctx.dim_name(whole))[0], axes), bound)
             k = ctx.view(outer, env).axes[j]
@@ -106,7 +106,7 @@ def shard_map(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     for v, spec in zip(eqn.outvars, p["out_specs"]):
         env[v] = View.whole(ctx.dtype(v.aval.dtype), tuple(v.aval.shape))
         if ctx.out.shardings_read:  # laid out by out_specs for the statements GSPMD splits after it
-            ctx.splits[env[v].array] = tuple(letters(ctx, _spec_axes(spec, j)) for j in range(len(v.aval.shape)))
+            ctx.splits[env[v].array] = tuple(letters(ctx, spec_axes(spec, j)) for j in range(len(v.aval.shape)))
 
 
 # -- collectives ----------------------------------------------------------------
@@ -238,7 +238,7 @@ def _name(ctx: Context, dim: Any, label: str) -> None:
         ctx.names[ctx.dim_text(dim)] = label
 
 
-def _spec_axes(spec: Any, j: int) -> tuple:
+def spec_axes(spec: Any, j: int) -> tuple:
     """The mesh axes a PartitionSpec splits axis j over (a name, a tuple, or none)."""
     if j >= len(spec) or spec[j] is None:
         return ()

@@ -116,14 +116,14 @@ class Apply:
     ("call"), `gather table, indices -> y`."""
 
     word: str
-    subscript: str | None
+    subscript: tuple[str, ...]  # the dims it names (`softmax_S`: ("S",)), () for none
     form: str
     operands: tuple[Tensor, ...]
     output: Tensor
     comment: str | None = None
 
     def __str__(self) -> str:
-        word = self.word + (f"_{self.subscript}" if self.subscript else "")
+        word = subscripted(self.word, self.subscript, short=True)
         operands = ", ".join(str(t) for t in self.operands)
         head = f"{word}({operands})" if self.form == "call" else f"{word} {operands}"
         return _commented(f"{head} -> {self.output}", self.comment)

@@ -344,9 +344,7 @@ def _written(item: source.Contraction | source.Apply | source.Collective | sourc
                           [WOp(op.symbol, [(s, _AT) for s in op.summed] or None, _AT) for op in item.ops],
                           _wtensor(item.output), _AT, text)
     if isinstance(item, source.Apply):
-        # a subscript of several dims (`sum_{B,D}`) is its items, as syntax.read reads it
-        items = None if item.subscript is None else \
-            [(s.strip(), _AT) for s in item.subscript.removeprefix("{").removesuffix("}").split(",")]
+        items = [(s, _AT) for s in item.subscript] or None
         return WApply(item.word, _AT, items, item.form,
                       [_wtensor(t) for t in item.operands], _wtensor(item.output), _AT)
     if isinstance(item, source.Collective):

@@ -120,10 +120,10 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
         items.append(Let((("Tmax", str(sizes["context"])),)))
     indices = t("int32", *seq)
     items += [Blank(), _params("embedding", ("Emb", t("bf16", "V", "D"))),
-              Apply("gather", None, "prefix", (t("bf16", "V", "D"), indices), x)]
+              Apply("gather", (), "prefix", (t("bf16", "V", "D"), indices), x)]
     if learned:
         items += [_params("embedding", ("Pos", t("bf16", "Tmax", "D"))),
-                  Apply("gather", None, "prefix", (t("bf16", "Tmax", "D"), indices), x), _add(x, x, x)]
+                  Apply("gather", (), "prefix", (t("bf16", "Tmax", "D"), indices), x), _add(x, x, x)]
     layer = (Part("attention", _attention(x, seq, norm, bias, decode, stored["kv"], _CACHE[mode])),
              Part("mlp", _mlp(x, seq, norm, bias, choices["mlp"], moe)))
     items += [Blank(), Repeat("L", layer), Blank(), *_norm(x, norm, bias, "Wnf", "bnf")]
@@ -151,8 +151,8 @@ def _norm(x: Tensor, norm: str, bias: bool, w: str, b: str, name: str | None = N
     source = named(x, name) if name else x
     if norm == "layernorm":
         return [_params("param", (w, scale), (b, scale)),
-                Apply("layernorm", "D", "prefix", (source, scale, scale), x)]
-    return [_params("param", (w, scale)), Apply("rmsnorm", "D", "prefix", (source, scale), x)]
+                Apply("layernorm", ("D",), "prefix", (source, scale, scale), x)]
+    return [_params("param", (w, scale)), Apply("rmsnorm", ("D",), "prefix", (source, scale), x)]
 
 
 # what the cache declaration is in each mode: decode reads the context's keys and values,
@@ -179,7 +179,7 @@ def _attention(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, decode: b
         items += [_add(q, qb, q), _add(new_kv, kvb, new_kv), _add(new_kv, kvb, new_kv)]
     scores = t("fp32", "B", "K", "G", *seq[1:], "S")
     probs = Tensor("bf16", scores.dims)
-    items += [Fused((_matmul(q, ("H",), kv, scores), Apply("softmax", "S", "prefix", (scores,), probs),
+    items += [Fused((_matmul(q, ("H",), kv, scores), Apply("softmax", ("S",), "prefix", (scores,), probs),
                      _matmul(probs, ("S",), kv, named(q, "o"))), "attention: the scores stay on chip"),
               _matmul(q, ("K", "G", "H"), wo, named(x, "a"))]
     if bias:
@@ -200,13 +200,13 @@ def _mlp(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, mlp: str, moe: 
         items += [_params("param", ("W1", up), ("W2", down), *biases), _matmul(x, ("D",), up, h)]
         if bias:
             items.append(_add(h, t("bf16", "F"), h))
-        items += [Apply(act, None, "call", (h,), named(h, "h")), _matmul(h, ("F",), down, named(x, "m"))]
+        items += [Apply(act, (), "call", (h,), named(h, "h")), _matmul(h, ("F",), down, named(x, "m"))]
         if bias:
             items.append(_add(x, t("bf16", "D"), x))
     else:
         items += [_params("param", ("Wg", up), ("Wu", up), ("Wd", down)),
                   _matmul(x, ("D",), up, named(h, "g")), _matmul(x, ("D",), up, named(h, "u")),
-                  Apply(act, None, "call", (h,), h), Contraction((h, h), (Op("*"),), named(h, "h")),
+                  Apply(act, (), "call", (h,), h), Contraction((h, h), (Op("*"),), named(h, "h")),
                   _matmul(h, ("F",), down, named(x, "m"))]
     return tuple(items + [_add(x, x, x, "residual")])
 
@@ -219,12 +219,12 @@ def _experts(x: Tensor, seq: tuple[str, ...], mlp: str) -> list[Item]:
     picked = t("bf16", *seq, "A", "D")
     return [_params("param", ("Wr", t("bf16", "D", "E")), ("Wg", up), ("Wu", up), ("Wd", down)),
             _matmul(x, ("D",), t("bf16", "D", "E"), router, "router"),
-            Apply("softmax", "E", "prefix", (router,), gates, "the gates (the top A of them)"),
-            Apply("gather", None, "prefix", (t("bf16", "tokens", "D"), t("int32", "E", "C")), routed,
+            Apply("softmax", ("E",), "prefix", (router,), gates, "the gates (the top A of them)"),
+            Apply("gather", (), "prefix", (t("bf16", "tokens", "D"), t("int32", "E", "C")), routed,
                   "dispatch: each expert its C tokens"),
             _matmul(routed, ("D",), up, h), _matmul(routed, ("D",), up, h),
-            Apply(act, None, "call", (h,), h), Contraction((h, h), (Op("*"),), h), _matmul(h, ("F",), down, routed),
-            Apply("gather", None, "prefix", (t("bf16", "slots", "D"), t("int32", *seq, "A")), picked,
+            Apply(act, (), "call", (h,), h), Contraction((h, h), (Op("*"),), h), _matmul(h, ("F",), down, routed),
+            Apply("gather", (), "prefix", (t("bf16", "slots", "D"), t("int32", *seq, "A")), picked,
                   "combine: each token its A experts"),
             _matmul(picked, ("A",), t("bf16", *seq, "A"), x), _add(x, x, x, "residual")]
 

@@ -49,15 +49,15 @@ EVERY_FORM = Program((
     Let((("tokens", "B*T"),)),
     Blank(),
     Declare("embedding", (t("bf16", "V", "D", name="Emb"),)),
-    Apply("gather", None, "prefix", (t("bf16", "V", "D"), t("int32", "B_X", "T")), t("bf16", "B_X", "T", "D")),
+    Apply("gather", (), "prefix", (t("bf16", "V", "D"), t("int32", "B_X", "T")), t("bf16", "B_X", "T", "D")),
     Repeat("L/2", (
         Part("mlp", (
             Declare("param", (t("bf16", "D", "F_Y", name="W1"), t("bf16", "F_Y", "D", name="W2")), "the MLP"),
             Declare("cache", (t("bf16", "B_X", "T", "D", name="Kc"),)),
             mm(t("bf16", "B_X", "T", "D", name="x"), ("D",), t("bf16", "D", "F_Y"), t("bf16", "B_X", "T", "F_Y")),
-            Apply("gelu", None, "call", (t("bf16", "B_X", "T", "F_Y"),), t("bf16", "B_X", "T", "F_Y", name="h")),
+            Apply("gelu", (), "call", (t("bf16", "B_X", "T", "F_Y"),), t("bf16", "B_X", "T", "F_Y", name="h")),
             Fused((mm(t("bf16", "B_X", "T", "F_Y"), ("F",), t("bf16", "F_Y", "D"), t("fp32", "B_X", "T", "D")),
-                   Apply("softmax", "D", "prefix", (t("fp32", "B_X", "T", "D"),), t("bf16", "B_X", "T", "D"))),
+                   Apply("softmax", ("D",), "prefix", (t("fp32", "B_X", "T", "D"),), t("bf16", "B_X", "T", "D"))),
                   "one kernel"),
             Contraction((t("bf16", "B_X", "T", "D"), t("bf16", "B_X", "T", "D")), (Op("+"),),
                         t("bf16", "B_X", "T", "D"), "residual"),
@@ -147,7 +147,7 @@ def test_objects_resolve_as_their_text_reads_without_a_parse(monkeypatch):
 
 def test_a_program_refused_as_objects_says_what_its_text_says():
     p = Program((MeshLine((("X", 3, "ici"),)), Let((("D", "64"),)), Declare("param", (t("bf16", "D_X", name="W"),)),
-                 Apply("gelu", None, "call", (t("bf16", "B_X", "D"),), t("bf16", "B_X", "D"))))
+                 Apply("gelu", (), "call", (t("bf16", "B_X", "D"),), t("bf16", "B_X", "D"))))
     with pytest.raises(SpecError) as from_text:
         read_structured(str(p))
     with pytest.raises(SpecError) as from_objects:
@@ -179,10 +179,10 @@ def programs(draw: st.DrawFn) -> Program:
         if kind == 0:
             return mm(dims("B", "T", "D"), ("D",), dims("D", "F"), dims("B", "T", "F"))
         if kind == 1:
-            return Apply(draw(st.sampled_from(["gelu", "silu"])), None, "call", (dims("B", "T", "F"),),
+            return Apply(draw(st.sampled_from(["gelu", "silu"])), (), "call", (dims("B", "T", "F"),),
                          dims("B", "T", "F"))
         if kind == 2 or not split["B"]:
-            return Apply("softmax", "F", "prefix", (dims("B", "T", "F"),), dims("B", "T", "F"))
+            return Apply("softmax", ("F",), "prefix", (dims("B", "T", "F"),), dims("B", "T", "F"))
         source = dims("B", "T", "D")
         return Collective("AllGather", (axes[0],), replace_dim(source, "B", axes[0]), replace_dim(source, "B", ""))
 
