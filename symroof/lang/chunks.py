@@ -1,9 +1,9 @@
 """A program's text in chunks that parse on their own, and statements moved along the text.
 
-The planner reads one model's program hundreds of times, each a little different (the
-splits, a size), and most of its lines are the same each time: `syntax.read` parses each
-chunk once and reuses it, moved to where the chunk sits (a third of a plan's time was
-Lark lexing the same lines again). A chunk is a line, or the lines of a `fused { ... }`
+A text read again and again with small changes (a program a user edits and passes back;
+programs with many repeated lines) parses each distinct chunk once: `syntax.read` reuses
+it, moved to where the chunk sits. The planner no longer reads text at all (templates and
+strategies pass `lang.source` objects), so this serves the text front end. A chunk is a line, or the lines of a `fused { ... }`
 block (the only statement that spans lines): statements never span chunks, so a chunk
 parses as it would inside the whole text.
 """
