@@ -1,7 +1,7 @@
 """Command-line fuzzing for symroof: random and mutated specs, flags, meshes, chips and
 claims files over every subcommand, and the property every invocation must satisfy.
 
-Shared by `tests/test_fuzz_cli.py` (a small, deterministic run under hypothesis) and
+Shared by `tests/cli/test_fuzz_cli.py` (a small, deterministic run under hypothesis) and
 `benchmarks/fuzz_cli.py` (a large run with multiprocessing). Everything here draws from
 a `random.Random`-like object `r` (`choice`, `randint`, `random`), so hypothesis drives it
 through `st.randoms()` (and shrinks what it finds) and the benchmark through a seeded

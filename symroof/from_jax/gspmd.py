@@ -42,7 +42,7 @@ from ..lang import source
 from .context import with_split
 from .program import Env, Eqn, View, split_label, tensor
 from .rules import after_each, rule
-from .shard import spec_axes, letters, read_mesh
+from .shard import letters, read_mesh, spec_axes
 
 if TYPE_CHECKING:
     from .context import Context

@@ -3,9 +3,9 @@
 A text read again and again with small changes (a program a user edits and passes back;
 programs with many repeated lines) parses each distinct chunk once: `syntax.read` reuses
 it, moved to where the chunk sits. The planner no longer reads text at all (templates and
-strategies pass `lang.source` objects), so this serves the text front end. A chunk is a line, or the lines of a `fused { ... }`
-block (the only statement that spans lines): statements never span chunks, so a chunk
-parses as it would inside the whole text.
+strategies pass `lang.source` objects), so this serves the text front end. A chunk is a
+line, or the lines of a `fused { ... }` block (the only statement that spans lines):
+statements never span chunks, so a chunk parses as it would inside the whole text.
 """
 
 from __future__ import annotations

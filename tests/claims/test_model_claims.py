@@ -1,4 +1,4 @@
-"""Claims about whole models (symroof/claims_model.py), from Python and through `symroof check`."""
+"""Claims about whole models (symroof/claims/models.py), from Python and through `symroof check`."""
 
 import io
 import json

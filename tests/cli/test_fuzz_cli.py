@@ -140,7 +140,7 @@ def _run(argv, files=None, stdin=None):
     return problem, res
 
 
-# Fixed here (symroof/sharding.py, symroof/claims.py).
+# Fixed here (symroof/sharding/lower.py, symroof/claims/check.py).
 
 @pytest.mark.parametrize("spec", [
     "mesh X=2,Y=4\nhbi,nm->b",                                       # the fuzzer's

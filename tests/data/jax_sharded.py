@@ -1,4 +1,4 @@
-"""Sharded functions written with shard_map (tests/test_from_jax_sharded.py imports them):
+"""Sharded functions written with shard_map (tests/from_jax/test_from_jax_sharded.py imports them):
 on an abstract mesh, so that tracing and XLA's lowered cost analysis need no devices."""
 
 import jax
@@ -72,7 +72,7 @@ def data_moves(x, y, u):
     return b.sum() + c.sum() + d.sum() + (p * q).sum()
 
 
-# -- jit's shardings (GSPMD): read by symroof/jax_gspmd.py -------------------------------
+# -- jit's shardings (GSPMD): read by symroof/from_jax/gspmd.py -------------------------------
 
 def _named(mesh, *spec):
     return jax.sharding.NamedSharding(mesh, P(*spec))

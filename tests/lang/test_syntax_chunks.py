@@ -1,4 +1,4 @@
-"""Reading a text in chunks (symroof/syntax_chunks.py, each chunk parsed once and cached)
+"""Reading a text in chunks (symroof/lang/chunks.py, each chunk parsed once and cached)
 gives what reading it whole gives: the same statements, spans and all, or the same error."""
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ def test_vector_work_runs_at_the_vector_figure_and_matrix_work_at_the_peak():
 
 def test_a_chip_without_a_vector_figure_asks_for_one_never_uses_the_matrix_peak():
     # TPU v3: no source gives its vector unit, nor the ALU count to estimate it from (v4, v5e and
-    # v6e carry estimates, tests/test_hardware_estimates.py)
+    # v6e carry estimates, tests/hardware/test_hardware_estimates.py)
     with pytest.raises(HardwareError, match="no vector-unit figure.*--vector-flops"):
         analyze("softmax_T bf16[B, T] -> bf16[B, T]", chip="tpu-v3").t_math
     with pytest.raises(HardwareError, match="no vector-unit figure"):

@@ -1,4 +1,4 @@
-"""The declared quantities (symroof/quantities.py) against what the code does: every one is
+"""The declared quantities (symroof/roofline/quantities.py) against what the code does: every one is
 an attribute of an analysis, and the JSON, `symroof check`, `value()` and the reports use
 those names and no others."""
 

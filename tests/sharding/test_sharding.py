@@ -375,7 +375,7 @@ def test_gpu_topologies():
 
 
 def test_unknown_latency_is_said_not_zero():
-    # every network in hardware.json has a hop latency (tests/test_hardware_latency.py); PCIe has none
+    # every network in hardware.json has a hop latency (tests/hardware/test_hardware_latency.py); PCIe has none
     a = analyze("bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]", chip="v5e", mesh="X=2@pcie")
     data = a.to_dict(solve="D")
     assert data["collectives"][0]["t_latency"] is None and data["t_network_latency_known"] is False
