@@ -92,9 +92,11 @@ def _matmul(item: Item) -> Contraction | None:
 
 class _Writer:
     def __init__(self, strategy: Strategy, matmul_weights: set[Tensor]):
-        self.batch = names(strategy, "dp", "ep", "sp")  # the weights' gradients are summed over these
-        self.sequence = names(strategy, "sp")
-        self.fsdp = names(strategy, "fsdp")
+        # the weights' gradients are summed over these: the batch's replicas' axes, then the sequence's
+        self.batch = names(strategy, lambda k: k.sums_gradients and not k.splits_sequence) + \
+            names(strategy, lambda k: k.sums_gradients and k.splits_sequence)
+        self.sequence = names(strategy, lambda k: k.splits_sequence)
+        self.fsdp = names(strategy, lambda k: k.splits_params)
         self.matmul_weights = matmul_weights
         self.widths: list[tuple[str, str]] = []
 

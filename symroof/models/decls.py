@@ -12,14 +12,6 @@ from ..errors import SpecError
 MODES = ("train", "prefill", "decode")
 OPTIMIZER_BYTES = {"adam": 12, "adafactor": 4, "sgd": 0}  # bytes per parameter beyond its gradient
 REMAT = ("full", "none")
-# data parallelism and its ZeRO stages 1 and 2: each splits the batch over its axes alike;
-# zero1 splits the optimizer state over them too, zero2 the gradients as well (ZeRO-3 is fsdp)
-DATA = ("dp", "zero1", "zero2")
-
-
-def with_stages(*kinds: str) -> tuple[str, ...]:
-    """The kinds, "dp" standing for its ZeRO stages too (they split the batch alike)."""
-    return tuple(k for kind in kinds for k in (DATA if kind == "dp" else (kind,)))
 
 
 @dataclass(frozen=True)

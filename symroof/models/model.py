@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import sympy
@@ -44,6 +45,7 @@ from ..lang.structure import Structured
 from ..roofline.cost import Cost, combine, cost, repeated
 from ..roofline.sized import ratio
 from ..roofline.solve import cleared, positive_region
+from . import kinds
 from .activations import activation_bytes, recomputed
 from .checks import both, check_names, check_shards
 from .decls import MODEL_QUANTITIES, OPTIMIZER_BYTES, Options
@@ -55,16 +57,23 @@ class Model:
         machine: a `machine.Machine`, or None for counts and bytes only.
         sizes: sizes for the dims ({"B": 1, "T": 4096}); relations give the rest.
         options: mode, chips, optimizer, remat, MFU, headroom.
+        about: what its report calls it and how it was asked for (name, strategy, mode,
+            sizes, chip: `report.model` fills it), printed at the head of `to_dict()`.
+        origin: how to make the same model at other sizes (`report.assemble`'s partial): the
+            report's formulas (`formulas`) are its model with B, T and S left symbols.
     """
 
     pipeline: Any = None  # a pipeline.Pipeline where the layers are split into stages (pipeline.PipelinedModel)
 
     def __init__(self, structured: Structured, machine=None, sizes: dict[str, int] | None = None,
-                 options: Options | None = None):
+                 options: Options | None = None, about: Mapping[str, Any] | None = None,
+                 origin: Callable[[dict[str, int]], Model] | None = None):
         self.structured = structured
         self.machine = machine
         self.options = options or Options()
         self.sizes = dict(sizes or {})
+        self.about = dict(about or {})
+        self._origin = origin
         check_names(structured, self.sizes)
         check_sizes(structured.relations, self.sizes)
         self._subs = _substitutions(structured, self.sizes)
@@ -214,19 +223,20 @@ class Model:
 
     @functools.cached_property
     def grad_bytes(self) -> sympy.Expr:
-        return self.weight_bytes / self._zero_split("zero2")
+        return self.weight_bytes / self._zero_split(2)
 
     @functools.cached_property
     def optimizer_bytes(self) -> sympy.Expr:
         here = sympy.Add(*(d.count * d.elements / d.split for d in self.structured.declared
                            if d.word in ("param", "embedding")))  # the parameters a chip updates
-        return OPTIMIZER_BYTES[self.options.optimizer] * self.at(here) / self._zero_split("zero1", "zero2")
+        return OPTIMIZER_BYTES[self.options.optimizer] * self.at(here) / self._zero_split(1)
 
-    def _zero_split(self, *kinds: str) -> int:
-        """The chips the ZeRO stages' axes span (1 without them): each keeps its share of
-        the optimizer state (zero1, zero2) and of the gradients (zero2)."""
+    def _zero_split(self, stage: int) -> int:
+        """The chips the axes of the ZeRO stages from `stage` up span (1 without them): each
+        keeps its share of the optimizer state (stage 1 up) and of the gradients (stage 2)."""
         mesh = self.structured.program.mesh
-        axes = "".join(a for kind, a in self.options.strategy if kind in kinds)
+        named = {k.name for k in kinds.where(lambda k: k.zero >= stage > 0)}
+        axes = "".join(a for kind, a in self.options.strategy if kind in named)
         return math.prod(mesh.axis(a).number for a in axes) if axes and mesh is not None else 1
 
     @functools.cached_property
@@ -274,7 +284,8 @@ class Model:
         self._check_split()
         return self.memory_bytes / self.options.chips
 
-    def _usable(self) -> sympy.Expr:
+    def usable(self) -> sympy.Expr:
+        """The HBM a chip may fill: its capacity, less the headroom the options keep."""
         capacity = self._chip().capacity()
         if capacity is None:
             raise SpecError(f"{self._chip().name} has no HBM capacity figure: the chips a model needs "
@@ -288,11 +299,11 @@ class Model:
 
     @functools.cached_property
     def hbm_left_per_chip(self) -> sympy.Expr:
-        return self._usable() - self.hbm_per_chip
+        return self.usable() - self.hbm_per_chip
 
     @functools.cached_property
     def min_chips(self) -> sympy.Expr:
-        need = self.memory_bytes / self._usable()
+        need = self.memory_bytes / self.usable()
         return sympy.ceiling(need) if need.is_number else need
 
     # ---- time -----------------------------------------------------------------------------
@@ -409,7 +420,7 @@ class Model:
         if poly is None or poly.degree() != 1 or memory.free_symbols != {B}:
             return None
         per_batch, fixed = poly.all_coeffs()
-        most = (self._usable() * self.options.chips - fixed) / per_batch
+        most = (self.usable() * self.options.chips - fixed) / per_batch
         return sympy.Integer(max(0, sympy.floor(most))) if most.is_number else most  # symbolic: M_hbm
 
     def quantities(self) -> dict[str, sympy.Expr]:
@@ -427,6 +438,37 @@ class Model:
                     (not q.needs_matrix_work or self._matrix_work()):
                 found[q.name] = getattr(self, q.name)
         return found
+
+    # ---- its report: what `symroof model` prints -----------------------------------------
+    # report.py renders it; it imports this module at its top, so these methods import it
+    # when called.
+
+    @functools.cached_property
+    def formulas(self) -> Model | None:
+        """This model with B, T and S left symbols, whose quantities are the report's
+        formulas; None for a model not made by `report.assemble`. Made when first asked
+        for: a plan makes hundreds of models and reports on a few."""
+        if self._origin is None:
+            return None
+        return self._origin({k: v for k, v in self.sizes.items() if k not in ("B", "T", "S")})
+
+    def to_dict(self, total_tokens: int | None = None) -> dict[str, Any]:
+        """A JSON-ready dict: what `symroof model ... --json` prints (with `total_tokens`,
+        the days to train on them, as --train-tokens)."""
+        from . import report
+        return report.to_dict(self, self.formulas, self.about, total_tokens)
+
+    def table(self, total_tokens: int | None = None) -> str:
+        """The report `symroof model` prints, title and conventions included."""
+        from . import report
+        return report.table(self, self.formulas, report.title(self), total_tokens)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_latex_(self) -> str:
+        from . import report
+        return report.latex(self, self.formulas)
 
 
 def _substitutions(structured: Structured, sizes: dict[str, int]) -> dict:

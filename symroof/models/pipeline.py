@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import sympy
 
@@ -42,8 +44,8 @@ from ..errors import SpecError
 from ..ir import dim_symbol
 from ..lang.source import Blank, Comment, Contraction, Declare, Item, Let, Program, Repeat
 from ..roofline.collectives import link
+from . import kinds
 from .activations import block_input_bytes
-from .decls import DATA
 from .model import Model
 from .strategy_costs import Collective, collectives, thresholds, tokens_per_chip
 
@@ -252,10 +254,11 @@ class Pipeline:
 
     # ---- thresholds -----------------------------------------------------------------------
 
-    def thresholds(self, kinds: dict[str, str]) -> dict[str, dict]:
+    def thresholds(self, strategy: dict[str, str]) -> dict[str, dict]:
         """Each kind's threshold inside a stage (tokens per chip: a step's for dp, whose
         reductions come once a step; a microbatch's for fsdp), and the pipeline's own."""
-        inner = {k: v for k, v in kinds.items() if k != "pp"}
+        stages = kinds.stages().name
+        inner = {k: v for k, v in strategy.items() if k != stages}
         out = thresholds(self.last, inner)
         out.pop("step", None)  # the whole step's is the schedule's, bubble and all: not a stage's
         for kind, entry in out.items():
@@ -263,16 +266,17 @@ class Pipeline:
             for key in ("t_network", "ratio", "per_chip_tokens"):
                 if entry.get(key) is not None:
                     entry[key] = self.micro(entry[key])
-            if kind in DATA and entry["ratio"] is not None:  # M microbatches' work against one reduction
+            declared = kinds.kind(kind)
+            if declared.data and entry["ratio"] is not None:  # M microbatches' work against one reduction
                 entry["ratio"] = self.microbatches * entry["ratio"]
-            if kind == "fsdp":  # gathered again each microbatch: a microbatch's tokens count
+            if declared.splits_params:  # gathered again each microbatch: a microbatch's tokens count
                 entry["now"] = self.micro(tokens_per_chip(self.last))
         m = self.last
         work = self.micro(m.step_analysis.t_math)
-        out["pp"] = {"axes": self.axes, "t_network": self.t_send, "collectives": 2,
-                     "ratio": work / self.t_send, "bubble_fraction": self.bubble_fraction,
-                     "microbatches_for_bubble": {f"{float(f):g}": microbatches_for(self.stages, self.schedule, f)
-                                                 for f in BUBBLE_TARGETS}}
+        out[stages] = {"axes": self.axes, "t_network": self.t_send, "collectives": 2,
+                       "ratio": work / self.t_send, "bubble_fraction": self.bubble_fraction,
+                       "microbatches_for_bubble": {f"{float(f):g}": microbatches_for(self.stages, self.schedule, f)
+                                                   for f in BUBBLE_TARGETS}}
         return out
 
 
@@ -283,8 +287,9 @@ class PipelinedModel(Model):
 
     pipeline: Pipeline
 
-    def __init__(self, structured, machine, sizes, options, pipeline: Pipeline):
-        super().__init__(structured, machine, sizes, options)
+    def __init__(self, structured, machine, sizes, options, pipeline: Pipeline, about: Mapping[str, Any] | None = None,
+                 origin: Callable[[dict[str, int]], Model] | None = None):
+        super().__init__(structured, machine, sizes, options, about, origin)
         self.pipeline = pipeline
 
     @functools.cached_property

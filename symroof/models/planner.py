@@ -21,6 +21,7 @@ forward and backward, by the sharding engine (model_strategy.py), and ranked by
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ import sympy
 from ..errors import HardwareError, SpecError
 from ..hardware.chips import Chip
 from ..hardware.machine import Machine
+from . import kinds
 from . import strategy_costs as model_strategy
 from .catalogue import get_model
 from .decls import OPTIMIZER_BYTES
@@ -61,8 +63,9 @@ class Candidate:
     @property
     def strategy(self) -> str:
         """As `--strategy` takes it."""
-        kinds = {f"zero{self.zero}" if kind == "dp" and self.zero else kind: size for kind, size in self.sizes.items()}
-        return ",".join(f"{kind}={size}" for kind, size in kinds.items() if size > 1) or "dp=1"
+        rest = kinds.rest().name
+        named = {kinds.zero_stage(self.zero).name if kind == rest else kind: size for kind, size in self.sizes.items()}
+        return ",".join(f"{kind}={size}" for kind, size in named.items() if size > 1) or f"{rest}=1"
 
     @property
     def text(self) -> str:
@@ -90,13 +93,14 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _splits(chips: int, kinds: dict[str, Callable[[int], bool]]) -> list[dict[str, int]]:
-    """Every way to give each kind a size it allows (`kinds`: name -> allowed(size)) with
-    the chips left to dp."""
-    out: list[dict[str, int]] = [{"dp": chips}]
-    for kind, allowed in kinds.items():
-        out = [{**split, kind: size, "dp": split["dp"] // size} for split in out for size in _divisors(split["dp"])
-               if allowed(size)]
+def _splits(chips: int, search: kinds.Search) -> list[dict[str, int]]:
+    """Every way to give each searched kind a size it allows, in the order of their
+    `Kind.search`, with the chips left to plain data parallelism."""
+    rest = kinds.rest().name
+    out: list[dict[str, int]] = [{rest: chips}]
+    for kind in sorted(kinds.where(lambda k: k.search is not None), key=lambda k: k.search or 0):
+        out = [{**split, kind.name: size, rest: split[rest] // size} for split in out
+               for size in _divisors(split[rest]) if kind.allows(search, size)]
     return out
 
 
@@ -123,21 +127,14 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
         batch = {"B": sequences, "T": context}
     train = mode == "train"
     experts = config["moe"]["experts"] if config.get("moe") else 1
-    # the kinds tried, each with the sizes it may take: sequence parallelism only where the
-    # batch has fewer sequences than chips (else splitting sequences among chips costs the
-    # keys' gathers for nothing data parallelism cannot do), and a size dividing the context
-    kinds = {"tp": lambda n: True, "pp": lambda n: train or n == 1, "ep": lambda n: experts % n == 0,
-             "sp": lambda n: n == 1 or (mode != "decode" and sequences < chips and context % n == 0),
-             "fsdp": lambda n: train or n == 1}
-    found = []
-    for split in _splits(chips, kinds):
-        sizes = {"dp": split.pop("dp"), "fsdp": split["fsdp"], "tp": split["tp"], "pp": split["pp"]} if train else \
-            {"dp": split.pop("dp"), "tp": split["tp"]}
-        sizes |= {k: split[k] for k in ("sp", "ep") if split[k] > 1 or (k == "ep" and config.get("moe"))}
-        found.append(Candidate(sizes))
+    # the kinds tried, each with the sizes it may take (`Kind.allows`)
+    search = kinds.Search(mode, chips, sequences, context, experts, bool(config.get("moe")))
+    found = [Candidate({kind.name: split[kind.name] for kind in kinds.where(lambda k: True, split)
+                        if kind.lists(search, split[kind.name])})
+             for split in _splits(chips, search)]
     run = functools.partial(model, name, mode, chip, batch, models_file=models_file, remat=remat)
     probe = run()  # one chip, unsharded: the floors
-    usable = probe._usable()
+    usable = probe.usable()
     if not (usable.is_number and probe.analysis.t_lower.is_number):
         raise SpecError("a plan ranks step times: it needs a chip whose figures are numbers (not --chip symbolic "
                         "or --symbolic); symroof model NAME --strategy ... --chip symbolic gives the formulas")
@@ -151,14 +148,16 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
     ideal = probe.flops_train_hardware / (chips * probe.matrix_peak) if train else \
         probe.flops / (chips * probe.matrix_peak)
     best = None
-    for candidate in sorted(found, key=lambda candidate: candidate.sizes.get("pp", 1)):
-        pp = candidate.sizes.get("pp", 1)
+    stages = kinds.stages().name
+    for candidate in sorted(found, key=lambda candidate: candidate.sizes.get(stages, 1)):
+        pp = candidate.sizes.get(stages, 1)
         if candidate.rejected is None and pp > 1 and best is not None:
             chunks = 2 if shape["L"] % (2 * pp) == 0 else 1
             floor = ideal * (4 * pp + sympy.Rational(pp - 1, chunks)) / (4 * pp)  # the default 4 x P microbatches
             if floor > best:
-                candidate.rejected = f"pp={pp}: its bubble alone makes it at least {float(floor) * 1e3:.4g} ms, " \
-                                     f"slower than {float(best) * 1e3:.4g} ms already found"
+                candidate.rejected = f"{stages}={pp}: its bubble alone makes it at least " \
+                                     f"{float(floor) * 1e3:.4g} ms, slower than {float(best) * 1e3:.4g} ms " \
+                                     "already found"
         if candidate.rejected is None:
             _cost(candidate, run, usable)
             if candidate.rejected is None and pp > 1 and shape["L"] % (2 * pp) == 0:
@@ -171,21 +170,32 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
 
 def _pruned(sizes: dict[str, int], shape: dict[str, int], sequences: int, params: sympy.Expr, per_param: int,
             usable: sympy.Expr, domain: float | None) -> str | None:
-    tp, pp, ep = sizes["tp"], sizes.get("pp", 1), sizes.get("ep", 1)
-    split = sizes["dp"] * sizes.get("fsdp", 1) * ep  # the sequences are split over these
-    for dim, what in (("K", "KV heads"), ("F", "MLP width"), ("V", "vocabulary")):
-        if shape[dim] % tp:
-            return f"tp={tp} does not divide the {what} ({dim} = {shape[dim]})"
+    def chips(test: Callable[[kinds.Kind], bool]) -> int:
+        return math.prod(sizes[kind.name] for kind in kinds.where(test, sizes))
+
+    width = kinds.where(lambda k: k.splits_width, sizes)
+    split = chips(lambda k: k.splits_batch)  # the sequences are split over these
+    for kind in width:  # Megatron's splits
+        for dim, what in (("K", "KV heads"), ("F", "MLP width"), ("V", "vocabulary")):
+            if shape[dim] % sizes[kind.name]:
+                return f"{kind.name}={sizes[kind.name]} does not divide the {what} ({dim} = {shape[dim]})"
     if sequences % split:
-        return f"{sequences} sequences do not split over dp x fsdp{' x ep' if ep > 1 else ''} = {split}"
-    if domain and tp > domain:
-        return f"tp={tp} spans more than the fast-link domain of {int(domain)} chips"
-    if pp > 1 and (shape["L"] % pp or (sequences // split) % (4 * pp)):
-        return f"pp={pp} does not divide the {shape['L']} layers" if shape["L"] % pp else \
-            f"pp={pp}: its 4 x {pp} microbatches do not split the {sequences // split} sequences of a replica"
+        over = " x ".join(k.name for k in kinds.where(lambda k: k.splits_batch)
+                          if k.listed or sizes.get(k.name, 1) > 1)
+        return f"{sequences} sequences do not split over {over} = {split}"
+    for kind in width:  # its all-reduces are on activations: on the fast links
+        if domain and sizes[kind.name] > domain:
+            return f"{kind.name}={sizes[kind.name]} spans more than the fast-link domain of {int(domain)} chips"
+    for kind in kinds.where(lambda k: k.stages, sizes):
+        pp = sizes[kind.name]
+        if pp > 1 and (shape["L"] % pp or (sequences // split) % (4 * pp)):
+            return f"{kind.name}={pp} does not divide the {shape['L']} layers" if shape["L"] % pp else \
+                f"{kind.name}={pp}: its 4 x {pp} microbatches do not split the {sequences // split} sequences " \
+                "of a replica"
     # a stage holds 1/pp or more; ep splits only the experts' share, so over it too is a floor
     # still; ZeRO-2 may split the gradients and optimizer state over dp too, never the weights
-    floor = (2 + sympy.Rational(per_param - 2, sizes["dp"])) * params / (sizes.get("fsdp", 1) * tp * pp * ep)
+    floor = (2 + sympy.Rational(per_param - 2, sizes[kinds.rest().name])) * params / \
+        chips(lambda k: k.splits_weights)
     if floor > usable:
         return f"out of memory: the parameters alone take {float(floor) / 1e9:.4g} GB a chip"
     return None
@@ -199,7 +209,7 @@ def _cost(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr) -
     name, mode, chip, batch and options) under a strategy."""
     try:
         costed = run(strategy=candidate.strategy,
-                     schedule=candidate.schedule if candidate.sizes.get("pp", 1) > 1 else None)
+                     schedule=candidate.schedule if candidate.sizes.get(kinds.stages().name, 1) > 1 else None)
         if costed.hbm_per_chip > usable and (stage := _zero_stage(costed, candidate, usable)):
             candidate.zero = stage  # costed again with it, its memory checked as any other's
             return _cost(candidate, run, usable)
@@ -229,7 +239,7 @@ def _zero_stage(costed: Model, candidate: Candidate, usable: sympy.Expr) -> int:
     worked out from its memory (the optimizer state, and at stage 2 the gradients, split
     over dp), so that a split no stage rescues is not re-costed; a pipeline's stages keep
     their memory apart, so there each stage is tried in turn."""
-    dp = candidate.sizes["dp"]
+    dp = candidate.sizes[kinds.rest().name]
     if costed.options.mode != "train" or dp == 1 or candidate.zero == 2:
         return 0
     if costed.pipeline is not None:

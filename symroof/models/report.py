@@ -4,6 +4,7 @@ JSON object."""
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -17,12 +18,12 @@ from ..render.chip_card import estimates_text
 from ..render.json_report import json_value
 from ..roofline.solve import Region
 from ..show import beside, human, number, pretty, seconds, wrapped
-from . import pipeline
+from . import kinds, pipeline
 from . import strategy_costs as model_strategy
 from .catalogue import get_model
-from .decls import MODEL_QUANTITY, Options, with_stages
+from .decls import MODEL_QUANTITY, Options
 from .model import Model
-from .strategies import strategy_of
+from .strategies import Strategy, strategy_of
 from .templates import program, sharded, whole
 
 
@@ -59,7 +60,9 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
                                   models_file=models_file)
     structured = read_structured(text)
     sized = with_defaults(structured, mode, context, sizes or {})
-    return assemble(structured, about, about.pop("stage_programs", None), target, sized,
+    stages = about.pop("stage_programs", None)
+    about.update(mode=mode, sizes=sized, chip=target.name if target is not None else None, chips=chips)
+    return assemble(structured, about, stages, target, sized,
                     Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat, mfu=mfu,
                             strategy=tuple(about.get("strategy", {}).items())))
 
@@ -67,16 +70,19 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
 def assemble(structured, about: dict, stages: tuple[Program, Program] | None, target, sizes: dict,
              options: Options) -> Model:
     """The model of a program, or with a pipeline (`about["pipeline"]` and the stages'
-    programs, from `source`) the whole program's model with its end stages' (pipeline.py)."""
+    programs, from `source`) the whole program's model with its end stages' (pipeline.py).
+    It keeps `about` for its report, and this function (all but the sizes) to make its
+    formulas at other sizes when asked (`Model.formulas`)."""
+    origin = functools.partial(assemble, structured, about, stages, target, options=options)
     if stages is None:
-        return Model(structured, target, sizes, options)
+        return Model(structured, target, sizes, options, about, origin)
     plan = about["pipeline"]
     schedule = pipeline.parse_schedule(plan["schedule"])
     micro = dict(sizes)
     if "B" in sizes:
         mesh = structured.program.mesh
-        replicas = math.prod(mesh.axis(a).size for kind in with_stages("dp", "fsdp", "ep")
-                       for a in about["strategy"].get(kind, ""))
+        replicas = math.prod(mesh.axis(a).size for kind in kinds.where(lambda k: k.splits_batch)
+                             for a in about["strategy"].get(kind.name, ""))
         if sizes["B"] % replicas:
             raise SpecError(f"a batch of {sizes['B']} sequences does not split over {replicas} data-parallel "
                             "replicas: give a multiple of them")
@@ -84,10 +90,10 @@ def assemble(structured, about: dict, stages: tuple[Program, Program] | None, ta
         micro["B"] = sizes["B"] // plan["microbatches"]
     first, last = (Model(read_structured(text), target, micro, options) for text in stages)
     # the axes the gradients are summed over, once a step
-    summed = "".join(about["strategy"].get(kind, "") for kind in with_stages("dp", "sp", "ep"))
-    pipe = pipeline.Pipeline(first, last, plan["stages"], plan["microbatches"], schedule, about["strategy"]["pp"],
-                             summed)
-    return pipeline.PipelinedModel(structured, target, sizes, options, pipe)
+    summed = "".join(about["strategy"].get(kind.name, "") for kind in kinds.where(lambda k: k.sums_gradients))
+    pipe = pipeline.Pipeline(first, last, plan["stages"], plan["microbatches"], schedule,
+                             about["strategy"][kinds.stages().name], summed)
+    return pipeline.PipelinedModel(structured, target, sizes, options, pipe, about, origin)
 
 
 def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", strategy: str | None = None,
@@ -100,13 +106,13 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
     `about` is printed)."""
     if not _is_file(name):
         config = get_model(name, models_file)
-        kinds = strategy_of(strategy, mesh, mode, config, chips, target)
-        built = program(config, mode, weights, kv, kinds)
+        found = strategy_of(strategy, mesh, mode, config, chips, target)
+        built = program(config, mode, weights, kv, found)
         about = {"model": config["id"], "name": config["name"]}
-        if kinds:
-            about["strategy"] = {kind: "".join(a for a, *_ in axes) for kind, axes in kinds.items()}
-        if "pp" in kinds:
-            about.update(_pipeline(config, mode, weights, kv, kinds, microbatches, schedule))
+        if found:
+            about["strategy"] = {kind: "".join(a for a, *_ in axes) for kind, axes in found.items()}
+        if kinds.stages().name in found:
+            about.update(_pipeline(config, mode, weights, kv, found, microbatches, schedule))
         elif microbatches is not None or schedule is not None:
             raise SpecError("--microbatches and --schedule go with a pipeline: --strategy pp=4,...")
         return built, about, config["sizes"]["context"]
@@ -127,10 +133,10 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
     return text, {"model": name, "name": name}, None
 
 
-def _pipeline(config: dict, mode: str, weights: str, kv: str, kinds: dict, microbatches: int | None,
+def _pipeline(config: dict, mode: str, weights: str, kv: str, found: Strategy, microbatches: int | None,
               schedule: str | None) -> dict:
     """A pipeline's figures for `about`, and its two end stages' programs."""
-    stages = math.prod(size for _, size, _ in kinds["pp"])
+    stages = math.prod(size for _, size, _ in found[kinds.stages().name])
     layers = config["sizes"]["L"]
     plan = pipeline.parse_schedule(schedule)
     count = 4 * stages if microbatches is None else microbatches
@@ -138,7 +144,7 @@ def _pipeline(config: dict, mode: str, weights: str, kv: str, kinds: dict, micro
         raise SpecError(f"--microbatches takes a whole number from 1 to 65536, not {microbatches!r}")
     pipeline.check(layers, stages, count, None, plan)
     template = whole(config, mode, weights, kv)
-    programs = tuple(sharded(pipeline.stage_program(template, end, stages), mode, kinds) for end in ("first", "last"))
+    programs = tuple(sharded(pipeline.stage_program(template, end, stages), mode, found) for end in ("first", "last"))
     return {"pipeline": {"stages": stages, "layers": layers, "microbatches": count, "schedule": str(plan),
                          "microbatches_default": microbatches is None},
             "stage_programs": programs}
@@ -267,6 +273,15 @@ def _region_text(region: Region) -> str:
     return f"{region.kind}{': ' + region.reason if region.reason else ''}"
 
 
+def title(model: Model) -> str:
+    """The report's first line: the model's name, mode, chips and sizes."""
+    shown = ", ".join(f"{k} = {v}" for k, v in model.sizes.items())
+    mesh = model.structured.program.mesh
+    chips = f"a {mesh.chips}-chip mesh ({mesh.axes_text()}) of" if mesh is not None else f"{model.options.chips} x"
+    on = f" on {chips} {model.machine.name}" if model.machine is not None else ""
+    return f"{model.about.get('name', 'a program')}, {model.options.mode}{on}; {shown or 'no sizes'}"
+
+
 def table(model: Model, formulas: Model | None, title: str, total_tokens=None) -> str:
     lines = [f"{'model':<22} {title}"]
     for name, text in rows(model, formulas, total_tokens):
@@ -274,6 +289,27 @@ def table(model: Model, formulas: Model | None, title: str, total_tokens=None) -
     lines.append("")
     lines += wrapped("conventions: " + "; ".join(CONVENTIONS))
     return "\n".join(lines)
+
+
+def latex(model: Model, formulas: Model | None) -> str:
+    """The model's quantities for notebooks (`Model._repr_latex_`): each one's name, its
+    formula in B, T and S where the sizes hide one (as the text report's `= ...`), and its
+    value at the sizes with its unit, as one array in display math."""
+    found = model.quantities()
+    symbolic = formulas.quantities() if formulas is not None else {}
+    dims = model.structured.program.dims
+    printer = TexPrinter({dim_symbol(n): tex_name(n) for n in dims}, words=any(len(n) > 1 for n in dims))
+    at = ",\\ ".join(f"{tex_name(k)} = {printer.doprint(sympy.Integer(v))}" for k, v in model.sizes.items())
+    lines = [r"\text{quantity} & \text{formula} & \text{value" + (r" at }" + at if at else "}") + r" \\ \hline"]
+    for name, value in found.items():
+        formula = symbolic.get(name)
+        shown = printer.doprint(formula) if isinstance(formula, sympy.Expr) and not formula.is_number \
+            and formula != value else ""
+        unit = MODEL_QUANTITY[name].unit
+        lines.append(rf"\text{{{tex_words(name)}}} & {shown} & {printer.doprint(value)}"
+                     + (rf"\ \text{{{tex_words(unit)}}}" if unit else "") + r" \\")
+    body = "\n".join(lines)
+    return f"$$\n\\begin{{array}}{{lll}}\n{body}\n\\end{{array}}\n$$"
 
 
 def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens=None) -> dict:

@@ -68,19 +68,10 @@ from ..lang.source import (
     Tensor,
     map_items,
 )
+from . import kinds
 from .activations import carries_tokens
-from .decls import DATA, with_stages
+from .kinds import Axis, Kind
 
-KINDS = {"dp": "dp", "data": "dp", "fsdp": "fsdp", "tp": "tp", "tensor": "tp", "pp": "pp", "pipeline": "pp",
-         "sp": "sp", "sequence": "sp", "cp": "sp", "context": "sp", "ep": "ep", "expert": "ep",
-         "zero1": "zero1", "zero-1": "zero1", "zero2": "zero2", "zero-2": "zero2", "zero3": "fsdp", "zero-3": "fsdp"}
-_KNOWN = "dp (data), zero1, zero2, fsdp (zero3), tp (tensor), pp (pipeline), sp (sequence) or ep (expert)"
-
-# the axes a strategy given by sizes builds, and each kind's part between domains (DCN);
-# every letter a template uses as a dim is left out (M for MoE's experts; U is free too)
-_AXES = {"dp": "X", "fsdp": "Z", "tp": "Y", "pp": "P", "sp": "I", "ep": "M", "zero1": "X", "zero2": "X"}
-_OUTER = {"dp": "R", "fsdp": "Q", "tp": "O", "pp": "J", "sp": "W", "ep": "U", "zero1": "R", "zero2": "R"}
-Axis = tuple[str, int, str]  # name, size, link
 Strategy = dict[str, tuple[Axis, ...]]
 
 
@@ -106,9 +97,10 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
         kind, eq, value = (p.strip() for p in part.partition("="))
         if not eq or not kind or not value:
             raise SpecError(f"--strategy takes KIND=SIZE or KIND=AXIS, e.g. dp=4,tp=8; got {part.strip()!r}")
-        if kind.lower() not in KINDS:
-            raise SpecError(f"unknown strategy '{kind}': {_KNOWN}")
-        kind = KINDS[kind.lower()]
+        called = kinds.find(kind)
+        if called is None:
+            raise SpecError(f"unknown strategy '{kind}': {kinds.known()}")
+        kind = called.name
         if kind in found:
             raise SpecError(f"strategy {kind} is given twice")
         if value.isdigit():
@@ -117,7 +109,7 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
             size = int(value)
             if not 1 <= size <= 65536:
                 raise SpecError(f"{kind}={size}: a strategy's size is from 1 to 65536 chips")
-            found[kind] = ((_AXES[kind], size, "ici"),)
+            found[kind] = ((called.axis, size, "ici"),)
             continue
         if mesh is None:
             raise SpecError(f"strategy {kind}={value}: no mesh to name axes of: give --mesh X=4,Y=8, "
@@ -128,7 +120,7 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
         if twice:
             raise SpecError(f"mesh axis {twice[0]} is used by two strategies")
         found[kind] = tuple((a, mesh.axis(a).number, mesh.axis(a).link) for a in names)
-    data = [kind for kind in DATA if kind in found]
+    data = [k.name for k in kinds.where(lambda k: k.data, found)]
     if len(data) > 1:
         raise SpecError(f"{' and '.join(data)} each split the batch over the data-parallel axes (zero1 with the "
                         "optimizer state split too, zero2 the gradients as well): give one")
@@ -144,17 +136,16 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
 
 def _across_domains(found: Strategy, domain: int) -> Strategy:
     """A mesh built from sizes, past the chip's fast-link domain (an NVLink node, a TPU
-    pod): the domain is filled from the innermost kind out (tp, then ep, sp, fsdp, dp and pp),
-    and what is left of a kind goes between domains, on DCN, as its own axis (`_OUTER`)."""
+    pod): the domain is filled from the innermost kind out (by `Kind.nesting`: tp, then ep, sp,
+    fsdp, dp and pp), and what is left of a kind goes between domains, on DCN, as its own axis
+    (`Kind.outer`)."""
     budget, out = domain, Strategy()
-    for kind in ("tp", "ep", "sp", "fsdp", *DATA, "pp"):
-        if kind not in found:
-            continue
-        (name, size, _), = found[kind]
+    for kind in sorted(kinds.where(lambda k: True, found), key=lambda k: k.nesting):
+        (name, size, _), = found[kind.name]
         inner = math.gcd(size, budget)
         budget //= inner
-        axes = ((_OUTER[kind], size // inner, "dcn"),) if size > inner else ()
-        out[kind] = axes + (((name, inner, "ici"),) if inner > 1 or not axes else ())
+        axes = ((kind.outer, size // inner, "dcn"),) if size > inner else ()
+        out[kind.name] = axes + (((name, inner, "ici"),) if inner > 1 or not axes else ())
     return {kind: out[kind] for kind in found}
 
 
@@ -165,11 +156,9 @@ def is_parameter(tensor: Tensor) -> bool:
     return not carries_tokens(tensor.names)
 
 
-def names(strategy: Strategy, *kinds: str) -> str:
-    """The axis names of the kinds, run together ("XZ"); "dp" stands for its ZeRO stages too
-    (they split the batch alike)."""
-    kinds = with_stages(*kinds)
-    return "".join(a for kind in kinds for a, *_ in strategy.get(kind, ()))
+def names(strategy: Strategy, test: Callable[[Kind], bool]) -> str:
+    """The axis names of the kinds that pass `test`, run together in the table's order ("XZ")."""
+    return "".join(a for kind in kinds.where(test) for a, *_ in strategy.get(kind.name, ()))
 
 
 def subscripted(p: Program, strategy: Strategy) -> Program:
@@ -178,12 +167,13 @@ def subscripted(p: Program, strategy: Strategy) -> Program:
     used whole (`gathered` writes their gathers)."""
     if not strategy:
         return p
-    batch, tensor, fsdp = names(strategy, "dp", "fsdp", "ep"), names(strategy, "tp"), names(strategy, "fsdp")
-    sequence, expert = names(strategy, "sp"), names(strategy, "ep")
+    batch = names(strategy, lambda k: k.splits_batch)
+    tensor, fsdp = names(strategy, lambda k: k.splits_width), names(strategy, lambda k: k.splits_params)
+    sequence, expert = names(strategy, lambda k: k.splits_sequence), names(strategy, lambda k: k.splits_experts)
     # an expert's tokens (C) once each chip holds its experts' (before, `_exchanged`, over the
     # expert axes too); a MoE's gathers look up each chip's own rows, so `tokens` and `slots`,
     # the tables they index, are written whole
-    routed = names(strategy, "dp", "fsdp", "sp")
+    routed = names(strategy, lambda k: k.splits_tokens and not k.splits_experts)
 
     def split(t: Tensor, output_layer: bool) -> Tensor:
         parameter = is_parameter(t)
@@ -268,7 +258,7 @@ def _context_gathered(p: Program, axes: str) -> Program:
 def gathered(p: Program, strategy: Strategy) -> Program:
     """FSDP: before each statement that reads a sharded parameter, an AllGather of it over
     the FSDP axes, and the statement reads the gathered whole."""
-    fsdp = names(strategy, "fsdp")
+    fsdp = names(strategy, lambda k: k.splits_params)
     if not fsdp:
         return p
     mark = Dim("D", fsdp)
@@ -346,18 +336,11 @@ def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict,
         raise SpecError(f"mesh axis {clash[0]} is also a dim of the model's program ({_TEMPLATE_DIMS[clash[0]]}): "
                         f"name the axis otherwise (X, Y, Z, P, I, M, ...)")
     found = parse_strategy(strategy, given, int(domain) if domain else None)
-    if "pp" in found and mode != "train":
-        raise SpecError("pp (pipeline) is costed for training, with microbatches and a schedule; to serve, "
-                        "split the weights with tp (tensor) or copy them with dp")
-    if "sp" in found and mode == "decode":
-        raise SpecError("sp (sequence) splits each sequence's tokens; a decode step has one a sequence: split "
-                        "the weights with tp (tensor) or copy them with dp")
-    if "ep" in found:
-        _check_experts(found["ep"], config)
-    for kind in ("fsdp", "zero1", "zero2"):
-        if kind in found and mode != "train":
-            raise SpecError(f"{kind} shards the optimizer state (and more) for training; to serve, "
-                            "split the weights with tp (tensor) or copy them with dp")
+    for kind in kinds.where(lambda k: True, found):  # a kind refused outside its modes, or by the model
+        if mode not in kind.modes:
+            raise SpecError(kind.refusal.format(name=kind.name))
+        if kind.check is not None:
+            kind.check(found[kind.name], config)
     return found
 
 
@@ -366,16 +349,3 @@ _TEMPLATE_DIMS = {"B": "the batch", "T": "tokens per sequence", "S": "tokens att
                   "F": "the MLP width", "K": "KV heads", "G": "query heads per KV head", "H": "the head dim",
                   "L": "layers", "V": "the vocabulary", "N": "query heads", "E": "the experts",
                   "A": "active experts", "C": "tokens per expert"}
-
-
-def _check_experts(axes: tuple[Axis, ...], config: dict) -> None:
-    """ep splits a mixture of experts' experts evenly over its axes."""
-    moe = config.get("moe")
-    if not moe:
-        raise SpecError(f"ep (expert) splits a mixture of experts' experts; {config['name']} has none: split its "
-                        "weights with tp (tensor) or fsdp")
-    size, experts = math.prod(n for _, n, _ in axes), moe["experts"]
-    if experts % size:
-        fits = [n for n in range(1, experts + 1) if experts % n == 0]
-        raise SpecError(f"ep={size} does not split the {experts} experts of {config['name']} evenly: ep is one of "
-                        f"{', '.join(map(str, fits))}")

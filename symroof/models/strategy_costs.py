@@ -29,6 +29,7 @@ activations grow with the batch as T_math does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sympy
@@ -38,8 +39,8 @@ from ..hardware.topology import placement
 from ..ir import dim_symbol
 from ..roofline.collectives import link
 from ..roofline.solve import cleared, positive_region
+from . import kinds
 from .activations import carries_tokens
-from .decls import DATA, with_stages
 from .model import Model
 
 
@@ -127,17 +128,18 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
         entry: dict = {"axes": "".join(sorted(names)), "t_network": t_net, "collectives": len(mine)}
         # None where the kind's collectives take no time (an axis of one chip): no ratio to give
         entry["ratio"] = a.t_math / t_net if mine and t_net != 0 else None
-        if kind == "ep" and mine:  # the AllToAlls grow with the tokens as T_math does; the gradients' do not
+        declared = kinds.kind(kind)
+        if declared.splits_experts and mine:  # the AllToAlls grow with the tokens as T_math does; the gradients' do not
             exchange = sympy.Add(*(c.time for c in mine if c.kind == "AllToAll"))
             entry["exchange_ratio"] = a.t_math / exchange if exchange else None
-        if kind in ("fsdp", "ep", *DATA) and any(c.overlaps for c in mine):
+        if declared.splits_batch and any(c.overlaps for c in mine):
             free = free or Model(model.structured, model.machine,
                                  {k: v for k, v in model.sizes.items() if k != "B"}, model.options)
             entry["per_chip_tokens"] = _batch_threshold(free, names)
-        if kind == "sp" and mine and "T" in model.sizes:
+        if declared.splits_sequence and mine and "T" in model.sizes:
             entry["context_per_chip"] = _context_threshold(model, names)
         out[kind] = entry
-    if rows and any(kind in ("fsdp", "ep", *DATA) for kind in strategy):
+    if rows and kinds.where(lambda k: k.splits_batch, strategy):
         free = free or Model(model.structured, model.machine,
                              {k: v for k, v in model.sizes.items() if k != "B"}, model.options)
         step = _whole_step(model, rows, free)
@@ -209,17 +211,16 @@ def _context_threshold(model: Model, names: set[str]):
     if not (gap.degree() == 2 and all(c.is_number for c in gap.all_coeffs()) and gap.LC() > 0):
         return None
     roots = [r for r in sympy.roots(gap) if r.is_real and r > 0]
-    return max(roots) / _split(model, "sp") if roots else None
+    return max(roots) / _split(model, lambda k: k.splits_sequence) if roots else None
 
 
-def _split(model: Model, *kinds: str) -> int:
-    """The chips the kinds' axes span together."""
+def _split(model: Model, test: Callable[[kinds.Kind], bool]) -> int:
+    """The chips the axes of the kinds that pass `test` span together."""
     mesh = model.structured.program.mesh
     assert mesh is not None  # a strategy writes one
     strategy = dict(model.options.strategy)
     out = 1
-    kinds = with_stages(*kinds)
-    for axis in "".join(strategy.get(kind, "") for kind in kinds):
+    for axis in "".join(strategy.get(kind.name, "") for kind in kinds.where(test)):
         out *= mesh.axis(axis).number
     return out
 
@@ -227,7 +228,7 @@ def _split(model: Model, *kinds: str) -> int:
 def tokens_per_chip(model: Model) -> sympy.Expr:
     """The tokens each chip holds: the step's over the chips its batch and its sequences
     are split over (the data-parallel, FSDP, sequence and expert axes)."""
-    return model.tokens / _split(model, "dp", "fsdp", "sp", "ep")
+    return model.tokens / _split(model, lambda k: k.splits_tokens)
 
 
 def _link(model: Model, axes: str) -> str:
@@ -267,7 +268,7 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
         groups.setdefault((c.when, c.kind, c.axes, c.overlaps), []).append(c)
     for (when, kind, axes, overlaps), group in groups.items():
         count = sympy.Add(*(c.count for c in group))
-        zero = "".join(a for k, a in found["strategy"].items() if k in ("zero1", "zero2"))
+        zero = "".join(a for k, a in found["strategy"].items() if kinds.kind(k).zero)
         what = "between stages: overlap the next microbatch but in the fill and the drain" if kind == "Send" else \
             "params/grads: can overlap" if overlaps else "activations: on the critical path"
         if kind == "AllReduce" and zero and set(zero) & set(axes):
@@ -285,7 +286,7 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
             text.append(f"compute-bound once per-chip tokens > {show(tokens)} (now {show(now)})")
         context = entry.get("context_per_chip")
         if context is not None:
-            now = model.at(dim_symbol("T")) / _split(model, "sp")
+            now = model.at(dim_symbol("T")) / _split(model, lambda k: k.splits_sequence)
             text.append(f"compute-bound once each chip holds more than {show(context)} tokens of a sequence "
                         f"(now {show(now)})")
         if kind == "step" and entry.get("per_chip_tokens") is None:
@@ -301,8 +302,7 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
                         "work outlasts their tokens' exchange; more tokens grow both alike)")
         if entry["ratio"] is not None:
             text.append(f"T_math / T_network over {entry['axes']} = {show(entry['ratio'])}"
-                        + (" (above 1: compute-bound; the batch does not change it)" if kind == "tp" else
-                           " (a microbatch's work against its send)" if kind == "pp" else ""))
+                        + (kinds.kind(kind).ratio_note if kind != "step" else ""))
         if "bubble_fraction" in entry:
             text.append(f"bubble {show(entry['bubble_fraction'])}; at most "
                         + ", ".join(f"{float(sympy.Rational(f)):.0%} from M >= {m}"
