@@ -35,7 +35,7 @@ def spec_text(a: Analysis) -> str:
     return "; ".join(line.strip() for line in a.spec.split("\n") if line.strip())
 
 
-def legend_names(analyses: Sequence[Analysis], labels: Sequence[object] | None,
+def legend_names(analyses: Sequence[Analysis], labels: Sequence[str] | None,
                  limit: int) -> tuple[list[str], str | None]:
     """Legend names of at most `limit` characters, and a legend title: the labels, else the
     specs, without a mesh line they all share, with the sizes that tell apart one spec at
