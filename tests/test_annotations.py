@@ -16,12 +16,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent / "symroof"
 
 # Where every parameter and return is annotated: a package here stays so. The rest
-# (models/, from_jax/, analysis.py, lang/structure.py, lang/source.py)
+# (from_jax/, analysis.py, lang/structure.py, lang/source.py)
 # are being rewritten; each joins the list once it is annotated.
 TYPED = ("lang/chunks.py", "lang/expr.py", "lang/parse.py", "lang/relations.py", "lang/resolve.py",
          "lang/resolve_apply.py", "lang/resolve_steps.py", "lang/sizes.py", "lang/syntax.py",
          "lang/syntax_errors.py", "lang/written.py", "lang/__init__.py",
-         "ops/", "sharding/", "hardware/", "measure/", "claims/", "cli/", "render/", "roofline/",
+         "ops/", "sharding/", "hardware/", "measure/", "claims/", "cli/", "render/", "roofline/", "models/",
          "__init__.py", "__main__.py", "cancel.py", "dtypes.py", "errors.py", "ir.py", "mesh.py", "plain.py",
          "resources.py", "show.py", "symbols.py")
 

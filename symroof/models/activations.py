@@ -21,11 +21,14 @@ gather serves the recomputation too."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 import sympy
 
 from ..errors import SpecError
-from ..ir import Arrays, Collective, Fused, Statement, dim_symbol, tensors_of
+from ..ir import Arrays, Collective, Fused, Statement, Tensor, dim_symbol, tensors_of
 from ..lang.structure import Structured
+from ..mesh import Mesh
 from ..roofline.cost import Cost, combine, cost, statement_cost
 from .decls import Options
 
@@ -34,7 +37,7 @@ from .decls import Options
 TOKEN_DIMS = frozenset({"B", "C", "tokens", "slots"})
 
 
-def carries_tokens(dims) -> bool:
+def carries_tokens(dims: Iterable[str | None]) -> bool:
     """Whether a tensor with these (bare) dims is an activation: it carries the tokens."""
     return not TOKEN_DIMS.isdisjoint(dims)
 
@@ -120,7 +123,7 @@ def block_input_bytes(s: Structured) -> sympy.Expr:
     return next((each for _, each in _block_inputs(s)), sympy.Integer(0))
 
 
-def _block_inputs(s: Structured):
+def _block_inputs(s: Structured) -> Iterator[tuple[sympy.Expr, sympy.Expr]]:
     """Each outermost repeated block's count and the bytes a chip holds of its input: what
     its first computation reads (FSDP's gathers of parameters come before it)."""
     statements = s.program.statements
@@ -135,13 +138,12 @@ def _output_bytes(c: Cost) -> sympy.Expr:
     return c.bytes_written
 
 
-def _first_input(statement):
-    inner = statement.statements[0] if hasattr(statement, "statements") else statement
-    operands = getattr(inner, "operands", None) or (inner.input,)
-    return operands[0]
+def _first_input(statement: Statement) -> Tensor:
+    inner = statement.statements[0] if isinstance(statement, Fused) else statement
+    return inner.input if isinstance(inner, Collective) else inner.operands[0]
 
 
-def _local_bytes(tensor, mesh) -> sympy.Expr:
+def _local_bytes(tensor: Tensor, mesh: Mesh | None) -> sympy.Expr:
     """The bytes of a tensor each chip holds: its shard on a mesh."""
     sizes = [dim_symbol(d.name) if d.name is not None else sympy.Integer(d.size) for d in tensor.dims]
     if mesh is not None:

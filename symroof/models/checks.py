@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Callable
+from typing import cast
+
+import sympy
 
 from ..errors import SpecError
 from ..ir import dim_symbol, tensors_of
@@ -25,7 +29,7 @@ def check_names(structured: Structured, sizes: dict) -> None:
                                                                    f" (its dims: {', '.join(sorted(known))})"))
 
 
-def check_shards(structured: Structured, at) -> None:
+def check_shards(structured: Structured, at: Callable[[sympy.Expr], sympy.Expr]) -> None:
     """What the sizes must satisfy, once `at` puts them in (a `let`, or a size given): a
     sharded dim whose size is known must split evenly over its axes, in a statement or in a
     declaration (8 KV heads do not split over 16 chips; `param Wq: bf16[D_X, F]` with D = 64
@@ -58,7 +62,7 @@ def check_shards(structured: Structured, at) -> None:
                                 f"{', '.join(axes)} ({chips} chips)", structured.text, declared.at)
 
 
-def _check_counts(structured: Structured, at) -> None:
+def _check_counts(structured: Structured, at: Callable[[sympy.Expr], sympy.Expr]) -> None:
     for block in structured.blocks:
         value = at(block.count)
         if value.is_number and not (value.is_Integer and value > 0):
@@ -67,7 +71,7 @@ def _check_counts(structured: Structured, at) -> None:
                             + ": a repeat count is a positive whole number", structured.text, block.at)
 
 
-def _check_lets(structured: Structured, at) -> None:
+def _check_lets(structured: Structured, at: Callable[[sympy.Expr], sympy.Expr]) -> None:
     for name, expr in structured.lets:
         value = at(dim_symbol(name))
         if value.is_number and not value > 0:
@@ -76,7 +80,7 @@ def _check_lets(structured: Structured, at) -> None:
                             + ": a size is positive")
 
 
-def both(regions: list):
+def both(regions: list[Region]) -> Region:
     """Where B is above every roof at once: never where one never is, the later root of
     those that hold above a root, every B where each does."""
     for kind in ("none", "unknown", "below"):  # no batch, or one the answer here cannot combine
@@ -87,7 +91,7 @@ def both(regions: list):
     if not above:
         return regions[0]  # "all": every roof at every batch
     if all(r.root is not None and r.root.is_number for r in above):
-        return max(above, key=lambda r: r.root)
+        return max(above, key=lambda r: cast(sympy.Expr, r.root))
     return above[0] if len(above) == 1 else Region("unknown", reason="the roofs' thresholds depend on the "
                                                                      "other dims; compare them at sizes")
 

@@ -94,7 +94,7 @@ class Options:
     headroom: sympy.Rational = sympy.Rational(9, 10)
     strategy: tuple[tuple[str, str], ...] = ()  # each kind of parallelism and its axes: (("dp", "X"),)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise SpecError(f"mode is one of {', '.join(MODES)}, not {self.mode!r}")
         if self.optimizer not in OPTIMIZER_BYTES:

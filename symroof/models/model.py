@@ -39,12 +39,13 @@ import sympy
 
 from ..analysis import Analysis
 from ..errors import SpecError
+from ..hardware.machine import Machine
 from ..ir import Program, dim_symbol
 from ..lang.relations import check_sizes
-from ..lang.structure import Structured
+from ..lang.structure import Block, Structured
 from ..roofline.cost import Cost, combine, cost, repeated
 from ..roofline.sized import ratio
-from ..roofline.solve import cleared, positive_region
+from ..roofline.solve import Region, cleared, positive_region
 from . import kinds
 from .activations import activation_bytes, recomputed
 from .checks import both, check_names, check_shards
@@ -65,7 +66,7 @@ class Model:
 
     pipeline: Any = None  # a pipeline.Pipeline where the layers are split into stages (pipeline.PipelinedModel)
 
-    def __init__(self, structured: Structured, machine=None, sizes: dict[str, int] | None = None,
+    def __init__(self, structured: Structured, machine: Machine | None = None, sizes: dict[str, int] | None = None,
                  options: Options | None = None, about: Mapping[str, Any] | None = None,
                  origin: Callable[[dict[str, int]], Model] | None = None):
         self.structured = structured
@@ -292,7 +293,7 @@ class Model:
                             "cannot be counted")
         return capacity * self.options.headroom
 
-    def _chip(self):
+    def _chip(self) -> Machine:
         if self.machine is None:
             raise SpecError("memory per chip, the chips a model needs and its step time need a chip (--chip)")
         return self.machine
@@ -356,11 +357,11 @@ class Model:
     def tokens_per_s(self) -> sympy.Expr:
         return self.tokens / self.t_step
 
-    def days_to_train(self, total_tokens) -> sympy.Expr:
+    def days_to_train(self, total_tokens: int | float) -> sympy.Expr:
         """Days to train on `total_tokens` tokens at `tokens_per_s`."""
         return sympy.Integer(total_tokens) / self.tokens_per_s / 86400
 
-    def decode_batch(self, with_kv: bool = True):
+    def decode_batch(self, with_kv: bool = True) -> Region:
         """The batch B above which a decode step is compute-bound (T_math above T_comms, and
         on a mesh above the collectives' bandwidth-bound T_network too), with the KV cache's
         reads counted or left out: a `solve.Region`."""
@@ -370,7 +371,7 @@ class Model:
         t_comms = a.t_comms
         if not with_kv:  # each chip's shard of the cache, read once a step
             kv = sympy.Add(*(d.count * d.local_bytes for d in self.structured.declared if d.word == "cache"))
-            t_comms = (a.bytes - kv.xreplace(free)) / self.machine.bandwidth()
+            t_comms = (a.bytes - kv.xreplace(free)) / self._chip().bandwidth()
         roofs = [t_comms] + ([a.t_network] if a.collectives else [])
         regions = []
         for roof in roofs:
@@ -492,7 +493,7 @@ def _scaled(structured: Structured, subs: dict) -> list[Cost]:
     return [repeated(c, k, subs) for c, k in zip(each, structured.counts)]
 
 
-def _within(blocks, block: int | None, outer: int) -> bool:
+def _within(blocks: tuple[Block, ...], block: int | None, outer: int) -> bool:
     """Whether a block is `outer` or lies inside it."""
     while block is not None and block != outer:
         block = blocks[block].parent

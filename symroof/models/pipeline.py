@@ -41,11 +41,14 @@ from typing import Any
 import sympy
 
 from ..errors import SpecError
+from ..hardware.machine import Machine
 from ..ir import dim_symbol
 from ..lang.source import Blank, Comment, Contraction, Declare, Item, Let, Program, Repeat
-from ..roofline.collectives import link
+from ..lang.structure import Structured
+from ..roofline.collectives import Link, link
 from . import kinds
 from .activations import block_input_bytes
+from .decls import Options
 from .model import Model
 from .strategy_costs import Collective, collectives, thresholds, tokens_per_chip
 
@@ -74,12 +77,12 @@ def parse_schedule(text: str | None) -> Schedule:
     return Schedule(name, int(chunks) if chunks else 2)
 
 
-def bubble_fraction(stages: int, microbatches, schedule: Schedule) -> sympy.Expr:
+def bubble_fraction(stages: int, microbatches: int | sympy.Expr, schedule: Schedule) -> sympy.Expr:
     """The fraction of a step each chip idles: (P - 1)/(v·M + P - 1)."""
     return sympy.Integer(stages - 1) / (schedule.chunks * microbatches + stages - 1)
 
 
-def microbatches_for(stages: int, schedule: Schedule, bubble) -> int:
+def microbatches_for(stages: int, schedule: Schedule, bubble: sympy.Rational | float) -> int:
     """The fewest microbatches whose bubble is at most `bubble`: M >= (P - 1)(1 - f)/(f·v)."""
     return max(1, math.ceil((stages - 1) * (1 - bubble) / (bubble * schedule.chunks)))
 
@@ -151,7 +154,7 @@ class Pipeline:
         """An expression of a stage's microbatch in the step's dims."""
         return expr.xreplace(self._micro) if self._micro else expr
 
-    def describe(self, show) -> str:
+    def describe(self, show: Callable[[sympy.Expr], str]) -> str:
         """The pipeline in a line: stages, microbatches, schedule, bubble."""
         return (f"{self.stages} stages over {self.axes} of L/{self.stages} layers each, {self.microbatches} "
                 f"microbatches of B/{self.microbatches}, {self.schedule}: bubble {show(self.bubble_fraction)} "
@@ -181,11 +184,12 @@ class Pipeline:
         return self._slot(self.first), self._slot(self.last)
 
     @functools.cached_property
-    def link(self):
+    def link(self) -> Link:
         """The pipeline axis's link (over two axes, the slower)."""
         mesh = self.last.structured.program.mesh
         assert mesh is not None  # a pipeline's stages are on a mesh
         chip = self.last.machine
+        assert chip is not None  # a pipeline's sends are timed on a chip
         links = [link(mesh.axis(a), chip.chip, chip.ici_bw) for a in self.axes]
         return min(links, key=lambda k: k.one_way)
 
@@ -287,7 +291,8 @@ class PipelinedModel(Model):
 
     pipeline: Pipeline
 
-    def __init__(self, structured, machine, sizes, options, pipeline: Pipeline, about: Mapping[str, Any] | None = None,
+    def __init__(self, structured: Structured, machine: Machine | None, sizes: dict[str, int], options: Options,
+                 pipeline: Pipeline, about: Mapping[str, Any] | None = None,
                  origin: Callable[[dict[str, int]], Model] | None = None):
         super().__init__(structured, machine, sizes, options, about, origin)
         self.pipeline = pipeline

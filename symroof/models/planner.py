@@ -139,6 +139,7 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
         raise SpecError("a plan ranks step times: it needs a chip whose figures are numbers (not --chip symbolic "
                         "or --symbolic); symroof model NAME --strategy ... --chip symbolic gives the formulas")
     per_param = 2 + (2 + OPTIMIZER_BYTES["adam"] if mode == "train" else 0)
+    assert probe.machine is not None  # plan's chip made it
     domain = probe.machine.chip.figure("interconnect.domain_size") if probe.machine.chip is not None else None
     for candidate in found:
         candidate.rejected = _pruned(candidate.sizes, shape, sequences, probe.params, per_param, usable, domain)
@@ -300,6 +301,6 @@ def why(planned: Plan) -> str:
     return "; ".join(text)
 
 
-def _ms(t) -> str:
+def _ms(t: sympy.Expr) -> str:
     return f"{float(t) * 1e3:.4g} ms"
 

@@ -4,13 +4,16 @@ latency of one token), as a table and a plot."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
+
 from matplotlib.figure import Figure
 
 from ..render.plot import save
 from .model import Model
 
 
-def sweep(model: Model, batches) -> list[dict]:
+def sweep(model: Model, batches: Iterable[int]) -> list[dict]:
     """One row per batch: B, the step time, tokens/s in all and per chip, and whether it
     fits in the chips' usable HBM (None without a capacity figure)."""
     rows = []
@@ -23,7 +26,7 @@ def sweep(model: Model, batches) -> list[dict]:
     return rows
 
 
-def plot(rows: list[dict], title: str, path) -> None:
+def plot(rows: list[dict], title: str, path: str | os.PathLike[str]) -> None:
     """Tokens/s per chip against the step time in ms, each point labelled with its batch;
     batches that do not fit in HBM drawn hollow."""
     fig = Figure(figsize=(6.4, 4.4))

@@ -11,11 +11,14 @@ from pathlib import Path
 import sympy
 
 from ..errors import SpecError
-from ..hardware.machine import machine
+from ..hardware.chips import Chip
+from ..hardware.machine import Machine, machine
+from ..ir import dim_symbol
 from ..lang.source import Program
-from ..lang.structure import read_structured
+from ..lang.structure import Structured, read_structured
 from ..render.chip_card import estimates_text
 from ..render.json_report import json_value
+from ..render.tex import TexPrinter, tex_name, tex_words
 from ..roofline.solve import Region
 from ..show import beside, human, number, pretty, seconds, wrapped
 from . import kinds, pipeline
@@ -27,10 +30,11 @@ from .strategies import Strategy, strategy_of
 from .templates import program, sharded, whole
 
 
-def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, *, chips: int = 1,
+def model(name: str, mode: str = "train", chip: str | Chip | Machine | None = None, sizes: dict | None = None, *,
+          chips: int = 1,
           optimizer: str = "adam", remat: str = "full", mfu: float | None = None, weights: str = "bf16",
           kv: str = "bf16", strategy: str | None = None, mesh: str | None = None, microbatches: int | None = None,
-          schedule: str | None = None, models_file=None) -> Model:
+          schedule: str | None = None, models_file: str | None = None) -> Model:
     """A model by name (models.json: "llama-3-70b"), or a program with structure (its text,
     or a path to a file holding it), for one mode ("train", "prefill", "decode").
 
@@ -49,7 +53,7 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
         >>> m.params, m.kv_bytes_per_token
         (70553706496, 327680)
     """
-    target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)  # a name, a Chip or a Machine
+    target = chip if chip is None or isinstance(chip, Machine) else machine(chip)  # a name, a Chip or a Machine
     about: dict = {}
     text: str | Program
     if "\n" in name or "{" in name:  # the program's own text
@@ -67,7 +71,8 @@ def model(name: str, mode: str = "train", chip=None, sizes: dict | None = None, 
                             strategy=tuple(about.get("strategy", {}).items())))
 
 
-def assemble(structured, about: dict, stages: tuple[Program, Program] | None, target, sizes: dict,
+def assemble(structured: Structured, about: dict, stages: tuple[Program, Program] | None, target: Machine | None,
+             sizes: dict,
              options: Options) -> Model:
     """The model of a program, or with a pipeline (`about["pipeline"]` and the stages'
     programs, from `source`) the whole program's model with its end stages' (pipeline.py).
@@ -81,7 +86,8 @@ def assemble(structured, about: dict, stages: tuple[Program, Program] | None, ta
     micro = dict(sizes)
     if "B" in sizes:
         mesh = structured.program.mesh
-        replicas = math.prod(mesh.axis(a).size for kind in kinds.where(lambda k: k.splits_batch)
+        assert mesh is not None  # a pipeline's strategy writes one
+        replicas = math.prod(mesh.axis(a).number for kind in kinds.where(lambda k: k.splits_batch)
                              for a in about["strategy"].get(kind.name, ""))
         if sizes["B"] % replicas:
             raise SpecError(f"a batch of {sizes['B']} sequences does not split over {replicas} data-parallel "
@@ -97,8 +103,8 @@ def assemble(structured, about: dict, stages: tuple[Program, Program] | None, ta
 
 
 def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", strategy: str | None = None,
-           mesh: str | None = None, chips: int = 1, target=None, microbatches: int | None = None,
-           schedule: str | None = None, models_file=None) -> tuple[str | Program, dict, int | None]:
+           mesh: str | None = None, chips: int = 1, target: Machine | None = None, microbatches: int | None = None,
+           schedule: str | None = None, models_file: str | None = None) -> tuple[str | Program, dict, int | None]:
     """What `symroof model NAME|FILE` and `symroof.model` run: the program (a named model's
     as objects, a file's text; `str()` prints either), what to call it ({"model", "name"}),
     and the model's context (None for a program file). With a pipeline, `about` carries it
@@ -158,7 +164,7 @@ def _is_file(name: str) -> bool:
         return False
 
 
-def with_defaults(structured, mode: str, context: int | None, sizes: dict) -> dict:
+def with_defaults(structured: Structured, mode: str, context: int | None, sizes: dict) -> dict:
     """The sizes given, over a named model's defaults: B = 1 and its context (T; S in
     decode). A size given as None leaves that dim a symbol."""
     defaults = {"B": 1, ("S" if mode == "decode" else "T"): context} if context else {}
@@ -186,7 +192,7 @@ CONVENTIONS = [
 ]
 
 
-def _shown(value, unit: str) -> str:
+def _shown(value: sympy.Expr, unit: str) -> str:
     if unit == "s":
         return seconds(value) if value.is_number else f"{pretty(value)} s"
     if value.is_number and unit in ("bytes", "FLOPs", "tokens/s", ""):
@@ -201,7 +207,7 @@ NOTES = {"flops_train": "model FLOPs: 3x forward, nothing recomputed; MFU's",
          "hfu": "hardware FLOPs / (t_step x chips x matrix peak)"}
 
 
-def rows(model: Model, formulas: Model | None, total_tokens=None) -> list[tuple[str, str]]:
+def rows(model: Model, formulas: Model | None, total_tokens: int | float | None = None) -> list[tuple[str, str]]:
     """The report's rows: quantity, value (and formula in B, T, S where it has one)."""
     found = model.quantities()
     symbolic = formulas.quantities() if formulas is not None else {}
@@ -282,7 +288,7 @@ def title(model: Model) -> str:
     return f"{model.about.get('name', 'a program')}, {model.options.mode}{on}; {shown or 'no sizes'}"
 
 
-def table(model: Model, formulas: Model | None, title: str, total_tokens=None) -> str:
+def table(model: Model, formulas: Model | None, title: str, total_tokens: int | float | None = None) -> str:
     lines = [f"{'model':<22} {title}"]
     for name, text in rows(model, formulas, total_tokens):
         lines.append(f"{name:<22} {text}")
@@ -312,7 +318,7 @@ def latex(model: Model, formulas: Model | None) -> str:
     return f"$$\n\\begin{{array}}{{lll}}\n{body}\n\\end{{array}}\n$$"
 
 
-def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens=None) -> dict:
+def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int | float | None = None) -> dict:
     out = dict(about)
     symbolic = formulas.quantities() if formulas is not None else {}
     out["formulas"] = {name: json_value(value) for name, value in symbolic.items() if not value.is_number}

@@ -181,7 +181,7 @@ def _whole_step(model: Model, rows: list[Collective], free: Model) -> dict:
     return entry
 
 
-def _batch_threshold(free: Model, names: set[str]):
+def _batch_threshold(free: Model, names: set[str]) -> sympy.Expr | None:
     """The per-chip tokens above which T_math exceeds the collectives over `names`, from
     the model with its batch B a symbol."""
     a = free.step_analysis
@@ -197,7 +197,7 @@ def _batch_threshold(free: Model, names: set[str]):
     return free.at(region.root * tokens_per_chip(free) / B)
 
 
-def _context_threshold(model: Model, names: set[str]):
+def _context_threshold(model: Model, names: set[str]) -> sympy.Expr | None:
     """The tokens of a sequence each chip holds (T over the sequence axes) above which
     T_math exceeds the collectives over `names`, from the model with T a symbol: the
     work grows as T and T^2 (the scores), the keys' and values' gathers as T and the
@@ -235,6 +235,7 @@ def _link(model: Model, axes: str) -> str:
     mesh = model.structured.program.mesh
     assert mesh is not None  # a strategy writes one
     machine = model.machine
+    assert machine is not None  # a strategy's report is made on a chip
     return ", ".join(f"{mesh.axis(a).size} over {link(mesh.axis(a), machine.chip, machine.ici_bw).name}"
                      for a in axes)
 
@@ -250,7 +251,8 @@ def report(model: Model) -> dict:
             "memory_per_chip": model.hbm_per_chip, "threshold": thresholds(model, kinds)}
 
 
-def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
+def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sympy.Expr], str]
+         ) -> list[tuple[str, str]]:
     """The report's rows for a strategy (`show` writes a value, `seconds` a time)."""
     found = report(model)
     if not found:
@@ -312,7 +314,7 @@ def rows(model: Model, show, seconds) -> list[tuple[str, str]]:
     return out
 
 
-def as_json(model: Model, value) -> dict:
+def as_json(model: Model, value: Callable[[object], object]) -> dict:
     """A strategy's figures for the JSON report (`value` turns a sympy value into JSON)."""
     found = report(model)
     if not found:
@@ -327,7 +329,7 @@ def as_json(model: Model, value) -> dict:
                           for kind, entry in found["threshold"].items()}}
 
 
-def _plain(v, value):
+def _plain(v: object, value: Callable[[object], object]) -> object:
     """A threshold entry's value for JSON."""
     if isinstance(v, dict):
         return {k: _plain(x, value) for k, x in v.items()}
