@@ -19,7 +19,7 @@ from .decls import MODES
 Axis = tuple[str, int, str]  # name, size, link
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Search:
     """What the planner knows when it picks each kind's sizes."""
 
@@ -35,7 +35,7 @@ def _any_size(search: Search, n: int) -> bool:
     return True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Kind:
     """One kind of parallelism.
 
