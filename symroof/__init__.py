@@ -20,6 +20,7 @@ from .hardware.chips import Chip, get_chip, list_chips, load_hardware
 from .ir import Program, dim_symbol
 from .lang.expr import read_expression
 from .lang.parse import parse
+from .models.planner import plan
 from .models.report import model
 from .roofline.bounds import CONVENTIONS
 from .roofline.cost import Cost, StepCost, cost
@@ -30,5 +31,5 @@ __all__ = [
     "Analysis", "CONVENTIONS", "Chip", "Cost", "HardwareError", "Program", "QUANTITIES", "Quantity", "SpecError",
     "StepCost", "SymroofError", "SymroofWarning", "Threshold", "analyze", "check_case", "cost", "dim_symbol",
     "from_jax",
-    "get_chip", "list_chips", "load_hardware", "model", "parse", "read_expression", "roofline",
+    "get_chip", "list_chips", "load_hardware", "model", "parse", "plan", "read_expression", "roofline",
 ]

@@ -79,29 +79,22 @@ def run(args: argparse.Namespace) -> str:
     sizes = model_report.with_defaults(structured, args.mode, context, _sizes(args.set))
     options = Options(mode=args.mode, chips=args.chips, optimizer=args.optimizer, remat=args.remat, mfu=args.mfu,
                       strategy=tuple(about.get("strategy", {}).items()))
-    at_sizes = model_report.assemble(structured, about, stages, target, sizes, options)
-    formulas = model_report.assemble(structured, about, stages, target,
-                                     {k: v for k, v in sizes.items() if k not in ("B", "T", "S")}, options)
+    about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=args.chips)
+    # the model symroof.model gives for the same arguments: its report is the one printed
+    found = model_report.assemble(structured, about, stages, target, sizes, options)
     if args.train_tokens and args.mode != "train":
         raise SpecError(f"--train-tokens gives the days to train: it goes with --train, not --{args.mode}")
     if args.remat != "full" and args.mode != "train":
         raise SpecError(f"--remat is what a training step keeps for its backward pass: it goes with --train, "
                         f"not --{args.mode}")
     total = size_value(args.train_tokens, "--train-tokens") if args.train_tokens else None
-    shown = ", ".join(f"{k} = {v}" for k, v in sizes.items())
-    mesh = structured.program.mesh
-    chips = f"a {mesh.chips}-chip mesh ({mesh.axes_text()}) of" if mesh is not None else \
-        f"{args.chips} x"
-    on = f" on {chips} {target.name}" if target is not None else ""
-    about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=args.chips)
     if args.batches:
-        return _batches(args, at_sizes, about)
+        return _batches(args, found, about)
     if args.output:
         raise SpecError("-o plots throughput against latency: give --batches too")
     if args.json:
-        return json.dumps(model_report.to_dict(at_sizes, formulas, about, total), indent=2)
-    title = f"{about['name']}, {args.mode}{on}; {shown or 'no sizes'}"
-    return model_report.table(at_sizes, formulas, title, total)
+        return json.dumps(found.to_dict(total), indent=2)
+    return found.table(total)
 
 
 def _sizes(items: Iterable[str]) -> dict[str, int]:

@@ -25,18 +25,25 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import sympy
 
+from ..analysis import Analysis
 from ..errors import HardwareError, SpecError
 from ..hardware.chips import Chip
 from ..hardware.machine import Machine
+from ..mesh import Mesh
+from ..render.chip_card import estimates_text
+from ..render.json_report import json_value
+from ..render.tex import tex_number, tex_words
+from ..show import number, seconds, wrapped
 from . import kinds
 from . import strategy_costs as model_strategy
 from .catalogue import get_model
 from .decls import OPTIMIZER_BYTES
 from .model import Model
-from .report import model
+from .report import CONVENTIONS, model
 
 
 @dataclass
@@ -72,14 +79,69 @@ class Candidate:
         """As the plan shows it: the strategy, and a pipeline's schedule where not 1F1B."""
         return self.strategy + (f" ({self.schedule})" if self.schedule != "1f1b" else "")
 
+    @property
+    def analysis(self) -> Analysis | None:
+        """Its model's analysis (`Model.analysis`); None for one set aside."""
+        return self.model.analysis if self.model is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its entry in `symroof plan --json`: a ranked one's figures and thresholds, or the
+        strategy and why it was set aside."""
+        if self.model is None:
+            return {"strategy": self.strategy, "why": self.rejected}
+        f = self.figures
+        return {"strategy": self.strategy,
+                **({"schedule": self.schedule} if self.sizes.get(kinds.stages().name, 1) > 1 else {}),
+                "mesh": _mesh_text(self.model.structured.program.mesh), "bound": f["bound"],
+                **{k: json_value(f[k]) for k in ("t_step", "t_step_exposed", "t_comm_exposed", "memory_per_chip",
+                                                 "tokens_per_s")},
+                "threshold": {kind: {k: _json(v) for k, v in entry.items()} for kind, entry in self.thresholds.items()}}
+
+    def _repr_latex_(self) -> str:
+        if self.model is None:
+            return rf"$$\text{{{tex_words(self.strategy)}, set aside: {tex_words(self.rejected or '')}}}$$"
+        return self.model._repr_latex_()
+
+    def _threshold_text(self) -> str:
+        """Its thresholds as the plan's table shows them: per-chip tokens now / where
+        compute-bound, or a ratio."""
+        out = []
+        assert self.model is not None
+        for kind, entry in self.thresholds.items():
+            tokens = entry.get("per_chip_tokens")
+            if tokens is not None:
+                now = entry.get("now", model_strategy.tokens_per_chip(self.model))
+                out.append(f"{kind} {number(now, 4)}/{number(tokens, 4)}"
+                           + (f" x{number(entry['exchange_ratio'], 3)}" if entry.get("exchange_ratio") else ""))
+            elif entry.get("ratio") is not None:
+                out.append(f"{kind} {number(entry['ratio'], 3)}")
+        return ", ".join(out)
+
+
+def _mesh_text(mesh: Mesh | None) -> str:
+    # (a program without a mesh line has printed as "None" here)
+    return mesh.axes_text() if mesh is not None else "None"
+
+
+def _json(v: object) -> object:
+    """A threshold's value: text as it is, a table (microbatches for each bubble target) entry by entry."""
+    if isinstance(v, dict):
+        return {k: _json(x) for k, x in v.items()}
+    return v if isinstance(v, str) or v is None else json_value(v)
+
 
 @dataclass
 class Plan:
+    """Every strategy tried (`candidates`), those that fit `ranked`; `str()` and `table()`
+    give what `symroof plan` prints, `to_dict()` its JSON."""
+
+    name: str  # the model's, as asked for
+    machine: Machine
     mode: str
     chips: int
     batch: dict[str, int]
     candidates: list[Candidate]
-    seconds: float
+    seconds: float  # what the plan took to make
 
     @property
     def ranked(self) -> list[Candidate]:
@@ -87,6 +149,88 @@ class Plan:
         # ties (all compute-bound) go to the one with the least network time, then memory: the most slack
         return sorted(fits, key=lambda candidate: tuple(float(candidate.figures[key]) for key in (
             "t_step_exposed", "t_step", "t_network", "memory_per_chip")))
+
+    def estimates(self) -> dict[str, tuple[sympy.Rational, str]]:
+        """The estimated chip figures the costed strategies run at (path -> (value, source))."""
+        rates = {rate for c in self.candidates if c.model is not None and c.model.analysis.has_peak
+                 for rate in c.model.analysis.rates}
+        return self.machine.estimates(sorted(rates))
+
+    def to_dict(self, timed: bool = False) -> dict[str, Any]:
+        """What `symroof plan --json` prints; the seconds the plan took only if `timed`
+        (the command prints them; they differ from run to run)."""
+        out: dict[str, Any] = {"model": self.name, "mode": self.mode, "chips": self.chips, "batch": dict(self.batch)}
+        if timed:
+            out["seconds"] = round(self.seconds, 3)
+        return {**out, "considered": len(self.candidates), "ranked": [c.to_dict() for c in self.ranked],
+                "set_aside": [c.to_dict() for c in self.candidates if c.rejected], "why": why(self),
+                "conventions": list(CONVENTIONS),
+                "estimates": {path: {"value": json_value(value), "source": source}
+                              for path, (value, source) in self.estimates().items()}}
+
+    def table(self, top: int = 10) -> str:
+        """What `symroof plan` prints: the `top` ranked strategies, how many were set aside
+        and why, why the best wins, and the chip's estimated figures."""
+        ranked = self.ranked
+        batch = ", ".join(f"{k} = {v}" for k, v in self.batch.items())
+        aside: dict[str, int] = {}
+        for c in self.candidates:
+            if not c.rejected:
+                continue
+            why_ = c.rejected
+            key = "out of memory" if "memory" in why_ else "its bubble alone is slower" if "bubble alone" in why_ \
+                else "does not divide" if "divide" in why_ or "split" in why_ else "other"
+            aside[key] = aside.get(key, 0) + 1
+        lines = [f"{self.name}, {self.mode} on {self.chips} x {self.machine.name}; {batch}",
+                 f"considered {len(self.candidates)} strategies in {self.seconds:.2f} s: {len(ranked)} fit and are "
+                 "ranked; " + (", ".join(f"{n} set aside ({k})" for k, n in aside.items()) or "none set aside"), ""]
+        shown = ranked[:top]
+        meshes = [_mesh_text(c.model.structured.program.mesh) for c in shown if c.model is not None]
+        wide, mesh_wide = max([18, *(len(c.text) for c in shown)]), max([26, *map(len, meshes)])
+        lines.append(f"{'#':>2}  {'strategy':<{wide}} {'mesh':<{mesh_wide}} {'HBM/chip':>9} {'t_step':>11} "
+                     f"{'exposed':>11} {'bound':<8} thresholds (per-chip tokens: now / where compute-bound; "
+                     "tp: T_math/T_net; ep: T_math/T_AllToAll)")
+        for k, (c, mesh) in enumerate(zip(shown, meshes), 1):
+            f = c.figures
+            lines.append(f"{k:>2}  {c.text:<{wide}} {mesh:<{mesh_wide}} {float(f['memory_per_chip']) / 1e9:>6.3g} GB "
+                         f"{seconds(f['t_step']):>11} {seconds(f['t_step_exposed']):>11} {f['bound']:<8} "
+                         + c._threshold_text())
+        if len(ranked) > top:
+            lines.append(f"    ... {len(ranked) - top} more (--top {len(ranked)})")
+        lines += ["", *wrapped("why: " + why(self)), ""]
+        lines += wrapped("t_step: the roofline's bound, every collective overlapped; exposed: the activations' "
+                         "collectives (tensor parallelism's) waiting on the critical path, and a pipeline's bubble "
+                         "and exposed sends; ranked by exposed. Pipelines run 4 x pp microbatches, 1F1B, or "
+                         "interleaved (2 chunks a chip) where that is faster. Sequence parallelism is tried where the "
+                         "batch has fewer sequences than chips; ZeRO-1, then ZeRO-2, where plain data parallelism "
+                         "does not fit.")
+        guessed = self.estimates()
+        if guessed:
+            assert self.machine.chip is not None  # a plan's machine is a named chip's
+            lines += ["", *wrapped("estimates: " + estimates_text(guessed, self.machine.chip.id))]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_latex_(self) -> str:
+        """The ten best strategies for notebooks: each one's step time (the roofline's, and
+        with its exposed collectives, which ranks them), MFU and memory per chip."""
+        ranked = self.ranked
+        if not ranked:
+            return rf"$$\text{{{tex_words(why(self))}}}$$"
+        head = r"\# & \text{strategy} & \text{t\_step} & \text{exposed} & \text{MFU} & \text{HBM per chip}"
+        lines = []
+        for k, c in enumerate(ranked[:10], 1):
+            assert c.model is not None  # ranked ones are costed
+            f = c.figures
+            lines.append(rf"{k} & \text{{{tex_words(c.text)}}} & {tex_number(f['t_step'])}\ \text{{s}} & "
+                         rf"{tex_number(f['t_step_exposed'])}\ \text{{s}} & {tex_number(c.model.mfu)} & "
+                         rf"{tex_number(f['memory_per_chip'] / 10**9, 3)}\ \text{{GB}}")
+        if len(ranked) > 10:
+            lines.append(rf"& \text{{... {len(ranked) - 10} more}} & & & &")
+        body = head + " \\\\ \\hline\n" + " \\\\\n".join(lines)
+        return f"$$\n\\begin{{array}}{{rlrrrr}}\n{body}\n\\end{{array}}\n$$"
 
 
 def _divisors(n: int) -> list[int]:
@@ -109,7 +253,20 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
     """Every strategy for `name` on `chips` chips of `chip` with a batch of `tokens` tokens
     (sequences of `context`, the model's by default; in decode, `tokens` sequences of one
     new token each over a context of `context`), training under the `remat` policy (what
-    each chip keeps of its activations, and what its backward recomputes)."""
+    each chip keeps of its activations, and what its backward recomputes). `str()` of the
+    plan is what `symroof plan` prints; `to_dict()` its JSON.
+
+    Examples:
+        >>> import symroof
+        >>> p = symroof.plan("llama-3-8b", "h100", 8, 2**20, "train", context=4096)
+        >>> p.batch, len(p.candidates), len(p.ranked)
+        ({'B': 256, 'T': 4096}, 20, 10)
+        >>> best = p.ranked[0]
+        >>> best.text, best.figures["bound"], f"{float(best.figures['memory_per_chip']) / 1e9:.3g} GB"
+        ('fsdp=4,pp=2 (interleaved)', 'compute', '35.9 GB')
+        >>> p.candidates[0].to_dict()
+        {'strategy': 'dp=8', 'why': 'out of memory: 198.6 GB a chip (usable 72)'}
+    """
     started = time.perf_counter()
     config = get_model(name, models_file)
     if not isinstance(chips, int) or not 1 <= chips <= 65536:
@@ -166,7 +323,7 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
             if candidate.rejected is None:
                 step = candidate.figures["t_step_exposed"]
                 best = step if best is None or step < best else best
-    return Plan(mode, chips, batch, found, time.perf_counter() - started)
+    return Plan(name, probe.machine, mode, chips, batch, found, time.perf_counter() - started)
 
 
 def _pruned(sizes: dict[str, int], shape: dict[str, int], sequences: int, params: sympy.Expr, per_param: int,

@@ -306,15 +306,16 @@ def latex(model: Model, formulas: Model | None) -> str:
     dims = model.structured.program.dims
     printer = TexPrinter({dim_symbol(n): tex_name(n) for n in dims}, words=any(len(n) > 1 for n in dims))
     at = ",\\ ".join(f"{tex_name(k)} = {printer.doprint(sympy.Integer(v))}" for k, v in model.sizes.items())
-    lines = [r"\text{quantity} & \text{formula} & \text{value" + (r" at }" + at if at else "}") + r" \\ \hline"]
+    head = r"\text{quantity} & \text{formula} & \text{value" + (r" at }" + at if at else "}")
+    lines = []
     for name, value in found.items():
         formula = symbolic.get(name)
         shown = printer.doprint(formula) if isinstance(formula, sympy.Expr) and not formula.is_number \
             and formula != value else ""
         unit = MODEL_QUANTITY[name].unit
         lines.append(rf"\text{{{tex_words(name)}}} & {shown} & {printer.doprint(value)}"
-                     + (rf"\ \text{{{tex_words(unit)}}}" if unit else "") + r" \\")
-    body = "\n".join(lines)
+                     + (rf"\ \text{{{tex_words(unit)}}}" if unit else ""))
+    body = head + " \\\\ \\hline\n" + " \\\\\n".join(lines)
     return f"$$\n\\begin{{array}}{{lll}}\n{body}\n\\end{{array}}\n$$"
 
 
