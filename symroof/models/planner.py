@@ -177,9 +177,9 @@ class Plan:
         for c in self.candidates:
             if not c.rejected:
                 continue
-            why_ = c.rejected
-            key = "out of memory" if "memory" in why_ else "its bubble alone is slower" if "bubble alone" in why_ \
-                else "does not divide" if "divide" in why_ or "split" in why_ else "other"
+            reason = c.rejected
+            key = "out of memory" if "memory" in reason else "its bubble alone is slower" if "bubble alone" in reason \
+                else "does not divide" if "divide" in reason or "split" in reason else "other"
             aside[key] = aside.get(key, 0) + 1
         lines = [f"{self.name}, {self.mode} on {self.chips} x {self.machine.name}; {batch}",
                  f"considered {len(self.candidates)} strategies in {self.seconds:.2f} s: {len(ranked)} fit and are "
