@@ -47,9 +47,9 @@ import sympy
 
 from symroof.lang.structure import read_structured
 from symroof.models.catalogue import get_model
-from symroof.models.model import Model
 from symroof.models.report import CONVENTIONS
 from symroof.models.templates import program
+from symroof.models.whole import Model
 from symroof.show import human
 
 NAME = "llama-3-70b"

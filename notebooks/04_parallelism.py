@@ -153,7 +153,7 @@ for kind, entry in best.thresholds.items():
 # %%
 import sympy
 
-from symroof.hardware.machine import figure_symbol
+from symroof.hardware.machines import figure_symbol
 from symroof.hardware.topology import lay_out
 from symroof.ir import MeshAxis
 

@@ -19,7 +19,7 @@ from .from_jax.importer import from_jax
 from .hardware.chips import Chip, get_chip, list_chips, load_hardware
 from .ir import Program, dim_symbol
 from .lang.expr import read_expression
-from .lang.parse import parse
+from .lang.parsing import parse
 from .models.planner import plan
 from .models.report import model
 from .roofline.bounds import CONVENTIONS

@@ -27,9 +27,9 @@ import sympy
 from . import dtypes
 from .errors import SpecError, SymroofError
 from .hardware.chips import Chip
-from .hardware.machine import Machine, exact_number, machine
+from .hardware.machines import Machine, exact_number, machine
 from .ir import Fused, Program
-from .lang.parse import parse
+from .lang.parsing import parse
 from .mesh import Mesh
 from .render import latex
 from .render.json_report import to_json_dict

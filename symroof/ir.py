@@ -143,7 +143,7 @@ class Operator:
 class Term:
     """A tensor inside a step: its dims as labels (one label per distinct dim), and how it
     is laid out on the mesh: the axes each label is split over (None for an intermediate,
-    whose layout the lowering in `sharding/lower.py` decides) and the axes it is unreduced over."""
+    whose layout the lowering in `sharding/lowering.py` decides) and the axes it is unreduced over."""
 
     dtype: DType
     labels: tuple[str, ...]

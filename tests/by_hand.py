@@ -7,7 +7,7 @@ from __future__ import annotations
 import sympy
 
 import symroof
-from symroof.hardware.machine import machine
+from symroof.hardware.machines import machine
 from symroof.models.catalogue import get_model
 
 # the statements outside a LLaMA block: the embedding's gather, the final norm, the LM head

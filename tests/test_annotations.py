@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent / "symroof"
 # Where every parameter and return is annotated: a package here stays so. The rest
 # (from_jax/, analysis.py, lang/structure.py, lang/source.py)
 # are being rewritten; each joins the list once it is annotated.
-TYPED = ("lang/chunks.py", "lang/expr.py", "lang/parse.py", "lang/relations.py", "lang/resolve.py",
+TYPED = ("lang/chunks.py", "lang/expr.py", "lang/parsing.py", "lang/relations.py", "lang/resolve.py",
          "lang/resolve_apply.py", "lang/resolve_steps.py", "lang/sizes.py", "lang/syntax.py",
          "lang/syntax_errors.py", "lang/written.py", "lang/__init__.py",
          "ops/", "sharding/", "hardware/", "measure/", "claims/", "cli/", "render/", "roofline/", "models/",

@@ -92,3 +92,23 @@ def test_the_packages_import_one_way():
     for node in sorted(edges):
         visit(node, ())
     assert {"models", "lang", "roofline"} <= done
+
+
+def test_a_package_name_is_not_hidden_by_what_it_exports():
+    """A package's `__init__` exporting a function named as one of its modules hides the
+    module (`symroof.lang.parse` would be the function, and `import symroof.lang.parse as
+    p` would give it). Only the two public functions named after their package, as the
+    architecture names both, are let be: `symroof.roofline` and `symroof.from_jax`."""
+    import importlib
+    import pkgutil
+
+    import symroof
+
+    hidden = []
+    for info in pkgutil.walk_packages(symroof.__path__, "symroof."):
+        parent_name, _, leaf = info.name.rpartition(".")
+        parent = importlib.import_module(parent_name)
+        importlib.import_module(info.name)
+        if getattr(parent, leaf) is not sys.modules[info.name]:
+            hidden.append(info.name)
+    assert sorted(hidden) == ["symroof.from_jax", "symroof.roofline"]

@@ -35,11 +35,11 @@ import sympy
 import yaml
 
 from ..errors import SymroofError
-from ..hardware.machine import Machine, machine
+from ..hardware.machines import Machine, machine
 from ..lang.sizes import size_value
 from ..models.decls import MODEL_QUANTITY
-from ..models.model import Model
 from ..models.report import model
+from ..models.whole import Model
 from . import check as claims
 from .check import CaseResult, Outcome
 

@@ -28,7 +28,7 @@ from ..claims.check import report as claims_report
 from ..claims.models import check_case, load_claims
 from ..errors import SpecError, SymroofError, SymroofWarning
 from ..hardware.chips import cited_keys, get_chip, list_chips, source_keys
-from ..hardware.machine import machine
+from ..hardware.machines import machine
 from ..ir import dim_symbol
 from ..render import latex
 from ..render.chip_card import chip_card, chips_table
@@ -36,7 +36,7 @@ from ..render.json_report import to_json_dict
 from ..render.text import table
 from ..roofline.collectives import time as collective_time
 from ..sharding.layout import fix_message
-from ..sharding.lower import ShardingError
+from ..sharding.lowering import ShardingError
 from ..show import over, seconds
 from . import from_jax as cli_jax
 from . import measure as cli_measure

@@ -20,7 +20,7 @@ from typing import Any
 from ..analysis import Analysis
 from ..errors import SymroofError
 from ..from_jax import importer as jax_import
-from ..hardware.machine import Machine, machine
+from ..hardware.machines import Machine, machine
 from ..render.json_report import json_value
 from ..show import pretty, wrapped
 from .options import Commands, machine_kwargs, machine_options, set_sizes

@@ -12,12 +12,12 @@ import json
 from collections.abc import Iterable
 
 from ..errors import SpecError
-from ..hardware.machine import machine
+from ..hardware.machines import machine
 from ..lang.sizes import size_value
 from ..lang.structure import read_structured
 from ..models import report as model_report
 from ..models.decls import Options
-from ..models.model import Model
+from ..models.whole import Model
 from ..render.json_report import json_value
 from ..show import number, seconds
 from .options import Commands, machine_kwargs, machine_options, mode_options, remat_option

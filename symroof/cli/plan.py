@@ -10,7 +10,7 @@ import argparse
 import json
 
 from ..errors import SpecError
-from ..hardware.machine import machine
+from ..hardware.machines import machine
 from ..lang.sizes import size_value
 from ..models import planner
 from .options import Commands, machine_kwargs, machine_options, mode_options, remat_option

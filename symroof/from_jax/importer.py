@@ -31,13 +31,13 @@ import sympy
 from .. import dtypes
 from ..analysis import Analysis
 from ..errors import SpecError, SymroofError, SymroofWarning
-from ..hardware.machine import machine
+from ..hardware.machines import machine
 from ..lang import source
 from ..lang.relations import expression
 from ..lang.structure import Structured, read_source
 from ..models.decls import Options
-from ..models.model import Model
 from ..models.report import with_defaults
+from ..models.whole import Model
 from .cond import COUNTS
 from .context import Context
 from .convert import walk
@@ -152,7 +152,7 @@ class Imported:
     warnings: list[str] = field(default_factory=list)
 
     def model(self, chip: Any = None, sizes: Mapping[str, int] | None = None) -> Model:
-        """The program analysed (symroof.models.model in prefill: the function as written, once)."""
+        """The program analysed (symroof.models.whole in prefill: the function as written, once)."""
         return _model(self.structured, chip, sizes or {})
 
     @functools.cached_property
@@ -544,7 +544,7 @@ def _used(structured: Structured, sizes: Mapping[str, int]) -> dict[str, int]:
 
 
 def _model(structured: Structured, chip: Any, sizes: Mapping[str, int]) -> Model:
-    """The program's model in prefill (the function as written, once), as symroof.models.model
+    """The program's model in prefill (the function as written, once), as symroof.models.whole
     makes one of a program's text."""
     target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)  # a name, a Chip or a Machine
     return Model(structured, target, with_defaults(structured, "prefill", None, dict(sizes)), Options(mode="prefill"))

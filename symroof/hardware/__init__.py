@@ -2,6 +2,6 @@
 against (a chip, bare figures or symbols), and where a mesh lies on a torus pod."""
 
 from .chips import Chip, get_chip, list_chips, load_hardware
-from .machine import Machine, machine
+from .machines import Machine, machine
 
 __all__ = ["Chip", "Machine", "get_chip", "list_chips", "load_hardware", "machine"]

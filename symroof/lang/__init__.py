@@ -6,7 +6,7 @@ name its meaning, `structure` reads the lines around statements (`let`, `repeat`
 reads spec text.
 """
 
-from .parse import parse, parse_mesh
+from .parsing import parse, parse_mesh
 from .structure import Structured, read_structured
 
 __all__ = ["Structured", "parse", "parse_mesh", "read_structured"]

@@ -32,9 +32,9 @@ import sympy
 from .. import dtypes
 from ..errors import SpecError
 from ..ir import Mesh, Program, dim_symbol
-from ..sharding.lower import check_layout
+from ..sharding.lowering import check_layout
 from . import source
-from .parse import parse_mesh
+from .parsing import parse_mesh
 from .relations import expression, resolve_relations
 from .resolve import resolve
 from .syntax import MAX_SIZE_DIGITS, normalize, read

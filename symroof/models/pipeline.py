@@ -41,7 +41,7 @@ from typing import Any
 import sympy
 
 from ..errors import SpecError
-from ..hardware.machine import Machine
+from ..hardware.machines import Machine
 from ..ir import dim_symbol
 from ..lang.source import Blank, Comment, Contraction, Declare, Item, Let, Program, Repeat
 from ..lang.structure import Structured
@@ -49,8 +49,8 @@ from ..roofline.collectives import Link, link
 from . import kinds
 from .activations import block_input_bytes
 from .decls import Options
-from .model import Model
 from .strategy_costs import Collective, collectives, thresholds, tokens_per_chip
+from .whole import Model
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 BUBBLE_TARGETS = (sympy.Rational(1, 10), sympy.Rational(1, 20))  # the bubbles `microbatches_for` is asked

@@ -32,7 +32,7 @@ import sympy
 from ..analysis import Analysis
 from ..errors import HardwareError, SpecError
 from ..hardware.chips import Chip
-from ..hardware.machine import Machine
+from ..hardware.machines import Machine
 from ..mesh import Mesh
 from ..render.chip_card import estimates_text
 from ..render.json_report import json_value
@@ -42,8 +42,8 @@ from . import kinds
 from . import strategy_costs as model_strategy
 from .catalogue import get_model
 from .decls import OPTIMIZER_BYTES
-from .model import Model
 from .report import CONVENTIONS, model
+from .whole import Model
 
 
 @dataclass

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from matplotlib.figure import Figure
 
 from ..render.plot import save
-from .model import Model
+from .whole import Model
 
 
 def sweep(model: Model, batches: Iterable[int]) -> list[dict]:

@@ -12,7 +12,7 @@ import sympy
 
 from ..errors import SpecError
 from ..hardware.chips import Chip
-from ..hardware.machine import Machine, machine
+from ..hardware.machines import Machine, machine
 from ..ir import dim_symbol
 from ..lang.source import Program
 from ..lang.structure import Structured, read_structured
@@ -25,9 +25,9 @@ from . import kinds, pipeline
 from . import strategy_costs as model_strategy
 from .catalogue import get_model
 from .decls import MODEL_QUANTITY, Options
-from .model import Model
 from .strategies import Strategy, strategy_of
 from .templates import program, sharded, whole
+from .whole import Model
 
 
 def model(name: str, mode: str = "train", chip: str | Chip | Machine | None = None, sizes: dict | None = None, *,

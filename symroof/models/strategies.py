@@ -49,9 +49,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..errors import SpecError
-from ..hardware.machine import Machine
+from ..hardware.machines import Machine
 from ..ir import Mesh
-from ..lang.parse import parse_mesh
+from ..lang.parsing import parse_mesh
 from ..lang.source import (
     Apply,
     Backward,

@@ -41,7 +41,7 @@ from ..roofline.collectives import link
 from ..roofline.solve import cleared, positive_region
 from . import kinds
 from .activations import carries_tokens
-from .model import Model
+from .whole import Model
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from ..roofline.bounds import CONVENTIONS
 from ..roofline.quantities import QUANTITIES, QUANTITY, available
 from ..roofline.sized import dim_names
 from ..roofline.thresholds import Threshold
-from ..sharding.lower import Local
+from ..sharding.lowering import Local
 
 if TYPE_CHECKING:
     from ..analysis import Analysis

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
     from ..analysis import Analysis
-    from ..hardware.machine import Machine
+    from ..hardware.machines import Machine
     from ..roofline.thresholds import Threshold
 
     # one analysis, or several (in a list or a tuple)

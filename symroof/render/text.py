@@ -26,13 +26,13 @@ from ..roofline.oneline import cut as _cut
 from ..roofline.quantities import QUANTITY, nonzero
 from ..roofline.sized import dim_names
 from ..roofline.thresholds import threshold_text
-from ..sharding.lower import Local
+from ..sharding.lowering import Local
 from ..show import beside, duration, human, number, over, pretty, seconds, wrapped
 from . import arrays_report
 
 if TYPE_CHECKING:
     from ..analysis import Analysis
-    from ..hardware.machine import Machine
+    from ..hardware.machines import Machine
     from ..sharding.layout import Move
 
 # Row labels and units, as declared (quantities.py)

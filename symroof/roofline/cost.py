@@ -21,7 +21,7 @@ Conventions (stated, not implied):
   AllGather, before a ReduceScatter, the unreduced block of an AllReduce).
 
 Examples:
-    >>> from symroof.lang.parse import parse
+    >>> from symroof.lang.parsing import parse
     >>> c = cost(parse("bf16[B, D] @ bf16[D, F] -> bf16[B, F]"))
     >>> c.flops, c.flops_exact, c.bytes
     (2*B*D*F, B*F*(2*D - 1), 2*B*D + 2*B*F + 2*D*F)
@@ -51,7 +51,7 @@ from ..ir import (
     label_text,
 )
 from ..ops.base import term_bytes
-from ..sharding.lower import Local, Move, Plan, local_size, lower
+from ..sharding.lowering import Local, Move, Plan, local_size, lower
 from .oneline import counts_line, move_line
 
 _ZERO = sympy.Integer(0)

@@ -21,7 +21,7 @@ from sympy.polys.polyerrors import CoercionFailed
 from .. import cancel, dtypes
 from ..errors import HardwareError, SpecError
 from ..hardware.chips import Chip
-from ..hardware.machine import Machine
+from ..hardware.machines import Machine
 from ..ir import Program, dim_symbol, tensors_of
 from ..lang.sizes import size_value
 from ..mesh import Mesh

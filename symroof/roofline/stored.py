@@ -14,7 +14,7 @@ Several arrays, on one line or several, sum: "does this fit in HBM" is their byt
 chip against the chip's capacity. Bare arrays cost no FLOPs and move no bytes.
 
 Examples:
-    >>> from symroof.lang.parse import parse
+    >>> from symroof.lang.parsing import parse
     >>> (a,) = stored(parse("mesh X, Y=4; bf16[I_XY, J]"))
     >>> a.local_shape, a.bytes_per_chip, a.bytes_total, a.replication
     ((I/(4*X), J), I*J/(2*X), 2*I*J, 1)

@@ -2,6 +2,6 @@
 collectives (with their cheapest routes) that change one layout into another."""
 
 from .layout import Layout, Local, Plan, ShardingError
-from .lower import check_layout, lower
+from .lowering import check_layout, lower
 
 __all__ = ["Layout", "Local", "Plan", "ShardingError", "check_layout", "lower"]

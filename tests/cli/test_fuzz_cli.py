@@ -140,7 +140,7 @@ def _run(argv, files=None, stdin=None):
     return problem, res
 
 
-# Fixed here (symroof/sharding/lower.py, symroof/claims/check.py).
+# Fixed here (symroof/sharding/lowering.py, symroof/claims/check.py).
 
 @pytest.mark.parametrize("spec", [
     "mesh X=2,Y=4\nhbi,nm->b",                                       # the fuzzer's
@@ -150,7 +150,7 @@ def _run(argv, files=None, stdin=None):
 ])
 def test_sharding_reads_every_intermediate_in_order(spec):
     """Two intermediates pending at once (an operand summed alone first, on each side, or
-    beside a chain's running result) raised StopIteration in sharding.lower: each input
+    beside a chain's running result) raised StopIteration in sharding.lowering: each input
     read the last one written."""
     problem, res = _run(["analyze", spec, "--chip", "v5p", "--json"])
     assert problem is None and res.code == 0, (problem, res.err)

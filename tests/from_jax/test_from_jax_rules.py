@@ -78,10 +78,7 @@ def test_every_unary_primitive_is_counted_by_the_ops_table(monkeypatch: pytest.M
 
 def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every program text the spec reader reads (the entry of lang's parse and read_structured)."""
-    import importlib
-
-    from symroof.lang import structure, syntax
-    lang_parse = importlib.import_module("symroof.lang.parse")  # (the package's `parse` is the function)
+    from symroof.lang import parsing, structure, syntax
     texts: list[str] = []
 
     def read(text, *args, **kwargs):
@@ -89,7 +86,7 @@ def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return syntax.read(text, *args, **kwargs)
 
     monkeypatch.setattr(structure, "read", read)
-    monkeypatch.setattr(lang_parse, "read", read)
+    monkeypatch.setattr(parsing, "read", read)
     return texts
 
 

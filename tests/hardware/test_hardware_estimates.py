@@ -21,7 +21,7 @@ import sympy
 import symroof
 from symroof.cli.command import main
 from symroof.hardware.chips import get_chip, list_chips
-from symroof.hardware.machine import machine
+from symroof.hardware.machines import machine
 from symroof.ir import MeshAxis
 from symroof.models import planner
 from symroof.render.chip_card import chip_card, chips_table

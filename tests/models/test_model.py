@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 import symroof
 from symroof.cli.command import main
 from symroof.errors import SpecError
-from symroof.hardware.machine import machine
+from symroof.hardware.machines import machine
 from symroof.ir import dim_symbol
 from symroof.lang.relations import expression
 from symroof.lang.structure import read_structured
 from symroof.models.catalogue import get_model, models
-from symroof.models.model import Model, Options
 from symroof.models.templates import program
+from symroof.models.whole import Model, Options
 
 
 def _model(name, mode="train", chip=None, sizes=None, weights="bf16", **options) -> Model:

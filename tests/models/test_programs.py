@@ -13,18 +13,18 @@ from pathlib import Path
 import pytest
 
 from symroof.cli.command import main
-from symroof.hardware.machine import machine
+from symroof.hardware.machines import machine
 from symroof.lang import syntax
-from symroof.lang.parse import parse_mesh
+from symroof.lang.parsing import parse_mesh
 from symroof.lang.source import Program
 from symroof.lang.structure import read_source, read_structured
 from symroof.models import pipeline, planner
 from symroof.models import strategy_costs as model_strategy
 from symroof.models.catalogue import get_model, models
 from symroof.models.decls import Options
-from symroof.models.model import Model
 from symroof.models.strategies import parse_strategy
 from symroof.models.templates import program, sharded, whole
+from symroof.models.whole import Model
 
 GOLDEN = Path(__file__).with_name("golden_programs.json")
 MESHED = (("fsdp=XZ,tp=Y", "X=2,Z=2,Y=2"), ("dp=X,tp=Y", "X=2,Y=4@dcn"))

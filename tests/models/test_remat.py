@@ -15,7 +15,7 @@ import symroof
 from symroof.cli.command import main
 from symroof.errors import SpecError
 from symroof.hardware.chips import get_chip
-from symroof.hardware.machine import machine
+from symroof.hardware.machines import machine
 from symroof.models import strategy_costs as model_strategy
 from symroof.models.catalogue import get_model
 

@@ -13,8 +13,8 @@ import pytest
 import symroof
 from symroof.cli.command import main
 from symroof.models.decls import MODEL_QUANTITY
-from symroof.models.model import Model
 from symroof.models.pipeline import PipelinedModel
+from symroof.models.whole import Model
 
 
 def printed(argv: list[str]) -> str:

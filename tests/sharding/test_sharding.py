@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from symroof import SpecError, analyze, get_chip, parse
 from symroof.ir import MeshAxis, dim_symbol
 from symroof.roofline.collectives import time
-from symroof.sharding.lower import ShardingError, lower
+from symroof.sharding.lowering import ShardingError, lower
 
 B, D, F, I, J, K, V = (dim_symbol(n) for n in ("B", "D", "F", "I", "J", "K", "V"))
 V5E = get_chip("tpu-v5e")    # 2D torus: wraparound on axes of 16, 4.5e10 one way, 9e10 bidi, 1 us hops

@@ -39,7 +39,7 @@ import sympy
 
 from ..analysis import Analysis
 from ..errors import SpecError
-from ..hardware.machine import Machine
+from ..hardware.machines import Machine
 from ..ir import Program, dim_symbol
 from ..lang.relations import check_sizes
 from ..lang.structure import Block, Structured

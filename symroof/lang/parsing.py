@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import SpecError
 from ..ir import Mesh, Program
-from ..sharding.lower import check_layout
+from ..sharding.lowering import check_layout
 from .resolve import mesh_from, resolve
 from .syntax import WMesh, normalize, read
 

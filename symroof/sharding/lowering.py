@@ -17,7 +17,7 @@ holds unreduced partial sums. For each binary step:
    locally, and a split that moves from one dim to another is an AllToAll.
 
 Examples:
-    >>> from symroof.lang.parse import parse
+    >>> from symroof.lang.parsing import parse
     >>> plan = lower(parse("mesh X=2; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]").statements[0],
     ...              parse("mesh X=2; bf16[B] -> bf16[B]").mesh)
     >>> [str(item) for item in plan.items]
