@@ -10,7 +10,7 @@ dims), and carries the splits through each statement as GSPMD propagates them:
 * an elementwise op's or a reduction's result keeps its operands' splits; a contraction's
   result keeps the splits of the operand dims each of its dims comes from;
 * a dim summed over (a contraction's, a reduction's) split over an axis is left to
-  symroof's own engine (sharding.py): split alike on both sides it leaves partial sums,
+  symroof's own engine (sharding/lowering.py): split alike on both sides it leaves partial sums,
   AllReduced because the result is written without `{U_X}`; split on one side only, that
   side is gathered first;
 * where GSPMD could choose between layouts (two operands split different dims over one

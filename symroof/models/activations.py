@@ -1,5 +1,5 @@
 """The activations a training step keeps for its backward pass, under a remat policy
-(model_decls.Options.remat): "full" keeps each repeated block's input (the first tensor
+(decls.Options.remat): "full" keeps each repeated block's input (the first tensor
 its first statement reads), "none" every statement's output (a fused block's
 intermediates are recomputed, as flash attention does), "save=x,o,h" the tensors so named.
 Under "full" and "save=" the statements after the last repeated block, which are not

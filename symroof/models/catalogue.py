@@ -1,6 +1,6 @@
 """models.json: real transformer configurations, each with the source of its sizes and of
 its published parameter count. Read and checked here, as strictly as the hardware file
-(hardware_file.py): a wrong field would silently change every number drawn from it.
+(hardware/file.py): a wrong field would silently change every number drawn from it.
 
 Every problem is one error naming the file, the model and the field: an unknown field (with
 a "did you mean"), a missing one, a value of the wrong type or out of range, a choice that

@@ -14,7 +14,7 @@ sequences), forward and backward, and the schedule puts the microbatches togethe
   is a chunk's, 1/v of the stage's work, the step (v·M + P - 1) chunk slots, the bubble
   (P - 1)/(v·M + P - 1); M must be a multiple of P and L of P·v.
 * The slot is the slowest stage's: max(T_math, T_comms, the overlappable collectives) +
-  the collectives on activations (tp's), as `model_strategy.times` has it for a step.
+  the collectives on activations (tp's), as `strategy_costs.times` has it for a step.
 * Activations kept: GPipe keeps all M microbatches' until the backward; 1F1B the P - s
   in flight on stage s (P on the first, 1 on the last); interleaved, on the first stage,
   the warm-up's 2·(P - 1) + (v - 1)·P chunk microbatches + 1, each 1/v of a microbatch

@@ -14,7 +14,7 @@ sequences; tp must stay inside the chip's fast-link domain (an NVLink node); and
 a floor, the parameters' bytes per chip (with their gradients and optimizer state in
 training, the gradients and optimizer state over dp too, as ZeRO-2 splits them) over fsdp x
 tp x pp x ep, which no sharding lowers. Each survivor is then costed whole,
-forward and backward, by the sharding engine (model_strategy.py), and ranked by
+forward and backward, by the sharding engine (strategy_costs.py), and ranked by
 `t_step_exposed`: the roofline step with the activations' collectives on the critical path.
 """
 

@@ -89,7 +89,7 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
     choices = {}
     for field, known, default in (("mlp", MLPS, "swiglu"), ("norm", NORMS, "rmsnorm"),
                                   ("positions", POSITIONS, "rope")):
-        choices[field] = config.get(field, default)  # a config from models.json has each (models_file.py)
+        choices[field] = config.get(field, default)  # a config from models.json has each (catalogue.py)
         if choices[field] not in known:
             raise SpecError(f"model {config['id']}: {field} is one of {', '.join(known)}, not {choices[field]!r}")
     for field in ("bias", "tied_embeddings"):

@@ -4,7 +4,7 @@ prefill or decode.
 The program is costed once: each statement's counts are multiplied by how many times it
 runs (its `repeat` blocks' counts, symbolic: L, not L copies), relations substituted
 (`let F = 4*D`), then handed to the roofline as one analysis. On top of it come what
-models are asked about, each declared once in `model_decls.MODEL_QUANTITIES`: parameters, FLOPs per
+models are asked about, each declared once in `decls.MODEL_QUANTITIES`: parameters, FLOPs per
 token, training FLOPs (forward + backward, the backward twice the forward), the bytes of
 weights, gradients, optimizer state, activations and KV cache, the chips they need, and
 the time of a step.
