@@ -72,6 +72,8 @@ def run(args: argparse.Namespace) -> str:
                 if args.json else "\n\n".join(str(p).rstrip("\n") for p in stages)
         return json.dumps({**about, "mode": args.mode, "program": str(text)}, indent=2) if args.json \
             else str(text).rstrip("\n")
+    if args.batches is not None and not args.batches.strip():
+        raise SpecError("--batches takes 1 to 64 positive batch sizes, e.g. 1,8,64,256; got none")
     if args.batches and stages is not None:
         raise SpecError("--batches sweeps one program's batch; a pipeline's batch is its microbatches': give "
                         "--set B=... and --microbatches instead")

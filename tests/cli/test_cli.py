@@ -222,3 +222,13 @@ def test_roofline_of_bare_counts():
         err = io.StringIO()
         assert main(["roofline", *argv, "--chip", "v5e"], out=io.StringIO(), err=err) == 2
         assert message in err.getvalue()
+
+
+def test_an_empty_batch_list_is_refused_not_ignored(capsys, tmp_path):
+    # `--batches ''` printed the plain report (no sweep) with exit 0, as if no --batches had
+    # been given (the fuzzer's seed 43, case 2757)
+    for argv in (["model", "llama-3-8b", "--chip", "h100", "--batches", ""],
+                 ["model", "llama-3-8b", "--chip", "h100", "--batches", "  ", "--json"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--batches takes 1 to 64 positive batch sizes" in err and "got none" in err
