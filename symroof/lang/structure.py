@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sympy
@@ -158,7 +159,7 @@ def _sections(text: str) -> tuple[str, str | None]:
         raise SpecError("a backward section ends the program, with '}' alone on its last line", text,
                         sum(len(line) + 1 for line in lines[:start]))
 
-    def blank(keep) -> str:
+    def blank(keep: Callable[[int, str], bool]) -> str:
         return "\n".join(line if keep(k, line) else " " * len(line) for k, line in enumerate(lines))
 
     shared = ("let ", "mesh ", "#")
