@@ -160,28 +160,23 @@ class Analysis:
     settled_bound: _Part[str | None] = _Part("_bounds")
     achieved_flops_per_s: _Part[sympy.Expr] = _Part("_bounds")
 
-    def limit(self, *dims: object) -> sympy.Expr:
-        """The intensity's limit as the named dims grow together, e.g. `limit("D", "F")`.
+    # limit, threshold and granularity are the parts' own, read through with their
+    # docstrings (as `_Part` reads the quantities')
 
-        Warns (SymroofWarning) where the limit depends on how they grow.
-        """
+    def limit(self, *dims: object) -> sympy.Expr:
         return self._bounds.limit(*dims)
 
-    def threshold(self, dim: object, grow: str | Iterable[str] | None = None) -> Threshold:
-        """Solve for the sizes of `dim` that make the analysis compute-bound: T_math above
-        T_comms (HBM), and on a mesh with collectives, above T_network too (`.network`,
-        taken in the bandwidth-bound regime).
+    limit.__doc__ = Bounds.limit.__doc__
 
-        Gives the rule (the other named dims without a size taken to infinity together, as
-        the book does; or only the dims in `grow`, given here or to `analyze`, the others
-        kept as symbols) and the exact value at the other dims' sizes, or an expression in
-        them with the condition under which it exists.
-        """
+    def threshold(self, dim: object, grow: str | Iterable[str] | None = None) -> Threshold:
         return self._bounds.threshold(dim, grow)
 
+    threshold.__doc__ = Bounds.threshold.__doc__
+
     def granularity(self, dim: object) -> int:
-        """The step a dim's size moves in: the chips that split it (1 where no axis does)."""
         return self._sized.granularity(dim)
+
+    granularity.__doc__ = Sized.granularity.__doc__
 
     def substitute(self, expr: sympy.Expr) -> sympy.Expr:
         """An expression in the program's dims with this analysis's sizes put in (a step's

@@ -160,9 +160,10 @@ class Imported:
         """The program resolved from its objects (no text read), once however often it is analysed."""
         return read_source(self.converted.program())
 
-    @property
+    @functools.cached_property
     def analysis(self) -> Analysis:
-        """The program's analysis, as `symroof.analyze` gives one (counts only: no chip)."""
+        """The program's analysis, as `symroof.analyze` gives one (counts only: no chip),
+        made once: `to_dict` and the LaTeX read the same one."""
         return self.model().analysis
 
     def to_dict(self, limit: str | Iterable[str] | None = None, solve: str | None = None) -> dict:
