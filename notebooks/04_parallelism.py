@@ -57,8 +57,7 @@ def show(ax):
 # %%
 import re
 
-from symroof.models import planner
-from symroof.models import strategy_costs as model_strategy
+from symroof.models import planner, strategy_costs
 
 NAME, CHIP, CONTEXT = "llama-3-70b", "tpu-v5p", 4096
 SEQUENCES = 256
@@ -106,7 +105,7 @@ for reason, strategies in set_aside.items():
 best = p.ranked[0]
 m = best.model
 groups = {}
-for c in model_strategy.collectives(m):
+for c in strategy_costs.collectives(m):
     key = ("backward" if c.backward else "forward", c.kind, c.axes,
            "params/grads: overlaps" if c.overlaps else "activations: exposed")
     count, moved, seconds = groups.get(key, (0, 0, 0))
@@ -117,7 +116,7 @@ for (which, kind, axes, what), (count, moved, seconds) in groups.items():
     print(f"  {which:8} {int(count):4} x {kind:13} over {axes}  {float(moved) / 1e9:7.1f} GB  "
           f"{float(seconds) * 1e3:7.1f} ms  ({what})")
 a = m.step_analysis
-split = model_strategy.times(m)
+split = strategy_costs.times(m)
 print()
 print(f"T_math {float(a.t_math):.3f} s   T_HBM {float(a.t_comms):.3f} s   T_network {float(a.t_network):.3f} s "
       f"(overlapped {float(split['t_network_overlapped']):.3f} s, exposed {float(split['t_network_exposed']):.3f} s)")
@@ -159,7 +158,7 @@ from symroof.ir import MeshAxis
 
 C, W_ici, C_vec = (figure_symbol(f) for f in ("peak", "ici_bw", "vector"))
 sym = symroof.model(NAME, "train", chip="symbolic", sizes={"B": SEQUENCES, "T": CONTEXT}, strategy=best.text)
-rule = model_strategy.thresholds(sym, dict(sym.options.strategy))["fsdp"]["per_chip_tokens"]
+rule = strategy_costs.thresholds(sym, dict(sym.options.strategy))["fsdp"]["per_chip_tokens"]
 print("per-chip tokens >", rule)
 r = sympy.Symbol("r", positive=True)               # C / C_vec
 share = sympy.simplify((rule * W_ici / C).subs(C_vec, C / r))
@@ -204,9 +203,9 @@ print(f"{'strategy':14} {'tp ratio':>9} {'x tp':>6} {'t_step':>9} {'t_step_expos
 for tp in (2, 4, 8):
     run = symroof.model(NAME, "train", chip=CHIP, sizes={"B": SEQUENCES, "T": CONTEXT},
                         strategy=f"fsdp={256 // tp},tp={tp}")
-    ratio = model_strategy.thresholds(run, dict(run.options.strategy))["tp"]["ratio"]
+    ratio = strategy_costs.thresholds(run, dict(run.options.strategy))["tp"]["ratio"]
     print(f"fsdp={256 // tp},tp={tp:<3} {float(ratio):9.2f} {float(ratio * tp):6.1f} {float(run.t_step):7.3f} s "
-          f"{float(model_strategy.times(run)['t_step_exposed']):13.3f} s {float(run.hbm_per_chip) / 1e9:6.1f} GB")
+          f"{float(strategy_costs.times(run)['t_step_exposed']):13.3f} s {float(run.hbm_per_chip) / 1e9:6.1f} GB")
 
 # %% [markdown]
 # tp past 8 is not an option for this model: it has 8 KV heads, and the planner's
@@ -273,10 +272,10 @@ for schedule in ("gpipe", "1f1b", "interleaved"):
     for M in (8, 16, 32):
         run = symroof.model(NAME, "train", chip=CHIP, sizes={"B": SEQUENCES, "T": CONTEXT},
                             strategy="fsdp=8,pp=8,tp=4", microbatches=M, schedule=schedule)
-        f = model_strategy.report(run)
+        f = strategy_costs.report(run)
         print(f"{schedule:12} {M:3} {float(f['bubble_fraction']):7.1%} {float(run.t_step):7.3f} s "
               f"{float(f['t_step_exposed']):13.3f} s {float(run.hbm_per_chip) / 1e9:6.1f} GB")
-pp = model_strategy.thresholds(run, dict(run.options.strategy))["pp"]
+pp = strategy_costs.thresholds(run, dict(run.options.strategy))["pp"]
 print("microbatches for a bubble under 10% and 5% (interleaved, 2 chunks):", pp["microbatches_for_bubble"])
 
 # %% [markdown]
@@ -301,7 +300,7 @@ print("microbatches for a bubble under 10% and 5% (interleaved, 2 chunks):", pp[
 print(f"{'strategy':10} {'HBM/chip':>9} {'t_step':>9} {'exposed':>9} {'AllToAll':>9}")
 for strategy in ("tp=8", "ep=8", "tp=2,ep=4", "tp=4,ep=2"):
     run = symroof.model("mixtral-8x7b", "decode", chip="h100", sizes={"B": 64, "S": 4096}, strategy=strategy)
-    f = model_strategy.report(run)
+    f = strategy_costs.report(run)
     exchange = sum(float(c.time) for c in f["collectives"] if c.kind == "AllToAll")
     print(f"{strategy:10} {float(run.hbm_per_chip) / 1e9:6.1f} GB {float(run.t_step) * 1e3:6.2f} ms "
           f"{float(f['t_step_exposed']) * 1e3:6.2f} ms {exchange * 1e6:6.1f} us")

@@ -38,8 +38,7 @@ from ..render.chip_card import estimates_text
 from ..render.json_report import json_value
 from ..render.tex import tex_number, tex_words
 from ..show import number, seconds, wrapped
-from . import kinds
-from . import strategy_costs as model_strategy
+from . import kinds, strategy_costs
 from .catalogue import get_model
 from .decls import OPTIMIZER_BYTES
 from .report import CONVENTIONS, model
@@ -60,11 +59,11 @@ class Candidate:
 
     @property
     def thresholds(self) -> dict:
-        """Its thresholds (model_strategy.thresholds), worked out when first asked for: they
+        """Its thresholds (strategy_costs.thresholds), worked out when first asked for: they
         cost a costed candidate's time again, and a plan shows only its best few."""
         assert self.model is not None, "a candidate set aside has no thresholds"
         if self._thresholds is None:
-            self._thresholds = model_strategy.thresholds(self.model, dict(self.model.options.strategy))
+            self._thresholds = strategy_costs.thresholds(self.model, dict(self.model.options.strategy))
         return self._thresholds
 
     @property
@@ -110,7 +109,7 @@ class Candidate:
         for kind, entry in self.thresholds.items():
             tokens = entry.get("per_chip_tokens")
             if tokens is not None:
-                now = entry.get("now", model_strategy.tokens_per_chip(self.model))
+                now = entry.get("now", strategy_costs.tokens_per_chip(self.model))
                 out.append(f"{kind} {number(now, 4)}/{number(tokens, 4)}"
                            + (f" x{number(entry['exchange_ratio'], 3)}" if entry.get("exchange_ratio") else ""))
             elif entry.get("ratio") is not None:
@@ -361,7 +360,7 @@ def _pruned(sizes: dict[str, int], shape: dict[str, int], sequences: int, params
 
 def _cost(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr) -> None:
     """Cost a candidate; where plain data parallelism does not fit in training, the same split
-    with ZeRO-1, then ZeRO-2 (the same step time, less memory: model_strategy costs them alike).
+    with ZeRO-1, then ZeRO-2 (the same step time, less memory: strategy_costs costs them alike).
     A figure the chip lacks for it (a pipeline's sends over a network with no bandwidth) or a
     mesh past the chip's domain sets it aside, saying so. `run` makes the model (the plan's
     name, mode, chip, batch and options) under a strategy."""
@@ -377,7 +376,7 @@ def _cost(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr) -
             return
         # a pipeline's slowest stage
         analysis = costed.step_analysis if costed.pipeline is None else costed.pipeline.last.step_analysis
-        found = model_strategy.times(costed)
+        found = strategy_costs.times(costed)
         network = analysis.t_network if costed.pipeline is None else \
             found["t_network_overlapped"] + found["t_network_exposed"]
         roofs = {"compute": analysis.t_math, "HBM": analysis.t_comms, "network": analysis.t_network}
@@ -440,7 +439,7 @@ def why(planned: Plan) -> str:
     for kind, entry in best.thresholds.items():
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
-            now = entry.get("now", model_strategy.tokens_per_chip(best.model))
+            now = entry.get("now", strategy_costs.tokens_per_chip(best.model))
             text.append(f"{kind} per-chip tokens {float(now):.4g} {'>' if now > tokens else '<'} "
                         f"threshold {float(tokens):.4g}")
     ties = [other for other in ranked[1:] if other.figures["t_step_exposed"] == figures["t_step_exposed"]

@@ -21,8 +21,7 @@ from ..render.json_report import json_value
 from ..render.tex import TexPrinter, tex_name, tex_words
 from ..roofline.solve import Region
 from ..show import beside, human, number, pretty, seconds, wrapped
-from . import kinds, pipeline
-from . import strategy_costs as model_strategy
+from . import kinds, pipeline, strategy_costs
 from .catalogue import get_model
 from .decls import MODEL_QUANTITY, Options
 from .strategies import Strategy, strategy_of
@@ -250,7 +249,7 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
             where = "each chip of the mesh" if model.structured.program.mesh is not None else \
                 f"{model.options.chips} chip{'s' if model.options.chips > 1 else ''}"
             out.append(("max_batch", f"{largest}: the largest B whose memory fits {where} at 0.9 of HBM"))
-    out += model_strategy.rows(model, lambda v: beside(v, "") if v.is_Integer else pretty(v) if not v.is_number
+    out += strategy_costs.rows(model, lambda v: beside(v, "") if v.is_Integer else pretty(v) if not v.is_number
                                else number(v, 4), lambda t: _shown(t, "s"))
     if model.options.mode == "decode" and model.machine is not None:
         for with_kv in (True, False):
@@ -341,6 +340,6 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
             region = model.decode_batch(with_kv)
             out["decode_batch" + ("" if with_kv else "_no_kv")] = {
                 "kind": region.kind, "root": json_value(region.root) if region.root is not None else None}
-    out.update(model_strategy.as_json(model, json_value))
+    out.update(strategy_costs.as_json(model, json_value))
     out["conventions"] = CONVENTIONS
     return out

@@ -22,7 +22,7 @@ from symroof.errors import HardwareError
 from symroof.hardware.chips import get_chip, load_hardware
 from symroof.hardware.topology import lay_out, placement
 from symroof.ir import MeshAxis
-from symroof.models import strategy_costs as model_strategy
+from symroof.models import strategy_costs
 from symroof.resources import resource_path
 from symroof.roofline.collectives import time
 
@@ -131,8 +131,8 @@ def test_the_slice_reaches_models_and_the_planner():
     # the gathers' bandwidth over three rings in place of two: network time 2/3 of what it was
     # (the latency floors aside), and so the FSDP threshold
     assert on_slice.step_analysis.t_network < on_pod.step_analysis.t_network
-    pod_threshold = model_strategy.thresholds(on_pod, {"fsdp": "Z"})["fsdp"]["per_chip_tokens"]
-    slice_threshold = model_strategy.thresholds(on_slice, {"fsdp": "Z"})["fsdp"]["per_chip_tokens"]
+    pod_threshold = strategy_costs.thresholds(on_pod, {"fsdp": "Z"})["fsdp"]["per_chip_tokens"]
+    slice_threshold = strategy_costs.thresholds(on_slice, {"fsdp": "Z"})["fsdp"]["per_chip_tokens"]
     assert slice_threshold == pod_threshold * sympy.Rational(2, 3)
 
 

@@ -13,8 +13,7 @@ import symroof
 from symroof.cli.command import main
 from symroof.errors import SpecError
 from symroof.hardware.chips import get_chip
-from symroof.models import planner, templates
-from symroof.models import strategy_costs as model_strategy
+from symroof.models import planner, strategy_costs, templates
 from symroof.models.catalogue import get_model
 from symroof.models.strategies import parse_strategy
 
@@ -47,7 +46,7 @@ def _all_to_all(V, n: int, chip: str, network: str = "ici"):
 def test_each_layer_sends_its_tokens_to_their_experts_and_back(chip):
     n, B, T = 8, 8, 4096
     m = symroof.model("mixtral-8x7b", "train", chip, {"B": B, "T": T}, strategy=f"ep={n}")
-    rows = model_strategy.collectives(m)
+    rows = strategy_costs.collectives(m)
     exchanges = [c for c in rows if c.kind == "AllToAll"]
     # each chip's block: its B*T/n tokens, each sent to its A experts, D wide in bf16
     V = B * T // n * A * D * 2
@@ -56,11 +55,11 @@ def test_each_layer_sends_its_tokens_to_their_experts_and_back(chip):
     # remat full (the default): the backward recomputes each block's forward, its exchanges too
     assert sum(c.count for c in exchanges if c.when == "recompute") == 2 * L
     assert all(c.bytes == V and not c.overlaps for c in exchanges)     # on the critical path
-    t = model_strategy.thresholds(m, {"ep": "M"})["ep"]
+    t = strategy_costs.thresholds(m, {"ep": "M"})["ep"]
     assert sum(c.time for c in exchanges) == 6 * L * _all_to_all(V, n, chip)
     assert t["exchange_ratio"] == m.step_analysis.t_math / (6 * L * _all_to_all(V, n, chip))
     kept = symroof.model("mixtral-8x7b", "train", chip, {"B": B, "T": T}, strategy=f"ep={n}", remat="none")
-    assert sum(c.count for c in model_strategy.collectives(kept) if c.kind == "AllToAll") == 4 * L
+    assert sum(c.count for c in strategy_costs.collectives(kept) if c.kind == "AllToAll") == 4 * L
     # every chip holds the attention and the router whole, and an nth of the experts
     assert m.weight_bytes == 2 * (_params() - EXPERT_PARAMS) + 2 * EXPERT_PARAMS // n
     plain = symroof.model("mixtral-8x7b", "train", chip, {"B": B, "T": T})
@@ -74,7 +73,7 @@ def test_past_a_node_the_exchange_runs_on_the_scale_out_network():
     B, T = 4, 4096
     m = symroof.model("mixtral-8x7b", "train", "h100", {"B": B, "T": T}, strategy="ep=2,tp=8")
     assert [(a.name, a.size, a.link) for a in m.step_analysis.mesh.axes] == [("U", 2, "dcn"), ("Y", 8, "ici")]
-    exchanges = [c for c in model_strategy.collectives(m) if c.kind == "AllToAll"]
+    exchanges = [c for c in strategy_costs.collectives(m) if c.kind == "AllToAll"]
     V = B * T // 2 * A * D * 2  # the tokens split over ep only: tp holds them whole
     assert all(c.bytes == V and c.axes == "U" for c in exchanges)
     # forward, backward and recomputed (remat full), each layer's dispatch and combine
@@ -83,7 +82,7 @@ def test_past_a_node_the_exchange_runs_on_the_scale_out_network():
 
 def test_the_experts_gradients_are_summed_over_the_data_axes_only():
     m = symroof.model("mixtral-8x7b", "train", "tpu-v5p", {"B": 16, "T": 4096}, strategy="dp=2,ep=4")
-    reduced = [c for c in model_strategy.collectives(m) if c.kind == "AllReduce"]
+    reduced = [c for c in strategy_costs.collectives(m) if c.kind == "AllReduce"]
     over_dp = sum(c.bytes * c.count for c in reduced if c.axes == "X")
     over_both = sum(c.bytes * c.count for c in reduced if set(c.axes) == {"X", "M"})
     assert over_dp == 2 * EXPERT_PARAMS // 4   # each chip's experts' gradients, copied over dp only
@@ -95,10 +94,10 @@ def test_decode_sends_once_each_way_and_the_ratio_does_not_move_with_the_batch()
     ratios = []
     for B in (64, 256):
         m = symroof.model("mixtral-8x7b", "decode", "h100", {"B": B, "S": 4096}, strategy="ep=8")
-        exchanges = [c for c in model_strategy.collectives(m) if c.kind == "AllToAll"]
+        exchanges = [c for c in strategy_costs.collectives(m) if c.kind == "AllToAll"]
         assert sum(c.count for c in exchanges) == 2 * L and not any(c.backward for c in exchanges)
         assert all(c.bytes == B // 8 * A * D * 2 for c in exchanges)
-        ratios.append(model_strategy.thresholds(m, {"ep": "M"})["ep"]["exchange_ratio"])
+        ratios.append(strategy_costs.thresholds(m, {"ep": "M"})["ep"]["exchange_ratio"])
     assert ratios[0] == ratios[1]  # a decode step's work and its exchange both grow as the batch
 
 
@@ -112,7 +111,7 @@ def test_the_batch_threshold_weighs_the_gradients_the_expert_axis_sums():
     # by hand: the gradients of every weight but the experts', all-reduced over the v5p ring of 8
     # (twice an AllGather's V / W_bidi); the experts' are each chip's own
     grads = 2 * 2 * (_params() - EXPERT_PARAMS) / chip.figure("interconnect.link_bandwidth_bidi_bytes_per_s")
-    threshold = model_strategy.thresholds(m, {"ep": "M"})["ep"]["per_chip_tokens"]
+    threshold = strategy_costs.thresholds(m, {"ep": "M"})["ep"]["per_chip_tokens"]
     assert sympy.simplify(threshold - grads / per_token) == 0
 
 
@@ -151,7 +150,7 @@ def test_expert_parallelism_keeps_the_work(ep, dp, tp, fsdp, mode):
     if tp == 1:  # nothing is replicated: every chip does an equal share
         assert m.model_analysis.flops * ep * dp * fsdp == plain.analysis.flops * (3 if mode == "train" else 1)
         assert m.step_analysis.flops * ep * dp * fsdp == plain.step_analysis.flops  # what is recomputed too
-    exchanges = [c for c in model_strategy.collectives(m) if c.kind == "AllToAll"]
+    exchanges = [c for c in strategy_costs.collectives(m) if c.kind == "AllToAll"]
     assert bool(exchanges) == (ep > 1)
     if ep > 1:  # each chip's tokens, each to its A experts: the tokens split over dp, fsdp and ep
         assert all(c.bytes == 32 * 2048 // (dp * fsdp * ep) * A * D * 2 for c in exchanges)

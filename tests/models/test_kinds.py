@@ -13,8 +13,7 @@ import pytest
 import symroof
 from symroof.cli.command import main
 from symroof.errors import SpecError
-from symroof.models import kinds
-from symroof.models import strategy_costs as model_strategy
+from symroof.models import kinds, strategy_costs
 from symroof.models.strategies import parse_strategy
 
 SIZES = {"B": 16, "T": 4096}
@@ -75,10 +74,10 @@ def test_a_declared_kind_is_taken_and_costed_as_the_kind_it_copies(copied: kinds
             dp = symroof.model(name, mode, "h100", SIZES, strategy="dp=4,tp=2")
             assert made.quantities() == dp.quantities()
             assert made.t_step == dp.t_step
-            assert [(c.kind, c.axes, c.bytes, c.count, c.time) for c in model_strategy.collectives(made)] == \
-                [(c.kind, c.axes, c.bytes, c.count, c.time) for c in model_strategy.collectives(dp)]
-            ours = model_strategy.thresholds(made, {"xdp": "X", "tp": "Y"})
-            theirs = model_strategy.thresholds(dp, {"dp": "X", "tp": "Y"})
+            assert [(c.kind, c.axes, c.bytes, c.count, c.time) for c in strategy_costs.collectives(made)] == \
+                [(c.kind, c.axes, c.bytes, c.count, c.time) for c in strategy_costs.collectives(dp)]
+            ours = strategy_costs.thresholds(made, {"xdp": "X", "tp": "Y"})
+            theirs = strategy_costs.thresholds(dp, {"dp": "X", "tp": "Y"})
             assert ours.pop("xdp") == theirs.pop("dp") and ours == theirs
             assert ours["step"]["per_chip_tokens"] is not None  # a batch threshold: it splits the batch
     # and from the command, as the user gives it

@@ -14,8 +14,7 @@ import symroof
 from symroof.cli.command import main
 from symroof.errors import SpecError
 from symroof.hardware.chips import get_chip
-from symroof.models import pipeline
-from symroof.models import strategy_costs as model_strategy
+from symroof.models import pipeline, strategy_costs
 from symroof.models.catalogue import get_model
 
 CONFIG = get_model("llama-3-8b")
@@ -34,7 +33,7 @@ def test_the_bubble_is_p_minus_1_over_m_plus_p_minus_1(schedule, bubble):
     m = symroof.model("llama-3-8b", "train", "tpu-v5p", {"B": 16, "T": 1024}, strategy="pp=4", microbatches=8,
                       schedule=schedule)
     assert m.pipeline.bubble_fraction == bubble  # (P - 1)/(v M + P - 1), P = 4, M = 8
-    found = model_strategy.report(m)
+    found = strategy_costs.report(m)
     assert found["bubble_fraction"] == bubble
     # the step: (M + (P - 1)/v) slots of the slower end stage's microbatch, then the exposed sends
     first, last = m.pipeline._slots
@@ -79,11 +78,11 @@ def test_sends_between_stages_by_hand_on_a_torus_and_across_gpu_nodes():
     assert [(a.name, a.size, a.link) for a in mesh.axes if a.name in h100.pipeline.axes] == [("J", 2, "dcn")]
     nic = get_chip("h100").figure("scaleout.bandwidth_one_way_bytes_per_s_per_chip")
     assert h100.pipeline.t_send == 32 // 8 * 1024 * D * 2 / nic
-    sends = [c for c in model_strategy.collectives(h100) if c.kind == "Send"]
+    sends = [c for c in strategy_costs.collectives(h100) if c.kind == "Send"]
     assert [(c.backward, c.count) for c in sends] == [(False, 8), (True, 8)]  # each microbatch, each way
     # the fill and the drain expose 2 (P - 1) of them
     first, last = h100.pipeline._slots
-    assert model_strategy.times(h100)["t_step_exposed"] == \
+    assert strategy_costs.times(h100)["t_step_exposed"] == \
         (8 + 1) * sympy.Max(first["slot"], last["slot"]) + 2 * h100.pipeline.t_send
 
 
@@ -92,16 +91,16 @@ def test_data_parallel_reductions_come_once_a_step(chip):
     # each of the last stage's parameters is all-reduced once a step, however many
     # microbatches: 2 bytes each, V the whole gradient
     m = symroof.model("llama-3-8b", "train", chip, {"B": 64, "T": 1024}, strategy="dp=4,pp=4", microbatches=8)
-    rows = [c for c in model_strategy.collectives(m) if c.kind == "AllReduce"]
+    rows = [c for c in strategy_costs.collectives(m) if c.kind == "AllReduce"]
     last_params = L // 4 * _block_params() + D + D * V
     assert sum(c.bytes * c.count for c in rows) == 2 * last_params
     # with sequence parallelism too, the gradients are summed over both axes, once a step
     both = symroof.model("llama-3-8b", "train", chip, {"B": 64, "T": 1024}, strategy="dp=2,sp=2,pp=4",
                          microbatches=8)
-    reduced = [c for c in model_strategy.collectives(both) if c.kind == "AllReduce"]
+    reduced = [c for c in strategy_costs.collectives(both) if c.kind == "AllReduce"]
     assert {c.axes for c in reduced} == {"XI"} and sum(c.bytes * c.count for c in reduced) == 2 * last_params
     # the threshold: M microbatches' T_math against one reduction
-    entry = model_strategy.thresholds(m, dict(m.options.strategy))["dp"]
+    entry = strategy_costs.thresholds(m, dict(m.options.strategy))["dp"]
     t_math = m.pipeline.last.step_analysis.t_math
     assert entry["ratio"] == 8 * t_math / sum(c.time for c in rows)
 
@@ -122,7 +121,7 @@ def test_the_stages_together_do_the_whole_models_work(P, M, tp):
 
 def test_pipeline_thresholds_and_microbatches_for_a_bubble():
     m = symroof.model("llama-3-8b", "train", "h100", {"B": 64, "T": 1024}, strategy="pp=8", microbatches=16)
-    entry = model_strategy.thresholds(m, dict(m.options.strategy))["pp"]
+    entry = strategy_costs.thresholds(m, dict(m.options.strategy))["pp"]
     for bubble, fewest in entry["microbatches_for_bubble"].items():
         f = sympy.Rational(bubble)
         assert pipeline.bubble_fraction(8, fewest, pipeline.Schedule("1f1b")) <= f

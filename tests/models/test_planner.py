@@ -13,8 +13,7 @@ import pytest
 import symroof
 from symroof.cli.command import main
 from symroof.hardware.chips import get_chip
-from symroof.models import planner
-from symroof.models import strategy_costs as model_strategy
+from symroof.models import planner, strategy_costs
 from symroof.models.catalogue import get_model
 
 
@@ -54,7 +53,7 @@ def test_a_batch_too_small_for_fsdp_alone_loses_to_a_mixed_strategy():
     # per-chip tokens where the step's T_math reaches t_net: 3x the forward's, and flash
     # attention's scores again in the backward
     threshold = t_net / by_hand.step_t_math("llama-3-8b", "tpu-v5p", 1024, "none") * 1024
-    found = model_strategy.thresholds(fsdp.model, {"fsdp": "Z"})["fsdp"]["per_chip_tokens"]
+    found = strategy_costs.thresholds(fsdp.model, {"fsdp": "Z"})["fsdp"]["per_chip_tokens"]
     assert found == threshold and threshold > 1024  # so FSDP alone is network-bound ...
     assert fsdp.figures["bound"] == "network"
     best = p.ranked[0]
@@ -62,7 +61,7 @@ def test_a_batch_too_small_for_fsdp_alone_loses_to_a_mixed_strategy():
     assert "wins" in planner.why(p) and best.text in planner.why(p)
     # remat full recomputes each layer's forward: work enough that FSDP alone hides its collectives
     recomputing = symroof.model("llama-3-8b", "train", "tpu-v5p", {"B": 256, "T": 1024}, strategy="fsdp=256")
-    again = model_strategy.thresholds(recomputing, {"fsdp": "Z"})["fsdp"]["per_chip_tokens"]
+    again = strategy_costs.thresholds(recomputing, {"fsdp": "Z"})["fsdp"]["per_chip_tokens"]
     assert again == t_net / by_hand.step_t_math("llama-3-8b", "tpu-v5p", 1024, "full") * 1024 < 1024
 
 
@@ -154,7 +153,7 @@ def test_a_pipeline_keeps_the_faster_of_1f1b_and_interleaved(sizes):
     times = {}
     for schedule in ("1f1b", "interleaved"):
         m = symroof.model("llama-2-7b", "train", chip="h100", sizes=batch, strategy=c.strategy, schedule=schedule)
-        times[schedule] = model_strategy.times(m)["t_step_exposed"]
+        times[schedule] = strategy_costs.times(m)["t_step_exposed"]
     assert times["1f1b"] != times["interleaved"]  # a choice to make
     assert c.schedule == min(times, key=times.get)
     assert c.figures["t_step_exposed"] == times[c.schedule]
@@ -179,7 +178,7 @@ def test_a_strategy_over_one_chip_has_no_ratio_and_says_why(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["ranked"][0]["threshold"]["dp"]["ratio"] is None
     m = symroof.model("llama-2-7b", "train", "b200", {"B": 16, "T": 4096}, strategy="dp=1")
-    entry = model_strategy.thresholds(m, {"dp": "X"})["dp"]
+    entry = strategy_costs.thresholds(m, {"dp": "X"})["dp"]
     assert entry["collectives"] > 0 and entry["t_network"] == 0 and entry["ratio"] is None
     assert main(["model", "llama-2-7b", "--chip", "b200", "--strategy", "dp=1", "--set", "B=16,T=4096"]) == 0
     assert "its collectives take no time" in capsys.readouterr().out

@@ -18,8 +18,7 @@ from symroof.lang import syntax
 from symroof.lang.parsing import parse_mesh
 from symroof.lang.source import Program
 from symroof.lang.structure import read_source, read_structured
-from symroof.models import pipeline, planner
-from symroof.models import strategy_costs as model_strategy
+from symroof.models import pipeline, planner, strategy_costs
 from symroof.models.catalogue import get_model, models
 from symroof.models.decls import Options
 from symroof.models.strategies import parse_strategy
@@ -114,7 +113,7 @@ def test_costs_and_collectives_are_the_texts(built, key):
                     for s in (read_source(p), read_structured(str(p))))
     assert direct.params == read.params and direct.params > 0
     assert direct.quantities() == read.quantities()
-    assert model_strategy.collectives(direct) == model_strategy.collectives(read)
+    assert strategy_costs.collectives(direct) == strategy_costs.collectives(read)
 
 
 class _Counted:

@@ -16,7 +16,7 @@ from symroof.cli.command import main
 from symroof.errors import SpecError
 from symroof.hardware.chips import get_chip
 from symroof.hardware.machines import machine
-from symroof.models import strategy_costs as model_strategy
+from symroof.models import strategy_costs
 from symroof.models.catalogue import get_model
 
 NAME, CHIP, B, T = "llama-2-7b", "h100", 1, 4096
@@ -110,11 +110,11 @@ def test_remat_full_is_slower_than_none_and_the_issue_case_differs():
 def test_fsdp_gathers_are_not_repeated_but_tensor_parallel_reductions_are(chip):
     fsdp = symroof.model("llama-3-8b", "train", chip, {"B": 8, "T": 2048}, strategy="fsdp=8")
     # a parameter gathered for the backward serves its recomputation too: nothing moved again
-    assert {c.when for c in model_strategy.collectives(fsdp)} == {"forward", "backward"}
+    assert {c.when for c in strategy_costs.collectives(fsdp)} == {"forward", "backward"}
     assert fsdp.step_analysis.flops * 8 == symroof.model("llama-3-8b", "train", chip,
                                                          {"B": 8, "T": 2048}).step_analysis.flops
     tp = symroof.model("llama-3-8b", "train", chip, {"B": 4, "T": 2048}, strategy="tp=8", remat="save=x,o,h")
-    again = [c for c in model_strategy.collectives(tp) if c.when == "recompute"]
+    again = [c for c in strategy_costs.collectives(tp) if c.when == "recompute"]
     # save=x,o,h: a (attention's projection) and m (the MLP's) are recomputed, each all-reduced
     assert sum(c.count for c in again) == 2 * get_model("llama-3-8b")["sizes"]["L"]
 

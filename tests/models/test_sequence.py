@@ -11,7 +11,7 @@ import symroof
 from symroof.errors import SpecError
 from symroof.hardware.chips import get_chip
 from symroof.ir import dim_symbol
-from symroof.models import strategy_costs as model_strategy
+from symroof.models import strategy_costs
 from symroof.models.catalogue import get_model
 
 S = get_model("llama-3-8b")["sizes"]
@@ -36,7 +36,7 @@ def _gather(V, n: int, chip: str):
 def test_keys_and_values_gathered_and_gradients_reduced_over_the_sequence_axis(chip):
     n, B, T = 8, 2, 8192
     m = symroof.model("llama-3-8b", "train", chip, {"B": B, "T": T}, strategy=f"sp={n}")
-    rows = model_strategy.collectives(m)
+    rows = strategy_costs.collectives(m)
     kv = B * T * K * H * 2  # bf16[B, S, K, H], the whole sequence's keys (or values)
     gathers = [c for c in rows if c.kind == "AllGather"]
     scatters = [c for c in rows if c.kind == "ReduceScatter"]
@@ -49,7 +49,7 @@ def test_keys_and_values_gathered_and_gradients_reduced_over_the_sequence_axis(c
     reduced = [c for c in rows if c.kind == "AllReduce"]
     assert sum(c.bytes * c.count for c in reduced) == 2 * _params()  # each weight's gradient, once
     by_hand = 6 * L * _gather(kv, n, chip) + 2 * _gather(2 * _params(), n, chip)  # AllReduce: RS + AG
-    assert model_strategy.thresholds(m, {"sp": "I"})["sp"]["t_network"] == by_hand
+    assert strategy_costs.thresholds(m, {"sp": "I"})["sp"]["t_network"] == by_hand
     # each chip holds T/n of every sequence: activations an nth
     plain = symroof.model("llama-3-8b", "train", chip, {"B": B, "T": T})
     assert m.activation_bytes == plain.activation_bytes / n
@@ -63,7 +63,7 @@ def test_the_context_threshold_is_where_the_work_outgrows_the_collectives():
     found = []
     for T in (4096, 8192, 16384):
         m = symroof.model("llama-3-8b", "train", "h100", {"B": B, "T": T}, strategy=f"sp={n}")
-        entry = model_strategy.thresholds(m, {"sp": "I"})["sp"]
+        entry = strategy_costs.thresholds(m, {"sp": "I"})["sp"]
         found.append((T // n, entry["context_per_chip"], entry["ratio"]))
     threshold = found[0][1]
     assert all(t == threshold for _, t, _ in found)  # one threshold, whatever T is now
@@ -71,7 +71,7 @@ def test_the_context_threshold_is_where_the_work_outgrows_the_collectives():
         assert (ratio > 1) == (per_chip > threshold)
     at = symroof.model("llama-3-8b", "train", "h100", {"B": B, "T": 8192}, strategy=f"sp={n}")
     free = symroof.model("llama-3-8b", "train", "h100", {"B": B, "T": None}, strategy=f"sp={n}")
-    t_net = sum(c.time for c in model_strategy.collectives(free))
+    t_net = sum(c.time for c in strategy_costs.collectives(free))
     T = dim_symbol("T")
     gap = (free.step_analysis.t_math - t_net).subs(T, threshold * n)
     assert abs(sympy.N(gap / t_net.subs(T, threshold * n), 30)) < 1e-20  # T_math = T_network there
@@ -82,7 +82,7 @@ def test_sequence_parallelism_errors_and_combinations():
     with pytest.raises(SpecError, match="one a sequence"):
         symroof.model("llama-3-8b", "decode", "h100", strategy="sp=2")
     m = symroof.model("llama-3-8b", "prefill", "h100", {"B": 1, "T": 32768}, strategy="sp=8")
-    assert {c.kind for c in model_strategy.collectives(m)} == {"AllGather"}  # serving: no gradients
+    assert {c.kind for c in strategy_costs.collectives(m)} == {"AllGather"}  # serving: no gradients
     both = symroof.model("llama-3-8b", "train", "tpu-v5p", {"B": 8, "T": 8192}, strategy="dp=2,sp=4,tp=2")
     assert both.flops_train == symroof.model("llama-3-8b", "train", "tpu-v5p", {"B": 8, "T": 8192}).flops_train
-    assert model_strategy.tokens_per_chip(both) == 8 * 8192 // (2 * 4)
+    assert strategy_costs.tokens_per_chip(both) == 8 * 8192 // (2 * 4)

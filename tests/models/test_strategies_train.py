@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import symroof
 from symroof.cli.command import main
 from symroof.errors import SpecError
-from symroof.models import strategy_costs as model_strategy
+from symroof.models import strategy_costs
 from symroof.models.catalogue import get_model
 
 CHIPS = ["tpu-v5p", "h100"]  # a 3D torus with wraparound; NVLink nodes of 8 joined by InfiniBand
@@ -36,7 +36,7 @@ def test_data_parallel_all_reduces_each_gradient_once_by_hand(chip, mesh):
     X = int(mesh.split("=")[1].split("@")[0])
     sizes = {"B": 2 * X, "T": 2048}
     m = symroof.model("llama-3-8b", "train", chip=chip, sizes=sizes, strategy="dp=X", mesh=mesh, remat="none")
-    rows = model_strategy.collectives(m)
+    rows = strategy_costs.collectives(m)
     assert {c.kind for c in rows} == {"AllReduce"} and all(c.backward and c.overlaps for c in rows)
     # one AllReduce of each weight's bf16 gradient, as often as the weight is (L for a layer's)
     got = sorted((c.bytes, c.count) for c in rows)
@@ -50,7 +50,7 @@ def test_data_parallel_all_reduces_each_gradient_once_by_hand(chip, mesh):
     # T_math linear in B) reaches the gradients' AllReduces: 3x the forward's, and with remat
     # none only flash attention's recomputed scores and softmax in the backward, each layer
     per_chip_batch = t_net / by_hand.step_t_math("llama-3-8b", chip, 2048, "none")  # sequences a chip holds there
-    found = model_strategy.thresholds(m, {"dp": "X"})["dp"]["per_chip_tokens"]
+    found = strategy_costs.thresholds(m, {"dp": "X"})["dp"]["per_chip_tokens"]
     assert found == per_chip_batch * 2048
 
 
@@ -58,7 +58,7 @@ def test_data_parallel_all_reduces_each_gradient_once_by_hand(chip, mesh):
 def test_fsdp_gathers_twice_and_reduce_scatters_once_a_weight_by_hand(chip):
     s = get_model("llama-3-8b")["sizes"]
     m = symroof.model("llama-3-8b", "train", chip=chip, sizes={"B": 8, "T": 2048}, strategy="fsdp=8")
-    rows = model_strategy.collectives(m)
+    rows = strategy_costs.collectives(m)
     params = get_model("llama-3-8b")["params_published"]
 
     def moved(kind, backward):
@@ -85,7 +85,7 @@ def test_tensor_parallel_training_all_reduces_activations_four_times_a_layer(chi
     L, D, V = s["L"], s["D"], s["V"]
     B, T = 4, 2048
     m = symroof.model("llama-3-8b", "train", chip=chip, sizes={"B": B, "T": T}, strategy="tp=8")
-    rows = model_strategy.collectives(m)
+    rows = strategy_costs.collectives(m)
     # Megatron: forward, the attention output and MLP down projections; backward, the
     # gradients into each sublayer's input (q, k, v at once; the gated MLP's two at once);
     # and once the output layer's (vocabulary split) gradient into the final norm; remat full
@@ -97,10 +97,10 @@ def test_tensor_parallel_training_all_reduces_activations_four_times_a_layer(chi
     one = symroof.analyze("AllReduce_Y bf16[B, T, D] {U_Y} -> bf16[B, T, D]", chip=chip, mesh="Y=8",
                           values={"B": B, "T": T, "D": D}).t_network
     assert m.step_analysis.t_network == (6 * L + 1) * one
-    found = model_strategy.times(m)
+    found = strategy_costs.times(m)
     a = m.step_analysis
     assert found["t_step_exposed"] == max(a.t_math, a.t_comms) + (6 * L + 1) * one
-    ratio = model_strategy.thresholds(m, {"tp": "Y"})["tp"]["ratio"]
+    ratio = strategy_costs.thresholds(m, {"tp": "Y"})["tp"]["ratio"]
     assert ratio == a.t_math / ((6 * L + 1) * one)
     kept = symroof.model("llama-3-8b", "train", chip=chip, sizes={"B": B, "T": T}, strategy="tp=8", remat="none")
     assert kept.step_analysis.t_network == (4 * L + 1) * one  # nothing recomputed: Megatron's four a layer

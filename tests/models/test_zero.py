@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import symroof
 from symroof.errors import SpecError
-from symroof.models import strategy_costs as model_strategy
+from symroof.models import strategy_costs
 
 SIZES = {"B": 16, "T": 4096}
 
@@ -30,11 +30,11 @@ def test_each_stage_splits_what_it_says_and_communicates_as_data_parallelism(nam
         assert (m.weight_bytes, m.grad_bytes, m.optimizer_bytes) == (2 * P, grads, state)
         assert m.hbm_per_chip == dp.hbm_per_chip - (dp.grad_bytes - grads) - (dp.optimizer_bytes - state)
         # a ReduceScatter of the gradients and an AllGather of the updated weights: an AllReduce's time
-        assert [(c.kind, c.bytes, c.count, c.time) for c in model_strategy.collectives(m)] == \
-            [(c.kind, c.bytes, c.count, c.time) for c in model_strategy.collectives(dp)]
+        assert [(c.kind, c.bytes, c.count, c.time) for c in strategy_costs.collectives(m)] == \
+            [(c.kind, c.bytes, c.count, c.time) for c in strategy_costs.collectives(dp)]
         assert m.t_step == dp.t_step
-        entry = model_strategy.thresholds(m, {kind: "X"})[kind]
-        assert entry["per_chip_tokens"] == model_strategy.thresholds(dp, {"dp": "X"})["dp"]["per_chip_tokens"]
+        entry = strategy_costs.thresholds(m, {kind: "X"})[kind]
+        assert entry["per_chip_tokens"] == strategy_costs.thresholds(dp, {"dp": "X"})["dp"]["per_chip_tokens"]
 
 
 def test_a_pipeline_keeps_each_stages_share():

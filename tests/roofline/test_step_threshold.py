@@ -9,7 +9,7 @@ import math
 import pytest
 
 import symroof
-from symroof.models import strategy_costs as model_strategy
+from symroof.models import strategy_costs
 
 
 @pytest.mark.parametrize("chip, strategy, data", [("tpu-v5p", "fsdp=64,tp=4", 64), ("h100", "dp=4,tp=8", 4),
@@ -23,7 +23,7 @@ def test_the_whole_steps_threshold_is_where_the_work_overtakes_every_collective(
     (b1, g1), (b2, g2) = gaps.items()
     root = b1 - g1 * (b2 - b1) / (g2 - g1)
     by_hand = root * T / data  # the tokens a chip holds: the batch over the data-parallel chips
-    step = model_strategy.thresholds(m, dict(m.options.strategy))["step"]
+    step = strategy_costs.thresholds(m, dict(m.options.strategy))["step"]
     assert abs(float(step["per_chip_tokens"] / by_hand) - 1) < 1e-9
     now = 2 * data * T / data
     assert step["max_chips"] == math.floor(m.step_analysis.mesh.chips * now / float(by_hand))
