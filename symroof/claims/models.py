@@ -1,7 +1,7 @@
 """Claims about whole models, and the claims file read (`load_claims`, every claim's shape
 checked, each claim knowing its line). A claim that names `model:` (a models.json id or alias) in
 place of a spec, checked against `symroof.model` in the frame and with the comparisons of
-claims.py (numbers within a relative `tolerance`, expressions exactly).
+check.py (numbers within a relative `tolerance`, expressions exactly).
 
     id: llama-3-70b-kv-cache
     model: llama-3-70b
@@ -40,7 +40,7 @@ from ..lang.sizes import size_value
 from ..models.decls import MODEL_QUANTITY
 from ..models.report import model
 from ..models.whole import Model
-from . import check as claims
+from . import check
 from .check import CaseResult, Outcome
 
 # The keys a model claim may have: a typo (`size:`, or a spec claim's `set:`) is an error,
@@ -59,10 +59,10 @@ class Claim(dict):
 
 
 def check_case(case: object, hardware: str | os.PathLike | None = None) -> CaseResult:
-    """A claim about a model (it names `model:`) or about a spec (claims.check_case)."""
+    """A claim about a model (it names `model:`) or about a spec (check.check_case)."""
     if isinstance(case, Mapping) and "model" in case:
         return check_model_case(case, hardware)
-    return claims.check_case(case, hardware)
+    return check.check_case(case, hardware)
 
 
 def check_model_case(case: Mapping, hardware: str | os.PathLike | None = None) -> CaseResult:
@@ -71,14 +71,14 @@ def check_model_case(case: Mapping, hardware: str | os.PathLike | None = None) -
     def outcomes(expect: Mapping, tolerance: float) -> list[Outcome]:
         m = _model(case, hardware)  # a size for a dim the model lacks is refused there
         names = set(m.structured.program.dims) | {s.name for s in m.structured.relations}
-        return [claims.compared(str(key), _quantity(m, str(key)), value, tolerance, names)
+        return [check.compared(str(key), _quantity(m, str(key)), value, tolerance, names)
                 for key, value in expect.items()]
 
-    return claims.checked(case, outcomes)
+    return check.checked(case, outcomes)
 
 
 def _model(case: Mapping, hardware: str | os.PathLike | None) -> Model:
-    claims.unknown_keys(case, KEYS, "a model claim", {"set": "sizes"})
+    check.unknown_keys(case, KEYS, "a model claim", {"set": "sizes"})
     name = case["model"]
     if not isinstance(name, str) or not name.strip():
         raise SymroofError(f"'model' must name a model in models.json (llama-3-70b), not {name!r}")
@@ -185,15 +185,15 @@ def check_shape(case: Mapping) -> None:
     claim that cannot fail (a tolerance of 1 or more, or infinite; a threshold with nothing
     to compare). `check_case` refuses the same, each claim on its own row."""
     if "model" in case:
-        claims.unknown_keys(case, KEYS, "a model claim", {"set": "sizes"})
+        check.unknown_keys(case, KEYS, "a model claim", {"set": "sizes"})
     else:
-        claims.unknown_keys(case, claims.KEYS, "a claim", {"sizes": "set"})
+        check.unknown_keys(case, check.KEYS, "a claim", {"sizes": "set"})
     if "tolerance" in case:
-        claims.read_tolerance(case["tolerance"])
+        check.read_tolerance(case["tolerance"])
     expect = case.get("expect")
     threshold = expect.get("threshold") if isinstance(expect, Mapping) else None
     if isinstance(threshold, Mapping):
-        claims.threshold_parts(threshold)
+        check.threshold_parts(threshold)
 
 
 class _Loader(yaml.SafeLoader):

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..analysis import Analysis
 from ..errors import SymroofError
-from ..from_jax import importer as jax_import
+from ..from_jax import importer
 from ..hardware.machines import Machine, machine
 from ..render.json_report import json_value
 from ..show import pretty, wrapped
@@ -50,7 +50,7 @@ def add_parser(commands: Commands) -> None:
 
 def run(args: argparse.Namespace) -> str:
     sizes = set_sizes(args.set)
-    imported = jax_import.from_jax(jax_import.load_function(args.target), args.shapes,
+    imported = importer.from_jax(importer.load_function(args.target), args.shapes,
                                    [name for given in args.params for name in given.split(",")])
     if args.xla and imported.dims() and not sizes:
         raise SymroofError(f"--xla compares at concrete sizes: give them with --set "
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> str:
     return _text(args, imported, a, target, check, formulas)
 
 
-def _text(args: argparse.Namespace, imported: jax_import.Imported, a: Analysis, target: Machine | None,
+def _text(args: argparse.Namespace, imported: importer.Imported, a: Analysis, target: Machine | None,
           check: Mapping[str, Any] | None, formulas: Analysis | None) -> str:
     c = imported.converted
     free = ", ".join(f"{k} x {n}" for k, n in sorted(c.layout.items()))

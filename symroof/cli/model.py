@@ -15,7 +15,7 @@ from ..errors import SpecError
 from ..hardware.machines import machine
 from ..lang.sizes import size_value
 from ..lang.structure import read_structured
-from ..models import report as model_report
+from ..models import report
 from ..models.decls import Options
 from ..models.whole import Model
 from ..render.json_report import json_value
@@ -61,7 +61,7 @@ def add_parser(commands: Commands) -> None:
 
 def run(args: argparse.Namespace) -> str:
     target = machine(**machine_kwargs(args))
-    text, about, context = model_report.source(args.name, args.mode, weights=args.weights, kv=args.kv,
+    text, about, context = report.source(args.name, args.mode, weights=args.weights, kv=args.kv,
                                                strategy=args.strategy, mesh=args.mesh, chips=args.chips,
                                                target=target, microbatches=args.microbatches,
                                                schedule=args.schedule, models_file=args.models)
@@ -78,12 +78,12 @@ def run(args: argparse.Namespace) -> str:
         raise SpecError("--batches sweeps one program's batch; a pipeline's batch is its microbatches': give "
                         "--set B=... and --microbatches instead")
     structured = read_structured(text)
-    sizes = model_report.with_defaults(structured, args.mode, context, _sizes(args.set))
+    sizes = report.with_defaults(structured, args.mode, context, _sizes(args.set))
     options = Options(mode=args.mode, chips=args.chips, optimizer=args.optimizer, remat=args.remat, mfu=args.mfu,
                       strategy=tuple(about.get("strategy", {}).items()))
     about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=args.chips)
     # the model symroof.model gives for the same arguments: its report is the one printed
-    found = model_report.assemble(structured, about, stages, target, sizes, options)
+    found = report.assemble(structured, about, stages, target, sizes, options)
     if args.train_tokens and args.mode != "train":
         raise SpecError(f"--train-tokens gives the days to train: it goes with --train, not --{args.mode}")
     if args.remat != "full" and args.mode != "train":
