@@ -41,6 +41,7 @@ from ..roofline.collectives import link
 from ..roofline.solve import cleared, positive_region
 from . import kinds
 from .activations import carries_tokens
+from .strategies import megatron_note
 from .whole import Model
 
 
@@ -257,7 +258,9 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
     found = report(model)
     if not found:
         return []
-    out = [("strategy", ", ".join(f"{kind} over {axes} ({_link(model, axes)})"
+    statements = model.structured.program.statements
+    out = [("strategy", ", ".join(f"{kind} over {axes} ({_link(model, axes)}"
+                                  f"{megatron_note(kind, axes, statements, model.options.mode)})"
                                   for kind, axes in found["strategy"].items()))]
     mesh = model.structured.program.mesh
     laid = placement(mesh.axes, model.machine.chip) if mesh is not None and model.machine is not None else None
