@@ -72,12 +72,16 @@ def test_sends_between_stages_by_hand_on_a_torus_and_across_gpu_nodes():
     assert v5p.pipeline.send_bytes == 32 // 8 * 1024 * D * 2
     assert v5p.pipeline.t_send == v5p.pipeline.send_bytes / link
     # H100: tensor parallelism fills the 8-GPU node, so the 2 stages sit in two nodes and the
-    # sends cross InfiniBand at each GPU's share of its NIC; every tp rank sends the whole input
+    # sends cross InfiniBand at each GPU's share of its NIC; under Megatron sequence parallelism every
+    # tp rank sends its eighth of the microbatch's stream (its tokens), without it the whole input
     h100 = symroof.model("llama-3-8b", "train", "h100", {"B": 32, "T": 1024}, strategy="tp=8,pp=2", microbatches=8)
     mesh = h100.pipeline.last.structured.program.mesh
     assert [(a.name, a.size, a.link) for a in mesh.axes if a.name in h100.pipeline.axes] == [("J", 2, "dcn")]
     nic = get_chip("h100").figure("scaleout.bandwidth_one_way_bytes_per_s_per_chip")
-    assert h100.pipeline.t_send == 32 // 8 * 1024 * D * 2 / nic
+    assert h100.pipeline.t_send * nic == 32 // 8 * 1024 * D * 2 // 8
+    whole = symroof.model("llama-3-8b", "train", "h100", {"B": 32, "T": 1024}, strategy="tp-nosp=8,pp=2",
+                          microbatches=8)
+    assert whole.pipeline.t_send == 32 // 8 * 1024 * D * 2 / nic
     sends = [c for c in strategy_costs.collectives(h100) if c.kind == "Send"]
     assert [(c.backward, c.count) for c in sends] == [(False, 8), (True, 8)]  # each microbatch, each way
     # the fill and the drain expose 2 (P - 1) of them
