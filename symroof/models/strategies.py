@@ -275,9 +275,21 @@ def sequence_parallel_axes(p: Program, strategy: Strategy) -> str:
     axes = names(strategy, lambda k: k.sequence_parallel)
     if not axes:
         return ""
-    shapes: set[tuple[str, ...]] = set()
-    p.mapped(lambda t: shapes.add(t.names) or t)  # type: ignore[func-returns-value]
+    shapes = _shapes(p.items)
     return axes if _STREAM in shapes and not any("C" in s for s in shapes) else ""
+
+
+def _shapes(items: tuple[Item, ...]) -> set[tuple[str, ...]]:
+    """The dims (bare) of every tensor the items' statements read or write, at every depth."""
+    out: set[tuple[str, ...]] = set()
+    for item in items:
+        if isinstance(item, (Repeat, Part, Backward)):
+            out |= _shapes(item.body)
+        elif isinstance(item, Fused):
+            out |= {t.names for s in item.statements for t in s.tensors()}
+        elif isinstance(item, (Contraction, Apply, Collective)):
+            out |= {t.names for t in item.tensors()}
+    return out
 
 
 # the residual stream's shape, and its keys' side (S = T in training and prefill)
