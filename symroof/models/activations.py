@@ -6,7 +6,10 @@ Under "full" and "save=" the statements after the last repeated block, which are
 recomputed, keep what their backward reads: the first one's input and each one's output;
 in a program without a repeated block, nothing is recomputed and every statement keeps its
 output, as under "none".
-On a mesh each is its shard on a chip.
+On a mesh each is its shard on a chip, as the chip holds it once the statement's collectives
+have run (under Megatron sequence parallelism a row-parallel matmul's result is its shard of
+the sequence, reduce-scattered; a collective written as a statement keeps nothing of its own:
+the stream a column-parallel matmul reads whole is gathered again by the backward).
 
 And the other side of the same policy: what the backward pass computes again because it
 was not kept (`recomputed`). "full": every statement of each repeated block, once more (the
