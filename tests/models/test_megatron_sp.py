@@ -184,3 +184,12 @@ def test_with_context_parallelism_the_sequence_splits_over_both() -> None:
 def test_one_tensor_parallelism_at_a_time() -> None:
     with pytest.raises(SpecError, match="tp and tp-nosp are one tensor parallelism.*give one"):
         parse_strategy("tp=4,tp-nosp=2")
+
+
+def test_a_sequence_that_does_not_split_over_tp_says_what_would_work() -> None:
+    with pytest.raises(SpecError, match=r"^T = 1001 does not split evenly over Y \(8 chips\): give a multiple .*"
+                                        r"tp-nosp runs without\)$"):
+        symroof.model("llama-3-8b", "prefill", CHIP, {"B": 1, "T": 1001}, strategy=f"tp={t}").analysis
+    plain = symroof.model("llama-3-8b", "prefill", CHIP, {"B": 1, "T": 1001}, strategy=f"tp-nosp={t}")
+    rows = strategy_costs.collectives(plain)  # without it, T stays whole: two AllReduces a layer
+    assert {c.kind for c in rows} == {"AllReduce"} and sum(c.count for c in rows) == 2 * _sizes("llama-3-8b")["L"]
