@@ -55,12 +55,13 @@ def test_remat_none_keeps_every_tensor_at_its_own_layout_and_how_it_differs_from
     its dropout mask as, the dropout's output 2as), MLP 19h (its input 2h, a 4h GELU's input 8h and
     output 8h, a dropout mask h), the two layer norms' inputs 4h. symroof's block differs: no
     dropout (no masks, no 5as: flash attention keeps no s x s scores, its backward computes them
-    again); grouped KV heads (k and v 0.25h each where Korthikanti's K and V are h each); a SwiGLU
-    MLP of width F = 3.5h with four F-wide tensors (g, u, silu(g), h: 28h, where a 4h GELU has
-    two of 8h each); and "none" keeps every statement's output, so the projections' results a and
-    m (2h each) are counted beside the residuals that read them. The 2h the column-parallel
-    matmuls read whole (gathered) are not kept: the backward gathers them again, as Megatron-LM
-    does."""
+    again); grouped KV heads (8 KV heads for 64 query heads: k and v 0.25h each, where
+    Korthikanti's K and V are 2h each); a SwiGLU MLP of width F = 3.5h with four F-wide tensors
+    (g, u, silu(g), h: 28h, where a 4h GELU has two of 8h each); and "none" keeps every
+    statement's output, so the projections' results a and m (2h each) are counted beside the
+    residuals that read them. The stream the column-parallel matmuls read whole (gathered) is not
+    kept: the backward gathers it again, as Megatron-LM does. Under remat "full" both agree: a
+    layer's input, 2h/t a token (Korthikanti's full recomputation, 2sbh, over t)."""
     s = _sizes("llama-2-70b")
     L, D, V, F, K, H, N = s["L"], s["D"], s["V"], s["F"], s["K"], s["H"], s["N"]
     B, T = 1, 4096
