@@ -362,21 +362,22 @@ def sequence_split(p: Program, strategy: Strategy, backward: bool = False) -> Pr
 
 
 def megatron_note(kind: str, axes: str, statements: Iterable[Statement], mode: str) -> str:
-    """What a strategy's row says of a tensor-parallel kind's sequence parallelism, from the
-    program's statements (`statements`, the IR's): whether T is split over its axes."""
+    """What a strategy's report says of a tensor-parallel kind's sequence parallelism ("" for
+    another kind), from the program's statements (`statements`, the IR's): whether T is split
+    over its axes."""
     declared = kinds.kind(kind)
     if not declared.splits_width:
         return ""
     if not declared.sequence_parallel:
-        return "; no Megatron sequence parallelism: norms and residuals whole on every chip"
+        return "no Megatron sequence parallelism: norms and residuals whole on every chip"
     if mode == "decode":
-        return "; no Megatron sequence parallelism in decode: one token a sequence"
+        return "no Megatron sequence parallelism in decode: one token a sequence"
     split = any(d.name == "T" and set(axes) <= set(d.axes) for s in statements for t in tensors_of(s) for d in t.dims)
     if not split:
-        return "; no Megatron sequence parallelism: not modelled for a mixture of experts' layers"
+        return "no Megatron sequence parallelism: not modelled for a mixture of experts' layers"
     again = "; the backward gathers each column-parallel matmul's input again for its weights' gradient, " \
             "counted exposed (Megatron-LM overlaps it with the input's gradient)" if mode == "train" else ""
-    return ("; with Megatron sequence parallelism: norms and residuals split over the sequence, each AllReduce a "
+    return ("with Megatron sequence parallelism: norms and residuals split over the sequence, each AllReduce a "
             f"ReduceScatter and an AllGather{again}; tp-nosp runs without")
 
 

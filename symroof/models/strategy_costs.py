@@ -258,9 +258,9 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
     found = report(model)
     if not found:
         return []
-    statements = model.structured.program.statements
+    notes = _notes(model, found["strategy"])
     out = [("strategy", ", ".join(f"{kind} over {axes} ({_link(model, axes)}"
-                                  f"{megatron_note(kind, axes, statements, model.options.mode)})"
+                                  f"{'; ' + notes[kind] if kind in notes else ''})"
                                   for kind, axes in found["strategy"].items()))]
     mesh = model.structured.program.mesh
     laid = placement(mesh.axes, model.machine.chip) if mesh is not None and model.machine is not None else None
@@ -317,12 +317,20 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
     return out
 
 
+def _notes(model: Model, strategy: dict[str, str]) -> dict[str, str]:
+    """What the report says of a kind beside its axes, where it says anything (tp's Megatron
+    sequence parallelism, or its absence)."""
+    statements = model.structured.program.statements
+    notes = {kind: megatron_note(kind, axes, statements, model.options.mode) for kind, axes in strategy.items()}
+    return {kind: note for kind, note in notes.items() if note}
+
+
 def as_json(model: Model, value: Callable[[object], object]) -> dict:
     """A strategy's figures for the JSON report (`value` turns a sympy value into JSON)."""
     found = report(model)
     if not found:
         return {}
-    return {"strategy": found["strategy"],
+    return {"strategy": found["strategy"], "strategy_notes": _notes(model, found["strategy"]),
             "collectives": [{"pass": c.when, "kind": c.kind, "axes": c.axes,
                              "tensor": c.tensor, "bytes": value(c.bytes), "count": value(c.count),
                              "t": value(c.time), "overlaps": c.overlaps} for c in found["collectives"]],

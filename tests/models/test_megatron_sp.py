@@ -170,6 +170,10 @@ def test_the_strategy_row_says_which() -> None:
     assert "no Megatron sequence parallelism in decode" in row("tp=8", "decode")
     assert "no Megatron sequence parallelism: norms and residuals whole" in row("tp-nosp=8")
     assert "not modelled for a mixture of experts" in row("tp=8", name="mixtral-8x7b")
+    # and the JSON report, for scripts
+    m = symroof.model("llama-3-8b", "train", CHIP, {"B": 8, "T": 1024}, strategy="dp=2,tp=4")
+    notes = strategy_costs.as_json(m, str)["strategy_notes"]
+    assert list(notes) == ["tp"] and notes["tp"].startswith("with Megatron sequence parallelism")
 
 
 def test_with_context_parallelism_the_sequence_splits_over_both() -> None:
