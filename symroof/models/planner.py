@@ -7,7 +7,11 @@ time, each with its binding roof and its thresholds.
 Candidates are the factorizations N = dp x fsdp x tp x pp x sp x ep (fsdp and pp in
 training only; ep dividing the experts; sp dividing the context, tried only when the batch
 has fewer sequences than chips). Where plain data parallelism does not fit in training,
-ZeRO-1 and then ZeRO-2 over the same axis are tried: the same time, less memory. Before any is
+ZeRO-1 and then ZeRO-2 over the same axis are tried: the same time, less memory. Where no
+stage fits either, a candidate without a pipeline runs its batch as the fewest microbatches
+that fit (gradient accumulation, accumulation.py: its activations 1/M, the weights read and
+FSDP's gathers M times; ZeRO first because it costs no time), the count worked out from its
+memory at one microbatch, the activations' share of which is linear in the batch. Before any is
 costed, arithmetic on the model's figures prunes those that cannot work: tp must divide
 the KV heads, the MLP width and the vocabulary (Megatron's splits), dp x fsdp the batch of
 sequences; tp must stay inside the chip's fast-link domain (an NVLink node); and memory has

@@ -261,6 +261,8 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
             where = "each chip of the mesh" if model.structured.program.mesh is not None else \
                 f"{model.options.chips} chip{'s' if model.options.chips > 1 else ''}"
             out.append(("max_batch", f"{largest}: the largest B whose memory fits {where} at 0.9 of HBM"))
+    if model.accumulation is not None:
+        out.append(("microbatches", model.accumulation.describe()))
     out += strategy_costs.rows(model, lambda v: beside(v, "") if v.is_Integer else pretty(v) if not v.is_number
                                else number(v, 4), lambda t: _shown(t, "s"))
     if model.options.mode == "decode" and model.machine is not None:
@@ -352,6 +354,8 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
             region = model.decode_batch(with_kv)
             out["decode_batch" + ("" if with_kv else "_no_kv")] = {
                 "kind": region.kind, "root": json_value(region.root) if region.root is not None else None}
+    if model.accumulation is not None:
+        out["accumulation"] = model.accumulation.to_dict(json_value)
     out.update(strategy_costs.as_json(model, json_value))
     out["conventions"] = CONVENTIONS
     return out

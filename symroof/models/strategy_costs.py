@@ -271,8 +271,6 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
         out.append(("", laid))
     if model.pipeline is not None:
         out.append(("pipeline", model.pipeline.describe(show)))
-    if model.accumulation is not None:
-        out.append(("microbatches", model.accumulation.describe()))
     groups: dict[tuple, list] = {}
     for c in found["collectives"]:
         groups.setdefault((c.when, c.kind, c.axes, c.overlaps), []).append(c)
@@ -331,7 +329,6 @@ def as_json(model: Model, value: Callable[[object], object]) -> dict:
         return {}
     acc = model.accumulation
     return {"strategy": found["strategy"],
-            **({"accumulation": acc.to_dict(value)} if acc is not None else {}),
             "collectives": [{"pass": c.when, "kind": c.kind, "axes": c.axes,
                              "tensor": c.tensor, "bytes": value(c.bytes), "count": value(c.count),
                              "t": value(c.time), "overlaps": c.overlaps,
