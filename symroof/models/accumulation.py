@@ -166,9 +166,9 @@ class Accumulation:
         m = self.microbatches
         return (f"{m} microbatch{'es' if m > 1 else ''} of B/{m}, gradients accumulated in place (their own "
                 "buffer and dtype, no second one): activations one microbatch's, weights read and FSDP's gathers "
-                "run every microbatch, FSDP's and ZeRO-2's gradient reduce-scatters too (the gradients kept "
-                "split); the whole gradients' reductions (dp, zero1, sp, ep) once a step, overlapping only the "
-                "last microbatch")
+                "run every microbatch (a stack keeping the gathered weights would not gather again), FSDP's "
+                "and ZeRO-2's gradient reduce-scatters too (the gradients kept split); the whole gradients' "
+                "reductions (dp, zero1, sp, ep) once a step, overlapping only the last microbatch")
 
     def to_dict(self, value: Callable[[object], object]) -> dict[str, object]:
         """The accumulation for the JSON report (`value` turns a sympy value into JSON)."""

@@ -486,7 +486,8 @@ def _no_microbatches(costed: Model, candidate: Candidate, usable: sympy.Expr) ->
     if fixed > usable:
         return f"; {float(fixed) / 1e9:.4g} GB without activations: no microbatch count fits"
     sequences = _replica_sequences(costed, candidate)
-    return f"; even {sequences} microbatches of one sequence do not fit"
+    return f"; even {sequences} microbatches of one sequence do not fit" if sequences > 1 else \
+        "; its replica's one sequence does not fit, and no microbatch is smaller"
 
 
 def _interleaved(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr) -> None:

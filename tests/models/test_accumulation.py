@@ -225,3 +225,20 @@ def test_accumulation_keeps_flops_and_never_raises_memory(case):
     assert acc.hbm_per_chip <= plain.hbm_per_chip
     assert acc.activation_bytes * M == plain.activation_bytes
     assert acc.t_step >= plain.t_step  # the weights read again, never less time
+
+
+def test_planner_says_why_no_microbatch_count_fits():
+    # 8 sequences of 128k tokens on 8 H100s: under dp=8 each chip holds one sequence, whose
+    # activations alone (remat full: 34 layer inputs of T x D bf16 and the T x V bf16 logits)
+    # outgrow what ZeRO-2 leaves of 72 GB: 2 bytes a parameter and (2 + 12) / 8 more
+    s = get_model("llama-3-8b")["sizes"]
+    T, D, V, L = 131072, s["D"], s["V"], s["L"]
+    N = get_model("llama-3-8b")["params_published"]
+    one_sequence = (L + 2) * T * D * 2 + T * V * 2
+    assert one_sequence > 0.9 * 80e9 - (2 + (2 + 12) / 8) * N
+    p = planner.plan("llama-3-8b", "h100", 8, 8 * T, "train", context=T)
+    dp = next(c for c in p.candidates if c.strategy == "dp=8")
+    assert dp.rejected.endswith("its replica's one sequence does not fit, and no microbatch is smaller")
+    # tp=8 keeps the 8 sequences on every chip of the one replica: 8 microbatches of one
+    tp = next(c for c in p.ranked if c.strategy == "tp=8")
+    assert tp.microbatches == 8 and tp.figures["memory_per_chip"] <= 0.9 * 80e9
