@@ -242,3 +242,22 @@ def test_planner_says_why_no_microbatch_count_fits():
     # tp=8 keeps the 8 sequences on every chip of the one replica: 8 microbatches of one
     tp = next(c for c in p.ranked if c.strategy == "tp=8")
     assert tp.microbatches == 8 and tp.figures["memory_per_chip"] <= 0.9 * 80e9
+
+
+def test_thresholds_weigh_each_collective_where_it_runs():
+    M = 4
+    sizes = {"B": 32, "T": 2048}
+    # dp reduces once a step: its threshold is the step's per-chip tokens, as without accumulation,
+    # and M microbatches' work stands against the one reduction
+    plain = symroof.model("llama-2-7b", "train", "h100", sizes, strategy="dp=8")
+    acc = symroof.model("llama-2-7b", "train", "h100", sizes, strategy="dp=8", microbatches=M)
+    before, after = (strategy_costs.thresholds(m, {"dp": "X"})["dp"] for m in (plain, acc))
+    assert after["per_chip_tokens"] == before["per_chip_tokens"] and "now" not in after
+    assert after["ratio"] == before["ratio"]  # T_math is linear in B; the reduction the same
+    # fsdp gathers every microbatch: a microbatch's tokens (32 x 2048 / 8 / 4 a chip) against them
+    fsdp = symroof.model("llama-2-7b", "train", "h100", sizes, strategy="fsdp=8", microbatches=M)
+    entry = strategy_costs.thresholds(fsdp, {"fsdp": "Z"})["fsdp"]
+    assert entry["now"] == 32 * 2048 // 8 // M
+    whole = strategy_costs.thresholds(symroof.model("llama-2-7b", "train", "h100", sizes, strategy="fsdp=8"),
+                                      {"fsdp": "Z"})["fsdp"]
+    assert entry["per_chip_tokens"] == whole["per_chip_tokens"] and entry["ratio"] * M == whole["ratio"]
