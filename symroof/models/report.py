@@ -89,10 +89,7 @@ def assemble(structured: Structured, about: dict, stages: tuple[Program, Program
     schedule = pipeline.parse_schedule(plan["schedule"])
     micro = dict(sizes)
     if "B" in sizes:
-        mesh = structured.program.mesh
-        assert mesh is not None  # a pipeline's strategy writes one
-        replicas = math.prod(mesh.axis(a).number for kind in kinds.where(lambda k: k.splits_batch)
-                             for a in about["strategy"].get(kind.name, ""))
+        replicas = accumulation.replicas(structured, about["strategy"])
         if sizes["B"] % replicas:
             raise SpecError(f"a batch of {sizes['B']} sequences does not split over {replicas} data-parallel "
                             "replicas: give a multiple of them")
