@@ -80,6 +80,8 @@ def collectives(model: Model) -> list[Collective]:
     its last stage's and the sends between stages)."""
     if model.pipeline is not None:
         return model.pipeline.collectives()
+    if model.accumulation is not None:
+        return model.accumulation.collectives()
     a = model.step_analysis
     if a.mesh is None:
         return []
@@ -100,6 +102,8 @@ def times(model: Model) -> dict[str, sympy.Expr]:
     latter exposed (see the module docstring); a pipeline's by its schedule."""
     if model.pipeline is not None:
         return {k: v for k, v in model.pipeline.times.items() if k != "t_step"}
+    if model.accumulation is not None:
+        return {k: v for k, v in model.accumulation.times.items() if k != "t_step"}
     a = model.step_analysis
     rows = collectives(model)
     hidden = sympy.Add(*(c.floored for c in rows if c.overlaps))
@@ -117,6 +121,8 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
         return {}
     if model.pipeline is not None:
         return model.pipeline.thresholds(strategy)
+    if model.accumulation is not None:
+        return model.accumulation.thresholds(strategy)
     rows = collectives(model)
     a = model.step_analysis
     free: Model | None = None  # the model with B a symbol, costed once for the batch thresholds
@@ -273,6 +279,8 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
         zero = "".join(a for k, a in found["strategy"].items() if kinds.kind(k).zero)
         what = "between stages: overlap the next microbatch but in the fill and the drain" if kind == "Send" else \
             "params/grads: can overlap" if overlaps else "activations: on the critical path"
+        if model.accumulation is not None:
+            what += f"; {model.accumulation.note(group[0])}"
         if kind == "AllReduce" and zero and set(zero) & set(axes):
             what += "; ZeRO runs it as a ReduceScatter of the gradients and an AllGather of the updated " \
                     "parameters, in the same time"
@@ -319,10 +327,13 @@ def as_json(model: Model, value: Callable[[object], object]) -> dict:
     found = report(model)
     if not found:
         return {}
+    acc = model.accumulation
     return {"strategy": found["strategy"],
             "collectives": [{"pass": c.when, "kind": c.kind, "axes": c.axes,
                              "tensor": c.tensor, "bytes": value(c.bytes), "count": value(c.count),
-                             "t": value(c.time), "overlaps": c.overlaps} for c in found["collectives"]],
+                             "t": value(c.time), "overlaps": c.overlaps,
+                             **({"every_microbatch": acc.every_microbatch(c)} if acc is not None else {})}
+                            for c in found["collectives"]],
             **{k: value(found[k]) for k in ("t_network_overlapped", "t_network_exposed", "t_comm_exposed",
                                             "t_step_exposed", "memory_per_chip", "bubble_fraction") if k in found},
             "threshold": {kind: {k: _plain(v, value) for k, v in entry.items()}

@@ -136,7 +136,7 @@ def test_pipeline_errors_say_what_would_work(capsys):
              ("pp=4", {"schedule": "interleaved", "microbatches": 6}, "a multiple of pp=4"),
              ("pp=4", {"microbatches": 7}, "do not split the 64 sequences"),
              ("pp=4", {"schedule": "zigzag"}, "gpipe, 1f1b or interleaved"),
-             ("dp=2", {"microbatches": 4}, "go with a pipeline")]
+             ("dp=2", {"schedule": "gpipe"}, "goes with a pipeline")]
     for strategy, extra, message in cases:
         with pytest.raises(SpecError, match=message):
             symroof.model("llama-3-8b", "train", "h100", {"B": 64, "T": 1024}, strategy=strategy, **extra).t_step
