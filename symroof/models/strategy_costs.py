@@ -267,9 +267,11 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
     copied = kv_copies(model)
     if copied:
         axes, count = copied
-        out.append(("", f"KV heads x{count}: each of the {show(model.at(dim_symbol('K')))} KV heads copied on "
-                        f"{count} chips (over {axes}), tp being wider than them; each chip holds its head's K and V "
-                        "weights and cache and computes its projections, its query heads a share of the head's"))
+        heads = model.at(dim_symbol("K"))
+        which = "the one KV head" if heads == 1 else f"each of the {show(heads)} KV heads"
+        out.append(("", f"KV heads x{count}: {which} copied on {count} chips (over {axes}), tp being wider than "
+                        "them; each chip holds its head's K and V weights and cache and computes its projections, "
+                        "its query heads a share of the head's"))
     if model.pipeline is not None:
         out.append(("pipeline", model.pipeline.describe(show)))
     groups: dict[tuple, list] = {}

@@ -13,9 +13,10 @@ import symroof
 from symroof.cli.command import main
 from symroof.errors import SpecError
 from symroof.lang.parsing import parse_mesh
+from symroof.lang.structure import read_source, read_structured
 from symroof.models import kinds, planner, strategy_costs
 from symroof.models.catalogue import get_model
-from symroof.models.strategies import parse_strategy
+from symroof.models.strategies import parse_strategy, strategy_of
 from symroof.models.templates import program
 from symroof.models.whole import Model
 
@@ -168,3 +169,16 @@ def test_the_planner_lets_tp_past_the_kv_heads_through():
     m = symroof.model("llama-3-8b", "train", chip="tpu-v5p", sizes={"B": 16, "T": 8192}, strategy="tp=16")
     assert planner.Candidate({"dp": 1, "tp": 16}, model=m).text == "tp=16 (KV heads x2)"
     assert planner.Candidate({"dp": 1, "tp": 8}).text == "tp=8"
+
+
+@pytest.mark.parametrize("mode", ["train", "prefill", "decode"])
+def test_a_program_with_copies_prints_and_reads_back(mode):
+    found = strategy_of("dp=2,tp=16", None, mode, get_model("llama-3-8b"), 1)
+    assert found == {"dp": (("X", 2, "ici"),), "tp": (("Y", 8, "ici"), ("y", 2, "ici"))}
+    p = program(get_model("llama-3-8b"), mode, strategy=found)
+    assert str(p).splitlines()[1] == "mesh X=2, Y=8, y=2"
+    direct, read = read_source(p), read_structured(str(p))
+    assert direct.program == read.program
+    assert (direct.backward is None) == (read.backward is None) == (mode != "train")
+    if direct.backward is not None and read.backward is not None:
+        assert direct.backward.program == read.backward.program
