@@ -13,10 +13,12 @@ that fit (gradient accumulation, accumulation.py: its activations 1/M, the weigh
 FSDP's gathers M times; ZeRO first because it costs no time), the count worked out from its
 memory at one microbatch, the activations' share of which is linear in the batch. Before any is
 costed, arithmetic on the model's figures prunes those that cannot work: tp must divide
-the KV heads, the MLP width and the vocabulary (Megatron's splits), dp x fsdp the batch of
-sequences; tp must stay inside the chip's fast-link domain (an NVLink node); and memory has
-a floor, the parameters' bytes per chip (with their gradients and optimizer state in
-training, the gradients and optimizer state over dp too, as ZeRO-2 splits them) over fsdp x
+the KV heads, or be a multiple of them dividing the query heads (each KV head then copied,
+as Megatron and vLLM do: "tp=16 (KV heads x2)"), and divide the MLP width and the
+vocabulary (Megatron's splits), dp x fsdp the batch of sequences; tp must stay inside the
+chip's fast-link domain (an NVLink node); and memory has a floor, the parameters' bytes
+per chip (with their gradients and optimizer state in training, the gradients and
+optimizer state over dp too, as ZeRO-2 splits them) over fsdp x
 tp x pp x ep, which no sharding lowers. Each survivor is then costed whole,
 forward and backward, by the sharding engine (strategy_costs.py), and ranked by
 `t_step_exposed`: the roofline step with the activations' collectives on the critical path.
@@ -80,9 +82,12 @@ class Candidate:
 
     @property
     def text(self) -> str:
-        """As the plan shows it: the strategy, a pipeline's schedule where not 1F1B, and the
-        microbatches its gradients are accumulated over where more than one."""
-        return self.strategy + (f" ({self.schedule})" if self.schedule != "1f1b" else "") \
+        """As the plan shows it: the strategy, the KV heads' copies where tp is wider than
+        them, a pipeline's schedule where not 1F1B, and the microbatches its gradients are
+        accumulated over where more than one."""
+        copied = strategy_costs.kv_copies(self.model) if self.model is not None else None
+        return self.strategy + (f" (KV heads x{copied[1]})" if copied else "") \
+            + (f" ({self.schedule})" if self.schedule != "1f1b" else "") \
             + (f", {self.microbatches} microbatches" if self.microbatches > 1 else "")
 
     @property
@@ -345,7 +350,10 @@ def _pruned(sizes: dict[str, int], shape: dict[str, int], sequences: int, params
     width = kinds.where(lambda k: k.splits_width, sizes)
     split = chips(lambda k: k.splits_batch)  # the sequences are split over these
     for kind in width:  # Megatron's splits
-        for dim, what in (("K", "KV heads"), ("F", "MLP width"), ("V", "vocabulary")):
+        if kinds.copies(sizes[kind.name], shape["K"], shape["N"]) is None:
+            return f"{kind.name}={sizes[kind.name]} does not divide the KV heads (K = {shape['K']}), nor is it a " \
+                   f"multiple of them dividing the query heads (N = {shape['N']})"
+        for dim, what in (("F", "MLP width"), ("V", "vocabulary")):
             if shape[dim] % sizes[kind.name]:
                 return f"{kind.name}={sizes[kind.name]} does not divide the {what} ({dim} = {shape[dim]})"
     if sequences % split:

@@ -29,6 +29,7 @@ activations grow with the batch as T_math does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ import sympy
 
 from ..errors import SpecError
 from ..hardware.topology import placement
-from ..ir import dim_symbol
+from ..ir import dim_symbol, tensors_of
 from ..roofline.collectives import link
 from ..roofline.solve import cleared, positive_region
 from . import kinds
@@ -269,6 +270,14 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
     laid = placement(mesh.axes, model.machine.chip) if mesh is not None and model.machine is not None else None
     if laid:
         out.append(("", laid))
+    copied = kv_copies(model)
+    if copied:
+        axes, count = copied
+        heads = model.at(dim_symbol("K"))
+        which = "the one KV head" if heads == 1 else f"each of the {show(heads)} KV heads"
+        out.append(("", f"KV heads x{count}: {which} copied on {count} chips (over {axes}), tp being wider than "
+                        "them; each chip holds its head's K and V weights and cache and computes its projections, "
+                        "its query heads a share of the head's"))
     if model.pipeline is not None:
         out.append(("pipeline", model.pipeline.describe(show)))
     groups: dict[tuple, list] = {}
@@ -322,13 +331,26 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
     return out
 
 
+def kv_copies(model: Model) -> tuple[str, int] | None:
+    """Where tensor parallelism is wider than the KV heads (strategies.py): the axes each KV
+    head is copied over (its query groups G split over them) and how many copies, else None."""
+    mesh = model.structured.program.mesh
+    axes = next((d.axes for s in model.structured.program.statements for t in tensors_of(s) for d in t.dims
+                 if d.name == "G" and d.axes), ())
+    if mesh is None or not axes:
+        return None
+    return "".join(axes), math.prod(mesh.axis(a).number for a in axes)
+
+
 def as_json(model: Model, value: Callable[[object], object]) -> dict:
     """A strategy's figures for the JSON report (`value` turns a sympy value into JSON)."""
     found = report(model)
     if not found:
         return {}
     acc = model.accumulation
+    copied = kv_copies(model)
     return {"strategy": found["strategy"],
+            **({"kv_heads_copied": {"axes": copied[0], "copies": copied[1]}} if copied else {}),
             "collectives": [{"pass": c.when, "kind": c.kind, "axes": c.axes,
                              "tensor": c.tensor, "bytes": value(c.bytes), "count": value(c.count),
                              "t": value(c.time), "overlaps": c.overlaps,
