@@ -52,7 +52,9 @@ def add_parser(commands: Commands) -> None:
                           "sp (context parallelism), ep (a mixture of experts); or dp=X,tp=Y with --mesh")
     cmd.add_argument("--mesh", metavar="AXIS=N,...", help="with --strategy KIND=AXIS: the mesh's axes")
     cmd.add_argument("--microbatches", type=int, metavar="M",
-                     help="with --strategy pp=P: microbatches a step's batch is split into (default 4 x P)")
+                     help="in training, the microbatches a step's batch runs as, their gradients accumulated "
+                          "(a replica's sequences must split into them); with --strategy pp=P, the pipeline's "
+                          "(default 4 x P)")
     cmd.add_argument("--schedule", metavar="NAME",
                      help="with --strategy pp=P: gpipe, 1f1b (default) or interleaved[:CHUNKS] (2 chunks a chip)")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
@@ -78,6 +80,9 @@ def run(args: argparse.Namespace) -> str:
     if args.batches and stages is not None:
         raise SpecError("--batches sweeps one program's batch; a pipeline's batch is its microbatches': give "
                         "--set B=... and --microbatches instead")
+    if args.batches and about.get("microbatches") is not None:
+        raise SpecError("--batches sweeps the batch; --microbatches splits one batch: give --set B=... with "
+                        "--microbatches instead")
     structured = read_structured(text)
     sizes = report.with_defaults(structured, args.mode, context, _sizes(args.set))
     options = Options(mode=args.mode, chips=args.chips, optimizer=args.optimizer, remat=args.remat, mfu=args.mfu,

@@ -16,7 +16,13 @@ writes, block by block in reverse order:
   residual adds) twice: the convention that a backward costs twice its forward;
 * for a parameter no matmul reads (norm scales, biases, embedding tables read by a
   gather), its gradient's reduction written out: ReduceScatter over the FSDP axes where it
-  is split along them, AllReduce over the other batch axes.
+  is split along them, AllReduce over the other batch axes;
+* where tensor parallelism copies each KV head (strategies.py: wider than the KV heads),
+  each copy's k and v gradients hold only its own query heads' share, which the engine
+  cannot see (the attention's backward is written as its forward twice): so the gradient of
+  a KV head's weights (and biases) is all-reduced over the copies' axes, written out, and
+  the input's gradient goes back through q, and through k and v, as two matmuls left
+  unreduced and one AllReduce over every tensor-parallel axis (a fused QKV weight's one).
 
 So a training step's matmul FLOPs are exactly 3x the forward's, as the 6·N·tokens rule has
 them, and its collectives are those of the sharded program, forward and backward.
@@ -45,7 +51,7 @@ from ..lang.source import (
     Repeat,
     Tensor,
 )
-from .strategies import Strategy, is_parameter, names, sequence_parallel_axes
+from .strategies import Strategy, is_parameter, kv_copies, names, sequence_parallel_axes
 
 _LAYOUT = (Blank, Comment, Let, MeshLine)  # lines the backward shares with the forward, or none
 
@@ -54,7 +60,7 @@ def backward(p: Program, strategy: Strategy) -> Program:
     """The backward program of a subscripted forward program (see the module docstring)."""
     body = _body(p.items)
     weights = {m.operands[1].bare for item in _statements(body) if (m := _matmul(item)) is not None}
-    writer = _Writer(strategy, weights, sequence_parallel_axes(p, strategy))
+    writer = _Writer(strategy, weights, kv_copies(p), sequence_parallel_axes(p, strategy))
     out = writer.block(body)
     lets: list[Item] = [Let(((name, expr),)) for name, expr in writer.widths]
     return Program((Backward((*lets, *out), "the backward pass, written by symroof (backward.py)"),))
@@ -91,12 +97,14 @@ def _matmul(item: Item) -> Contraction | None:
 
 
 class _Writer:
-    def __init__(self, strategy: Strategy, matmul_weights: set[Tensor], megatron: str):
+    def __init__(self, strategy: Strategy, matmul_weights: set[Tensor], copies: str = "", megatron: str = ""):
         # the weights' gradients are summed over these: the batch's replicas' axes, then the sequence's
         self.batch = names(strategy, lambda k: k.sums_gradients and not k.splits_sequence) + \
             names(strategy, lambda k: k.sums_gradients and k.splits_sequence)
         self.sequence = names(strategy, lambda k: k.splits_sequence)
         self.fsdp = names(strategy, lambda k: k.splits_params)
+        self.tensor = names(strategy, lambda k: k.splits_width)
+        self.copies = copies  # the axes each KV head is copied over
         self.megatron = megatron  # the tp axes Megatron sequence parallelism splits T over (strategies.sequence_split)
         self.matmul_weights = matmul_weights
         self.widths: list[tuple[str, str]] = []
@@ -150,13 +158,40 @@ class _Writer:
                                    "the gradient of the keys or values")]
             return [_unnamed(item)] * 2
         found = [m for m in matches if m is not None]
-        out: list[Item] = [self._input_grad(found)]
+        out: list[Item] = self._input_grads(found)
         for m in reversed(found):
             a, w = m.operands
             y = _gradient(m.output, a)
             w_names = set(w.names)  # dims a shares with w (an expert's E) are not summed
             batch = tuple(d.name for d in a.dims if d.name not in w_names)
             out.append(Contraction((a, y), (Op("*", batch),), w, "the gradient of a weight"))
+            if self._copied(w):
+                out.append(Collective("AllReduce", (self.copies,), replace(w, unreduced=self.copies), w,
+                                      "a KV head's copies' gradients, each its own query heads' share"))
+        return out
+
+    def _copied(self, tensor: Tensor) -> bool:
+        """A KV head's tensor (K without its query groups G), where each head is copied."""
+        return bool(self.copies) and "K" in tensor.names and "G" not in tensor.names
+
+    def _input_grads(self, matches: list[Contraction]) -> list[Item]:
+        """dA through the weights; where KV heads are copied, q's weight is split over more
+        axes than k's and v's: one matmul through each group, their partial sums kept, and
+        one AllReduce of their sum over all the axes (the copies' k and v gradients are each
+        a share, so they are summed over the copies' axes too)."""
+        groups: dict[str, list[Contraction]] = {}
+        for m in matches:
+            groups.setdefault("".join(d.axes for d in _free(m)), []).append(m)
+        if not self.copies or len(groups) == 1:
+            return [self._input_grad(matches)]
+        out: list[Item] = []
+        for axes, group in groups.items():
+            grad = self._input_grad(group)
+            out.append(replace(grad, output=replace(grad.output, unreduced=axes)))
+        every = "".join(a for a in self.tensor if a in "".join(groups))
+        a = matches[0].operands[0]
+        out.append(Collective("AllReduce", (every,), replace(a, unreduced=every), a,
+                              "the input's gradient through q, k and v, once"))
         return out
 
     def _input_grad(self, matches: list[Contraction]) -> Contraction:
@@ -164,15 +199,13 @@ class _Writer:
         first = matches[0]
         a, w = first.operands
         y = _gradient(first.output, a)
-        # the dims summed, and those the weight shares with its input (a batched matmul's, as
-        # an expert's E): neither is the weight's own, summed in the gradient of the input
-        c = set(first.ops[0].summed) | (set(a.names) & set(w.names))
-        free = [d for d in w.dims if d.name not in c]
+        c = _contracted(first)
+        free = _free(first)
         if len(matches) == 1:
             return Contraction((y, w), (Op("*", tuple(d.name for d in free)),), a, "the gradient of the input")
         sizes, axes = [], set()
         for m in matches:
-            mfree = [d for d in m.operands[1].dims if d.name not in c]
+            mfree = _free(m)
             sizes.append("*".join(d.name for d in mfree) or "1")
             axes |= {"".join(d.axes for d in mfree)}
         name = f"J{len(self.widths) + 1}"
@@ -192,23 +225,37 @@ class _Writer:
         says = "a parameter's gradient"
         for tensor in declared.tensors:
             tensor = tensor.unnamed()
+            copies = self.copies if self._copied(tensor) else ""  # a KV head's bias
             # a norm's scale or a bias that is not split over the tp axes reads each chip's own
             # tokens under Megatron sequence parallelism: its gradient is summed over them too
             sequence = self.megatron if declared.word == "param" and \
                 not any(set(self.megatron) & set(d.axes) for d in tensor.dims) else ""
-            if tensor.bare in self.matmul_weights or not (self.batch or self.fsdp or sequence):
+            if tensor.bare in self.matmul_weights or not (self.batch or self.fsdp or copies or sequence):
                 continue
             split = Dim("D", self.fsdp)
             whole = tensor.with_dims([Dim("D") if d == split else d for d in tensor.dims])
             if self.fsdp and split in tensor.dims:
                 out.append(Collective("ReduceScatter", (*self.fsdp, "D"), replace(whole, unreduced=self.fsdp),
                                       tensor, says))
-                rest, reduced = self.batch + sequence, tensor
+                rest, reduced = self.batch + copies + sequence, tensor
             else:
-                rest, reduced = self.batch + self.fsdp + sequence, whole
+                rest, reduced = self.batch + self.fsdp + copies + sequence, whole
             if rest:
                 out.append(Collective("AllReduce", (rest,), replace(reduced, unreduced=rest), reduced, says))
         return out
+
+
+def _contracted(m: Contraction) -> set[str]:
+    """The dims summed, and those the weight shares with its input (a batched matmul's, as
+    an expert's E): neither is the weight's own, summed in the gradient of the input."""
+    a, w = m.operands
+    return set(m.ops[0].summed) | (set(a.names) & set(w.names))
+
+
+def _free(m: Contraction) -> list[Dim]:
+    """A weight matmul's weight's own dims (its output's width: heads, MLP width, vocabulary)."""
+    c = _contracted(m)
+    return [d for d in m.operands[1].dims if d.name not in c]
 
 
 def _same_input(a: Tensor, b: Tensor) -> bool:

@@ -89,6 +89,14 @@ class Kind:
         return self.splits_params or self.splits_width or self.stages or self.splits_experts
 
     @property
+    def defers_gradients(self) -> bool:
+        """Gradients are summed over its axes that may wait for a step's last microbatch: the
+        weights' over the batch's replicas (`sums_gradients`), and over tp's axes a norm's
+        scale's and a bias's under Megatron sequence parallelism and a copied KV head's
+        weights' (Megatron-LM sums them once a step too)."""
+        return self.sums_gradients or self.splits_width
+
+    @property
     def splits_tokens(self) -> bool:
         """The step's tokens split over its axes (the batch's or each sequence's)."""
         return self.splits_batch or self.splits_sequence
@@ -116,10 +124,38 @@ def _check_experts(axes: tuple[Axis, ...], config: dict) -> None:
                         f"{', '.join(map(str, fits))}")
 
 
+def copies(size: int, kv_heads: int, heads: int) -> int | None:
+    """How many chips hold each KV head when tensor parallelism is `size` chips wide: 1 where
+    `size` divides the KV heads (each chip its own), `size / kv_heads` where it is a multiple
+    of them dividing the query heads (each KV head copied, as Megatron and vLLM do, its query
+    heads split among the copies), None where neither.
+
+    Examples:
+        >>> copies(4, 8, 32), copies(16, 8, 32), copies(12, 8, 32), copies(24, 8, 32)
+        (1, 2, None, None)
+    """
+    if kv_heads % size == 0:
+        return 1
+    return size // kv_heads if size % kv_heads == 0 and heads % size == 0 else None
+
+
+def _check_heads(axes: tuple[Axis, ...], config: dict) -> None:
+    """tp past the KV heads copies them: a multiple of them dividing the query heads (below
+    them, a size not dividing them is refused by the sharded program's own check, pointing
+    at the declaration)."""
+    size, kv_heads, heads = math.prod(n for _, n, _ in axes), config["sizes"]["K"], config["sizes"]["N"]
+    if size > kv_heads and copies(size, kv_heads, heads) is None:
+        fits = [n for n in range(1, heads + 1) if copies(n, kv_heads, heads) is not None]
+        raise SpecError(f"tp={size} does not split the {kv_heads} KV heads and {heads} query heads of "
+                        f"{config['name']}: tp is one of {', '.join(map(str, fits))} (past {kv_heads}, each KV head "
+                        f"copied on tp/{kv_heads} chips)")
+
+
 _TRAINS = "{name} shards the optimizer state (and more) for training; to serve, split the weights with tp " \
           "(tensor) or copy them with dp"
 
-# every letter a template uses as a dim is left out of the axes (M for MoE's experts; U is free too)
+# every letter a template uses as a dim is left out of the axes (M for MoE's experts; U is free too);
+# tp wider than the KV heads copies each on a lowercase axis (strategies.py: y for Y)
 KINDS: tuple[Kind, ...] = (
     Kind("dp", ("data",), "X", "R", 4, called="data", data=True, splits_batch=True, sums_gradients=True,
          listed=True),
@@ -129,11 +165,12 @@ KINDS: tuple[Kind, ...] = (
          modes=("train",), refusal=_TRAINS),
     Kind("fsdp", ("zero3", "zero-3"), "Z", "Q", 3, called="zero3", splits_batch=True, splits_params=True,
          modes=("train",), refusal=_TRAINS, search=4, listed=True),
-    Kind("tp", ("tensor",), "Y", "O", 0, called="tensor", splits_width=True, sequence_parallel=True, search=0,
-         listed=True, ratio_note=" (above 1: compute-bound; the batch does not change it)"),
+    Kind("tp", ("tensor",), "Y", "O", 0, called="tensor", splits_width=True, sequence_parallel=True,
+         check=_check_heads, search=0, listed=True,
+         ratio_note=" (above 1: compute-bound; the batch does not change it)"),
     # tensor parallelism without Megatron's sequence parallelism: each chip keeps the norms' and
     # residuals' activations whole and the two sublayers' outputs are all-reduced (never searched)
-    Kind("tp-nosp", ("tensor-nosp",), "Y", "O", 0, splits_width=True,
+    Kind("tp-nosp", ("tensor-nosp",), "Y", "O", 0, splits_width=True, check=_check_heads,
          ratio_note=" (above 1: compute-bound; the batch does not change it)"),
     Kind("pp", ("pipeline",), "P", "J", 5, called="pipeline", stages=True, modes=("train",),
          refusal="pp (pipeline) is costed for training, with microbatches and a schedule; to serve, split the "

@@ -7,12 +7,18 @@ time, each with its binding roof and its thresholds.
 Candidates are the factorizations N = dp x fsdp x tp x pp x sp x ep (fsdp and pp in
 training only; ep dividing the experts; sp dividing the context, tried only when the batch
 has fewer sequences than chips). Where plain data parallelism does not fit in training,
-ZeRO-1 and then ZeRO-2 over the same axis are tried: the same time, less memory. Before any is
+ZeRO-1 and then ZeRO-2 over the same axis are tried: the same time, less memory. Where no
+stage fits either, a candidate without a pipeline runs its batch as the fewest microbatches
+that fit (gradient accumulation, accumulation.py: its activations 1/M, the weights read and
+FSDP's gathers M times; ZeRO first because it costs no time), the count worked out from its
+memory at one microbatch, the activations' share of which is linear in the batch. Before any is
 costed, arithmetic on the model's figures prunes those that cannot work: tp must divide
-the KV heads, the MLP width and the vocabulary (Megatron's splits), dp x fsdp the batch of
-sequences; tp must stay inside the chip's fast-link domain (an NVLink node); and memory has
-a floor, the parameters' bytes per chip (with their gradients and optimizer state in
-training, the gradients and optimizer state over dp too, as ZeRO-2 splits them) over fsdp x
+the KV heads, or be a multiple of them dividing the query heads (each KV head then copied,
+as Megatron and vLLM do: "tp=16 (KV heads x2)"), and divide the MLP width and the
+vocabulary (Megatron's splits), dp x fsdp the batch of sequences; tp must stay inside the
+chip's fast-link domain (an NVLink node); and memory has a floor, the parameters' bytes
+per chip (with their gradients and optimizer state in training, the gradients and
+optimizer state over dp too, as ZeRO-2 splits them) over fsdp x
 tp x pp x ep, which no sharding lowers. Each survivor is then costed whole,
 forward and backward, by the sharding engine (strategy_costs.py), and ranked by
 `t_step_exposed`: the roofline step with the activations' collectives on the critical path.
@@ -53,6 +59,7 @@ class Candidate:
     rejected: str | None = None
     zero: int = 0  # the ZeRO stage its data parallelism runs at: 0 (plain dp), 1 or 2
     schedule: str = "1f1b"  # a pipeline's
+    microbatches: int = 1  # outside a pipeline: the microbatches its gradients are accumulated over
     model: Model | None = None
     figures: dict = field(default_factory=dict)
     _thresholds: dict | None = field(default=None, repr=False)
@@ -75,8 +82,13 @@ class Candidate:
 
     @property
     def text(self) -> str:
-        """As the plan shows it: the strategy, and a pipeline's schedule where not 1F1B."""
-        return self.strategy + (f" ({self.schedule})" if self.schedule != "1f1b" else "")
+        """As the plan shows it: the strategy, the KV heads' copies where tp is wider than
+        them, a pipeline's schedule where not 1F1B, and the microbatches its gradients are
+        accumulated over where more than one."""
+        copied = strategy_costs.kv_copies(self.model) if self.model is not None else None
+        return self.strategy + (f" (KV heads x{copied[1]})" if copied else "") \
+            + (f" ({self.schedule})" if self.schedule != "1f1b" else "") \
+            + (f", {self.microbatches} microbatches" if self.microbatches > 1 else "")
 
     @property
     def analysis(self) -> Analysis | None:
@@ -91,6 +103,7 @@ class Candidate:
         f = self.figures
         return {"strategy": self.strategy,
                 **({"schedule": self.schedule} if self.sizes.get(kinds.stages().name, 1) > 1 else {}),
+                **({"microbatches": self.microbatches} if self.microbatches > 1 else {}),
                 "mesh": _mesh_text(self.model.structured.program.mesh), "bound": f["bound"],
                 **{k: json_value(f[k]) for k in ("t_step", "t_step_exposed", "t_comm_exposed", "memory_per_chip",
                                                  "tokens_per_s")},
@@ -202,8 +215,10 @@ class Plan:
                          "and exposed sends; ranked by exposed. Pipelines run 4 x pp microbatches, 1F1B, or "
                          "interleaved (2 chunks a chip) where that is faster. Context parallelism (sp) is tried "
                          "where the batch has fewer sequences than chips; ZeRO-1, then ZeRO-2, where plain data "
-                         "parallelism does not fit. tp runs with Megatron sequence parallelism in training and "
-                         "prefill (norms and residuals split over the sequence, each AllReduce a ReduceScatter and an "
+                         "parallelism does not fit; then, in training, the fewest microbatches that fit (gradients "
+                         "accumulated: the weights read and FSDP's gathers again each microbatch, the whole gradients "
+                         "reduced once a step). tp runs with Megatron sequence parallelism in training and prefill "
+                         "(norms and residuals split over the sequence, each AllReduce a ReduceScatter and an "
                          "AllGather; tp-nosp, not searched, runs without).")
         guessed = self.estimates()
         if guessed:
@@ -264,9 +279,11 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
         ({'B': 256, 'T': 4096}, 20, 10)
         >>> best = p.ranked[0]
         >>> best.text, best.figures["bound"], f"{float(best.figures['memory_per_chip']) / 1e9:.3g} GB"
-        ('fsdp=4,pp=2 (interleaved)', 'compute', '35.9 GB')
-        >>> p.candidates[0].to_dict()
-        {'strategy': 'dp=8', 'why': 'out of memory: 198.6 GB a chip (usable 72)'}
+        ('zero2=8, 2 microbatches', 'compute', '65.2 GB')
+        >>> best.to_dict()["strategy"], best.to_dict()["microbatches"]
+        ('zero2=8', 2)
+        >>> sum("bubble alone" in (c.rejected or "") for c in p.candidates)  # the pipelines: slower
+        10
     """
     started = time.perf_counter()
     config = get_model(name, models_file)
@@ -335,7 +352,10 @@ def _pruned(sizes: dict[str, int], shape: dict[str, int], sequences: int, params
     width = kinds.where(lambda k: k.splits_width, sizes)
     split = chips(lambda k: k.splits_batch)  # the sequences are split over these
     for kind in width:  # Megatron's splits
-        for dim, what in (("K", "KV heads"), ("F", "MLP width"), ("V", "vocabulary")):
+        if kinds.copies(sizes[kind.name], shape["K"], shape["N"]) is None:
+            return f"{kind.name}={sizes[kind.name]} does not divide the KV heads (K = {shape['K']}), nor is it a " \
+                   f"multiple of them dividing the query heads (N = {shape['N']})"
+        for dim, what in (("F", "MLP width"), ("V", "vocabulary")):
             if shape[dim] % sizes[kind.name]:
                 return f"{kind.name}={sizes[kind.name]} does not divide the {what} ({dim} = {shape[dim]})"
     if sequences % split:
@@ -367,14 +387,18 @@ def _cost(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr) -
     mesh past the chip's domain sets it aside, saying so. `run` makes the model (the plan's
     name, mode, chip, batch and options) under a strategy."""
     try:
-        costed = run(strategy=candidate.strategy,
-                     schedule=candidate.schedule if candidate.sizes.get(kinds.stages().name, 1) > 1 else None)
+        piped = candidate.sizes.get(kinds.stages().name, 1) > 1
+        costed = run(strategy=candidate.strategy, schedule=candidate.schedule if piped else None,
+                     microbatches=candidate.microbatches if candidate.microbatches > 1 else None)
         if costed.hbm_per_chip > usable and (stage := _zero_stage(costed, candidate, usable)):
             candidate.zero = stage  # costed again with it, its memory checked as any other's
             return _cost(candidate, run, usable)
+        if costed.hbm_per_chip > usable and not piped and (chosen := _accumulate(costed, candidate, usable)):
+            candidate.zero, candidate.microbatches = chosen  # costed again, its memory checked as any other's
+            return _cost(candidate, run, usable)
         if costed.hbm_per_chip > usable:
             candidate.rejected = (f"out of memory: {float(costed.hbm_per_chip) / 1e9:.4g} GB a chip "
-                                  f"(usable {float(usable) / 1e9:.4g})")
+                                  f"(usable {float(usable) / 1e9:.4g})" + _no_microbatches(costed, candidate, usable))
             return
         # a pipeline's slowest stage
         analysis = costed.step_analysis if costed.pipeline is None else costed.pipeline.last.step_analysis
@@ -412,10 +436,75 @@ def _zero_stage(costed: Model, candidate: Candidate, usable: sympy.Expr) -> int:
     return 2 if one - costed.grad_bytes * spare / costed.options.chips <= usable else 0
 
 
+def _fixed(costed: Model, stage: int) -> sympy.Expr:
+    """A chip's memory less its activations, at ZeRO stage `stage` over the data-parallel axis
+    (`costed` at stage 0): what no microbatch count lowers."""
+    dp = dict(costed.options.strategy).get(kinds.rest().name)
+    spare = 1 - sympy.Rational(1, _axis_chips(costed, dp)) if dp else sympy.Integer(0)
+    return costed.hbm_per_chip - (costed.activation_bytes + spare * costed.optimizer_bytes * (stage >= 1)
+                                  + spare * costed.grad_bytes * (stage >= 2)) / costed.options.chips
+
+
+def _axis_chips(costed: Model, axes: str) -> int:
+    mesh = costed.structured.program.mesh
+    assert mesh is not None  # a strategy writes one
+    return math.prod(mesh.axis(a).number for a in axes)
+
+
+def _replica_sequences(costed: Model, candidate: Candidate) -> int:
+    """The sequences each replica holds: the batch over dp x fsdp x ep."""
+    split = math.prod(candidate.sizes[k.name] for k in kinds.where(lambda k: k.splits_batch, candidate.sizes))
+    return int(costed.sizes["B"]) // split
+
+
+def _accumulate(costed: Model, candidate: Candidate, usable: sympy.Expr) -> tuple[int, int] | None:
+    """The ZeRO stage and the fewest microbatches under which a training candidate that
+    does not fit at one microbatch would (None where none would), from its memory at one:
+    its activations are linear in the batch, so M microbatches hold 1/M of them, the rest
+    unchanged. ZeRO-1 and ZeRO-2 cost no time and were tried first (`_zero_stage`); each
+    microbatch costs the weights' reads and FSDP's gathers again (and under ZeRO-2 its
+    gradients' reduce-scatter), so the fewest microbatches win, then the lowest stage.
+    Set once: `_cost` checks the memory as costed, and an estimate that missed (it cannot:
+    the activations are exactly linear in B) sets the candidate aside."""
+    if costed.options.mode != "train" or candidate.microbatches > 1 or candidate.zero \
+            or costed.accumulation is not None or "B" not in costed.sizes:
+        return None
+    sequences = _replica_sequences(costed, candidate)
+    stages = (0, 1, 2) if candidate.sizes[kinds.rest().name] > 1 else (0,)
+    found = []
+    for stage in stages:
+        room = usable - _fixed(costed, stage)
+        if room <= 0:
+            continue
+        need = costed.activation_bytes / costed.options.chips / room
+        fits = [m for m in _divisors(sequences) if m >= need and m > 1]
+        if fits:
+            found.append((fits[0], stage))
+    if not found:
+        return None
+    microbatches, stage = min(found)
+    return stage, microbatches
+
+
+def _no_microbatches(costed: Model, candidate: Candidate, usable: sympy.Expr) -> str:
+    """Why no microbatch count rescues a training candidate set aside for its memory."""
+    if costed.options.mode != "train" or candidate.sizes.get(kinds.stages().name, 1) > 1 or "B" not in costed.sizes:
+        return ""
+    if candidate.microbatches > 1:
+        return f" at {candidate.microbatches} microbatches"
+    fixed = _fixed(costed, 2 if candidate.sizes[kinds.rest().name] > 1 else 0)
+    if fixed > usable:
+        return f"; {float(fixed) / 1e9:.4g} GB without activations: no microbatch count fits"
+    sequences = _replica_sequences(costed, candidate)
+    return f"; even {sequences} microbatches of one sequence do not fit" if sequences > 1 else \
+        "; its replica's one sequence does not fit, and no microbatch is smaller"
+
+
 def _interleaved(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr) -> None:
     """Keep the interleaved schedule (2 layer chunks a chip: a bubble half 1F1B's, twice the
     sends) in place of 1F1B where it is faster."""
-    other = Candidate(dict(candidate.sizes), zero=candidate.zero, schedule="interleaved")
+    other = Candidate(dict(candidate.sizes), zero=candidate.zero, schedule="interleaved",
+                      microbatches=candidate.microbatches)
     _cost(other, run, usable)
     if other.rejected is None and other.figures["t_step_exposed"] < candidate.figures["t_step_exposed"]:
         candidate.schedule, candidate.zero = other.schedule, other.zero

@@ -21,7 +21,7 @@ from ..render.json_report import json_value
 from ..render.tex import TexPrinter, tex_name, tex_words
 from ..roofline.solve import Region
 from ..show import beside, human, number, pretty, seconds, wrapped
-from . import kinds, pipeline, strategy_costs
+from . import accumulation, kinds, pipeline, strategy_costs
 from .catalogue import get_model
 from .decls import MODEL_QUANTITY, Options
 from .strategies import Strategy, strategy_of
@@ -44,7 +44,9 @@ def model(name: str, mode: str = "train", chip: str | Chip | Machine | None = No
     `analysis` is the whole step's roofline analysis. `weights` and `kv` store a named
     model's weight matrices and KV cache in another dtype (int8, fp8); `strategy` shards it
     ("dp=4,tp=8", "fsdp=64,tp=4" in training, or "dp=X,tp=Y" with `mesh`: strategies.py);
-    a pipeline ("pp=4,dp=8") takes `microbatches` and a `schedule` (pipeline.py).
+    a pipeline ("pp=4,dp=8") takes `microbatches` and a `schedule` (pipeline.py); any other
+    training step takes `microbatches` too, and runs its batch as that many microbatches,
+    accumulating their gradients (accumulation.py).
 
     Examples:
         >>> import symroof
@@ -79,15 +81,15 @@ def assemble(structured: Structured, about: dict, stages: tuple[Program, Program
     formulas at other sizes when asked (`Model.formulas`)."""
     origin = functools.partial(assemble, structured, about, stages, target, options=options)
     if stages is None:
+        if about.get("microbatches") is not None:  # gradient accumulation (accumulation.py)
+            return accumulation.AccumulatedModel(structured, target, sizes, options, about["microbatches"], about,
+                                                 origin)
         return Model(structured, target, sizes, options, about, origin)
     plan = about["pipeline"]
     schedule = pipeline.parse_schedule(plan["schedule"])
     micro = dict(sizes)
     if "B" in sizes:
-        mesh = structured.program.mesh
-        assert mesh is not None  # a pipeline's strategy writes one
-        replicas = math.prod(mesh.axis(a).number for kind in kinds.where(lambda k: k.splits_batch)
-                             for a in about["strategy"].get(kind.name, ""))
+        replicas = accumulation.replicas(structured, about["strategy"])
         if sizes["B"] % replicas:
             raise SpecError(f"a batch of {sizes['B']} sequences does not split over {replicas} data-parallel "
                             "replicas: give a multiple of them")
@@ -95,7 +97,7 @@ def assemble(structured: Structured, about: dict, stages: tuple[Program, Program
         micro["B"] = sizes["B"] // plan["microbatches"]
     first, last = (Model(read_structured(text), target, micro, options) for text in stages)
     # the axes the gradients are summed over, once a step
-    summed = "".join(about["strategy"].get(kind.name, "") for kind in kinds.where(lambda k: k.sums_gradients))
+    summed = "".join(about["strategy"].get(kind.name, "") for kind in kinds.where(lambda k: k.defers_gradients))
     pipe = pipeline.Pipeline(first, last, plan["stages"], plan["microbatches"], schedule,
                              about["strategy"][kinds.stages().name], summed)
     return pipeline.PipelinedModel(structured, target, sizes, options, pipe, about, origin)
@@ -118,8 +120,10 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
             about["strategy"] = {kind: "".join(a for a, *_ in axes) for kind, axes in found.items()}
         if kinds.stages().name in found:
             about.update(_pipeline(config, mode, weights, kv, found, microbatches, schedule))
-        elif microbatches is not None or schedule is not None:
-            raise SpecError("--microbatches and --schedule go with a pipeline: --strategy pp=4,...")
+        elif schedule is not None:
+            raise SpecError("--schedule goes with a pipeline: --strategy pp=4,...")
+        elif microbatches is not None:
+            about["microbatches"] = accumulation.check(microbatches, mode)
         return built, about, config["sizes"]["context"]
     try:
         text = Path(name).read_text(encoding="utf-8")
@@ -135,7 +139,12 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
         if given:  # they write a named model's template; a file says all of it itself
             raise SpecError(f"{flag} rewrites a named model's template; a program file carries its own "
                             "dtypes and mesh (write them in it)")
-    return text, {"model": name, "name": name}, None
+    if schedule is not None:
+        raise SpecError("--schedule goes with a pipeline of a named model: --strategy pp=4,...")
+    about = {"model": name, "name": name}
+    if microbatches is not None:
+        about["microbatches"] = accumulation.check(microbatches, mode)
+    return text, about, None
 
 
 def _pipeline(config: dict, mode: str, weights: str, kv: str, found: Strategy, microbatches: int | None,
@@ -249,6 +258,8 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
             where = "each chip of the mesh" if model.structured.program.mesh is not None else \
                 f"{model.options.chips} chip{'s' if model.options.chips > 1 else ''}"
             out.append(("max_batch", f"{largest}: the largest B whose memory fits {where} at 0.9 of HBM"))
+    if model.accumulation is not None:
+        out.append(("microbatches", model.accumulation.describe()))
     out += strategy_costs.rows(model, lambda v: beside(v, "") if v.is_Integer else pretty(v) if not v.is_number
                                else number(v, 4), lambda t: _shown(t, "s"))
     if model.options.mode == "decode" and model.machine is not None:
@@ -340,6 +351,8 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
             region = model.decode_batch(with_kv)
             out["decode_batch" + ("" if with_kv else "_no_kv")] = {
                 "kind": region.kind, "root": json_value(region.root) if region.root is not None else None}
+    if model.accumulation is not None:
+        out["accumulation"] = model.accumulation.to_dict(json_value)
     out.update(strategy_costs.as_json(model, json_value))
     out["conventions"] = CONVENTIONS
     return out

@@ -23,6 +23,12 @@ collectives:
   projections then hold partial sums, which the engine all-reduces: two AllReduces per
   layer forward, two backward (the gradients into each sublayer's input). The output
   layer is split by vocabulary (`V_Y`); the input embedding table is kept whole.
+  Wider than the KV heads (tp=16 over 8), each KV head is copied, as Megatron and vLLM
+  do: tp's innermost axes hold the copies (`Y=8, y=2`: `K_Y`, and `G_y`, each copy its
+  share of the head's query heads); the KV projections' weights and the cache are split
+  over the heads' axes only, so each chip holds and computes its head's whole, and in
+  training each copy's gradient of them (its own query heads' share) is all-reduced over
+  the copies' axes (backward.py writes it).
   In training and prefill tp runs with Megatron-LM's sequence parallelism (Korthikanti et
   al. 2022; `tp-nosp` runs without, as above): the residual stream, the norms' inputs and
   outputs, is split along the sequence over the tp axes (`bf16[B, T_Y, D]`); an AllGather
@@ -69,6 +75,7 @@ from ..lang.source import (
     Dim,
     Fused,
     Item,
+    Let,
     MeshLine,
     Part,
     Program,
@@ -181,6 +188,7 @@ def subscripted(p: Program, strategy: Strategy) -> Program:
         return p
     batch = names(strategy, lambda k: k.splits_batch)
     tensor, fsdp = names(strategy, lambda k: k.splits_width), names(strategy, lambda k: k.splits_params)
+    heads, copies = _heads(p, strategy)
     sequence, expert = names(strategy, lambda k: k.splits_sequence), names(strategy, lambda k: k.splits_experts)
     # an expert's tokens (C) once each chip holds its experts' (before, `_exchanged`, over the
     # expert axes too); a MoE's gathers look up each chip's own rows, so `tokens` and `slots`,
@@ -191,7 +199,7 @@ def subscripted(p: Program, strategy: Strategy) -> Program:
         parameter = is_parameter(t)
         # an expert's weights (they have F) and its tokens (C) are split by expert; the router's are not
         by_expert = "C" in t.names or (parameter and "F" in t.names)
-        axes = {"B": batch, "K": tensor, "F": tensor, "D": fsdp if parameter else "",
+        axes = {"B": batch, "K": heads, "G": copies, "F": tensor, "D": fsdp if parameter else "",
                 "V": tensor if output_layer else "", "T": sequence, "S": sequence,
                 "E": expert if by_expert else "", "C": routed}
         return t.with_dims([Dim(d.name, axes.get(d.name, "")) for d in t.dims])
@@ -206,6 +214,16 @@ def subscripted(p: Program, strategy: Strategy) -> Program:
     mesh = MeshLine(tuple((a, size, link) for axes in strategy.values() for a, size, link in axes))
     out = Program((*items[:1], mesh, *items[1:]))
     return _exchanged(_context_gathered(out, sequence), expert, routed)
+
+
+def _heads(p: Program, strategy: Strategy) -> tuple[str, str]:
+    """The tensor-parallel axes the KV heads are split over, and those each is copied over
+    (`head_axes`), for the KV heads the template's `let` gives."""
+    axes = tuple(axis for kind in kinds.where(lambda k: k.splits_width) for axis in strategy.get(kind.name, ()))
+    kv = next((v for item in p.items if isinstance(item, Let) for n, v in item.entries if n == "K"), "")
+    if not axes or not kv.isdigit():  # not a template's program: its K is split as written, and checked so
+        return "".join(a for a, *_ in axes), ""
+    return head_axes(axes, int(kv))
 
 
 def _exchanged(p: Program, axes: str, routed: str) -> Program:
@@ -341,24 +359,37 @@ def sequence_split(p: Program, strategy: Strategy, backward: bool = False) -> Pr
             if isinstance(item, Contraction):
                 read = [t for t in item.operands if t.names in (_STREAM, _KEYS) and beside_split(item, t)]
                 kept = {id(t) for t in read}
+                # partial sums written as such (KV heads' copies: backward.py) stay whole until reduced
                 item = replace(item, operands=tuple(t if id(t) in kept or t.names != _STREAM else split(t)
                                                     for t in item.operands),
-                               output=split(item.output) if item.output.names == _STREAM else item.output)
+                               output=split(item.output) if item.output.names == _STREAM and
+                               not item.output.unreduced else item.output)
             elif isinstance(item, Apply) and item.word == "gather":
                 # the embedding's lookup, whole; in the backward it reads the gradient of its output
                 read = [item.output] if backward and item.output.names == _STREAM else []
+            elif isinstance(item, Collective) and item.kind == "AllReduce" and item.output.names == _STREAM:
+                # partial sums of the stream written out: reduce-scattered into its shard instead
+                assert set("".join(item.subscript)) == tp, item
+                item = Collective("ReduceScatter", (*axes, "T"), item.input, split(item.output), item.comment)
             elif isinstance(item, (Apply, Collective)):
                 item = item.mapped(lambda t: split(t) if t.names == _STREAM else t)
             wanted = {whole(t) for t in read}
             if wanted and wanted != {fresh}:
                 fresh, = wanted
                 out.append(gather(fresh))
-            elif not wanted:
+            elif not wanted and _writes_stream(item):  # a new stream: what was gathered is stale
                 fresh = None
             out.append(item)
         return tuple(out)
 
     return Program(walk(p.items))
+
+
+def _writes_stream(item: Item) -> bool:
+    """A statement writing the residual stream (or its gradient), or a block's boundary."""
+    if isinstance(item, (Contraction, Apply, Collective)):
+        return item.output.names == _STREAM
+    return isinstance(item, (Fused, Repeat, Part, Backward))
 
 
 def megatron_note(kind: str, axes: str, statements: Iterable[Statement], mode: str) -> str:
@@ -467,7 +498,74 @@ def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict,
             raise SpecError(kind.refusal.format(name=kind.name))
         if kind.check is not None:
             kind.check(found[kind.name], config)
-    return found
+    return _copies_laid(found, config["sizes"]["K"], built=given is None)
+
+
+def _copies_laid(found: Strategy, kv_heads: int, built: bool) -> Strategy:
+    """Tensor parallelism wider than the KV heads, each head copied: on a mesh built from
+    sizes its innermost axes hold a head's copies (neighbours, on the fastest links, as
+    Megatron ranks them), an axis they take part of split in two, the copies' part named in
+    lowercase (Y=16 over 8 KV heads: Y=8, y=2). A given mesh's tp axes must end with the
+    copies' (`head_axes` says so where they do not)."""
+    out = dict(found)
+    for kind in kinds.where(lambda k: k.splits_width, found):
+        axes = found[kind.name]
+        size = math.prod(n for _, n, _ in axes)
+        left = size // kv_heads if size > kv_heads else 1  # kinds.copies checked it is whole
+        kept, copied = list(axes), list[Axis]()
+        while built and left > 1:
+            name, n, link = kept.pop()
+            if left % n == 0:  # the whole axis holds copies
+                copied.insert(0, (name, n, link))
+                left //= n
+            elif n % left == 0:
+                kept.append((name, n // left, link))
+                copied.insert(0, (name.lower(), left, link))
+                left = 1
+            else:
+                raise SpecError(f"{kind.name}={size} copies each of the {kv_heads} KV heads on {size // kv_heads} "
+                                f"chips, which its axes ({', '.join(f'{a}={n}' for a, n, _ in axes)}) do not "
+                                f"split off: give the mesh (--mesh) with {kind.name}'s axes named, the copies' last")
+        out[kind.name] = (*kept, *copied)
+        head_axes(out[kind.name], kv_heads, kind.name)
+    return out
+
+
+def head_axes(axes: tuple[Axis, ...], kv_heads: int, kind: str = "tp") -> tuple[str, str]:
+    """The tensor-parallel axes the KV heads are split over, and those each head is copied
+    over where the axes are wider than the heads: the last axes, spanning as many chips as
+    each head has copies (its query heads split among them, G).
+
+    Examples:
+        >>> head_axes((("Y", 8, "ici"),), 8), head_axes((("Y", 8, "ici"), ("y", 2, "ici")), 8)
+        (('Y', ''), ('Y', 'y'))
+    """
+    names = [a for a, *_ in axes]
+    size = math.prod(n for _, n, _ in axes)
+    if size <= kv_heads or size % kv_heads:  # split as today (a size not dividing them is refused downstream)
+        return "".join(names), ""
+    copies, tail = size // kv_heads, 1
+    for k in range(len(axes) - 1, -1, -1):
+        tail *= axes[k][1]
+        if tail == copies:
+            return "".join(names[:k]), "".join(names[k:])
+    raise SpecError(f"{kind}={''.join(names)} ({size} chips) is wider than the {kv_heads} KV heads, so each is "
+                    f"copied on {size}/{kv_heads} chips: {kind}'s last axes must span the copies (e.g. --mesh "
+                    f"Y={kv_heads},W={copies} --strategy {kind}=YW)")
+
+
+def kv_copies(p: Program) -> str:
+    """The axes each KV head is copied over in a sharded template ("" where none): those its
+    query groups G are split over."""
+    return next((d.axes for item in _all_items(p.items) if isinstance(item, Declare)
+                 for t in item.tensors for d in t.dims if d.name == "G" and d.axes), "")
+
+
+def _all_items(items: tuple[Item, ...]) -> list[Item]:
+    out: list[Item] = []
+    for item in items:
+        out += _all_items(item.body) if isinstance(item, (Repeat, Part, Backward)) else [item]
+    return out
 
 
 # the dims the transformer template writes (templates.py), which a mesh axis must not be named

@@ -29,6 +29,7 @@ activations grow with the batch as T_math does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ import sympy
 
 from ..errors import SpecError
 from ..hardware.topology import placement
-from ..ir import dim_symbol
+from ..ir import dim_symbol, tensors_of
 from ..roofline.collectives import link
 from ..roofline.solve import cleared, positive_region
 from . import kinds
@@ -81,6 +82,8 @@ def collectives(model: Model) -> list[Collective]:
     its last stage's and the sends between stages)."""
     if model.pipeline is not None:
         return model.pipeline.collectives()
+    if model.accumulation is not None:
+        return model.accumulation.collectives()
     a = model.step_analysis
     if a.mesh is None:
         return []
@@ -101,6 +104,8 @@ def times(model: Model) -> dict[str, sympy.Expr]:
     latter exposed (see the module docstring); a pipeline's by its schedule."""
     if model.pipeline is not None:
         return {k: v for k, v in model.pipeline.times.items() if k != "t_step"}
+    if model.accumulation is not None:
+        return {k: v for k, v in model.accumulation.times.items() if k != "t_step"}
     a = model.step_analysis
     rows = collectives(model)
     hidden = sympy.Add(*(c.floored for c in rows if c.overlaps))
@@ -118,6 +123,8 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
         return {}
     if model.pipeline is not None:
         return model.pipeline.thresholds(strategy)
+    if model.accumulation is not None:
+        return model.accumulation.thresholds(strategy)
     rows = collectives(model)
     a = model.step_analysis
     free: Model | None = None  # the model with B a symbol, costed once for the batch thresholds
@@ -266,6 +273,14 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
     laid = placement(mesh.axes, model.machine.chip) if mesh is not None and model.machine is not None else None
     if laid:
         out.append(("", laid))
+    copied = kv_copies(model)
+    if copied:
+        axes, count = copied
+        heads = model.at(dim_symbol("K"))
+        which = "the one KV head" if heads == 1 else f"each of the {show(heads)} KV heads"
+        out.append(("", f"KV heads x{count}: {which} copied on {count} chips (over {axes}), tp being wider than "
+                        "them; each chip holds its head's K and V weights and cache and computes its projections, "
+                        "its query heads a share of the head's"))
     if model.pipeline is not None:
         out.append(("pipeline", model.pipeline.describe(show)))
     groups: dict[tuple, list] = {}
@@ -276,6 +291,8 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
         zero = "".join(a for k, a in found["strategy"].items() if kinds.kind(k).zero)
         what = "between stages: overlap the next microbatch but in the fill and the drain" if kind == "Send" else \
             "params/grads: can overlap" if overlaps else "activations: on the critical path"
+        if model.accumulation is not None:
+            what += f"; {model.accumulation.note(group[0])}"
         if kind == "AllReduce" and zero and set(zero) & set(axes):
             what += "; ZeRO runs it as a ReduceScatter of the gradients and an AllGather of the updated " \
                     "parameters, in the same time"
@@ -325,15 +342,31 @@ def _notes(model: Model, strategy: dict[str, str]) -> dict[str, str]:
     return {kind: note for kind, note in notes.items() if note}
 
 
+def kv_copies(model: Model) -> tuple[str, int] | None:
+    """Where tensor parallelism is wider than the KV heads (strategies.py): the axes each KV
+    head is copied over (its query groups G split over them) and how many copies, else None."""
+    mesh = model.structured.program.mesh
+    axes = next((d.axes for s in model.structured.program.statements for t in tensors_of(s) for d in t.dims
+                 if d.name == "G" and d.axes), ())
+    if mesh is None or not axes:
+        return None
+    return "".join(axes), math.prod(mesh.axis(a).number for a in axes)
+
+
 def as_json(model: Model, value: Callable[[object], object]) -> dict:
     """A strategy's figures for the JSON report (`value` turns a sympy value into JSON)."""
     found = report(model)
     if not found:
         return {}
+    acc = model.accumulation
+    copied = kv_copies(model)
     return {"strategy": found["strategy"], "strategy_notes": _notes(model, found["strategy"]),
+            **({"kv_heads_copied": {"axes": copied[0], "copies": copied[1]}} if copied else {}),
             "collectives": [{"pass": c.when, "kind": c.kind, "axes": c.axes,
                              "tensor": c.tensor, "bytes": value(c.bytes), "count": value(c.count),
-                             "t": value(c.time), "overlaps": c.overlaps} for c in found["collectives"]],
+                             "t": value(c.time), "overlaps": c.overlaps,
+                             **({"every_microbatch": acc.every_microbatch(c)} if acc is not None else {})}
+                            for c in found["collectives"]],
             **{k: value(found[k]) for k in ("t_network_overlapped", "t_network_exposed", "t_comm_exposed",
                                             "t_step_exposed", "memory_per_chip", "bubble_fraction") if k in found},
             "threshold": {kind: {k: _plain(v, value) for k, v in entry.items()}

@@ -65,6 +65,7 @@ class Model:
     """
 
     pipeline: Any = None  # a pipeline.Pipeline where the layers are split into stages (pipeline.PipelinedModel)
+    accumulation: Any = None  # an accumulation.Accumulation where the batch runs as microbatches
 
     def __init__(self, structured: Structured, machine: Machine | None = None, sizes: dict[str, int] | None = None,
                  options: Options | None = None, about: Mapping[str, Any] | None = None,

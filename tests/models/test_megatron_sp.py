@@ -148,6 +148,28 @@ def test_the_collectives_each_allreduce_split_into_its_halves(chip: str, remat: 
     assert time(rows, "backward", halves) == (2 * L + 1) * ar + (2 * L + 1) * ag
 
 
+def test_with_kv_heads_copied_the_pairs_still_move_the_allreduces_bytes() -> None:
+    # tp=16 over LLaMA-3 8B's 8 KV heads (each copied twice: Y=8, y=2); the engine runs the
+    # stream's ReduceScatters over Y and then y, its own choice of route
+    s = _sizes("llama-3-8b")
+    L, D = s["L"], s["D"]
+    B, T = 1, 4096
+    sizes = {"B": B, "T": T}
+    rows = strategy_costs.collectives(symroof.model("llama-3-8b", "train", "tpu-v5p", sizes, strategy="tp=16"))
+    plain = strategy_costs.collectives(symroof.model("llama-3-8b", "train", "tpu-v5p", sizes, strategy="tp-nosp=16"))
+    ag = symroof.analyze("AllGather_{Yy} bf16[B, T_{Yy}, D] -> bf16[B, T, D]", chip="tpu-v5p", mesh="Y=8,y=2",
+                         values={"B": B, "T": T, "D": D}).t_network
+
+    def time(found: list, when: str) -> sympy.Expr:
+        return sum(c.time for c in found if c.when == when and not c.overlaps)
+
+    # forward: the AllReduces' time and the output layer's gather; recompute the same; the backward
+    # adds the 2L + 1 column-parallel inputs gathered again (test_the_collectives_each_allreduce_...)
+    assert time(rows, "forward") == time(plain, "forward") + ag
+    assert time(rows, "recompute") == time(plain, "recompute")
+    assert time(rows, "backward") == time(plain, "backward") + (2 * L + 1) * ag
+
+
 def test_prefill_splits_and_decode_has_no_sequence_to_split() -> None:
     sizes = {"B": 2, "T": 1024}
     prefill = str(symroof.model("llama-3-8b", "prefill", CHIP, sizes, strategy=f"tp={t}").structured.program)
@@ -198,3 +220,13 @@ def test_a_sequence_that_does_not_split_over_tp_says_what_would_work() -> None:
     plain = symroof.model("llama-3-8b", "prefill", CHIP, {"B": 1, "T": 1001}, strategy=f"tp-nosp={t}")
     rows = strategy_costs.collectives(plain)  # without it, T stays whole: two AllReduces a layer
     assert {c.kind for c in rows} == {"AllReduce"} and sum(c.count for c in rows) == 2 * _sizes("llama-3-8b")["L"]
+
+
+def test_the_norms_gradients_are_summed_over_tp_once_a_step() -> None:
+    # each chip's norm scales see its own tokens: their gradients summed over tp (with dp's sum, over
+    # XY), 2 a layer and the final norm's, D x 2 bytes each, once a step however many microbatches
+    L, D = _sizes("llama-3-8b")["L"], _sizes("llama-3-8b")["D"]
+    m = symroof.model("llama-3-8b", "train", CHIP, {"B": 16, "T": 1024}, strategy="dp=2,tp=4", microbatches=4)
+    norms = [c for c in strategy_costs.collectives(m) if c.kind == "AllReduce" and set(c.axes) == {"X", "Y"}]
+    assert sum(c.count for c in norms) == 2 * L + 1 and {(c.bytes, c.overlaps) for c in norms} == {(2 * D, True)}
+    assert not any(m.accumulation.every_microbatch(c) for c in norms)

@@ -84,10 +84,14 @@ def test_sends_between_stages_by_hand_on_a_torus_and_across_gpu_nodes():
     assert whole.pipeline.t_send == 32 // 8 * 1024 * D * 2 / nic
     sends = [c for c in strategy_costs.collectives(h100) if c.kind == "Send"]
     assert [(c.backward, c.count) for c in sends] == [(False, 8), (True, 8)]  # each microbatch, each way
-    # the fill and the drain expose 2 (P - 1) of them
+    # the fill and the drain expose 2 (P - 1) of them; after the last microbatch the first stage's
+    # norms' scales' gradients (2 a layer, its 16 layers) are summed over tp once (each chip's
+    # tokens', under Megatron sequence parallelism): each AllReduce at its latency floor
     first, last = h100.pipeline._slots
+    norm = symroof.analyze("AllReduce_Y bf16[D] {U_Y} -> bf16[D]", chip="h100", mesh="Y=8", values={"D": D})
+    assert first["once"] == 2 * 16 * sympy.Max(norm.t_network, norm.t_network_latency)
     assert strategy_costs.times(h100)["t_step_exposed"] == \
-        (8 + 1) * sympy.Max(first["slot"], last["slot"]) + 2 * h100.pipeline.t_send
+        (8 + 1) * sympy.Max(first["slot"], last["slot"]) + 2 * h100.pipeline.t_send + first["once"]
 
 
 @pytest.mark.parametrize("chip", ["tpu-v5p", "h100"])
@@ -140,7 +144,7 @@ def test_pipeline_errors_say_what_would_work(capsys):
              ("pp=4", {"schedule": "interleaved", "microbatches": 6}, "a multiple of pp=4"),
              ("pp=4", {"microbatches": 7}, "do not split the 64 sequences"),
              ("pp=4", {"schedule": "zigzag"}, "gpipe, 1f1b or interleaved"),
-             ("dp=2", {"microbatches": 4}, "go with a pipeline")]
+             ("dp=2", {"schedule": "gpipe"}, "goes with a pipeline")]
     for strategy, extra, message in cases:
         with pytest.raises(SpecError, match=message):
             symroof.model("llama-3-8b", "train", "h100", {"B": 64, "T": 1024}, strategy=strategy, **extra).t_step
