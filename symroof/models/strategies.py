@@ -134,19 +134,47 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
     return found
 
 
-def _across_domains(found: Strategy, domain: int) -> Strategy:
+def _across_domains(found: Strategy, domain: int, first: str | None = None) -> Strategy:
     """A mesh built from sizes, past the chip's fast-link domain (an NVLink node, a TPU
     pod): the domain is filled from the innermost kind out (by `Kind.nesting`: tp, then ep, sp,
     fsdp, dp and pp), and what is left of a kind goes between domains, on DCN, as its own axis
-    (`Kind.outer`)."""
+    (`Kind.outer`). `first` names a kind to fill the domain with right after those that split
+    the width (tp: its collectives are on activations, each layer's, so it stays inside)."""
+    def place(kind: kinds.Kind) -> tuple[bool, bool, int]:
+        return not kind.splits_width, kind.name != first, kind.nesting
+
     budget, out = domain, Strategy()
-    for kind in sorted(kinds.where(lambda k: True, found), key=lambda k: k.nesting):
+    for kind in sorted(kinds.where(lambda k: True, found), key=place):
         (name, size, _), = found[kind.name]
         inner = math.gcd(size, budget)
         budget //= inner
         axes = ((kind.outer, size // inner, "dcn"),) if size > inner else ()
         out[kind.name] = axes + (((name, inner, "ici"),) if inner > 1 or not axes else ())
     return {kind: out[kind] for kind in found}
+
+
+def layouts(sizes: dict[str, int], domain: int | None) -> list[tuple[dict[str, str], str]]:
+    """The ways worth costing to lay a strategy given by sizes on the chip's fast-link
+    domains, each as the axes each kind takes (for `--strategy dp=X,fsdp=QZ`) and the mesh
+    (`--mesh`): first as `parse_strategy` lays it (by `Kind.nesting`), then with each other
+    kind filling the domain first after tp, where that lays it otherwise. None where the
+    strategy fits one domain.
+
+    Examples:
+        >>> layouts({"dp": 2, "fsdp": 16, "tp": 1}, 8)
+        [({'dp': 'R', 'fsdp': 'QZ'}, 'R=2@dcn, Q=2@dcn, Z=8'), ({'dp': 'X', 'fsdp': 'QZ'}, 'X=2, Q=4@dcn, Z=4')]
+    """
+    given: Strategy = {kind: ((kinds.kind(kind).axis, size, "ici"),) for kind, size in sizes.items() if size > 1}
+    if not domain or math.prod(sizes.values()) <= domain:
+        return []
+    found: list[Strategy] = []
+    for first in (None, *(k.name for k in kinds.where(lambda k: not k.splits_width, given))):
+        laid = _across_domains(given, domain, first)
+        if laid not in found:
+            found.append(laid)
+    return [({kind: "".join(a for a, *_ in axes) for kind, axes in laid.items()},
+             ", ".join(f"{a}={n}" + ("@dcn" if link == "dcn" else "") for axes in laid.values() for a, n, link in axes))
+            for laid in found]
 
 
 def is_parameter(tensor: Tensor) -> bool:
