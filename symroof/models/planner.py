@@ -446,9 +446,10 @@ def _laid_out(candidate: Candidate, run: Callable[..., Model], usable: sympy.Exp
     """Where its kinds span several fast-link domains (GPU nodes, TPU pods), keep the fastest
     of the few layouts `strategies.layouts` gives (tp inside, each other kind in turn filling
     the domain first), as costed, and say which it kept where that is not the sizes' own."""
-    options = strategies.layouts(candidate.sizes, int(domain) if domain else None)
     costed = candidate.model
     assert costed is not None  # a candidate that fits is costed
+    options = strategies.layouts(candidate.sizes, int(domain) if domain else None,
+                                 strategies.fills_in_part(costed.machine))
     if costed.pipeline is None:
         work = sympy.Max(costed.step_analysis.t_math, costed.step_analysis.t_comms)
         if candidate.figures["t_step_exposed"] <= work:  # no collective in the way: no layout is faster

@@ -81,3 +81,17 @@ def test_the_plan_keeps_the_fastest_layout_and_says_so():
     assert kept == "Q=8@dcn, Z=4, P=2"
     assert f"laid out as {kept}" in planner.why(p) and "as Q=4@dcn, Z=8, J=2@dcn" in planner.why(p)
     assert kept in p.table()
+
+
+def test_gpu_domains_are_used_in_part_tori_are_tiled():
+    from symroof.models.strategies import parse_strategy
+    # GB200 NVL72: tp's 8 leave room for 72 / 8 = 9 more in the rack; dp=16 puts its largest
+    # divisor that fits, 8, inside (64 GPUs of each rack) and 2 racks across, not 16 racks of 8
+    rack = parse_strategy("tp=8,dp=16", domain=72, partial=True)
+    assert rack == {"tp": (("Y", 8, "ici"),), "dp": (("R", 2, "dcn"), ("X", 8, "ici"))}
+    assert "R=2@dcn" in str(model("llama-3-8b", "train", "gb200", {"B": 16}, strategy="tp=8,dp=16")
+                            .structured.program.mesh)
+    # an HGX node of 8 is full with tp=8: dp all across, as before
+    assert parse_strategy("tp=8,dp=16", domain=8, partial=True)["dp"] == (("R", 16, "dcn"),)
+    # a torus's axes must tile its pod: 16384 chips on v5p's pod of 8960 keep gcd(16384, 8960) = 256
+    assert parse_strategy("fsdp=16384", domain=8960)["fsdp"] == (("Q", 64, "dcn"), ("Z", 256, "ici"))
