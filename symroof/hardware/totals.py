@@ -78,8 +78,8 @@ class Totals:
             out.append(f"    {rate:<5} {human(value, 'OPs/s' if rate.startswith('int') else 'FLOPs/s')}")
         out += [f"  HBM capacity   {capacity(self.hbm_capacity)}",
                 f"  HBM bandwidth  {human(self.hbm_bandwidth, 'bytes/s')}",
-                "  bisection bandwidth (the narrowest cut into halves; one way: what crosses it in one "
-                "direction; both ways: the two summed):"]
+                *wrapped("bisection bandwidth (the narrowest cut into halves; one way: what crosses it in one "
+                         "direction; both ways: the two summed):", "  ")]
         for cut in self.cuts:
             bound = "at most " if cut.upper_bound else ""
             out.append(f"    {cut.network}: {bound}{human(cut.one_way, 'bytes/s')} one way, "
