@@ -29,7 +29,7 @@ from ..claims.models import check_case, load_claims
 from ..errors import SpecError, SymroofError, SymroofWarning
 from ..hardware.chips import Chip, cited_keys, get_chip, list_chips, source_keys
 from ..hardware.machines import machine
-from ..hardware.totals import totals
+from ..hardware.pods import totals
 from ..ir import dim_symbol
 from ..render import latex
 from ..render.chip_card import chip_card, chips_table
