@@ -55,7 +55,7 @@ def test_a_gb200_nvl72_rack():
         ("NVLink", 36, 36 * 9 * 10**11, 36 * 18 * 10**11)
     # NVIDIA's "130 TB/s" for the rack is every GPU's 1.8 TB/s summed (72 x 1.8e12 = 1.296e14),
     # twice the bisection both ways: not what crosses a cut
-    assert 72 * 18 * 10**11 == 2 * nvlink.bidi
+    assert 2 * nvlink.bidi == 72 * 18 * 10**11
 
 
 def test_an_h100_cluster_on_a_fat_tree():
