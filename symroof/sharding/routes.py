@@ -69,9 +69,19 @@ def to_layout(have: Layout, want: Layout, dtype: DType, items: list[Move | Local
         if target is not None and not any(axis in axes for axes in have.axes):
             after = Layout(have.labels, have.axes, tuple(a for a in have.unreduced if a != axis))
             after = after.with_axes(target, have.of(target) + (axis,))
-            items.append(Move("ReduceScatter", (axis,), dtype, have, after, target,
-                              why=f"partial sums over {axis}, and {whose} asks for "
-                                  f"{label_text(target)} split over {axis}"))
+            last = items[-1] if items else None
+            if isinstance(last, Move) and last.kind == "ReduceScatter" and last.dim == target and last.after == have:
+                # one collective over both axes, as the one it is: collectives.py costs the faster
+                # axis on the whole array and the slower on its share (a GPU node's NVLink, then
+                # InfiniBand), not each axis on the whole array in turn
+                axes = (*last.axes, axis)
+                items[-1] = Move("ReduceScatter", axes, dtype, last.before, after, target,
+                                 why=f"partial sums over {', '.join(axes)}, and {whose} asks for "
+                                     f"{label_text(target)} split over {', '.join(axes)}")
+            else:
+                items.append(Move("ReduceScatter", (axis,), dtype, have, after, target,
+                                  why=f"partial sums over {axis}, and {whose} asks for "
+                                      f"{label_text(target)} split over {axis}"))
             have = after
         else:
             reduce_all.append(axis)
