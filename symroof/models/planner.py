@@ -205,7 +205,8 @@ class Plan:
                 continue
             reason = c.rejected
             key = "out of memory" if "memory" in reason else "its bubble alone is slower" if "bubble alone" in reason \
-                else "does not divide" if "divide" in reason or "split" in reason else "other"
+                else "does not divide" if "divide" in reason or "split" in reason \
+                else "tp past the fast-link domain" if "fast-link domain" in reason else "other"
             aside[key] = aside.get(key, 0) + 1
         lines = [f"{self.name}, {self.mode} on {self.chips} x {self.machine.name}; {batch}",
                  f"considered {len(self.candidates)} strategies in {self.seconds:.2f} s: {len(ranked)} fit and are "
