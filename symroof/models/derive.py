@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,7 +123,7 @@ class StrategyFormulas:
 
     def numbers(self, expr: sympy.Basic) -> sympy.Basic:
         """`expr` with the chip's and the model's figures put in (unchanged without them)."""
-        return _book(expr).xreplace(self.values) if self.values else expr
+        return _sides(_book(expr), lambda e: e.xreplace(self.values)) if self.values else expr
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "torus_axes": self.axes, "book_pass": self.book_pass,
@@ -149,9 +149,17 @@ class StrategyFormulas:
 
 def _book(expr: sympy.Basic) -> sympy.Basic:
     """In the book's symbols: W_ici = W_bidi / 2 (one way), C = alpha W_bidi."""
-    if expr in (sympy.true, sympy.false):
+    return _sides(expr, lambda e: sympy.simplify(e.xreplace({W_ICI: W_BIDI / 2, C: ALPHA * W_BIDI})))
+
+
+def _sides(expr: sympy.Basic, f: Callable[[sympy.Expr], sympy.Expr]) -> sympy.Basic:
+    """`f` of an expression, or of each side of a relation, kept as written (B/X > alpha,
+    as the book reads, not sympy's alpha < B/X)."""
+    if expr in (sympy.true, sympy.false) or expr is sympy.nan:
         return expr
-    return sympy.simplify(expr.xreplace({W_ICI: W_BIDI / 2, C: ALPHA * W_BIDI}))
+    if isinstance(expr, sympy.core.relational.Relational):
+        return type(expr)(f(expr.lhs), f(expr.rhs), evaluate=False)
+    return f(expr)
 
 
 def tex(expr: sympy.Basic) -> str:

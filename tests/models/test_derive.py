@@ -191,8 +191,8 @@ def test_bad_input() -> None:
 def test_results_show_themselves() -> None:
     f = derive.strategy_formulas("tpu-v5p", "llama-3-70b", kinds=("dp",), n_axes={"dp": 3})["dp"]
     out = f.to_dict()
-    assert out["backward"]["condition"]["value"] == "850 < B/X"
-    assert out["backward"]["book"]["condition"]["formula"] == "alpha/3 < B/X"
+    assert out["backward"]["condition"]["value"] == "B/X > 850"
+    assert out["backward"]["book"]["condition"]["formula"] == "B/X > alpha/3"
     assert r"\alpha" in out["backward"]["book"]["condition"]["latex"]
     assert f._repr_latex_().startswith("$") and "per pass" in f._repr_latex_()
     assert "per pass" in out["conventions"]
