@@ -45,6 +45,7 @@ from ..lang.source import Backward, Contraction, Dim, Item, MeshLine, Op, Progra
 from ..mesh import Mesh, MeshAxis
 from ..roofline.cost import cost
 from ..roofline.solve import cleared, positive_region
+from ..show import pretty, seconds
 from .backward import backward
 from .catalogue import get_model
 from .strategies import Strategy, gathered, subscripted
@@ -65,7 +66,7 @@ KINDS: dict[str, tuple[tuple[str, ...], str]] = {"dp": (("dp",), "backward"), "f
 # takes the first n (X the product of its axes' sizes: X -> X/(P*Q))
 _AXES = {"dp": "XPQ", "fsdp": "XPQ", "tp": "YRS"}
 _CONVENTIONS = {
-    "per pass": "each pass's collectives against that pass's compute (the book's)",
+    "per pass": "each pass's collectives against that pass's compute (the book's convention)",
     "whole step": "the step's collectives against the forward's and the backward's compute together "
                   "(symroof plan's roofline)",
     "bandwidth": "W_ici is one direction of one link (the chip file's); the book's W_ici is bidirectional, "
@@ -97,8 +98,9 @@ class PassFormulas:
     root: sympy.Expr | None
 
     def book(self) -> dict[str, sympy.Basic]:
-        return {k: _book(v) for k, v in (("t_math", self.t_math), ("t_comms", self.t_comms),
-                                         ("condition", self.condition))}
+        """In the book's symbols: the times in C and W_bidi, the condition in alpha."""
+        return {"t_math": _book(self.t_math, False), "t_comms": _book(self.t_comms, False),
+                "condition": _book(self.condition)}
 
 
 @dataclass(frozen=True)
@@ -147,9 +149,10 @@ class StrategyFormulas:
                 + " ".join(rows) + r"\end{array}$")
 
 
-def _book(expr: sympy.Basic) -> sympy.Basic:
-    """In the book's symbols: W_ici = W_bidi / 2 (one way), C = alpha W_bidi."""
-    return _sides(expr, lambda e: sympy.simplify(e.xreplace({W_ICI: W_BIDI / 2, C: ALPHA * W_BIDI})))
+def _book(expr: sympy.Basic, alpha: bool = True) -> sympy.Basic:
+    """In the book's symbols: W_ici = W_bidi / 2 (one way), and C = alpha W_bidi (`alpha`)."""
+    subs = {W_ICI: W_BIDI / 2} | ({C: ALPHA * W_BIDI} if alpha else {})
+    return _sides(expr, lambda e: sympy.simplify(e.xreplace(subs)))
 
 
 def _sides(expr: sympy.Basic, f: Callable[[sympy.Expr], sympy.Expr]) -> sympy.Basic:
@@ -368,10 +371,12 @@ class Split:
     y: int
     candidates: tuple[tuple[int, int, sympy.Expr], ...]  # (X, Y, T_comms in units of 4D/W_bidi) each split
     how: str
+    m_x: int                    # the torus axes FSDP and TP span (at the split chosen, on a chip)
+    m_y: int
 
     def to_dict(self) -> dict[str, Any]:
         return {"x_opt": float(self.x_opt), "x_opt_formula": _both(self.x_opt_formula), "x": self.x, "y": self.y,
-                "how": self.how,
+                "m_x": self.m_x, "m_y": self.m_y, "how": self.how,
                 "candidates": [{"x": x, "y": y, "t_comms_per_4D_over_W": float(t)} for x, y, t in self.candidates]}
 
     def _repr_latex_(self) -> str:
@@ -384,8 +389,9 @@ def optimal_split(n: int, batch: int, ffn: int, m_x: int | None = None, m_y: int
     """FSDP over X chips and TP over Y = n / X for the book's layer at `batch` tokens and MLP
     width `ffn`: the continuous X_opt (from the derived formula), and the best whole split,
     X dividing n, by T_comms. The torus axes each kind spans are `m_x` and `m_y` where given
-    (the same for every split); on a `chip`'s `slice` ("4x4x4"), they come from where the
-    engine lays each split's axes (on v5p's 4x4x4 with X = 16 and Y = 4, M_X = 2, M_Y = 1).
+    (the same for every split); else, on a `chip`'s `slice` ("4x4x4") or its pod, they come
+    from where the engine lays each split's axes (on v5p's 4x4x4 with X = 16 and Y = 4,
+    M_X = 2, M_Y = 1), each split costed there.
 
     Examples:
         >>> s = optimal_split(64, 48000, 32768, 2, 1)
@@ -398,16 +404,19 @@ def optimal_split(n: int, batch: int, ffn: int, m_x: int | None = None, m_y: int
     if slice is not None:
         if chip is None:
             raise SpecError("a slice is of a chip's pod: name the chip too (tpu-v5p, 4x4x4)")
-        return _split_on_slice(n, batch, ffn, chip, slice)
+        return _split_laid(n, batch, ffn, chip, slice)
     if m_x is None or m_y is None:
-        raise SpecError("give the torus axes FSDP and TP span (M_X, M_Y), or a chip's slice to lay them on")
+        if chip is None:
+            raise SpecError("give the torus axes FSDP and TP span (M_X, M_Y), or a chip (and a slice) to lay "
+                            "them on")
+        return _split_laid(n, batch, ffn, chip, None)
     formula = x_opt(m_x, m_y)
     # T_comms of the forward pass, in units of 4 D / W_bidi, at each whole split
     t = _unit_comms(m_x, m_y)
     candidates = tuple((x, n // x, t.xreplace({B: batch, F: ffn, N: n, X: x})) for x in _divisors(n))
     x, y, _ = min(candidates, key=lambda c: c[2])
     return Split(formula.xreplace({B: batch, F: ffn, N: n}), formula, x, y, candidates,
-                 f"each X dividing {n}, T_comms with M_X = {m_x}, M_Y = {m_y} for every split")
+                 f"each X dividing {n}, T_comms with M_X = {m_x}, M_Y = {m_y} for every split", m_x, m_y)
 
 
 def _unit_comms(m_x: int, m_y: int) -> sympy.Expr:
@@ -420,12 +429,12 @@ def _divisors(n: int) -> list[int]:
     return [k for k in range(1, n + 1) if n % k == 0]
 
 
-def _split_on_slice(n: int, batch: int, ffn: int, chip: str | Chip, shape: str) -> Split:
-    """Each whole split laid on the slice by the engine and costed there (its rings, the
-    physical axes each kind spans); X_opt with the M's of the split chosen."""
+def _split_laid(n: int, batch: int, ffn: int, chip: str | Chip, shape: str | None) -> Split:
+    """Each whole split laid by the engine on the chip's slice (or pod) and costed there (its
+    rings, the physical axes each kind spans); X_opt with the M's of the split chosen."""
     found = chip if isinstance(chip, Chip) else get_chip(chip)
-    sliced = found.on_slice(shape)
-    if math.prod(sliced.slice or ()) != n:
+    sliced = found.on_slice(shape) if shape else found
+    if shape and math.prod(sliced.slice or ()) != n:
         raise SpecError(f"the slice {shape} has {math.prod(sliced.slice or ())} chips, not {n}")
     target = machine(sliced, symbolic=("peak", "ici_bw"))
     assert target is not None
@@ -448,8 +457,9 @@ def _split_on_slice(n: int, batch: int, ffn: int, chip: str | Chip, shape: str) 
     m_x, m_y = spanned[x]
     formula = x_opt(m_x, m_y)
     return Split(formula.xreplace({B: batch, F: ffn, N: n}), formula, x, y, tuple(candidates),
-                 f"each X dividing {n} laid on {found.name}'s {shape} slice and costed there; X_opt with the "
-                 f"chosen split's M_X = {m_x}, M_Y = {m_y}")
+                 f"each X dividing {n} laid on {found.name}'s " + (f"{shape} slice" if shape else "pod") +
+                 " and costed there; X_opt with the "
+                 f"chosen split's M_X = {m_x}, M_Y = {m_y}", m_x, m_y)
 
 
 def largest_comms_bound_batch(kind: str, chip: str | Chip, model: str | None = None, *,
@@ -508,3 +518,153 @@ def attention_share(model: str, *, models_file: str | None = None) -> dict[str, 
             matrix["scores" if isinstance(item, Fused) else "layers"] += m.at(c.flops - c.flops_vector)
     shares = {k: sympy.factor(sympy.cancel(v / total)) for k, v in found.items()}
     return shares | {"scores_to_matmuls": sympy.cancel(matrix["scores"] / matrix["layers"])}
+
+
+def torus_axes(chip: Chip, chips: int) -> tuple[int, list[str]]:
+    """How many of the chip's (or its slice's) torus axes one mesh axis of `chips` spans, as
+    the engine lays it (topology.lay_out), and a note for each piece that is no ring (the
+    formulas take each as one)."""
+    axis = MeshAxis("X", chips)
+    try:
+        pieces = spans(axis, lay_out([axis], chip))
+    except HardwareError as e:
+        raise SpecError(str(e)) from None
+    wrap = int(chip.figure("interconnect.wraparound_min_axis_size") or 0)
+    notes = [f"a piece of {piece.size} chips is no ring (no wraparound): the formulas overstate its bandwidth"
+             for piece, ring in pieces
+             if not (ring if ring is not None else wrap and piece.size is not None and piece.size % wrap == 0)]
+    if len(pieces) > 3:
+        raise SpecError(f"{chips} chips span {len(pieces)} torus axes; the formulas are derived for 1 to 3")
+    return len(pieces), notes
+
+
+@dataclass(frozen=True)
+class TrainingFormulas:
+    """`symroof plan --symbolic` and `--optimize`: each kind's formulas on a named chip for a
+    named model, the numbers at the plan's chips and batch, and the FSDP/TP split."""
+
+    model: str
+    chip: Chip
+    chips: int
+    batch: int
+    slice: str | None
+    formulas: dict[str, StrategyFormulas]
+    split: Split | None         # with the formulas or --optimize: the mixed kind's X and Y at the plan
+    notes: tuple[str, ...]
+    optimized: bool = False     # the split asked for (--optimize), and shown
+
+    def _at(self, kind: str) -> dict[sympy.Symbol, sympy.Expr]:
+        """The plan's sizes for a kind: B the batch, its chips on its axes."""
+        at: dict[sympy.Symbol, sympy.Expr] = {B: sympy.Integer(self.batch), N: sympy.Integer(self.chips)}
+        if kind == "tp":
+            return at | {Y: sympy.Integer(self.chips)}
+        if kind == "fsdp+tp":
+            assert self.split is not None
+            return at | {X: sympy.Integer(self.split.x), Y: sympy.Integer(self.split.y)}
+        return at | {X: sympy.Integer(self.chips)}
+
+    def evaluated(self, kind: str) -> dict[str, Any]:
+        """The book's pass at the plan's sizes: T_math, T_comms (seconds, one MLP layer) and
+        whether the compute hides the collectives."""
+        f = self.formulas[kind]
+        at = self._at(kind)
+        t_math, t_comms = (f.numbers(e).xreplace(at) for e in (f.per_pass.t_math, f.per_pass.t_comms))
+        return {"t_math": t_math, "t_comms": t_comms, "compute_bound": bool(t_math > t_comms)}
+
+    def table(self) -> str:
+        v = self.formulas[next(iter(self.formulas))].values if self.formulas else chip_values(self.chip)
+        lines = []
+        if self.formulas:
+            lines += [f"Strategy formulas: the book's MLP layer (How To Scale Your Model, part 5), derived by the "
+                      f"engine for {self.model} on {self.chip.name}",
+                      f"  D = {v[D]}, F = {v[F]}; C = {float(v[C]):.4g} FLOPs/s (bf16), W_bidi = "
+                      f"{float(v[W_BIDI]):.4g} bytes/s (the book's W_ici: both directions of a link; "
+                      f"{float(v[W_ICI]):.4g} one way), alpha = C / W_bidi = {pretty(v[ALPHA])}",
+                      f"  per pass: {_CONVENTIONS['per pass']}",
+                      f"  whole step: {_CONVENTIONS['whole step']}",
+                      f"  at this plan: B = {self.batch} tokens on {self.chips} chips; times are one layer's MLP"]
+            for kind, f in self.formulas.items():
+                axes = ", ".join(f"{k} over {n} torus ax{'is' if n == 1 else 'es'}" for k, n in f.axes.items())
+                lines += ["", f"{kind} ({axes})"]
+                for name, p in ((f"per pass ({f.book_pass}, the book's)", f.per_pass), ("whole step", f.step)):
+                    book = p.book()
+                    lines.append(f"  {name}: T_math = {pretty(book['t_math'])}, T_comms = {pretty(book['t_comms'])}")
+                    if book["condition"] is sympy.nan:
+                        lines.append("    compute-bound: no formula in the kind's size alone (see the note)")
+                        continue
+                    lines.append(f"    compute-bound while {pretty(book['condition'])}"
+                                 + ("" if book["condition"] is sympy.true else
+                                    f"  ({pretty(f.numbers(p.condition))})")
+                                 + (" at X = X_opt, Y = N / X_opt" if kind == "fsdp+tp" else ""))
+                e = self.evaluated(kind)
+                lines.append(f"  at this plan ({_sizes(self._at(kind), kind)}): T_math = {seconds(e['t_math'])}, "
+                             f"T_comms = {seconds(e['t_comms'])}: "
+                             + ("compute-bound" if e["compute_bound"] else "communication-bound"))
+                lines += [f"  note: {n}" for n in f.notes]
+        if self.optimized and self.split is not None:
+            s = self.split
+            lines += ([""] if lines else []) + [
+                f"Optimal FSDP x TP split of {self.chips} chips (B = {self.batch} tokens, F = "
+                f"{self.formulas_f()}): d/dX T_comms(X, N/X) = 0 gives X_opt = {pretty(s.x_opt_formula)} = "
+                f"{float(s.x_opt):.4g}",
+                f"  whole split: X = {s.x} (FSDP), Y = {s.y} (TP): {s.how}",
+                "  T_comms of each split (forward, in units of 4 D / W_bidi): "
+                + ", ".join(f"{x}x{y}: {float(t):.6g}" for x, y, t in s.candidates)]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def formulas_f(self) -> int:
+        return int(get_model(self.model)["sizes"]["F"])
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": self.model, "chip": self.chip.name, "chips": self.chips, "batch": self.batch,
+                               "conventions": _CONVENTIONS}
+        if self.formulas:
+            out["strategy_formulas"] = {
+                k: f.to_dict() | {"at_plan": {n: (str(v) if isinstance(v, bool) else float(v))
+                                              for n, v in self.evaluated(k).items()}}
+                for k, f in self.formulas.items()}
+        if self.optimized and self.split is not None:
+            out["optimal_split"] = self.split.to_dict()
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
+
+    def _repr_latex_(self) -> str:
+        parts = [f._repr_latex_() for f in self.formulas.values()]
+        if self.optimized and self.split is not None:
+            parts.append(self.split._repr_latex_())
+        return "\n\n".join(parts)
+
+
+def _sizes(at: Mapping[sympy.Symbol, sympy.Expr], kind: str) -> str:
+    shown = [B] + ([Y] if kind == "tp" else [X, Y] if kind == "fsdp+tp" else [X])
+    return ", ".join(f"{s} = {at[s]}" for s in shown)
+
+
+def training_formulas(model: str, chip: str | Chip, chips: int, batch: int, *, slice: str | None = None,
+                      symbolic: bool = True, optimize: bool = False,
+                      models_file: str | None = None) -> TrainingFormulas:
+    """What `symroof plan MODEL --symbolic` and `--optimize` print: each kind's formulas with
+    the torus axes its chips span on the chip's slice (or pod), as the engine lays them, and
+    the FSDP/TP split of `chips` at `batch` tokens."""
+    found = chip if isinstance(chip, Chip) else get_chip(chip)
+    _target(found)  # a torus, or refused before its slice is asked for
+    laid = found.on_slice(slice) if slice else found
+    if slice and math.prod(laid.slice or ()) != chips:
+        raise SpecError(f"the slice {slice} has {math.prod(laid.slice or ())} chips, not {chips}")
+    ffn = int(get_model(model, models_file)["sizes"]["F"])
+    if batch < chips:
+        raise SpecError(f"a batch of {batch} tokens on {chips} chips leaves some without a token")
+    split = optimal_split(chips, batch, ffn, chip=found, slice=slice)
+    formulas: dict[str, StrategyFormulas] = {}
+    notes: list[str] = []
+    if symbolic:
+        n, pieces = torus_axes(laid, chips)
+        notes += pieces
+        assert split is not None
+        m_x, m_y = split.m_x, split.m_y
+        for kind, axes in (("dp", {"dp": n}), ("fsdp", {"fsdp": n}), ("tp", {"tp": n}),
+                           ("fsdp+tp", {"fsdp": m_x, "tp": m_y})):
+            formulas |= strategy_formulas(found, model, kinds=(kind,), n_axes=axes, models_file=models_file)
+    return TrainingFormulas(model, found, chips, batch, slice, formulas, split, tuple(notes), optimize)

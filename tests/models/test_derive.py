@@ -196,3 +196,54 @@ def test_results_show_themselves() -> None:
     assert r"\alpha" in out["backward"]["book"]["condition"]["latex"]
     assert f._repr_latex_().startswith("$") and "per pass" in f._repr_latex_()
     assert "per pass" in out["conventions"]
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    from io import StringIO
+
+    from symroof.cli.command import main
+    out, err = StringIO(), StringIO()
+    return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
+
+
+PLAN = ("plan", "llama-3-70b", "--chip", "tpu-v5p", "--chips", "64", "--batch", "48000", "--slice", "4x4x4")
+
+
+def test_cli_symbolic_and_optimize() -> None:
+    code, out, err = cli(*PLAN, "--symbolic", "--optimize")
+    assert code == 0, err
+    # over 64 chips on a 4x4x4 slice one mesh axis spans the 3 torus axes: alpha / 3 = 850
+    assert "dp (dp over 3 torus axes)" in out and "B/X > alpha/3  (B/X > 850)" in out
+    assert "Y < 3*F/alpha" in out and "per pass: each pass's collectives" in out
+    # mixed at M_X = 2, M_Y = 1 with F = 28672: 4 alpha^2/(2 F) = 453.578
+    assert f"B/N > 2*alpha**2/F  (B/N > {4 * 2550**2 / (2 * 28672):.6g})" in out
+    assert "whole split: X = 16 (FSDP), Y = 4 (TP)" in out
+    # at the plan, dp: T_math = 8 B D F / (X C), T_comms = 8 D F / (3 W_bidi)
+    t_math, t_comms = 8 * 48000 * 8192 * 28672 / (64 * 4.59e14), 8 * 8192 * 28672 / (3 * 1.8e11)
+    assert f"T_math = {t_math * 1e3:.6g} ms, T_comms = {t_comms * 1e3:.6g} ms: communication-bound" in out
+
+
+def test_cli_json() -> None:
+    code, out, err = cli(*PLAN, "--optimize", "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    split = found["optimal_split"]
+    # F = 28672 for LLaMA-3 70B: X_opt = sqrt(2 B N / F)
+    assert (split["x"], split["y"]) == (16, 4) and abs(split["x_opt"] - (2 * 48000 * 64 / 28672) ** 0.5) < 1e-9
+    assert split["x_opt_formula"]["formula"] == "sqrt(2)*sqrt(B)*sqrt(N)/sqrt(F)"
+    assert "strategy_formulas" not in found
+    code, out, err = cli(*PLAN, "--symbolic", "--json")
+    dp = json.loads(out)["strategy_formulas"]["dp"]
+    assert dp["backward"]["book"]["condition"]["formula"] == "B/X > alpha/3"
+    assert dp["at_plan"]["compute_bound"] == "False"
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--decode",), "training chapter's formulas: drop --prefill/--decode"),
+    (("--peak-flops", "1e15"), "drop --peak-flops"),
+    (("--chip", "h100"), "torus of rings"),
+    (("--slice", "2x4x4"), "has 32 chips, not 64"),
+])
+def test_cli_refusals(extra: tuple[str, ...], message: str) -> None:
+    code, out, err = cli(*PLAN, "--symbolic", *extra)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
