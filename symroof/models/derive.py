@@ -167,6 +167,10 @@ def _sides(expr: sympy.Basic, f: Callable[[sympy.Expr], sympy.Expr]) -> sympy.Ba
 
 def tex(expr: sympy.Basic) -> str:
     """LaTeX of a formula, the book's W_ici (both directions) written W_{ici}^{bidi}."""
+    if expr is sympy.true:
+        return r"\text{always (no collectives)}"
+    if expr is sympy.nan:
+        return r"\text{no formula in the kind's size alone}"
     return sympy.latex(expr, symbol_names={W_BIDI: r"W_{\text{ici}}^{\text{bidi}}", W_ICI: r"W_{\text{ici}}"})
 
 

@@ -247,3 +247,16 @@ def test_cli_json() -> None:
 def test_cli_refusals(extra: tuple[str, ...], message: str) -> None:
     code, out, err = cli(*PLAN, "--symbolic", *extra)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_latex_renders(katex) -> None:
+    found = derive.training_formulas("llama-3-70b", "tpu-v5p", 64, 48000, slice="4x4x4", optimize=True)
+    shown = [f._repr_latex_() for f in found.formulas.values()]
+    assert found.split is not None
+    for tex in shown + [found.split._repr_latex_()]:
+        assert tex.startswith("$") and tex.endswith("$")
+        katex.check(tex.strip("$"))
+    for kind in found.formulas:
+        for row in found.to_dict()["strategy_formulas"][kind]["backward"].values():
+            if "latex" in row:
+                katex.check(row["latex"])
