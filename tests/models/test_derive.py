@@ -260,3 +260,17 @@ def test_latex_renders(katex) -> None:
         for row in found.to_dict()["strategy_formulas"][kind]["backward"].values():
             if "latex" in row:
                 katex.check(row["latex"])
+
+
+def test_readme_plan_example_is_what_symroof_prints() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("$ symroof plan llama-3-70b --chip tpu-v5p --chips 64 --batch 48000")
+    command, block = readme[start:].split("\n", 1)
+    block = block[:block.index("```")]
+    code, out, err = cli(*command.split()[2:])
+    assert code == 0, err
+    # each run of lines between the README's "..." is printed as it stands
+    for run in block.split("...\n"):
+        assert run.strip("\n") in out, run
