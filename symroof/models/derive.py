@@ -46,6 +46,7 @@ from ..mesh import Mesh, MeshAxis
 from ..roofline.cost import cost
 from ..roofline.solve import cleared, positive_region
 from ..show import pretty, seconds
+from . import report
 from .backward import backward
 from .catalogue import get_model
 from .strategies import Strategy, gathered, subscripted
@@ -87,9 +88,10 @@ class PassFormulas:
     """One pass's (or the whole step's) times and where its compute hides its collectives.
 
     `condition` is the compute-bound region as a relation in the book's per-chip form (B/X >
-    ..., Y < ...), or sympy.true where the pass has no collectives; `root` the threshold on
-    `over` (B, or Y for tensor parallelism); `book` the same three with W_ici = W_bidi / 2 and
-    C = alpha W_bidi."""
+    ..., Y < ...; B/N > ... at X_opt for FSDP + TP), sympy.true where the pass has no
+    collectives, sympy.nan where no formula in the kind's size alone exists (the notes say
+    why); `root` the threshold on `over` (B, or Y for tensor parallelism); `book()` the same in
+    the book's symbols, W_ici = W_bidi / 2 (and C = alpha W_bidi in the condition)."""
 
     t_math: sympy.Expr
     t_comms: sympy.Expr
@@ -264,11 +266,11 @@ def _derive(kind: str, n_axes: Mapping[str, int], target: Machine) -> StrategyFo
 
 
 def _mixed_condition(t_math: sympy.Expr, t_comms: sympy.Expr) -> sympy.Basic:
-    """FSDP + TP: compute-bound at the split that minimises T_comms (X = X_opt, Y = N / X),
-    as B/N > threshold."""
-    x_opt = _x_opt(t_comms)
-    at_opt = lambda e: sympy.simplify(e.xreplace({Y: N / X}).xreplace({X: x_opt}))  # noqa: E731
-    t_math_opt, t_comms_opt = at_opt(t_math), at_opt(t_comms)
+    """FSDP + TP: compute-bound at the split that minimises this pass's (or step's) T_comms
+    (X = X_opt, Y = N / X), as B/N > threshold."""
+    best = {Y: N / X, X: _x_opt(t_comms)}
+    t_math_opt, t_comms_opt = (sympy.simplify(e.xreplace({Y: best[Y]}).xreplace({X: best[X]}))
+                               for e in (t_math, t_comms))
     # T_comms at the optimum goes as sqrt(B): with B = s**2 (s > 0) the difference, cleared
     # of its positive denominators, is s times a*s - c; compute-bound where s > c/a, a > 0
     s = sympy.Symbol("s", positive=True)
@@ -503,9 +505,7 @@ def attention_share(model: str, *, models_file: str | None = None) -> dict[str, 
     the scores are the full T x S (a causal mask's skipped half is not subtracted).
     `scores_to_matmuls` is the book's ratio: the score block's matrix FLOPs over the layers'
     weight matmuls' (T / (8 D) for multi-head attention with a gated MLP of F = 4 D)."""
-    from .report import model as build  # the named model's program, sized (report sits beside this module)
-
-    m = build(model, "train", None, {"B": 1, "T": None}, models_file=models_file)
+    m = report.model(model, "train", None, {"B": 1, "T": None}, models_file=models_file)
     structured = m.structured
     total = sympy.Integer(0)
     found = {"scores": sympy.Integer(0), "attention": sympy.Integer(0)}
@@ -555,6 +555,7 @@ class TrainingFormulas:
     formulas: dict[str, StrategyFormulas]
     split: Split | None         # with the formulas or --optimize: the mixed kind's X and Y at the plan
     notes: tuple[str, ...]
+    ffn: int                    # the model's F
     optimized: bool = False     # the split asked for (--optimize), and shown
 
     def _at(self, kind: str) -> dict[sympy.Symbol, sympy.Expr]:
@@ -609,16 +610,13 @@ class TrainingFormulas:
             s = self.split
             lines += ([""] if lines else []) + [
                 f"Optimal FSDP x TP split of {self.chips} chips (B = {self.batch} tokens, F = "
-                f"{self.formulas_f()}): d/dX T_comms(X, N/X) = 0 gives X_opt = {pretty(s.x_opt_formula)} = "
+                f"{self.ffn}): d/dX T_comms(X, N/X) = 0 gives X_opt = {pretty(s.x_opt_formula)} = "
                 f"{float(s.x_opt):.4g}",
                 f"  whole split: X = {s.x} (FSDP), Y = {s.y} (TP): {s.how}",
                 "  T_comms of each split (forward, in units of 4 D / W_bidi): "
                 + ", ".join(f"{x}x{y}: {float(t):.6g}" for x, y, t in s.candidates)]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
-
-    def formulas_f(self) -> int:
-        return int(get_model(self.model)["sizes"]["F"])
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"model": self.model, "chip": self.chip.name, "chips": self.chips, "batch": self.batch,
@@ -671,4 +669,4 @@ def training_formulas(model: str, chip: str | Chip, chips: int, batch: int, *, s
         for kind, axes in (("dp", {"dp": n}), ("fsdp", {"fsdp": n}), ("tp", {"tp": n}),
                            ("fsdp+tp", {"fsdp": m_x, "tp": m_y})):
             formulas |= strategy_formulas(found, model, kinds=(kind,), n_axes=axes, models_file=models_file)
-    return TrainingFormulas(model, found, chips, batch, slice, formulas, split, tuple(notes), optimize)
+    return TrainingFormulas(model, found, chips, batch, slice, formulas, split, tuple(notes), ffn, optimize)
