@@ -67,22 +67,17 @@ def test_fsdp_forward(n: int) -> None:
     assert sign == ">" and same(rhs, alpha / n)
 
 
-def test_fsdp_backward_one_axis() -> None:
-    f = derive.strategy_formulas(kinds=("fsdp",), n_axes={"fsdp": 1})["fsdp"]
-    # backward: the two weights gathered again and their gradients reduce-scattered, 2DF each
-    assert same(f.backward.t_comms, 4 * 2 * D * F / W)
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_fsdp_backward(n: int) -> None:
+    f = derive.strategy_formulas(kinds=("fsdp",), n_axes={"fsdp": n})["fsdp"]
+    # backward: the two weights gathered again and their gradients reduce-scattered, 2DF
+    # bytes each over n rings at once, against its 8BDF/X
+    assert same(f.backward.t_comms, 4 * 2 * D * F / (W * n))
     sign, rhs = threshold(f.backward.condition, B / X)
-    assert sign == ">" and same(rhs, alpha)
-    # whole step: 12BDF/(XC) against 12DF/W: the same alpha
-    assert same(threshold(f.step.condition, B / X)[1], alpha)
-
-
-@pytest.mark.xfail(strict=True, reason="the sharding engine reduce-scatters an inferred gradient over several "
-                   "axes one axis after another (routes.to_layout), where a written ReduceScatter_{XP,D} and "
-                   "every AllGather run over the rings at once")
-def test_fsdp_backward_two_axes() -> None:
-    f = derive.strategy_formulas(kinds=("fsdp",), n_axes={"fsdp": 2})["fsdp"]
-    assert same(f.backward.t_comms, 4 * 2 * D * F / (W * 2))
+    assert sign == ">" and same(rhs, alpha / n)
+    # whole step: 12BDF/(XC) against 12DF/(W n): the same alpha / n
+    assert same(threshold(f.step.condition, B / X)[1], alpha / n)
+    assert not f.notes
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
@@ -106,6 +101,11 @@ def test_mixed(m_x: int, m_y: int) -> None:
     assert same(derive.x_opt(m_x, m_y), sympy.sqrt(B * N * m_x / (F * m_y)))
     sign, rhs = threshold(f.per_pass.condition, B / N)
     assert sign == ">" and same(rhs, 4 * alpha**2 / (m_x * m_y * F))
+    # backward: the weights gathered again and their gradients reduce-scattered (FSDP), the
+    # input's gradient all-reduced (TP), against twice the forward's matmuls
+    assert same(f.backward.t_comms, 8 * D * F / (Y * W * m_x) + 4 * B * D / (X * W * m_y))
+    # at its own X_opt (sqrt(2 B N M_X / (F M_Y))): 8BDF/(NC) > 2 sqrt(8DF/(N W M_X) 4BD/(W M_Y))
+    assert same(threshold(f.backward.condition, B / N)[1], 2 * alpha**2 / (m_x * m_y * F))
 
 
 def test_alpha_on_v5p() -> None:
