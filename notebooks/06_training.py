@@ -197,7 +197,7 @@ show(figure)
 print("dp over 3 axes:        B/X <=", derive.largest_comms_bound_batch("dp", "tpu-v5p", n_axes={"dp": 3}))
 print("fsdp over 3 axes:      B/X <=", derive.largest_comms_bound_batch("fsdp", "tpu-v5p", n_axes={"fsdp": 3}))
 print("fsdp+tp, LLaMA-3 70B:  B/N <=", derive.largest_comms_bound_batch(
-    "fsdp+tp", "tpu-v5p", "llama-3-70b", n_axes={"fsdp": 2}, chips=64))
+    "fsdp+tp", "tpu-v5p", "llama-3-70b", n_axes={"fsdp": 2}))
 
 # %% [markdown]
 # ## How much of a step is attention

@@ -129,6 +129,22 @@ class StrategyFormulas:
         """`expr` with the chip's and the model's figures put in (unchanged without them)."""
         return _sides(_book(expr), lambda e: e.xreplace(self.values)) if self.values else expr
 
+    def largest_comms_bound(self, convention: str = "per pass") -> sympy.Expr:
+        """The largest tokens per chip (B/X; B/N at X_opt for FSDP + TP) at which the kind
+        stays communication-bound with the chip's and the model's figures: the root of the
+        threshold, floored (at the root T_math = T_comms)."""
+        chosen = {"per pass": self.per_pass, "whole step": self.step}.get(convention)
+        if chosen is None:
+            raise SpecError(f"the convention is 'per pass' or 'whole step', not {convention!r}")
+        bound = self.numbers(chosen.condition)
+        if not isinstance(bound, sympy.StrictGreaterThan | sympy.StrictLessThan) or B not in bound.gts.free_symbols:
+            raise SpecError(f"{self.kind}: no batch threshold ({bound})")
+        per_chip = bound.lts
+        if per_chip.free_symbols:
+            raise SpecError(f"{self.kind}: the threshold depends on {', '.join(map(str, per_chip.free_symbols))}: "
+                            "name the chip and the model (C, W_ici; D and F)")
+        return sympy.floor(per_chip)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "torus_axes": self.axes, "book_pass": self.book_pass,
                                "conventions": _CONVENTIONS}
@@ -469,31 +485,14 @@ def _split_laid(n: int, batch: int, ffn: int, chip: str | Chip, shape: str | Non
 
 
 def largest_comms_bound_batch(kind: str, chip: str | Chip, model: str | None = None, *,
-                              n_axes: Mapping[str, int] | None = None, chips: int | None = None,
-                              convention: str = "per pass") -> sympy.Expr:
+                              n_axes: Mapping[str, int] | None = None, convention: str = "per pass") -> sympy.Expr:
     """The largest batch per chip (tokens; B/X for dp and fsdp, B/N for fsdp+tp at its
     optimal split) at which `kind` stays communication-bound on a named chip: the derived
     threshold's root, floored (at the root itself T_math = T_comms: not yet compute-bound)."""
     if kind not in ("dp", "fsdp", "fsdp+tp"):
         raise SpecError(f"a batch threshold is derived for dp, fsdp and fsdp+tp, not {kind!r} "
                         "(tensor parallelism's is a bound on Y)")
-    f = strategy_formulas(chip, model, kinds=(kind,), n_axes=n_axes)[kind]
-    chosen = {"per pass": f.per_pass, "whole step": f.step}.get(convention)
-    if chosen is None:
-        raise SpecError(f"the convention is 'per pass' or 'whole step', not {convention!r}")
-    bound = f.numbers(chosen.condition)
-    if not isinstance(bound, sympy.core.relational.StrictGreaterThan | sympy.core.relational.StrictLessThan) \
-            or B not in bound.gts.free_symbols:
-        raise SpecError(f"{kind}: no batch threshold ({bound})")
-    per_chip = bound.lts
-    if kind == "fsdp+tp":
-        if chips is None:
-            raise SpecError("fsdp+tp's threshold is on B/N: give the chips (N)")
-        per_chip = per_chip.xreplace({N: chips})
-    if per_chip.free_symbols:
-        raise SpecError(f"{kind}: the threshold still depends on {', '.join(map(str, per_chip.free_symbols))}: "
-                        "name the model (its D and F)")
-    return sympy.floor(per_chip)
+    return strategy_formulas(chip, model, kinds=(kind,), n_axes=n_axes)[kind].largest_comms_bound(convention)
 
 
 def attention_share(model: str, *, models_file: str | None = None) -> dict[str, sympy.Expr]:
@@ -557,6 +556,8 @@ class TrainingFormulas:
     notes: tuple[str, ...]
     ffn: int                    # the model's F
     optimized: bool = False     # the split asked for (--optimize), and shown
+    attention: dict[str, sympy.Expr] = field(default_factory=dict)  # attention_share's, with the formulas
+    context: int = 0            # the model's context, where the attention share is evaluated
 
     def _at(self, kind: str) -> dict[sympy.Symbol, sympy.Expr]:
         """The plan's sizes for a kind: B the batch, its chips on its axes."""
@@ -575,6 +576,14 @@ class TrainingFormulas:
         at = self._at(kind)
         t_math, t_comms = (f.numbers(e).xreplace(at) for e in (f.per_pass.t_math, f.per_pass.t_comms))
         return {"t_math": t_math, "t_comms": t_comms, "compute_bound": bool(t_math > t_comms)}
+
+    def largest(self, kind: str) -> dict[str, sympy.Expr]:
+        """The largest communication-bound batch per chip, per convention, where there is one."""
+        f = self.formulas[kind]
+        if kind == "tp":
+            return {}
+        return {name: f.largest_comms_bound(name) for name, p in (("per pass", f.per_pass), ("whole step", f.step))
+                if p.condition is not sympy.nan}
 
     def table(self) -> str:
         v = self.formulas[next(iter(self.formulas))].values if self.formulas else chip_values(self.chip)
@@ -605,7 +614,21 @@ class TrainingFormulas:
                 lines.append(f"  at this plan ({_sizes(self._at(kind), kind)}): T_math = {seconds(e['t_math'])}, "
                              f"T_comms = {seconds(e['t_comms'])}: "
                              + ("compute-bound" if e["compute_bound"] else "communication-bound"))
+                largest = self.largest(kind)
+                if largest:
+                    lines.append(f"  largest communication-bound batch: {_per_chip(kind)} = "
+                                 + ", ".join(f"{v} ({k})" for k, v in largest.items()) + " tokens a chip")
                 lines += [f"  note: {n}" for n in f.notes]
+            if self.attention:
+                a, context = self.attention, sympy.Integer(self.context)
+                T = dim_symbol("T")
+                lines += ["", f"Attention in {self.model}'s template (T a symbol; the backward twice the forward, "
+                              "the full T x T scores)",
+                          f"  score matmuls (Q K^T, P V) / weight matmuls = {a['scores_to_matmuls']} (the "
+                          "book: T/(8D) for multi-head attention with a gated MLP of F = 4D)",
+                          f"  share of a step's FLOPs in the scores: {pretty(a['scores'])}; at T = {context} (the "
+                          f"model's context) {float(a['scores'].xreplace({T: context})):.1%}, with the projections "
+                          f"{float(a['attention'].xreplace({T: context})):.1%}"]
         if self.optimized and self.split is not None:
             s = self.split
             lines += ([""] if lines else []) + [
@@ -624,8 +647,11 @@ class TrainingFormulas:
         if self.formulas:
             out["strategy_formulas"] = {
                 k: f.to_dict() | {"at_plan": {n: (str(v) if isinstance(v, bool) else float(v))
-                                              for n, v in self.evaluated(k).items()}}
+                                              for n, v in self.evaluated(k).items()},
+                                  "largest_comms_bound_batch_per_chip": {n: int(v) for n, v in self.largest(k).items()}}
                 for k, f in self.formulas.items()}
+        if self.attention:
+            out["attention"] = {k: _both(v) for k, v in self.attention.items()} | {"context": self.context}
         if self.optimized and self.split is not None:
             out["optimal_split"] = self.split.to_dict()
         if self.notes:
@@ -637,6 +663,10 @@ class TrainingFormulas:
         if self.optimized and self.split is not None:
             parts.append(self.split._repr_latex_())
         return "\n\n".join(parts)
+
+
+def _per_chip(kind: str) -> str:
+    return "B/N" if kind == "fsdp+tp" else "B/X"
 
 
 def _sizes(at: Mapping[sympy.Symbol, sympy.Expr], kind: str) -> str:
@@ -655,7 +685,8 @@ def training_formulas(model: str, chip: str | Chip, chips: int, batch: int, *, s
     laid = found.on_slice(slice) if slice else found
     if slice and math.prod(laid.slice or ()) != chips:
         raise SpecError(f"the slice {slice} has {math.prod(laid.slice or ())} chips, not {chips}")
-    ffn = int(get_model(model, models_file)["sizes"]["F"])
+    sizes = get_model(model, models_file)["sizes"]
+    ffn = int(sizes["F"])
     if batch < chips:
         raise SpecError(f"a batch of {batch} tokens on {chips} chips leaves some without a token")
     split = optimal_split(chips, batch, ffn, chip=found, slice=slice)
@@ -669,4 +700,6 @@ def training_formulas(model: str, chip: str | Chip, chips: int, batch: int, *, s
         for kind, axes in (("dp", {"dp": n}), ("fsdp", {"fsdp": n}), ("tp", {"tp": n}),
                            ("fsdp+tp", {"fsdp": m_x, "tp": m_y})):
             formulas |= strategy_formulas(found, model, kinds=(kind,), n_axes=axes, models_file=models_file)
-    return TrainingFormulas(model, found, chips, batch, slice, formulas, split, tuple(notes), ffn, optimize)
+    attention = attention_share(model, models_file=models_file) if symbolic else {}
+    return TrainingFormulas(model, found, chips, batch, slice, formulas, split, tuple(notes), ffn, optimize,
+                            attention, int(sizes["context"]))

@@ -140,7 +140,7 @@ def test_largest_comms_bound_batch() -> None:
     # mixed at M_X = 2, M_Y = 1 with LLaMA-3 70B's F: B/N > 4 alpha^2 / (2 F)
     F_70b = get_model("llama-3-70b")["sizes"]["F"]
     hand = 4 * 2550**2 / (2 * F_70b)
-    got = derive.largest_comms_bound_batch("fsdp+tp", "tpu-v5p", "llama-3-70b", n_axes={"fsdp": 2}, chips=64)
+    got = derive.largest_comms_bound_batch("fsdp+tp", "tpu-v5p", "llama-3-70b", n_axes={"fsdp": 2})
     assert got == int(hand) == 453
     with pytest.raises(SpecError, match="a bound on Y"):
         derive.largest_comms_bound_batch("tp", "tpu-v5p")
@@ -218,6 +218,11 @@ def test_cli_symbolic_and_optimize() -> None:
     # mixed at M_X = 2, M_Y = 1 with F = 28672: 4 alpha^2/(2 F) = 453.578
     assert f"B/N > 2*alpha**2/F  (B/N > {4 * 2550**2 / (2 * 28672):.6g})" in out
     assert "whole split: X = 16 (FSDP), Y = 4 (TP)" in out
+    # the roots floored: alpha/3 = 850, 2 alpha/9 = 566.7; 2 alpha^2/F = 453.6, 4 alpha^2/(3F) = 302.4
+    assert "largest communication-bound batch: B/X = 850 (per pass), 566 (whole step) tokens a chip" in out
+    assert f"B/N = {int(2 * 2550**2 / 28672)} (per pass), {int(4 * 2550**2 / (3 * 28672))} (whole step)" in out
+    # LLaMA-3 70B: 4 N H T / (2 (2 D N H + 2 D K H) + 6 D F) = T/52224
+    assert "score matmuls (Q K^T, P V) / weight matmuls = T/52224" in out
     # at the plan, dp: T_math = 8 B D F / (X C), T_comms = 8 D F / (3 W_bidi)
     t_math, t_comms = 8 * 48000 * 8192 * 28672 / (64 * 4.59e14), 8 * 8192 * 28672 / (3 * 1.8e11)
     assert f"T_math = {t_math * 1e3:.6g} ms, T_comms = {t_comms * 1e3:.6g} ms: communication-bound" in out
