@@ -51,8 +51,9 @@ from .backward import backward
 from .catalogue import get_model
 from .strategies import Strategy, gathered, subscripted
 
-__all__ = ["KINDS", "PassFormulas", "StrategyFormulas", "Split", "attention_share", "largest_comms_bound_batch",
-           "optimal_split", "strategy_formulas"]
+__all__ = ["ALPHA", "KINDS", "W_BIDI", "PassFormulas", "Split", "StrategyFormulas", "TrainingFormulas",
+           "attention_share", "book_layer", "chip_values", "largest_comms_bound_batch", "optimal_split",
+           "strategy_formulas", "torus_axes", "training_formulas", "x_opt"]
 
 B, D, F, X, Y, N = (dim_symbol(n) for n in ("B", "D", "F", "X", "Y", "N"))
 C, W_ICI = figure_symbol("peak"), figure_symbol("ici_bw")
