@@ -434,18 +434,21 @@ def optimal_split(n: int, batch: int, ffn: int, m_x: int | None = None, m_y: int
                             "them on")
         return _split_laid(n, batch, ffn, chip, None)
     formula = x_opt(m_x, m_y)
-    # T_comms of the forward pass, in units of 4 D / W_bidi, at each whole split
-    t = _unit_comms(m_x, m_y)
-    candidates = tuple((x, n // x, t.xreplace({B: batch, F: ffn, N: n, X: x})) for x in _divisors(n))
+    # T_comms of the forward pass, in units of 4 D / W_bidi, at each whole split; at X = 1 or
+    # X = N one kind has a single chip, no collectives: the other kind's alone
+    at = {B: batch, F: ffn, N: n}
+    candidates = tuple((x, n // x, _unit_comms("fsdp+tp" if 1 < x < n else "tp" if x == 1 else "fsdp", m_x, m_y)
+                        .xreplace(at | {X: x, Y: n // x})) for x in _divisors(n))
     x, y, _ = min(candidates, key=lambda c: c[2])
     return Split(formula.xreplace({B: batch, F: ffn, N: n}), formula, x, y, candidates,
                  f"each X dividing {n}, T_comms with M_X = {m_x}, M_Y = {m_y} for every split", m_x, m_y)
 
 
-def _unit_comms(m_x: int, m_y: int) -> sympy.Expr:
-    """The derived forward T_comms of FSDP + TP over m_x and m_y torus axes, per 4 D / W_bidi."""
-    f = strategy_formulas(kinds=("fsdp+tp",), n_axes={"fsdp": m_x, "tp": m_y})["fsdp+tp"]
-    return sympy.simplify(_book(f.forward.t_comms).xreplace({Y: N / X}) * W_BIDI / (4 * D))
+def _unit_comms(kind: str, m_x: int, m_y: int) -> sympy.Expr:
+    """The derived forward T_comms of `kind` with FSDP over m_x and TP over m_y torus axes,
+    per 4 D / W_bidi."""
+    f = strategy_formulas(kinds=(kind,), n_axes={"fsdp": m_x, "tp": m_y})[kind]
+    return sympy.simplify(_book(f.forward.t_comms) * W_BIDI / (4 * D))
 
 
 def _divisors(n: int) -> list[int]:

@@ -123,7 +123,10 @@ def test_optimal_split() -> None:
     assert abs(float(s.x_opt) - hand) < 1e-9 and round(hand, 2) == 13.69
     assert (s.x, s.y) == (16, 4)
     # in units of 4D/W: F X/(N M_X) + B/(X M_Y) at X = 16: 32768*16/128 + 48000/16
-    assert dict(((x, y), t) for x, y, t in s.candidates)[(16, 4)] == 32768 * 16 // 128 + 48000 // 16
+    costs = {(x, y): t for x, y, t in s.candidates}
+    assert costs[(16, 4)] == 32768 * 16 // 128 + 48000 // 16
+    # one chip for a kind: no collectives of its own, the other's alone (F / M_X; B / M_Y)
+    assert costs[(64, 1)] == 32768 // 2 and costs[(1, 64)] == 48000
 
 
 def test_optimal_split_on_slice() -> None:
