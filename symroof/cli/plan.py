@@ -40,7 +40,9 @@ def add_parser(commands: Commands) -> None:
                      help="print, in place of the ranking, each strategy kind's T_math, T_comms and compute-bound "
                           "condition for the book's MLP layer, derived by the engine as formulas in the model's D "
                           "and F and the chip's C and W_ici (alpha = C / W_ici bidirectional), per pass (the "
-                          "book's convention) and over the whole step, with their numbers at --chips and --batch")
+                          "book's convention) and over the whole step, with their numbers at --chips and --batch, "
+                          "the largest batch each stays communication-bound at, and the share of the model's step "
+                          "in attention as a function of T")
     cmd.add_argument("--optimize", action="store_true",
                      help="derive the FSDP x TP split of --chips that minimises the collectives' time "
                           "(d/dX T_comms = 0: X_opt), and the best whole split, each laid on the chip's torus "
