@@ -4,7 +4,7 @@
                          [--set DIM=VALUE ...] [--limit DIM[,DIM...]] [--solve DIM] [--json]
     symroof roofline --flops X [--bytes Y] [--chip CHIP] ...
     symroof chips
-    symroof chip CHIP
+    symroof chip CHIP [--chips N | --slice AxBxC]
     symroof model NAME|FILE [--train | --prefill | --decode] [--chip CHIP] [--set B=...,T=...]
 
 Errors go to stderr as one line plus a caret under the spec, with exit code 2.
@@ -27,8 +27,9 @@ from ..analysis import analyze, roofline
 from ..claims.check import report as claims_report
 from ..claims.models import check_case, load_claims
 from ..errors import SpecError, SymroofError, SymroofWarning
-from ..hardware.chips import cited_keys, get_chip, list_chips, source_keys
+from ..hardware.chips import Chip, cited_keys, get_chip, list_chips, source_keys
 from ..hardware.machines import machine
+from ..hardware.pods import totals
 from ..ir import dim_symbol
 from ..render import latex
 from ..render.chip_card import chip_card, chips_table
@@ -116,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     chip_cmd.add_argument("name", metavar="CHIP")
     chip_cmd.add_argument("--variant", help="apply a named variant of the figures")
     chip_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
+    chip_cmd.add_argument("--chips", type=int, metavar="N",
+                          help="the totals of N chips: peak FLOPs/s, HBM and bisection bandwidth (a TPU's "
+                               "pod, or the vendor's slice of N; GPUs in NVLink domains joined by the scale-out "
+                               "fabric)")
+    chip_cmd.add_argument("--slice", metavar="AxBxC", help="the totals of this slice of a torus chip's pod")
     chip_cmd.add_argument("--json", action="store_true", help="print JSON")
     chip_cmd.set_defaults(handler=_chip)
     cli_model.add_parser(commands)
@@ -330,6 +336,8 @@ def _chips(args: argparse.Namespace) -> str:
 
 def _chip(args: argparse.Namespace) -> str:
     chip = get_chip(args.name, args.hardware, variant=args.variant)
+    if args.chips is not None or args.slice is not None:
+        return _totals(chip, args)
     rows = chip.rows()
     references = source_keys(args.hardware)
     if args.json:
@@ -344,6 +352,21 @@ def _chip(args: argparse.Namespace) -> str:
                        "notes": list(chip.notes),
                        "references": {key: references[key] for key in cited}})
     return chip_card(chip, references, args.variant)
+
+
+def _totals(chip: Chip, args: argparse.Namespace) -> str:
+    """`symroof chip CHIP --chips N` (or `--slice AxBxC`): what that many chips add up to."""
+    found = totals(chip, args.chips, args.slice)
+    if not args.json:
+        return str(found)
+    return _dumps({"id": chip.id, "chips": found.chips, "shape": list(found.shape) if found.shape else None,
+                   "peak_flops_per_s": {rate: _plain(v) for rate, v in found.peak_flops.items()},
+                   "hbm_capacity_bytes": _plain(found.hbm_capacity),
+                   "hbm_bandwidth_bytes_per_s": _plain(found.hbm_bandwidth),
+                   "bisection": [{"network": c.network, "links": c.links, "one_way_bytes_per_s": _plain(c.one_way),
+                                  "bidi_bytes_per_s": _plain(c.bidi), "upper_bound": c.upper_bound, "how": c.how}
+                                 for c in found.cuts],
+                   "unknown": list(found.unknown)})
 
 
 def _plain(value: sympy.Rational | str | int | float | tuple[int, ...] | None

@@ -17,7 +17,9 @@ Handler: TypeAlias = Callable[[argparse.Namespace], "str | tuple[str, int]"]
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def machine_options(parser: argparse.ArgumentParser) -> None:
+def machine_options(parser: argparse.ArgumentParser, symbolic: bool = True) -> None:
+    """The chip and its figures; `symbolic=False` leaves out --symbolic FIELD (plan's --symbolic
+    is a flag of its own)."""
     parser.add_argument("--chip", help="chip name: tpu-v5e, v5e, 'TPU v5e', h100, ... (see symroof chips)")
     parser.add_argument("--variant", help="a named variant of the chip's figures (see symroof chip CHIP)")
     parser.add_argument("--peak-flops", metavar="X", help="peak FLOPs/s to use (overrides the chip's)")
@@ -34,6 +36,8 @@ def machine_options(parser: argparse.ArgumentParser) -> None:
                         help="lay the mesh's ICI axes on this slice of a torus chip's pod (4x8x8 for 256 "
                              "v5p chips; see symroof chip CHIP for the vendor's shapes) rather than on the pod")
     parser.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
+    if not symbolic:
+        return
     parser.add_argument("--symbolic", metavar="FIELD[,FIELD...]",
                         help="make chip figures symbols: peak (C), hbm_bw (W_hbm), ici_bw (W_ici), vector "
                              "(C_vec), hbm_capacity (M_hbm); --chip symbolic makes them all symbols")

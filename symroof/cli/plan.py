@@ -2,6 +2,7 @@
 
     symroof plan llama-3-70b --chip h100 --chips 64 --batch 512k --train
     symroof plan llama-3-70b --chip tpu-v5p --chips 16 --batch 64 --decode --json
+    symroof plan llama-3-70b --chip tpu-v5p --chips 64 --batch 48000 --slice 4x4x4 --symbolic --optimize
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 from ..errors import SpecError
 from ..hardware.machines import machine
 from ..lang.sizes import size_value
-from ..models import planner
+from ..models import derive, planner
 from .options import Commands, machine_kwargs, machine_options, mode_options, remat_option
 
 
@@ -23,7 +24,7 @@ def add_parser(commands: Commands) -> None:
                                           "time.")
     cmd.add_argument("name", metavar="MODEL", help="a model in models.json (llama-3-70b)")
     mode_options(cmd)
-    machine_options(cmd)
+    machine_options(cmd, symbolic=False)
     cmd.add_argument("--chips", required=True, help="how many chips (64, 256, 8k)")
     cmd.add_argument("--batch", required=True,
                      help="tokens a step processes (train, prefill: 512k, a multiple of the context); "
@@ -34,10 +35,24 @@ def add_parser(commands: Commands) -> None:
     cmd.add_argument("--top", type=int, default=10, help="how many ranked strategies to show (10)")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
+    # the training chapter's strategy formulas (models/derive.py), in place of the ranking
+    cmd.add_argument("--symbolic", action="store_true",
+                     help="print, in place of the ranking, each strategy kind's T_math, T_comms and compute-bound "
+                          "condition for the book's MLP layer, derived by the engine as formulas in the model's D "
+                          "and F and the chip's C and W_ici (alpha = C / W_ici bidirectional), per pass (the "
+                          "book's convention) and over the whole step, with their numbers at --chips and --batch, "
+                          "the largest batch each stays communication-bound at, and the share of the model's step "
+                          "in attention as a function of T")
+    cmd.add_argument("--optimize", action="store_true",
+                     help="derive the FSDP x TP split of --chips that minimises the collectives' time "
+                          "(d/dX T_comms = 0: X_opt), and the best whole split, each laid on the chip's torus "
+                          "(--slice) and costed there; in place of the ranking")
     cmd.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> str:
+    if args.symbolic or args.optimize:
+        return _formulas(args)
     target = machine(**machine_kwargs(args))
     if target is None or target.chip is None:
         raise SpecError("a plan needs a named chip's figures, links and HBM (--chip tpu-v5p; see symroof chips), "
@@ -49,3 +64,24 @@ def run(args: argparse.Namespace) -> str:
         raise SpecError("--remat is what a training step keeps for its backward pass: it goes with --train")
     found = planner.plan(args.name, target, chips, tokens, args.mode, context, args.models, remat=args.remat)
     return json.dumps(found.to_dict(timed=True), indent=2) if args.json else found.table(args.top)
+
+
+def _formulas(args: argparse.Namespace) -> str:
+    """--symbolic, --optimize: the book's training formulas, derived (models/derive.py)."""
+    flags = " and ".join(f for f, on in (("--symbolic", args.symbolic), ("--optimize", args.optimize)) if on)
+    if args.mode != "train":
+        raise SpecError(f"{flags} derive{'s' if ' and ' not in flags else ''} the training chapter's formulas: "
+                        "drop --prefill/--decode")
+    if not args.chip:
+        raise SpecError(f"{flags} needs a named TPU (--chip tpu-v5p): its torus lays the axes")
+    refused = [f for f, given in (("--variant", args.variant), ("--peak-flops", args.peak_flops),
+                                  ("--hbm-bw", args.hbm_bw), ("--vector-flops", args.vector_flops),
+                                  ("--ici-bw", args.ici_bw), ("--override", args.override),
+                                  ("--hardware", args.hardware), ("--context", args.context),
+                                  ("--remat", args.remat != "full"), ("--top", args.top != 10)) if given]
+    if refused:
+        raise SpecError(f"{flags} take the chip's own figures and the model's D and F: drop {', '.join(refused)}")
+    found = derive.training_formulas(args.name, args.chip, size_value(args.chips, "--chips"),
+                                     size_value(args.batch, "--batch"), slice=args.slice, symbolic=args.symbolic,
+                                     optimize=args.optimize, models_file=args.models)
+    return json.dumps(found.to_dict(), indent=2) if args.json else found.table()

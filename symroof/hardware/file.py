@@ -53,7 +53,7 @@ SCHEMA: dict[str, str | dict[str, str]] = {
     "pcie_bandwidth_one_way_bytes_per_s": NUMBER,
     "dcn": {"bandwidth_one_way_bytes_per_s_per_chip": NUMBER, "bandwidth_bytes_per_s_per_host": NUMBER,
             "chips_per_host": COUNT, "hop_latency_s": NUMBER},
-    "scaleout": {"bandwidth_one_way_bytes_per_s_per_chip": NUMBER, "node_egress_bytes_per_s": NUMBER,
+    "scaleout": {"name": TEXT, "bandwidth_one_way_bytes_per_s_per_chip": NUMBER, "node_egress_bytes_per_s": NUMBER,
                  "chips_per_node": COUNT, "fabric": TEXT, "hop_latency_s": NUMBER},
 }
 FIELDS: dict[str, str] = {}

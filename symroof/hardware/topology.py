@@ -166,6 +166,12 @@ def _pieces(split: tuple[int, ...], wrap: int = 0, whole: tuple[int, ...] | None
     return tuple(sorted(pieces, key=lambda p: -p[0])) or ((1, None),)
 
 
+def closes_into_ring(chip: Chip, length: int) -> bool:
+    """Whether a whole torus axis of this length closes into a ring on the chip (at its
+    `wraparound_min_axis_size` and multiples; never where the file gives none)."""
+    return _rings(length, _wrap(chip))
+
+
 def _rings(length: int, wrap: int) -> bool:
     return bool(wrap) and length >= wrap and length % wrap == 0
 

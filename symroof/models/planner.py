@@ -44,7 +44,7 @@ from ..render.chip_card import estimates_text
 from ..render.json_report import json_value
 from ..render.tex import tex_number, tex_words
 from ..show import number, seconds, wrapped
-from . import kinds, strategy_costs
+from . import kinds, strategies, strategy_costs
 from .catalogue import get_model
 from .decls import OPTIMIZER_BYTES
 from .report import CONVENTIONS, model
@@ -63,6 +63,11 @@ class Candidate:
     model: Model | None = None
     figures: dict = field(default_factory=dict)
     _thresholds: dict | None = field(default=None, repr=False)
+    # where its kinds do not fit one fast-link domain: the axes each takes and the mesh, where
+    # not as the sizes alone lay them (strategies.layouts), and why this one was kept
+    layout: tuple[dict[str, str], str] | None = None
+    layout_note: str = ""
+    layouts_tried: int = 0
 
     @property
     def thresholds(self) -> dict:
@@ -79,6 +84,15 @@ class Candidate:
         rest = kinds.rest().name
         named = {kinds.zero_stage(self.zero).name if kind == rest else kind: size for kind, size in self.sizes.items()}
         return ",".join(f"{kind}={size}" for kind, size in named.items() if size > 1) or f"{rest}=1"
+
+    def placed(self) -> dict[str, str | None]:
+        """The strategy and mesh to cost it with: by sizes, or on its layout's axes."""
+        if self.layout is None:
+            return {"strategy": self.strategy, "mesh": None}
+        axes, mesh = self.layout
+        rest = kinds.rest().name
+        named = {kinds.zero_stage(self.zero).name if kind == rest else kind: axis for kind, axis in axes.items()}
+        return {"strategy": ",".join(f"{kind}={axis}" for kind, axis in named.items()), "mesh": mesh}
 
     @property
     def text(self) -> str:
@@ -191,7 +205,8 @@ class Plan:
                 continue
             reason = c.rejected
             key = "out of memory" if "memory" in reason else "its bubble alone is slower" if "bubble alone" in reason \
-                else "does not divide" if "divide" in reason or "split" in reason else "other"
+                else "does not divide" if "divide" in reason or "split" in reason \
+                else "tp past the fast-link domain" if "fast-link domain" in reason else "other"
             aside[key] = aside.get(key, 0) + 1
         lines = [f"{self.name}, {self.mode} on {self.chips} x {self.machine.name}; {batch}",
                  f"considered {len(self.candidates)} strategies in {self.seconds:.2f} s: {len(ranked)} fit and are "
@@ -220,6 +235,12 @@ class Plan:
                          "reduced once a step). tp runs with Megatron sequence parallelism in training and prefill "
                          "(norms and residuals split over the sequence, each AllReduce a ReduceScatter and an "
                          "AllGather; tp-nosp, not searched, runs without).")
+        spanned = max((c.layouts_tried for c in self.candidates), default=0)
+        if spanned > 1:
+            lines += ["", *wrapped("layouts: a strategy past the chip's fast-link domain (a GPU node of NVLink, a TPU "
+                                   "pod) is costed laid out up to " + f"{spanned} ways (tp inside; as its sizes lay "
+                                   "it, then each other kind in turn filling the domain first, the rest across); the "
+                                   "fastest is kept, its mesh shown")]
         guessed = self.estimates()
         if guessed:
             assert self.machine.chip is not None  # a plan's machine is a named chip's
@@ -339,6 +360,8 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
             if candidate.rejected is None and pp > 1 and shape["L"] % (2 * pp) == 0:
                 _interleaved(candidate, run, usable)
             if candidate.rejected is None:
+                _laid_out(candidate, run, usable, domain)
+            if candidate.rejected is None:
                 step = candidate.figures["t_step_exposed"]
                 best = step if best is None or step < best else best
     return Plan(name, probe.machine, mode, chips, batch, found, time.perf_counter() - started)
@@ -388,7 +411,7 @@ def _cost(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr) -
     name, mode, chip, batch and options) under a strategy."""
     try:
         piped = candidate.sizes.get(kinds.stages().name, 1) > 1
-        costed = run(strategy=candidate.strategy, schedule=candidate.schedule if piped else None,
+        costed = run(**candidate.placed(), schedule=candidate.schedule if piped else None,
                      microbatches=candidate.microbatches if candidate.microbatches > 1 else None)
         if costed.hbm_per_chip > usable and (stage := _zero_stage(costed, candidate, usable)):
             candidate.zero = stage  # costed again with it, its memory checked as any other's
@@ -511,6 +534,34 @@ def _interleaved(candidate: Candidate, run: Callable[..., Model], usable: sympy.
         candidate.model, candidate.figures = other.model, other.figures
 
 
+def _laid_out(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr, domain: sympy.Expr | None) -> None:
+    """Where its kinds span several fast-link domains (GPU nodes, TPU pods), keep the fastest
+    of the few layouts `strategies.layouts` gives (tp inside, each other kind in turn filling
+    the domain first), as costed, and say which it kept where that is not the sizes' own."""
+    costed = candidate.model
+    assert costed is not None  # a candidate that fits is costed
+    options = strategies.layouts(candidate.sizes, int(domain) if domain else None,
+                                 strategies.fills_in_part(costed.machine))
+    if costed.pipeline is None:
+        work = sympy.Max(costed.step_analysis.t_math, costed.step_analysis.t_comms)
+        if candidate.figures["t_step_exposed"] <= work:  # no collective in the way: no layout is faster
+            return
+    candidate.layouts_tried = len(options)
+    best = candidate
+    for layout in options[1:]:  # the first is the sizes' own: the candidate as costed
+        other = Candidate(dict(candidate.sizes), zero=candidate.zero, schedule=candidate.schedule, layout=layout,
+                          microbatches=candidate.microbatches)
+        _cost(other, run, usable)
+        if other.rejected is None and other.figures["t_step_exposed"] < best.figures["t_step_exposed"]:
+            best = other
+    if best is not candidate and best.layout is not None:
+        slower = seconds(candidate.figures["t_step_exposed"] - best.figures["t_step_exposed"])
+        candidate.layout_note = (f"laid out as {best.layout[1]} (of {len(options)} layouts tried on "
+                                 f"{int(domain or 0)}-chip fast-link domains; as {options[0][1]}: {slower} slower)")
+        candidate.layout, candidate.zero, candidate.microbatches = best.layout, best.zero, best.microbatches
+        candidate.model, candidate.figures = best.model, best.figures
+
+
 def why(planned: Plan) -> str:
     """Why the best strategy wins, against the runner-up and the simplest alternatives."""
     ranked = planned.ranked
@@ -523,6 +574,8 @@ def why(planned: Plan) -> str:
     assert best.model is not None  # ranked ones are costed
     figures = best.figures
     text = [f"{best.text} wins: {figures['bound']}-bound, {float(figures['memory_per_chip']) / 1e9:.3g} GB a chip"]
+    if best.layout_note:
+        text.append(best.layout_note)
     if figures["t_network_exposed"] == 0:
         text.append("no collective waits on the critical path")
     else:

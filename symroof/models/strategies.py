@@ -99,12 +99,13 @@ def _axes_named(value: str, mesh: Mesh, kind: str) -> list[str]:
     raise SpecError(f"strategy {kind}={value}: no mesh axis {value} (the mesh has {', '.join(mesh.names)})")
 
 
-def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = None) -> Strategy:
+def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = None, partial: bool = False
+                   ) -> Strategy:
     """`dp=4,tp=8` (sizes: the mesh is built) or `dp=X,tp=Y`, `fsdp=XY` (axes of `mesh`,
     with their links), as {kind: ((axis, size, link), ...)}. A mesh built from sizes sits
     on the chip's fast links (ICI, NVLink) while it fits its `domain`; past it, data
     parallelism (or else FSDP) goes on the slower network between domains (DCN: pods, or
-    nodes), as it is deployed."""
+    nodes), as it is deployed. `partial`: a domain may be used in part (`_across_domains`)."""
     if mesh is not None:
         mesh.number("a parallelism strategy")
     found: Strategy = {}
@@ -145,7 +146,7 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
                         "without: give one")
     chips = math.prod(size for axes in found.values() for _, size, _ in axes)
     if mesh is None and domain and chips > domain:
-        found = _across_domains(found, domain)
+        found = _across_domains(found, domain, partial=partial)
     unused = [a for a in (mesh.names if mesh else ()) if a not in {n for axes in found.values() for n, *_ in axes}]
     if unused:
         raise SpecError(f"mesh axis {', '.join(unused)} is given to no strategy: name it (dp={unused[0]}) or "
@@ -153,19 +154,61 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
     return found
 
 
-def _across_domains(found: Strategy, domain: int) -> Strategy:
+def _across_domains(found: Strategy, domain: int, first: str | None = None, partial: bool = False) -> Strategy:
     """A mesh built from sizes, past the chip's fast-link domain (an NVLink node, a TPU
     pod): the domain is filled from the innermost kind out (by `Kind.nesting`: tp, then ep, sp,
     fsdp, dp and pp), and what is left of a kind goes between domains, on DCN, as its own axis
-    (`Kind.outer`)."""
+    (`Kind.outer`). `first` names a kind to fill the domain with right after those that split
+    the width (tp: its collectives are on activations, each layer's, so it stays inside).
+
+    Each kind takes the largest share of its size the room left holds: on a torus, a
+    divisor of the room too (its axes must tile the pod: gcd); where the domain may be used
+    in part (`partial`: GPUs behind NVSwitches, or fully connected, all alike), any divisor of
+    the size, so that tp=8,dp=16 on NVL72 racks of 72 puts 64 GPUs in each of 2 racks, not 8
+    in each of 16."""
+    def place(kind: kinds.Kind) -> tuple[bool, bool, int]:
+        return not kind.splits_width, kind.name != first, kind.nesting
+
     budget, out = domain, Strategy()
-    for kind in sorted(kinds.where(lambda k: True, found), key=lambda k: k.nesting):
+    for kind in sorted(kinds.where(lambda k: True, found), key=place):
         (name, size, _), = found[kind.name]
-        inner = math.gcd(size, budget)
+        inner = max(d for d in range(1, min(size, budget) + 1) if size % d == 0) if partial else \
+            math.gcd(size, budget)
         budget //= inner
         axes = ((kind.outer, size // inner, "dcn"),) if size > inner else ()
         out[kind.name] = axes + (((name, inner, "ici"),) if inner > 1 or not axes else ())
     return {kind: out[kind] for kind in found}
+
+
+def layouts(sizes: dict[str, int], domain: int | None, partial: bool = False) -> list[tuple[dict[str, str], str]]:
+    """The ways worth costing to lay a strategy given by sizes on the chip's fast-link
+    domains, each as the axes each kind takes (for `--strategy dp=X,fsdp=QZ`) and the mesh
+    (`--mesh`): first as `parse_strategy` lays it (by `Kind.nesting`), then with each other
+    kind filling the domain first after tp, where that lays it otherwise (`partial`: as
+    `_across_domains`). None where the strategy fits one domain.
+
+    Examples:
+        >>> layouts({"dp": 2, "fsdp": 16, "tp": 1}, 8)
+        [({'dp': 'R', 'fsdp': 'QZ'}, 'R=2@dcn, Q=2@dcn, Z=8'), ({'dp': 'X', 'fsdp': 'QZ'}, 'X=2, Q=4@dcn, Z=4')]
+    """
+    given: Strategy = {kind: ((kinds.kind(kind).axis, size, "ici"),) for kind, size in sizes.items() if size > 1}
+    if not domain or math.prod(sizes.values()) <= domain:
+        return []
+    found: list[Strategy] = []
+    for first in (None, *(k.name for k in kinds.where(lambda k: not k.splits_width, given))):
+        laid = _across_domains(given, domain, first, partial)
+        if laid not in found:
+            found.append(laid)
+    return [({kind: "".join(a for a, *_ in axes) for kind, axes in laid.items()},
+             ", ".join(f"{a}={n}" + ("@dcn" if link == "dcn" else "") for axes in laid.values() for a, n, link in axes))
+            for laid in found]
+
+
+def fills_in_part(target: Machine | None) -> bool:
+    """Whether a strategy may use the chip's fast-link domain in part: GPUs behind switches
+    or fully connected (any of them alike), not a torus's chips (its axes tile the pod)."""
+    chip = target.chip if target is not None else None
+    return chip is not None and chip.texts.get("interconnect.topology") in ("switch", "mesh")
 
 
 def is_parameter(tensor: Tensor) -> bool:
@@ -492,7 +535,7 @@ def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict,
     if clash:
         raise SpecError(f"mesh axis {clash[0]} is also a dim of the model's program ({_TEMPLATE_DIMS[clash[0]]}): "
                         f"name the axis otherwise (X, Y, Z, P, I, M, ...)")
-    found = parse_strategy(strategy, given, int(domain) if domain else None)
+    found = parse_strategy(strategy, given, int(domain) if domain else None, fills_in_part(target))
     for kind in kinds.where(lambda k: True, found):  # a kind refused outside its modes, or by the model
         if mode not in kind.modes:
             raise SpecError(kind.refusal.format(name=kind.name))

@@ -42,6 +42,7 @@ _CARD: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
       ("dcn.bandwidth_one_way_bytes_per_s_per_chip", "DCN one-way"),
       ("dcn.bandwidth_bytes_per_s_per_host", "DCN per host"), ("dcn.chips_per_host", "chips per host"),
       ("dcn.hop_latency_s", "DCN latency"),
+      ("scaleout.name", "scale-out network"),
       ("scaleout.bandwidth_one_way_bytes_per_s_per_chip", "scale-out one-way"),
       ("scaleout.node_egress_bytes_per_s", "scale-out per node"), ("scaleout.chips_per_node", "chips per node"),
       ("scaleout.fabric", "fabric"), ("scaleout.hop_latency_s", "scale-out latency"))),
@@ -73,7 +74,7 @@ def figure_text(path: str, value: sympy.Rational | int | str | Shape | tuple[Sha
     if isinstance(value, tuple):  # a shape: axis lengths
         return " x ".join(map(str, value)) + " chips"
     if isinstance(value, str):
-        return _TOPOLOGIES.get(value, value).replace("_", " ") if path != "interconnect.name" else value
+        return _TOPOLOGIES.get(value, value).replace("_", " ") if not path.endswith(".name") else value
     digits = 7  # every figure in the file has at most seven significant figures (v4's vector rate): shown exactly
     if path.endswith("capacity_bytes"):
         return capacity(value, digits)

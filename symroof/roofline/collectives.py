@@ -22,6 +22,15 @@ along an axis:
   what it costs over those pieces as separate axes: v5e's X=256 is two rings of 16,
   V / (2 x W_bidirectional) for an AllGather, not one ring of 256.
 * AllReduce costs a ReduceScatter plus an AllGather: twice either.
+* On a GPU cluster an axis past the NVLink node (on DCN: there the scale-out network,
+  InfiniBand) is costed as NCCL's hierarchical algorithm runs it. An AllReduce over n GPUs
+  of a node and m nodes is a ReduceScatter inside the node (each GPU (n - 1)/n of V at its
+  NVLink egress), an AllReduce across the nodes of the V/n each GPU then holds, on its own
+  NIC, and an AllGather inside the node: 2(n - 1)/n x V / W_nvlink + 2(m - 1)/m x (V/n) /
+  W_nic, one-way bandwidths per GPU (the order above: the slow axis on the small array).
+  Assumed: every GPU has a NIC of its own and crosses to the GPU of its rank in the other
+  nodes (rail-optimized, as NVIDIA's reference architectures wire them), all at once; where
+  the node's egress over its GPUs is less than one NIC, that share is the bandwidth.
 * Permute (ppermute's neighbour exchange; V: each chip's block) sends each chip's block
   to the next chip along one axis, the last's to the first: V / W_one_way, every link
   busy one way at once; one hop on a ring or through a switch, N - 1 on a line (the last
@@ -114,11 +123,12 @@ class Time:
 
 
 def link_name(axis: MeshAxis, chip: Chip | None) -> str:
-    """An axis's link as the chip calls it: ICI on a TPU, NVLink on an H100; DCN, PCIe."""
+    """An axis's link as the chip calls it: ICI on a TPU, NVLink on an H100; between
+    domains DCN on a TPU, a GPU's scale-out network by its name (InfiniBand); PCIe."""
     if axis.link == "pcie":
         return "PCIe"
     if axis.link == "dcn":
-        return "DCN"
+        return chip.texts.get("scaleout.name", "DCN") if chip is not None and _scaleout(chip) else "DCN"
     return chip.texts.get("interconnect.name", "ICI") if chip is not None else "ICI"
 
 
@@ -140,11 +150,15 @@ def link(axis: MeshAxis, chip: Chip | None, ici_one_way: sympy.Expr | None = Non
             pcie = chip.require("pcie_bandwidth_one_way_bytes_per_s", f"mesh axis {axis.name}")
             return Link(link_name(axis, chip), pcie, None, False, True, None)
         # GPUs: the scale-out NIC; the hop latency is that of the network whose bandwidth is used
-        network = "dcn" if chip.figure("dcn.bandwidth_one_way_bytes_per_s_per_chip") is not None else "scaleout"
+        network = "scaleout" if _scaleout(chip) else "dcn"
         dcn = chip.figure(f"{network}.bandwidth_one_way_bytes_per_s_per_chip")
         if dcn is None:
             chip.require("dcn.bandwidth_one_way_bytes_per_s_per_chip", f"mesh axis {axis.name}")
-        return Link(link_name(axis, chip), dcn, None, False, True, chip.figure(f"{network}.hop_latency_s"))
+        case = ""
+        if network == "scaleout":
+            dcn, case = _nic_share(chip, dcn)
+        return Link(link_name(axis, chip), dcn, None, False, True, chip.figure(f"{network}.hop_latency_s"),
+                    case=case)
     if chip is None:
         if ici_one_way is None:
             raise HardwareError("collectives need link figures: name a chip (--chip) or give --ici-bw")
@@ -183,6 +197,25 @@ def link(axis: MeshAxis, chip: Chip | None, ici_one_way: sympy.Expr | None = Non
     if axis.ring is not None and axis.ring != ring:  # check_cases says so before any link is costed
         raise HardwareError(case_refused(axis, chip, ring))
     return Link(name, one_way, bidi, ring, False, latency, case="" if axis.ring is None else f"; written {axis}")
+
+
+def _scaleout(chip: Chip) -> bool:
+    """Whether the chip's network between domains is a GPU scale-out fabric (its figures in
+    `scaleout`), not a TPU's DCN: a chip with no DCN figure of its own and a scale-out one."""
+    return chip.figure("dcn.bandwidth_one_way_bytes_per_s_per_chip") is None and \
+        chip.figure("scaleout.bandwidth_one_way_bytes_per_s_per_chip") is not None
+
+
+def _nic_share(chip: Chip, nic: sympy.Rational) -> tuple[sympy.Rational, str]:
+    """Each GPU's one-way bandwidth across the scale-out fabric, and what limits it where
+    not its own NIC. Every GPU of a node crosses the fabric at once in a collective between
+    nodes (each its own slice of the array, to the GPU of the same rank in the other nodes:
+    rail-optimized), so each gets at most the node's egress over its GPUs."""
+    egress = chip.figure("scaleout.node_egress_bytes_per_s")
+    node = chip.figure("scaleout.chips_per_node")
+    if egress is None or node is None or egress / node >= nic:
+        return nic, ""
+    return egress / node, f"; the node's egress {float(egress):.3g} bytes/s shared by its {int(node)} GPUs"
 
 
 def _symbolic_case(axis: MeshAxis, torus: bool, wrap: sympy.Rational | None) -> tuple[bool, str]:

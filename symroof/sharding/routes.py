@@ -23,6 +23,7 @@ is the first that no other is known to beat, and its first collective says so.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 import sympy
@@ -60,6 +61,7 @@ def to_layout(have: Layout, want: Layout, dtype: DType, items: list[Move | Local
         raise ShardingError(f"the result is written unreduced over {', '.join(stray)}, but it holds "
                             f"no partial sums over {'it' if len(stray) == 1 else 'them'}")
     reduce_all, kept_unreduced = [], []
+    scatter: list[tuple[str, str]] = []  # (axis, the dim it splits): one ReduceScatter a run
     for axis in have.unreduced:
         if axis in want.unreduced:
             kept_unreduced.append(axis)
@@ -67,14 +69,20 @@ def to_layout(have: Layout, want: Layout, dtype: DType, items: list[Move | Local
         target = next((l for l, axes in zip(want.labels, want.axes)
                        if axis in axes and axis not in have.of(l)), None)
         if target is not None and not any(axis in axes for axes in have.axes):
-            after = Layout(have.labels, have.axes, tuple(a for a in have.unreduced if a != axis))
-            after = after.with_axes(target, have.of(target) + (axis,))
-            items.append(Move("ReduceScatter", (axis,), dtype, have, after, target,
-                              why=f"partial sums over {axis}, and {whose} asks for "
-                                  f"{label_text(target)} split over {axis}"))
-            have = after
+            scatter.append((axis, target))
         else:
             reduce_all.append(axis)
+    # consecutive axes scattering onto one dim go in one ReduceScatter over them all, as an
+    # AllGather over several axes runs: over their rings at once, not one axis after another
+    for target, group in itertools.groupby(scatter, key=lambda s: s[1]):
+        run = [a for a, _ in group]
+        after = Layout(have.labels, have.axes, tuple(a for a in have.unreduced if a not in run))
+        after = after.with_axes(target, have.of(target) + tuple(run))
+        over = ", ".join(run)
+        items.append(Move("ReduceScatter", tuple(run), dtype, have, after, target,
+                          why=f"partial sums over {over}, and {whose} asks for "
+                              f"{label_text(target)} split over {over}"))
+        have = after
     if reduce_all:
         after = Layout(have.labels, have.axes, tuple(kept_unreduced))
         items.append(Move("AllReduce", tuple(reduce_all), dtype, have, after,

@@ -188,3 +188,23 @@ def test_no_route_xla_compiles_moves_fewer_bytes():
         xla_bytes = 2 * sum(elements for _, elements in found)
         ours = v(analyze(f"{text(a)} + {text(b)} -> {text(w)}", mesh=f"X={n}")).subs({B: 16, D: 32})
         assert ours <= xla_bytes, (key, found, ours)
+
+
+def test_an_inferred_reduce_scatter_over_several_axes_runs_over_them_at_once():
+    """A gradient's partial sums over three ring axes, scattered onto the dim they split:
+    one ReduceScatter over the three rings at once, as a written ReduceScatter_{XPQ,D} and an
+    AllGather_{XPQ} run, V / (3 x 2 W_ici) with V = 2DF bytes; not one axis after another
+    (V / (2 W_ici) (1 + 1/X + 1/(X P)), as it was)."""
+    import sympy
+
+    import symroof
+
+    mesh = "mesh X@ring, P@ring, Q@ring\n"
+    inferred = symroof.analyze(mesh + "bf16[B_{XPQ}, F] *_B bf16[B_{XPQ}, D] -> bf16[F, D_{XPQ}]", chip="symbolic")
+    written = symroof.analyze(mesh + "ReduceScatter_{XPQ,D} bf16[F, D] {U_{XPQ}} -> bf16[F, D_{XPQ}]",
+                              chip="symbolic")
+    D, F = symroof.dim_symbol("D"), symroof.dim_symbol("F")
+    w = sympy.Symbol("W_ici", positive=True)
+    assert [(c.move.move.kind, c.move.move.axes) for c in inferred.collectives] == [("ReduceScatter", ("X", "P", "Q"))]
+    assert sympy.simplify(inferred.t_network - 2 * D * F / (3 * 2 * w)) == 0
+    assert sympy.simplify(inferred.t_network - written.t_network) == 0
