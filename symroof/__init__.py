@@ -20,6 +20,7 @@ from .hardware.chips import Chip, get_chip, list_chips, load_hardware
 from .ir import Program, dim_symbol
 from .lang.expr import read_expression
 from .lang.parsing import parse
+from .models.counted import counted
 from .models.planner import plan
 from .models.report import model
 from .roofline.bounds import CONVENTIONS
@@ -29,7 +30,7 @@ from .roofline.thresholds import Threshold
 
 __all__ = [
     "Analysis", "CONVENTIONS", "Chip", "Cost", "HardwareError", "Program", "QUANTITIES", "Quantity", "SpecError",
-    "StepCost", "SymroofError", "SymroofWarning", "Threshold", "analyze", "check_case", "cost", "dim_symbol",
+    "StepCost", "SymroofError", "SymroofWarning", "Threshold", "analyze", "check_case", "cost", "counted", "dim_symbol",
     "from_jax",
     "get_chip", "list_chips", "load_hardware", "model", "parse", "plan", "read_expression", "roofline",
 ]
