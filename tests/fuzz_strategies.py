@@ -1541,9 +1541,11 @@ _MODELS: list = []
 
 
 def _models() -> list:
-    """The shipped models.json's entries (read once)."""
+    """The shipped models.json's entries with a configuration (read once); those given by
+    `params` alone have no template to shard."""
     if not _MODELS:
-        _MODELS.extend(json.loads((ROOT / "models.json").read_text(encoding="utf-8"))["models"])
+        _MODELS.extend(m for m in json.loads((ROOT / "models.json").read_text(encoding="utf-8"))["models"]
+                       if "params" not in m)
     return _MODELS
 
 

@@ -35,7 +35,7 @@ from ..hardware.machines import Machine, machine
 from ..render.json_report import json_value
 from ..render.tex import tex_number, tex_words
 from ..show import beside, human, number, seconds, wrapped
-from .catalogue import get_model
+from .catalogue import FIELDS, get_model
 from .decls import OPTIMIZERS, Options, budget, state_bytes, state_text
 
 # the sizes a parameter-count model may carry (models.json's names), and the flags that give them
@@ -73,8 +73,8 @@ class Counted:
         self.machine = machine
         self.sizes = dict(sizes or {})
         for name, value in self.sizes.items():
-            if name not in (*SIZE_FLAGS, "B", "T"):
-                raise SpecError(f"a parameter-count model takes the sizes {', '.join((*SIZE_FLAGS, 'B', 'T'))}, "
+            if name not in (*FIELDS, "B", "T"):
+                raise SpecError(f"a parameter-count model takes the sizes {', '.join((*FIELDS, 'B', 'T'))}, "
                                 f"not {name!r}")
             if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 10**12:
                 raise SpecError(f"size {name} is a whole number from 1 to 1e12, not {value!r}")
@@ -102,16 +102,25 @@ class Counted:
         return self.sizes.get("T", self.sizes.get("context"))
 
     @property
+    def _attention_width(self) -> int | None:
+        """N·H where the heads and their width are known, else D (equal in most models)."""
+        if "N" in self.sizes and "H" in self.sizes:
+            return self.sizes["N"] * self.sizes["H"]
+        return self.sizes.get("D")
+
+    @property
     def attention_flops_train_per_token(self) -> sympy.Expr:
         """The attention scores' training FLOPs a token the 6·N rule leaves out: QKᵀ and AV,
-        each 2·D·T a token and layer forward over the full T x T scores, 3x in training:
-        12·L·D·T. Needs L, D and T (or the context)."""
-        missing = [flag for name, flag in (("L", "--layers"), ("D", "--dim")) if name not in self.sizes]
+        each 2·D·T a token and layer forward over the full T x T scores (D the attention's
+        width, N·H), 3x in training: 12·L·D·T. Needs L, D (or N and H) and T (or the context)."""
+        missing = ["--layers"] if "L" not in self.sizes else []
+        if self._attention_width is None:
+            missing.append("--dim")
         if self._context is None:
             missing.append("--context (or --set T=...)")
         if missing:
             raise SpecError(f"attention's FLOPs need the layers, the width and the sequence: give {', '.join(missing)}")
-        return 12 * sympy.Integer(self.sizes["L"]) * self.sizes["D"] * self._context
+        return 12 * sympy.Integer(self.sizes["L"]) * self._attention_width * self._context
 
     @property
     def attention_share(self) -> sympy.Expr:
@@ -211,8 +220,8 @@ class Counted:
         try:
             found["attention_flops_train_per_token"] = (
                 self.attention_flops_train_per_token, "FLOPs",
-                "12·L·D·T: QKᵀ and AV over the full T x T scores, 3x forward; the width D taken as the "
-                "attention's (N·H)")
+                "12·L·D·T: QKᵀ and AV over the full T x T scores, 3x forward; D the attention's width ("
+                + ("N·H" if "N" in self.sizes and "H" in self.sizes else "d_model, taken as N·H") + ")")
             found["attention_share"] = (self.attention_share, "", "12·L·D·T / (6·N + 12·L·D·T)")
         except SpecError:
             pass

@@ -43,8 +43,9 @@ OPTIMIZERS: dict[str, Optimizer] = {o.name: o for o in (
               f"(2 + 8/{ADAM8BIT_BLOCK} = 2.03125 bytes/param; tensors under 4096 elements, kept in fp32 there, "
               "counted in 8 bits)"),
     Optimizer("adafactor", sympy.Integer(0),
-              "a factored fp32 second moment (a matrix's row and column sums: rows + cols values, over its last "
-              "two dims; a vector's in full) and no first moment (Adafactor's beta1 = 0 default)", factored=True),
+              "a factored fp32 second moment, as optax keeps it (over a tensor's two largest dims d0, d1: "
+              "elements/d0 + elements/d1 values; a vector, or a second-largest dim under 128, in full) and no "
+              "first moment (beta1 off, optax's and the paper's default)", factored=True),
     Optimizer("sgd", sympy.Integer(0), "no state (no momentum); with no master copy by default", master="none"),
     Optimizer("sgd-momentum", sympy.Integer(4), "one fp32 momentum (4 bytes/param)"),
 )}
@@ -93,13 +94,31 @@ def state_bytes(options: Options, param_bytes: sympy.Rational | int) -> StateByt
     return StateBytes(grads, master, optimizer.moments, optimizer)
 
 
+# optax's Adafactor (optax/_src/factorized.py, `_factored_dims`): a tensor's second moment is
+# factored over its two largest dims, keeping one statistic without each, unless the
+# second-largest is under min_dim_size_to_factor (128 by default): then it is kept whole
+FACTOR_MIN_DIM = 128
+
+
 def factored_elements(dims: tuple[sympy.Expr, ...]) -> sympy.Expr:
-    """The fp32 values Adafactor's factored second moment keeps for a tensor: a matrix's
-    row and column statistics (over its last two dims, once for each of its leading dims),
-    a vector's in full."""
-    if len(dims) < 2:
-        return sympy.Mul(*dims)
-    return sympy.Mul(*dims[:-2]) * (dims[-2] + dims[-1])
+    """The fp32 values Adafactor's second moment keeps for a tensor of these (numeric)
+    dims, as optax keeps it: over its two largest dims d0 >= d1 (>= 128), the elements
+    over d0 plus the elements over d1; a vector, or a tensor whose second-largest dim is under
+    128, in full.
+
+    Examples:
+        >>> factored_elements((4096, 11008)), factored_elements((4096, 32, 1, 128)), factored_elements((4096,))
+        (15104, 135168, 4096)
+    """
+    sizes = [sympy.Integer(d) if isinstance(d, int) else d for d in dims]
+    if not all(d.is_number for d in sizes):
+        raise SpecError("Adafactor's factored second moment is taken over each parameter's two largest dims: give "
+                        "every parameter dim a size (--set)")
+    whole = sympy.Mul(*sizes)
+    if len(sizes) < 2:
+        return whole
+    d1, d0 = sorted(sizes)[-2:]
+    return whole if d1 < FACTOR_MIN_DIM else whole / d0 + whole / d1
 
 
 def state_text(options: Options, param_bytes: sympy.Rational | int = 2) -> str:

@@ -241,7 +241,8 @@ class Model:
         from each tensor's dims, split with it); ZeRO-1 and up split it over their axes."""
         factored = OPTIMIZERS[self.options.optimizer].factored
         here = sympy.Add(*(d.count * (d.elements * state_bytes(self.options, d.dtype.bytes).optimizer_state
-                                      + (4 * factored_elements(d.dims) if factored else 0)) / d.split
+                                      + (4 * factored_elements(tuple(self.at(x) for x in d.dims))
+                                         if factored else 0)) / d.split
                            for d in self._params_declared()))
         return self.at(here) / self._zero_split(1)
 
