@@ -82,7 +82,14 @@ def add_parser(commands: Commands) -> None:
 
 def run(args: argparse.Namespace) -> str:
     target = machine(**machine_kwargs(args))
-    config = report.named(args.name, args.models) if args.name is not None and args.params is None else None
+    config = None
+    if args.name is not None:
+        try:
+            config = report.named(args.name, args.models)
+        except SpecError:
+            if args.params is None:
+                raise
+            # with --params, a name models.json does not know only labels the count
     if args.params is not None or (config is not None and is_counted(config)):
         return _counted(args, target, config)
     if args.name is None:
