@@ -309,8 +309,7 @@ class Counted:
             out["days_to_train"] = json_value(spent["days"])
             out["budget"] = {"tokens": total_tokens, **budget_json(spent, price)}
         out["not_computed"] = dict(self._missing())
-        out["training_state"] = state_json(self.options, int(self.weights.bytes) if self.weights.bytes.is_Integer
-                                           else 1)
+        out["training_state"] = state_json(self.options, self.weights.bytes)
         out["notes"] = notes
         out["conventions"] = self.conventions()
         return out

@@ -249,11 +249,12 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
     """The report's rows: quantity, value (and formula in B, T, S where it has one)."""
     found = model.quantities()
     symbolic = formulas.quantities() if formulas is not None else {}
+    notes = {**NOTES, **state_notes(model.options)}
     out = []
     for name, value in found.items():
         text = _shown(value, MODEL_QUANTITY[name].unit)
-        if name in NOTES:
-            text += f" [{NOTES[name]}]"
+        if name in notes:
+            text += f" [{notes[name]}]"
         formula = symbolic.get(name)
         if isinstance(formula, sympy.Expr) and not formula.is_number and formula != value:
             text += f"   = {pretty(formula)}"
@@ -297,6 +298,23 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
             out.append((label, _region_text(model.decode_batch(with_kv))
                         + ("" if with_kv else " (the KV cache's reads left out)")))
     return out
+
+
+def state_notes(options: Options) -> dict[str, str]:
+    """Where the training state is not the default, the gradient and optimizer rows' bytes
+    per parameter (for the templates' bf16 parameters), so the rows say what they count."""
+    if options.mode != "train" or (options.grads, options.optimizer, options.master) == (None, "adam", None):
+        return {}
+    s = state_bytes(options, 2)
+    factored = " + its factored second moment (from the shapes)" if s.optimizer.factored else ""
+    grads = options.grads or "the parameters' bf16"
+    return {"grad_bytes": f"{grads}: {s.grads} bytes/param",
+            "optimizer_bytes": f"master copy {s.master} + {options.optimizer} moments {_per_param(s.moments)} "
+                               f"= {_per_param(s.optimizer_state)} bytes/param{factored}"}
+
+
+def _per_param(value: sympy.Expr) -> str:
+    return str(value) if value.is_Integer else number(value, 6)
 
 
 def budget_rows(spent: dict[str, sympy.Expr], total_tokens: int | float,
@@ -416,13 +434,13 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
     return out
 
 
-def state_json(options: Options, param_bytes: int = 2) -> dict:
+def state_json(options: Options, param_bytes: sympy.Rational | int = 2) -> dict:
     """The training state's options and bytes per parameter (for `param_bytes`-byte
     parameters, the templates' bf16) for JSON."""
     s = state_bytes(options, param_bytes)
     return {"grads": options.grads or "the parameters' dtype", "optimizer": options.optimizer,
             "master": options.master_copy, "hbm_usable": json_value(options.headroom),
-            "bytes_per_param": {"param_bytes": param_bytes, "grads": json_value(s.grads),
+            "bytes_per_param": {"param_bytes": json_value(sympy.Rational(param_bytes)), "grads": json_value(s.grads),
                                 "master": json_value(s.master), "moments": json_value(s.moments),
                                 "optimizer": json_value(s.optimizer_state)},
             "factored_second_moment": s.optimizer.factored, "text": state_text(options, param_bytes)}

@@ -116,11 +116,17 @@ def test_the_report_states_the_options_it_used():
     text = m.table()
     assert "gradients in fp32 (4 bytes/param" in text and "no master copy" in text
     assert "bitsandbytes' blocks" in text and "2.03125 bytes/param" in text
+    # the rows say what they count: 4 + 2.03125 bytes a parameter of optimizer state, by hand
+    assert "[fp32: 4 bytes/param]" in text
+    assert "[master copy 0 + adam8bit moments 2.03125 = 2.03125 bytes/param]" in text
+    assert m.optimizer_bytes == P * (2 + sympy.Rational(8, 256))
     state = m.to_dict()["training_state"]
     assert state["bytes_per_param"] == {"param_bytes": 2, "grads": 4, "master": 0, "moments": 2.03125,
                                         "optimizer": 2.03125}
-    # the defaults' report is today's
-    assert "Adam keeps 12 bytes per parameter (fp32 master copy and two moments)" in " ".join(_model().table().split())
+    # the defaults' report is today's: no notes on those rows
+    default = _model().table()
+    assert "Adam keeps 12 bytes per parameter (fp32 master copy and two moments)" in " ".join(default.split())
+    assert "bytes/param]" not in default
 
 
 def test_a_token_budget_by_hand():
