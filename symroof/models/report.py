@@ -338,7 +338,7 @@ def budget_json(spent: dict[str, sympy.Expr], price: float | None) -> dict:
     """A token budget for JSON: days, hours, chip-hours, and with a price the price and cost."""
     out = {k: json_value(spent[k]) for k in ("days", "hours", "chip_hours")}
     if "cost" in spent:
-        out.update(price_per_chip_hour=price, cost=json_value(spent["cost"]), cost_units="price units")
+        out.update(price_per_chip_hour=price, cost=json_value(spent["cost"]))  # in the price's units
     return out
 
 
@@ -438,9 +438,11 @@ def state_json(options: Options, param_bytes: sympy.Rational | int = 2) -> dict:
     """The training state's options and bytes per parameter (for `param_bytes`-byte
     parameters, the templates' bf16) for JSON."""
     s = state_bytes(options, param_bytes)
-    return {"grads": options.grads or "the parameters' dtype", "optimizer": options.optimizer,
+    # words only where they read as names (every other string of a model's JSON is an expression):
+    # grads null is the parameters' own dtype; the state in words is in the conventions
+    return {"grads": options.grads, "optimizer": options.optimizer,
             "master": options.master_copy, "hbm_usable": json_value(options.headroom),
             "bytes_per_param": {"param_bytes": json_value(sympy.Rational(param_bytes)), "grads": json_value(s.grads),
                                 "master": json_value(s.master), "moments": json_value(s.moments),
                                 "optimizer": json_value(s.optimizer_state)},
-            "factored_second_moment": s.optimizer.factored, "text": state_text(options, param_bytes)}
+            "factored_second_moment": s.optimizer.factored}
