@@ -43,12 +43,15 @@ def add_parser(commands: Commands) -> None:
                      help="a model in models.json (llama-3-70b) or a program file; left out with --params")
     cmd.add_argument("--params", metavar="N",
                      help="a model given only by its parameter count (70e9), training: FLOPs by the 6·N rule, "
-                          "weights, gradients and optimizer state, the chips they need, and at --mfu tokens/s "
-                          "and days; what needs the configuration (activations, a KV cache, a roofline, "
-                          "--strategy) is refused. NAME, if given, is what to call it")
+                          "weights, gradients and optimizer state, the chips they need, and at --mfu tokens/s, "
+                          "days (--tokens) and a step's time (--set B=...,T=...); with --layers, --dim and "
+                          "--context, attention's 12·L·D·T FLOPs a token beside 6·N; what needs the "
+                          "configuration (activations, a KV cache, a roofline, --strategy) is refused. NAME, if "
+                          "given, is what to call it (one models.json knows is refused: its entry is the model)")
     for name, flag in SIZE_FLAGS.items():
         cmd.add_argument(flag, metavar=name if name != "context" else "T",
-                         help=f"with --params: the model's {_SIZE_WORDS[name]}, where known")
+                         help=f"with --params: the model's {_SIZE_WORDS[name]}, where known"
+                              + ("" if name in ("L", "D", "N", "context") else " (shown; no count follows from it)"))
     mode_options(cmd)
     cmd.add_argument("--print", action="store_true", help="print the model's program and stop")
     machine_options(cmd)

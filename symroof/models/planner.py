@@ -147,9 +147,11 @@ class Plan:
     price: float | None = None  # per chip-hour, in price units
 
     def budget(self, candidate: Candidate) -> dict[str, sympy.Expr]:
-        """A ranked strategy's time, chip-hours and cost on the plan's token budget."""
+        """A ranked strategy's time, chip-hours and cost on the plan's token budget, each step
+        taking its `t_step_exposed` (what ranks it: the collectives that wait included)."""
         assert self.total_tokens is not None and candidate.model is not None
-        return budget(candidate.figures["tokens_per_s"], self.chips, self.total_tokens, self.price)
+        f = candidate.figures
+        return budget(f["tokens"] / f["t_step_exposed"], self.chips, self.total_tokens, self.price)
 
     @property
     def ranked(self) -> list[Candidate]:
@@ -173,6 +175,7 @@ class Plan:
         ranked = [c.to_dict() for c in self.ranked]
         if self.total_tokens is not None:
             out["budget_tokens"] = self.total_tokens
+            out["budget_step"] = "t_step_exposed"  # the time each step of a budget takes
             for entry, c in zip(ranked, self.ranked):
                 entry["budget"] = budget_json(self.budget(c), self.price)
         if self.mode == "train":
@@ -215,7 +218,8 @@ class Plan:
         lines += ["", *wrapped("why: " + why(self)), ""]
         if self.total_tokens is not None and ranked:
             rows = budget_rows(self.budget(ranked[0]), self.total_tokens, self.price)
-            lines += wrapped(f"budget ({ranked[0].text}): " + "; ".join(f"{name} {text}" for name, text in rows))
+            lines += wrapped(f"budget ({ranked[0].text}, each step its exposed time): "
+                             + "; ".join(f"{name} {text}" for name, text in rows))
             lines.append("")
         if not self.options.default_state:
             lines += wrapped("training state: " + state_text(self.options) + f"; usable HBM "

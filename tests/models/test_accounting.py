@@ -173,14 +173,14 @@ def test_the_planner_floor_uses_the_same_bytes():
 def test_a_plan_costs_its_ranked_strategies_on_a_token_budget():
     p = planner.plan("llama-3-8b", "h100", 8, 2**20, "train", context=4096, total_tokens=15 * 10**12, price=2)
     best = p.ranked[0]
-    seconds = 15 * 10**12 / best.figures["tokens_per_s"]  # tokens over the step's tokens / t_step
-    assert best.figures["tokens_per_s"] == 2**20 / best.figures["t_step"]
+    # the budget's steps, each 2**20 tokens, take the time that ranks them: t_step_exposed
+    seconds = 15 * 10**12 / 2**20 * best.figures["t_step_exposed"]
     data = p.to_dict()
     entry = data["ranked"][0]["budget"]
     assert entry["days"] == pytest.approx(float(seconds / 86400))
     assert entry["chip_hours"] == pytest.approx(float(8 * seconds / 3600))
     assert entry["cost"] == pytest.approx(float(2 * 8 * seconds / 3600))
     assert all("budget" in c for c in data["ranked"])
-    assert f"budget ({best.text}): days_to_train" in p.table()
+    assert f"budget ({best.text}, each step its exposed time): days_to_train" in p.table()
     with pytest.raises(SpecError, match="--price is per chip-hour"):
         planner.plan("llama-3-8b", "h100", 8, 2**20, "train", price=2)
