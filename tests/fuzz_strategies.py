@@ -1570,8 +1570,8 @@ SYMBOLIC_FIELDS = ["peak", "hbm_bw", "hbm_capacity", "vector", "ici_bw", "peak,h
 SYMBOLIC_FIELDS_JUNK = ["", "nope", "C", "W_hbm", "peak,,hbm_bw", "PEAK", "peak hbm_bw", "all", ","]
 MFUS = ["0.4", "0.5", "0.35", "1", "1.0", "0.01", "1e-3"]
 MFU_JUNK = ["0", "-0.4", "1.5", "nan", "inf", "-inf", "abc", "40%", "", "1e-400", "1e-320", "1.0000001"]
-OPTIMIZERS = ["adam", "adafactor", "sgd"]
-OPTIMIZER_JUNK = ["Adam", "adamw", "", "lion", "ADAM", " adam", "sgd,adam", "None"]
+OPTIMIZERS = ["adam", "adafactor", "sgd", "adam-bf16", "adam8bit", "sgd-momentum"]
+OPTIMIZER_JUNK = ["Adam", "adamw", "", "lion", "ADAM", " adam", "sgd,adam", "None", "adam_bf16"]
 REMATS = ["full", "none", "save=x,o,h", "save=x", "save=q,k,v,o", "save=x,a,m", "save=h,g,u"]
 REMAT_JUNK = ["Full", "partial", "", "selective", "None", "NONE", "full ", "save=", "save=nope", "save=x,,o",
               "save=x,x", "save= x", "SAVE=x", "save=x;o", "save:x", "save=x,o,", "save=X", "save=ℌ", "save"]
