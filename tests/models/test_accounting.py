@@ -184,3 +184,17 @@ def test_a_plan_costs_its_ranked_strategies_on_a_token_budget():
     assert f"budget ({best.text}, each step its exposed time): days_to_train" in p.table()
     with pytest.raises(SpecError, match="--price is per chip-hour"):
         planner.plan("llama-3-8b", "h100", 8, 2**20, "train", price=2)
+
+
+def test_a_model_claim_takes_the_training_options():
+    # LLaMA-2 7B with bf16 moments and no master copy: 4 bytes a parameter of optimizer state,
+    # fp32 gradients 4; on an H100's whole 80 GB (hbm_usable 1) 2 + 4 + 4 = 10 bytes a parameter
+    # and the activations (342528 bytes a token at B*T = 4096: remat full) need 1 chip
+    claim = {"id": "state", "model": "llama-2-7b", "chip": "h100", "optimizer": "adam-bf16", "grads": "fp32",
+             "master": "none", "hbm_usable": 1.0,
+             "expect": {"optimizer_bytes": int(4 * P), "grad_bytes": int(4 * P), "min_chips": 1}}
+    assert 10 * P + 342528 * 4096 < 80 * 10**9
+    result = symroof.check_case(claim)
+    assert result.ok, result
+    bad = symroof.check_case({**claim, "grads": "fp16"})
+    assert not bad.ok and "grads (the gradients' dtype) is one of fp32, bf16" in str(bad.error)
