@@ -132,6 +132,8 @@ def run(args: argparse.Namespace) -> str:
         raise SpecError(f"--remat is what a training step keeps for its backward pass: it goes with --train, "
                         f"not --{args.mode}")
     total, price = budget_values(args)
+    if total is not None and target is None:
+        raise SpecError("--tokens times a token budget: it needs a chip (--chip) to run the steps on")
     if args.batches:
         return _batches(args, found, about)
     if args.output:

@@ -147,9 +147,11 @@ def budget(tokens_per_s: sympy.Expr, chips: sympy.Expr | int, total_tokens: int 
         >>> b["hours"], b["chip_hours"], b["cost"]
         (1, 8, 20)
     """
-    seconds = sympy.Integer(total_tokens) / tokens_per_s
+    # exact: 1.5e12 as 1500000000000, never a float's truncation; chips may be a mesh's symbol
+    tokens = sympy.Integer(total_tokens) if isinstance(total_tokens, int) else sympy.Rational(repr(float(total_tokens)))
+    seconds = tokens / tokens_per_s
     out = {"seconds": seconds, "hours": seconds / 3600, "days": seconds / 86400,
-           "chip_hours": sympy.Integer(chips) * seconds / 3600}
+           "chip_hours": (chips if isinstance(chips, sympy.Expr) else sympy.Integer(chips)) * seconds / 3600}
     if price is not None:
         out["cost"] = out["chip_hours"] * price_exact(price)
     return out

@@ -81,6 +81,7 @@ def test_a_plan_takes_the_options_and_a_budget():
     (("model", "llama-2-7b", "--decode", "--optimizer", "sgd"), "--optimizer sets a training step's state"),
     (("model", "llama-2-7b", "--layers", "3"), "--layers goes with --params"),
     (("model",), "takes a model's NAME"),
+    (("model", "llama-2-7b", "--tokens", "1e12"), "it needs a chip (--chip)"),
     (("model", "--params", "7e10", "--strategy", "fsdp=8"), "--strategy needs the model's configuration"),
     (("model", "--params", "7e10", "--decode"), "no KV cache or attention shapes"),
     (("model", "--params", "7e10", "--chip", "v5p", "--tokens", "1e12"), "give --mfu"),
