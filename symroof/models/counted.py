@@ -157,6 +157,15 @@ class Counted:
     def hbm_per_chip(self) -> sympy.Expr:
         return self.memory_bytes / self.options.chips
 
+    @property
+    def activation_bytes(self) -> sympy.Expr:
+        raise SpecError(f"the activations a step keeps need {NEEDS_CONFIG}, and B and T: a parameter count has no "
+                        "shapes")
+
+    @property
+    def kv_bytes_per_token(self) -> sympy.Expr:
+        raise SpecError(f"a KV cache's bytes need {NEEDS_CONFIG}: a parameter count has no KV heads")
+
     def usable(self) -> sympy.Expr:
         """The HBM a chip may fill: its capacity times the usable fraction."""
         capacity = self._chip().capacity()

@@ -77,6 +77,8 @@ def test_a_step_at_an_mfu():
     (lambda: Counted(7 * 10**10, None, Options(strategy=(("fsdp", "X"),))), "--strategy shards a model's tensors"),
     (lambda: Counted(7 * 10**10, None, Options(remat="none")), "--remat chooses the activations kept"),
     (lambda: symroof.counted(7.5), "a whole number of parameters"),
+    (lambda: symroof.counted(7e10).activation_bytes, "the activations a step keeps need the model's configuration"),
+    (lambda: symroof.counted(7e10).kv_bytes_per_token, "a KV cache's bytes need the model's configuration"),
     (lambda: symroof.counted("llama-3-8b"), "has its configuration"),
     (lambda: symroof.model("chinchilla-70b"), "given by its parameter count only"),
     (lambda: symroof.plan("chinchilla-70b", "h100", 8, 2**20), "a plan needs the model's configuration"),
