@@ -33,10 +33,10 @@ from ..errors import SpecError
 from ..hardware.chips import Chip
 from ..hardware.machines import Machine, machine
 from ..render.json_report import json_value
-from ..render.tex import tex_number, tex_words
+from ..render.tex import TexPrinter, tex_number, tex_words
 from ..show import beside, human, number, seconds, wrapped
 from .catalogue import FIELDS, get_model
-from .decls import OPTIMIZERS, Options, budget, state_bytes, state_text
+from .decls import OPTIMIZERS, Options, StateBytes, budget, state_bytes, state_text
 
 # the sizes a parameter-count model may carry (models.json's names), and the flags that give them
 SIZE_FLAGS = {"L": "--layers", "D": "--dim", "F": "--ffn", "N": "--heads", "V": "--vocab", "context": "--context"}
@@ -131,7 +131,7 @@ class Counted:
     # ---- memory --------------------------------------------------------------------------
 
     @functools.cached_property
-    def _state(self) -> Any:
+    def _state(self) -> StateBytes:
         return state_bytes(self.options, self.weights.bytes)
 
     @property
@@ -326,10 +326,19 @@ class Counted:
     def _repr_latex_(self) -> str:
         lines = [r"\text{quantity} & \text{value} & \text{convention}"]
         for name, (value, unit, note) in self.quantities().items():
-            lines.append(rf"\text{{{tex_words(name)}}} & {tex_number(value)}"
+            # a symbolic chip's figures (C, M_hbm) print as formulas in their names
+            shown = tex_number(value) if value.is_number else \
+                TexPrinter({x: _tex_figure(x.name) for x in value.free_symbols}, words=False).doprint(value)
+            lines.append(rf"\text{{{tex_words(name)}}} & {shown}"
                          + (rf"\ \text{{{tex_words(unit)}}}" if unit else "") + rf" & \text{{{tex_words(note)}}}")
         body = lines[0] + " \\\\ \\hline\n" + " \\\\\n".join(lines[1:])
         return f"$$\n\\begin{{array}}{{lll}}\n{body}\n\\end{{array}}\n$$"
+
+
+def _tex_figure(name: str) -> str:
+    """A chip figure's symbol in LaTeX: M_hbm as M with an upright subscript, M_{\\text{hbm}}."""
+    base, _, sub = name.partition("_")
+    return base + (rf"_{{\text{{{sub}}}}}" if sub else "")
 
 
 def counted(params: int | float | str, chip: str | Chip | Machine | None = None, *, chips: int = 1,

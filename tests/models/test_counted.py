@@ -101,6 +101,10 @@ def test_its_report_says_which_convention_each_answer_uses():
     assert data["notes"]["flops_train_per_token"].startswith("6·N")
     latex = m._repr_latex_()
     assert latex.startswith("$$") and r"\text{params}" in latex and "array" in latex
+    # on a symbolic chip the answers are formulas in its figures: 16 x 7e10 bytes over 0.9 x M_hbm
+    symbolic = symroof.counted(7e10, machine("symbolic"), mfu=0.4)
+    assert symbolic.min_chips == sympy.Rational(16 * 7 * 10**10) / (sympy.Rational(9, 10) * symbolic.machine.capacity())
+    assert r"\frac{11200000000000}{9 M_{\text{hbm}}}" in symbolic._repr_latex_()
 
 
 def test_the_models_file_entry_given_by_its_count():
