@@ -21,6 +21,7 @@ from .ir import Program, dim_symbol
 from .lang.expr import read_expression
 from .lang.parsing import parse
 from .models import derive
+from .models.counted import counted
 from .models.planner import plan
 from .models.report import model
 from .roofline.bounds import CONVENTIONS
@@ -30,7 +31,7 @@ from .roofline.thresholds import Threshold
 
 __all__ = [
     "Analysis", "CONVENTIONS", "Chip", "Cost", "HardwareError", "Program", "QUANTITIES", "Quantity", "SpecError",
-    "StepCost", "SymroofError", "SymroofWarning", "Threshold", "analyze", "check_case", "cost", "derive", "dim_symbol",
-    "from_jax",
+    "StepCost", "SymroofError", "SymroofWarning", "Threshold", "analyze", "check_case", "cost", "counted", "derive",
+    "dim_symbol", "from_jax",
     "get_chip", "list_chips", "load_hardware", "model", "parse", "plan", "read_expression", "roofline",
 ]

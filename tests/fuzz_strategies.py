@@ -1541,9 +1541,11 @@ _MODELS: list = []
 
 
 def _models() -> list:
-    """The shipped models.json's entries (read once)."""
+    """The shipped models.json's entries with a configuration (read once); those given by
+    `params` alone have no template to shard."""
     if not _MODELS:
-        _MODELS.extend(json.loads((ROOT / "models.json").read_text(encoding="utf-8"))["models"])
+        _MODELS.extend(m for m in json.loads((ROOT / "models.json").read_text(encoding="utf-8"))["models"]
+                       if "params" not in m)
     return _MODELS
 
 
@@ -1568,8 +1570,8 @@ SYMBOLIC_FIELDS = ["peak", "hbm_bw", "hbm_capacity", "vector", "ici_bw", "peak,h
 SYMBOLIC_FIELDS_JUNK = ["", "nope", "C", "W_hbm", "peak,,hbm_bw", "PEAK", "peak hbm_bw", "all", ","]
 MFUS = ["0.4", "0.5", "0.35", "1", "1.0", "0.01", "1e-3"]
 MFU_JUNK = ["0", "-0.4", "1.5", "nan", "inf", "-inf", "abc", "40%", "", "1e-400", "1e-320", "1.0000001"]
-OPTIMIZERS = ["adam", "adafactor", "sgd"]
-OPTIMIZER_JUNK = ["Adam", "adamw", "", "lion", "ADAM", " adam", "sgd,adam", "None"]
+OPTIMIZERS = ["adam", "adafactor", "sgd", "adam-bf16", "adam8bit", "sgd-momentum"]
+OPTIMIZER_JUNK = ["Adam", "adamw", "", "lion", "ADAM", " adam", "sgd,adam", "None", "adam_bf16"]
 REMATS = ["full", "none", "save=x,o,h", "save=x", "save=q,k,v,o", "save=x,a,m", "save=h,g,u"]
 REMAT_JUNK = ["Full", "partial", "", "selective", "None", "NONE", "full ", "save=", "save=nope", "save=x,,o",
               "save=x,x", "save= x", "SAVE=x", "save=x;o", "save:x", "save=x,o,", "save=X", "save=ℌ", "save"]
@@ -2339,7 +2341,7 @@ def _check_expressions(obj, symbols: dict, where="") -> str | None:
 
 # what a model's --json holds as text, not as an expression
 _MODEL_TEXT_KEYS = {"model", "name", "mode", "chip", "conventions", "kind", "tensor", "pass", "axes", "source",
-                    "schedule"}
+                    "schedule", "notes", "not_computed"}  # the last two: a parameter-count model's words
 _MODEL_FUNCTIONS = {"Max", "Min", "ceiling", "floor", "sqrt", "Abs", "log", "exp", "Piecewise", "oo", "Rational",
                     "Integer", "Float"}
 
@@ -2352,7 +2354,8 @@ def _model_expressions(obj, where="") -> str | None:
 
     if isinstance(obj, dict):
         for k, v in obj.items():
-            if k in _MODEL_TEXT_KEYS and (isinstance(v, str) or v is None or k == "conventions"):
+            if k in _MODEL_TEXT_KEYS and (isinstance(v, str) or v is None or k in ("conventions", "notes",
+                                                                                     "not_computed")):
                 continue
             bad = _model_expressions(v, f"{where}.{k}")
             if bad:

@@ -8,7 +8,7 @@ check.py (numbers within a relative `tolerance`, expressions exactly).
     mode: decode                      # train (the default), prefill or decode
     chip: h100                        # a name, or {name: h100, variant: ..., peak_flops, hbm_bw}
     sizes: {B: 32, S: 4096}           # default B = 1 and the model's context
-    chips: 8                          # also optimizer, remat, mfu: as `symroof model` takes them
+    chips: 8                          # also optimizer, grads, master, hbm_usable, remat, mfu: as `symroof model`
     expect:
       params: 70.55e9
       kv_bytes_per_token: 327680
@@ -45,8 +45,8 @@ from .check import CaseResult, Outcome
 
 # The keys a model claim may have: a typo (`size:`, or a spec claim's `set:`) is an error,
 # never a setting silently left at its default.
-KEYS = ("id", "model", "mode", "chip", "sizes", "chips", "optimizer", "remat", "mfu", "expect", "tolerance",
-        "book", "quote", "issue")
+KEYS = ("id", "model", "mode", "chip", "sizes", "chips", "optimizer", "grads", "master", "hbm_usable", "remat", "mfu",
+        "expect", "tolerance", "book", "quote", "issue")
 _CHIP_KEYS = ("name", "variant", "peak_flops", "hbm_bw")
 MAX_FILE_BYTES = 5_000_000  # a claims file; the chapter's is under 10 kB
 
@@ -91,7 +91,8 @@ def _model(case: Mapping, hardware: str | os.PathLike | None) -> Model:
         raise SymroofError(f"'mfu' must be a fraction of the peak such as 0.4, not {mfu!r}")
     return model(name, str(case.get("mode", "train")), _machine(case.get("chip"), hardware), given,
                  chips=size_value(case.get("chips", 1), "chips"), optimizer=case.get("optimizer", "adam"),
-                 remat=case.get("remat", "full"), mfu=mfu)
+                 remat=case.get("remat", "full"), mfu=mfu, grads=case.get("grads"), master=case.get("master"),
+                 hbm_usable=case.get("hbm_usable", 0.9))
 
 
 def _machine(chip: object, hardware: str | os.PathLike | None) -> Machine | None:

@@ -3,6 +3,7 @@
     symroof model llama-3-70b --train --chip v5p --set B=4,T=8192 --chips 64
     symroof model llama-3-70b --decode --chip h100 --set B=32,S=4096
     symroof model llama-3-70b --print > my.sr; symroof model my.sr --chip v5p
+    symroof model --params 70e9 --chip v5p --chips 8960 --mfu 0.4 --tokens 15e12
 """
 
 from __future__ import annotations
@@ -12,22 +13,45 @@ import json
 from collections.abc import Iterable
 
 from ..errors import SpecError
-from ..hardware.machines import machine
+from ..hardware.machines import Machine, machine
 from ..lang.sizes import size_value
 from ..lang.structure import read_structured
 from ..models import report
+from ..models.counted import NEEDS_CONFIG, SIZE_FLAGS, Counted, from_entry, is_counted
 from ..models.decls import Options
 from ..models.whole import Model
 from ..render.json_report import json_value
 from ..show import number, seconds
-from .options import Commands, machine_kwargs, machine_options, mode_options, remat_option
+from .options import (
+    Commands,
+    budget_options,
+    budget_values,
+    machine_kwargs,
+    machine_options,
+    mode_options,
+    remat_option,
+    training_kwargs,
+    training_options,
+)
 
 
 def add_parser(commands: Commands) -> None:
     cmd = commands.add_parser("model", help="a whole model: parameters, FLOPs, memory, chips, step time",
                               description="Analyse a model from models.json (or a program file with "
                                           "let, repeat and param lines) for training, prefill or decode.")
-    cmd.add_argument("name", metavar="NAME|FILE", help="a model in models.json (llama-3-70b) or a program file")
+    cmd.add_argument("name", metavar="NAME|FILE", nargs="?",
+                     help="a model in models.json (llama-3-70b) or a program file; left out with --params")
+    cmd.add_argument("--params", metavar="N",
+                     help="a model given only by its parameter count (70e9), training: FLOPs by the 6·N rule, "
+                          "weights, gradients and optimizer state, the chips they need, and at --mfu tokens/s, "
+                          "days (--tokens) and a step's time (--set B=...,T=...); with --layers, --dim and "
+                          "--context, attention's 12·L·D·T FLOPs a token beside 6·N; what needs the "
+                          "configuration (activations, a KV cache, a roofline, --strategy) is refused. NAME, if "
+                          "given, is what to call it (one models.json knows is refused: its entry is the model)")
+    for name, flag in SIZE_FLAGS.items():
+        cmd.add_argument(flag, metavar=name if name != "context" else "T",
+                         help=f"with --params: the model's {_SIZE_WORDS[name]}, where known"
+                              + ("" if name in ("L", "D", "N", "context") else " (shown; no count follows from it)"))
     mode_options(cmd)
     cmd.add_argument("--print", action="store_true", help="print the model's program and stop")
     machine_options(cmd)
@@ -36,9 +60,9 @@ def add_parser(commands: Commands) -> None:
                      help="sizes: B, T (train, prefill), S (decode's context); default B=1 and the "
                           "model's context")
     cmd.add_argument("--mfu", type=float, help="time a step at this fraction of the peak, not the roofline")
-    cmd.add_argument("--optimizer", default="adam", help="adam (12 bytes/param), adafactor (4) or sgd (0)")
+    training_options(cmd)
     remat_option(cmd)
-    cmd.add_argument("--train-tokens", metavar="N", help="days to train on N tokens (15e12)")
+    budget_options(cmd)
     cmd.add_argument("--weights", default="bf16", metavar="DTYPE",
                      help="the weight matrices' dtype: int8 or fp8 for weight-only quantization (bf16)")
     cmd.add_argument("--kv", default="bf16", metavar="DTYPE", help="the KV cache's dtype (bf16)")
@@ -64,6 +88,22 @@ def add_parser(commands: Commands) -> None:
 
 def run(args: argparse.Namespace) -> str:
     target = machine(**machine_kwargs(args))
+    config = None
+    if args.name is not None:
+        try:
+            config = report.named(args.name, args.models)
+        except SpecError:
+            if args.params is None:
+                raise
+            # with --params, a name models.json does not know only labels the count
+    if args.params is not None or (config is not None and is_counted(config)):
+        return _counted(args, target, config)
+    if args.name is None:
+        raise SpecError("symroof model takes a model's NAME (models.json), a program FILE, or --params N")
+    given = [flag for name, flag in SIZE_FLAGS.items() if getattr(args, _dest(flag)) is not None]
+    if given:
+        raise SpecError(f"{', '.join(given)} {'go' if len(given) > 1 else 'goes'} with --params: a named model or "
+                        "a program has its own sizes (--set B=...,T=... sets the batch and sequence)")
     text, about, context = report.source(args.name, args.mode, weights=args.weights, kv=args.kv,
                                                strategy=args.strategy, mesh=args.mesh, chips=args.chips,
                                                target=target, microbatches=args.microbatches,
@@ -85,24 +125,64 @@ def run(args: argparse.Namespace) -> str:
                         "--microbatches instead")
     structured = read_structured(text)
     sizes = report.with_defaults(structured, args.mode, context, _sizes(args.set))
-    options = Options(mode=args.mode, chips=args.chips, optimizer=args.optimizer, remat=args.remat, mfu=args.mfu,
-                      strategy=tuple(about.get("strategy", {}).items()))
+    state = training_kwargs(args)
+    options = Options(mode=args.mode, chips=args.chips, optimizer=state["optimizer"], remat=args.remat, mfu=args.mfu,
+                      strategy=tuple(about.get("strategy", {}).items()), grads=state["grads"], master=state["master"],
+                      headroom=state["hbm_usable"])
     about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=args.chips)
     # the model symroof.model gives for the same arguments: its report is the one printed
     found = report.assemble(structured, about, stages, target, sizes, options)
-    if args.train_tokens and args.mode != "train":
-        raise SpecError(f"--train-tokens gives the days to train: it goes with --train, not --{args.mode}")
+    if args.tokens and args.mode != "train":
+        raise SpecError(f"--tokens (--train-tokens) gives the days to train: it goes with --train, not --{args.mode}")
     if args.remat != "full" and args.mode != "train":
         raise SpecError(f"--remat is what a training step keeps for its backward pass: it goes with --train, "
                         f"not --{args.mode}")
-    total = size_value(args.train_tokens, "--train-tokens") if args.train_tokens else None
+    total, price = budget_values(args)
+    if total is not None and target is None:
+        raise SpecError("--tokens times a token budget: it needs a chip (--chip) to run the steps on")
     if args.batches:
         return _batches(args, found, about)
     if args.output:
         raise SpecError("-o plots throughput against latency: give --batches too")
     if args.json:
-        return json.dumps(found.to_dict(total), indent=2)
-    return found.table(total)
+        return json.dumps(found.to_dict(total, price), indent=2)
+    return found.table(total, price)
+
+
+_SIZE_WORDS = {"N": "query heads", "L": "layers", "D": "width (d_model)", "F": "MLP width", "V": "vocabulary",
+               "context": "sequence length (tokens a sequence)"}
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def _counted(args: argparse.Namespace, target: Machine | None, config: dict | None) -> str:
+    """`symroof model --params N ...` (or a models.json entry given by `params`): what the
+    count gives (models/counted.py); what needs the configuration refused by name."""
+    for flag, given in (("--strategy", args.strategy), ("--mesh", args.mesh), ("--microbatches", args.microbatches),
+                        ("--schedule", args.schedule), ("--batches", args.batches), ("--print", args.print),
+                        ("--kv", args.kv != "bf16")):
+        if given:
+            raise SpecError(f"{flag} needs {NEEDS_CONFIG}; a parameter count has none")
+    if config is not None and args.params is not None:
+        raise SpecError(f"--params gives a model by its count; {args.name!r} is in models.json: give one or the other")
+    sizes = {name: size_value(getattr(args, _dest(flag)), flag) for name, flag in SIZE_FLAGS.items()
+             if getattr(args, _dest(flag)) is not None}
+    sizes.update(_sizes(args.set))
+    state = training_kwargs(args)
+    options = Options(mode=args.mode, chips=args.chips, optimizer=state["optimizer"], remat=args.remat,
+                      mfu=args.mfu, grads=state["grads"], master=state["master"], headroom=state["hbm_usable"])
+    total, price = budget_values(args)
+    if config is not None:
+        found = from_entry(config, target, options, sizes, args.weights)
+    else:
+        count = size_value(args.params, "--params")
+        found = Counted(count, target, options, sizes, args.weights,
+                        {"model": None, "name": args.name or f"{number(count)} parameters"})
+    if args.output:
+        raise SpecError("-o plots throughput against latency over --batches: it needs the model's configuration")
+    return json.dumps(found.to_dict(total, price), indent=2) if args.json else found.table(total, price)
 
 
 def _sizes(items: Iterable[str]) -> dict[str, int]:

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias
 
-from ..errors import SymroofError
+from ..errors import SpecError, SymroofError
 from ..lang.sizes import size_value
+from ..models.decls import GRADS, MASTERS, OPTIMIZERS, price_exact
 
 # What a subcommand's parser names with set_defaults(handler=...): the text to print, and the
 # exit code where it is not 0.
@@ -84,3 +86,65 @@ def mode_options(parser: argparse.ArgumentParser) -> None:
     for m in ("train", "prefill", "decode"):
         mode.add_argument(f"--{m}", dest="mode", action="store_const", const=m, help=f"the {m} step")
     parser.set_defaults(mode="train")
+
+
+def training_options(parser: argparse.ArgumentParser) -> None:
+    """--grads, --optimizer, --master, --hbm-usable: a training step's state and the HBM it may
+    fill (models/decls.py: `OPTIMIZERS`, `state_bytes`, which check them)."""
+    parser.add_argument("--grads", metavar="|".join(GRADS),
+                        help="the gradients' dtype (default: each parameter's own, bf16 in the templates)")
+    parser.add_argument("--optimizer", default="adam", metavar="|".join(OPTIMIZERS),
+                        help="the optimizer's state beside the master copy: " + "; ".join(
+                            f"{o.name}: {o.meaning}" for o in OPTIMIZERS.values()) + " (adam)")
+    parser.add_argument("--master", metavar="|".join(MASTERS),
+                        help="fp32: a 4-byte master copy of each parameter narrower than fp32, counted in "
+                             "optimizer_bytes; none: no copy (default fp32, but none with sgd, whose 0 bytes of "
+                             "state are kept)")
+    parser.add_argument("--hbm-usable", metavar="FRACTION",
+                        help="the fraction of each chip's HBM a step may fill, in (0, 1] (0.9; the book's "
+                             "questions use 1.0)")
+
+
+def _number(text: str, flag: str, what: str) -> float:
+    """A decimal number from the command line (1e12, 0.4), finite; SpecError otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise SpecError(f"{flag} takes {what}, not {text!r}") from None
+    if not math.isfinite(value):
+        raise SpecError(f"{flag} takes {what}, not {text!r}")
+    return value
+
+
+def training_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The options `training_options` reads, as `symroof.model` and `symroof.plan` take them."""
+    usable = 0.9 if args.hbm_usable is None else _number(args.hbm_usable, "--hbm-usable", "a fraction in (0, 1]")
+    if not 0 < usable <= 1:
+        raise SpecError(f"--hbm-usable takes a fraction in (0, 1], not {args.hbm_usable}")
+    stated = [flag for flag, given in (("--grads", args.grads), ("--master", args.master),
+                                       ("--optimizer", args.optimizer != "adam")) if given]
+    if stated and args.mode != "train":
+        raise SpecError(f"{stated[0]} sets a training step's state: it goes with --train, not --{args.mode}")
+    return dict(optimizer=args.optimizer, grads=args.grads, master=args.master, hbm_usable=usable)
+
+
+def budget_options(parser: argparse.ArgumentParser) -> None:
+    """--tokens (--train-tokens), --price: a token budget's time, chip-hours and cost."""
+    parser.add_argument("--tokens", "--train-tokens", dest="tokens", metavar="N",
+                        help="a token budget (15e12): the days (and hours, under three days) and chip-hours to "
+                             "train on it")
+    parser.add_argument("--price", metavar="PER_CHIP_HOUR",
+                        help="with --tokens: the cost at this price per chip-hour, in price units (no currency "
+                             "is assumed; no prices are shipped)")
+
+
+def budget_values(args: argparse.Namespace) -> tuple[int | None, float | None]:
+    """--tokens as a whole number of tokens (or None) and --price (or None), checked; a
+    price without a budget is refused."""
+    price = None
+    if args.price is not None:
+        price = _number(args.price, "--price", "a positive number per chip-hour")
+        price_exact(price)
+        if not args.tokens:
+            raise SpecError("--price is per chip-hour: give a token budget (--tokens 15e12) to cost")
+    return (size_value(args.tokens, "--tokens") if args.tokens else None), price

@@ -6,7 +6,8 @@ Every problem is one error naming the file, the model and the field: an unknown 
 a "did you mean"), a missing one, a value of the wrong type or out of range, a choice that
 is not one of its choices (no fallback: `"norm": "batchnorm"` is not read as rmsnorm), a
 flag that is not a JSON boolean (`"bias": "no"` is not true), `moe.active` above
-`moe.experts`, a duplicate id, an alias that also names another model, and a name with a
+`moe.experts`, a duplicate id, a model given by its parameter count (`params`, with
+whichever sizes are known) that carries a template's field, an alias that also names another model, and a name with a
 line break or another character that does not print (the name is written into the
 template's program text). The file is bounded in size, and so is each text and number.
 """
@@ -17,6 +18,7 @@ import difflib
 import functools
 import json
 import re
+from collections.abc import Callable
 from typing import NoReturn
 
 from ..errors import SpecError
@@ -28,8 +30,13 @@ NORMS = ("rmsnorm", "layernorm")
 POSITIONS = ("rope", "learned")
 _CHOICES = {"mlp": MLPS, "norm": NORMS, "positions": POSITIONS}
 _FLAGS = ("tied_embeddings", "bias")
-_MODEL_KEYS = ("id", "name", "aliases", "sizes", *_CHOICES, *_FLAGS, "moe", "params_published", "sources")
+_MODEL_KEYS = ("id", "name", "aliases", "sizes", *_CHOICES, *_FLAGS, "moe", "params_published", "params", "sources")
 _REQUIRED = ("id", "name", "sizes", *_CHOICES, *_FLAGS, "params_published", "sources")
+# A model given by its parameter count (`params`) and the sizes known of it, if any
+# (models/counted.py): no template, so none of its fields
+_COUNTED_REQUIRED = ("id", "name", "params", "sources")
+_TEMPLATE_ONLY = (*_CHOICES, *_FLAGS, "moe", "params_published")
+_COUNTED_SOURCE_KEYS = ("params", "sizes")
 _FILE_KEYS = ("about", "models")
 _SOURCE_KEYS = ("sizes", "params_published", "moe")
 _MOE_KEYS = ("experts", "active")
@@ -118,9 +125,10 @@ def _check_model(path: str, k: int, model: object) -> None:
     for key in model:
         if key not in _MODEL_KEYS:
             fail(f"{key}: unknown field{did_you_mean(key, _MODEL_KEYS)}")
-    for field in _REQUIRED:
+    counted = "params" in model
+    for field in _COUNTED_REQUIRED if counted else _REQUIRED:
         if field not in model:
-            fail(f"missing field '{field}'")
+            fail(f"missing field '{field}'" + (" (a model given by `params` needs it too)" if counted else ""))
     for field in ("id", *(("aliases",) if "aliases" in model else ())):
         names = [model[field]] if field == "id" else model[field]
         if field == "aliases" and not isinstance(names, list):
@@ -133,6 +141,9 @@ def _check_model(path: str, k: int, model: object) -> None:
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME or not name.isprintable():
         fail(f"'name' must be text on one line of at most {MAX_NAME} printable characters (no line break: "
              f"it is written into the model's program), not {_describe(name)}")
+    if counted:
+        _check_counted(model, fail)
+        return
     sizes = model["sizes"]
     if not isinstance(sizes, dict):
         fail(f"'sizes' must be an object, not {_describe(sizes)}")
@@ -175,6 +186,38 @@ def _check_model(path: str, k: int, model: object) -> None:
             fail(f"sources.{field} is missing: every figure carries its source")
 
 
+def _check_counted(model: dict, fail: Callable[[str], NoReturn]) -> None:
+    """A model given by its parameter count: `params`, any of the sizes (each checked as a
+    full model's), and the sources of both; no template field."""
+    for field in _TEMPLATE_ONLY:
+        if field in model:
+            fail(f"{field}: a model given by 'params' has no template to choose for; drop {field} (or give every "
+                 "size and the template's fields, with params_published, in place of params)")
+    if not _whole(model["params"], MAX_PARAMS):
+        fail(f"params must be a positive whole number up to {MAX_PARAMS:.0e}, got {_describe(model['params'])}")
+    sizes = model.get("sizes", {})
+    if not isinstance(sizes, dict):
+        fail(f"'sizes' must be an object, not {_describe(sizes)}")
+    for field, value in sizes.items():
+        if field not in FIELDS:
+            fail(f"sizes.{field}: unknown size{did_you_mean(field, FIELDS)} (the sizes: {', '.join(FIELDS)})")
+        if not _whole(value, MAX_SIZE):
+            fail(f"sizes.{field} must be a positive whole number up to {MAX_SIZE:.0e}, got {_describe(value)}")
+    if "N" in sizes and "K" in sizes and sizes["N"] % sizes["K"]:
+        fail(f"sizes.N: {sizes['N']} query heads do not group evenly over sizes.K = {sizes['K']} KV heads")
+    sources = model["sources"]
+    if not isinstance(sources, dict):
+        fail(f"'sources' must be an object, not {_describe(sources)}")
+    for field in sources:
+        if field not in _COUNTED_SOURCE_KEYS:
+            fail(f"sources.{field}: names no sourced field{did_you_mean(field, _COUNTED_SOURCE_KEYS)}")
+        if not isinstance(sources[field], str) or not sources[field].strip() or len(sources[field]) > MAX_TEXT:
+            fail(f"sources.{field} must be text of at most {MAX_TEXT} characters, not {_describe(sources[field])}")
+    for field in ("params", *(("sizes",) if sizes else ())):
+        if field not in sources:
+            fail(f"sources.{field} is missing: every figure carries its source")
+
+
 def _whole(value: object, limit: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= limit
 
@@ -182,6 +225,11 @@ def _whole(value: object, limit: int) -> bool:
 def models(path: str | None = None) -> tuple[dict, ...]:
     """Every model in the file (the shipped models.json by default)."""
     return _load(str(path or resource_path("models.json")))
+
+
+def configured(path: str | None = None) -> tuple[dict, ...]:
+    """The models with a full configuration (the template's): all but those given by `params`."""
+    return tuple(m for m in models(path) if "params" not in m)
 
 
 def get_model(name: str, path: str | None = None) -> dict:

@@ -46,8 +46,9 @@ from ..render.tex import tex_number, tex_words
 from ..show import number, seconds, wrapped
 from . import kinds, strategies, strategy_costs
 from .catalogue import get_model
-from .decls import OPTIMIZER_BYTES
-from .report import CONVENTIONS, model
+from .counted import NEEDS_CONFIG, is_counted
+from .decls import Options, budget, price_exact, state_bytes, state_text
+from .report import budget_json, budget_rows, conventions, model, state_json
 from .whole import Model
 
 
@@ -168,6 +169,16 @@ class Plan:
     batch: dict[str, int]
     candidates: list[Candidate]
     seconds: float  # what the plan took to make
+    options: Options = field(default_factory=Options)  # the models' (training state, usable HBM)
+    total_tokens: int | None = None  # a token budget: each ranked strategy's days, chip-hours, cost
+    price: float | None = None  # per chip-hour, in price units
+
+    def budget(self, candidate: Candidate) -> dict[str, sympy.Expr]:
+        """A ranked strategy's time, chip-hours and cost on the plan's token budget, each step
+        taking its `t_step_exposed` (what ranks it: the collectives that wait included)."""
+        assert self.total_tokens is not None and candidate.model is not None
+        f = candidate.figures
+        return budget(f["tokens"] / f["t_step_exposed"], self.chips, self.total_tokens, self.price)
 
     @property
     def ranked(self) -> list[Candidate]:
@@ -188,9 +199,17 @@ class Plan:
         out: dict[str, Any] = {"model": self.name, "mode": self.mode, "chips": self.chips, "batch": dict(self.batch)}
         if timed:
             out["seconds"] = round(self.seconds, 3)
-        return {**out, "considered": len(self.candidates), "ranked": [c.to_dict() for c in self.ranked],
+        ranked = [c.to_dict() for c in self.ranked]
+        if self.total_tokens is not None:
+            out["budget_tokens"] = self.total_tokens
+            out["budget_step"] = "t_step_exposed"  # the time each step of a budget takes
+            for entry, c in zip(ranked, self.ranked):
+                entry["budget"] = budget_json(self.budget(c), self.price)
+        if self.mode == "train":
+            out["training_state"] = state_json(self.options)
+        return {**out, "considered": len(self.candidates), "ranked": ranked,
                 "set_aside": [c.to_dict() for c in self.candidates if c.rejected], "why": why(self),
-                "conventions": list(CONVENTIONS),
+                "conventions": conventions(self.options),
                 "estimates": {path: {"value": json_value(value), "source": source}
                               for path, (value, source) in self.estimates().items()}}
 
@@ -225,6 +244,16 @@ class Plan:
         if len(ranked) > top:
             lines.append(f"    ... {len(ranked) - top} more (--top {len(ranked)})")
         lines += ["", *wrapped("why: " + why(self)), ""]
+        if self.total_tokens is not None and ranked:
+            rows = budget_rows(self.budget(ranked[0]), self.total_tokens, self.price)
+            lines += wrapped(f"budget ({ranked[0].text}, each step its exposed time): "
+                             + "; ".join(f"{name} {text}" for name, text in rows))
+            lines.append("")
+        if not self.options.default_state:
+            lines += wrapped("training state: " + state_text(self.options) + f"; usable HBM "
+                             f"{float(self.options.headroom):g} of capacity" if self.mode == "train" else
+                             f"usable HBM {float(self.options.headroom):g} of capacity")
+            lines.append("")
         lines += wrapped("t_step: the roofline's bound, every collective overlapped; exposed: the activations' "
                          "collectives (tensor parallelism's) waiting on the critical path, and a pipeline's bubble "
                          "and exposed sends; ranked by exposed. Pipelines run 4 x pp microbatches, 1F1B, or "
@@ -286,12 +315,17 @@ def _splits(chips: int, search: kinds.Search) -> list[dict[str, int]]:
 
 
 def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: str = "train",
-         context: int | None = None, models_file: str | None = None, remat: str = "full") -> Plan:
+         context: int | None = None, models_file: str | None = None, remat: str = "full", *,
+         optimizer: str = "adam", grads: str | None = None, master: str | None = None, hbm_usable: float = 0.9,
+         total_tokens: int | None = None, price: float | None = None) -> Plan:
     """Every strategy for `name` on `chips` chips of `chip` with a batch of `tokens` tokens
     (sequences of `context`, the model's by default; in decode, `tokens` sequences of one
     new token each over a context of `context`), training under the `remat` policy (what
-    each chip keeps of its activations, and what its backward recomputes). `str()` of the
-    plan is what `symroof plan` prints; `to_dict()` its JSON.
+    each chip keeps of its activations, and what its backward recomputes), its state set by
+    `optimizer`, `grads` and `master`, filling `hbm_usable` of each chip's HBM
+    (`symroof.model`'s). With `total_tokens`, each ranked strategy's days, chip-hours and
+    (with a `price` per chip-hour) cost to train on them. `str()` of the plan is what
+    `symroof plan` prints; `to_dict()` its JSON.
 
     Examples:
         >>> import symroof
@@ -308,6 +342,13 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
     """
     started = time.perf_counter()
     config = get_model(name, models_file)
+    if is_counted(config):
+        raise SpecError(f"a plan costs strategies on the model's tensors: {config['id']} is given by its parameter "
+                        f"count only, and a plan needs {NEEDS_CONFIG}")
+    if price is not None:
+        price_exact(price)  # checked before the search
+        if total_tokens is None:
+            raise SpecError("--price is per chip-hour: give a token budget (--tokens 15e12) to cost")
     if not isinstance(chips, int) or not 1 <= chips <= 65536:
         raise SpecError(f"--chips is from 1 to 65536, not {chips}")
     shape = config["sizes"]
@@ -328,17 +369,21 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
     found = [Candidate({kind.name: split[kind.name] for kind in kinds.where(lambda k: True, split)
                         if kind.lists(search, split[kind.name])})
              for split in _splits(chips, search)]
-    run = functools.partial(model, name, mode, chip, batch, models_file=models_file, remat=remat)
+    run = functools.partial(model, name, mode, chip, batch, models_file=models_file, remat=remat,
+                            optimizer=optimizer, grads=grads, master=master, hbm_usable=hbm_usable)
     probe = run()  # one chip, unsharded: the floors
     usable = probe.usable()
     if not (usable.is_number and probe.analysis.t_lower.is_number):
         raise SpecError("a plan ranks step times: it needs a chip whose figures are numbers (not --chip symbolic "
                         "or --symbolic); symroof model NAME --strategy ... --chip symbolic gives the formulas")
-    per_param = 2 + (2 + OPTIMIZER_BYTES["adam"] if mode == "train" else 0)
+    # the bytes a parameter takes (its weight, and in training its state: decls.state_bytes, the
+    # model's own table; Adafactor's factored moment, per matrix, is left out of this floor)
+    width = probe.weight_bytes / probe.params
+    per_param = width + (state_bytes(probe.options, width).per_param if train else 0)
     assert probe.machine is not None  # plan's chip made it
     domain = probe.machine.chip.figure("interconnect.domain_size") if probe.machine.chip is not None else None
     for candidate in found:
-        candidate.rejected = _pruned(candidate.sizes, shape, sequences, probe.params, per_param, usable, domain)
+        candidate.rejected = _pruned(candidate.sizes, shape, sequences, probe.params, per_param, usable, domain, width)
     # pipelines last: each is bounded below by its bubble, (M + (P - 1)/v)/M of the chips' share of
     # the work at the peak (v = 2 where the interleaved schedule can run), and set aside uncosted
     # where that bound is slower than a strategy already costed
@@ -364,11 +409,12 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
             if candidate.rejected is None:
                 step = candidate.figures["t_step_exposed"]
                 best = step if best is None or step < best else best
-    return Plan(name, probe.machine, mode, chips, batch, found, time.perf_counter() - started)
+    return Plan(name, probe.machine, mode, chips, batch, found, time.perf_counter() - started, probe.options,
+                total_tokens, price)
 
 
-def _pruned(sizes: dict[str, int], shape: dict[str, int], sequences: int, params: sympy.Expr, per_param: int,
-            usable: sympy.Expr, domain: float | None) -> str | None:
+def _pruned(sizes: dict[str, int], shape: dict[str, int], sequences: int, params: sympy.Expr,
+            per_param: sympy.Expr, usable: sympy.Expr, domain: float | None, weight: sympy.Expr) -> str | None:
     def chips(test: Callable[[kinds.Kind], bool]) -> int:
         return math.prod(sizes[kind.name] for kind in kinds.where(test, sizes))
 
@@ -396,8 +442,7 @@ def _pruned(sizes: dict[str, int], shape: dict[str, int], sequences: int, params
                 "of a replica"
     # a stage holds 1/pp or more; ep splits only the experts' share, so over it too is a floor
     # still; ZeRO-2 may split the gradients and optimizer state over dp too, never the weights
-    floor = (2 + sympy.Rational(per_param - 2, sizes[kinds.rest().name])) * params / \
-        chips(lambda k: k.splits_weights)
+    floor = (weight + (per_param - weight) / sizes[kinds.rest().name]) * params / chips(lambda k: k.splits_weights)
     if floor > usable:
         return f"out of memory: the parameters alone take {float(floor) / 1e9:.4g} GB a chip"
     return None

@@ -23,7 +23,8 @@ from ..roofline.solve import Region
 from ..show import beside, human, number, pretty, seconds, wrapped
 from . import accumulation, kinds, pipeline, strategy_costs
 from .catalogue import get_model
-from .decls import MODEL_QUANTITY, Options
+from .counted import NEEDS_CONFIG, is_counted
+from .decls import MODEL_QUANTITY, Options, state_bytes, state_text
 from .strategies import Strategy, strategy_of
 from .templates import program, sharded, whole
 from .whole import Model
@@ -33,7 +34,8 @@ def model(name: str, mode: str = "train", chip: str | Chip | Machine | None = No
           chips: int = 1,
           optimizer: str = "adam", remat: str = "full", mfu: float | None = None, weights: str = "bf16",
           kv: str = "bf16", strategy: str | None = None, mesh: str | None = None, microbatches: int | None = None,
-          schedule: str | None = None, models_file: str | None = None) -> Model:
+          schedule: str | None = None, models_file: str | None = None, grads: str | None = None,
+          master: str | None = None, hbm_usable: float = 0.9) -> Model:
     """A model by name (models.json: "llama-3-70b"), or a program with structure (its text,
     or a path to a file holding it), for one mode ("train", "prefill", "decode").
 
@@ -47,6 +49,9 @@ def model(name: str, mode: str = "train", chip: str | Chip | Machine | None = No
     a pipeline ("pp=4,dp=8") takes `microbatches` and a `schedule` (pipeline.py); any other
     training step takes `microbatches` too, and runs its batch as that many microbatches,
     accumulating their gradients (accumulation.py).
+    Training's state: `grads` (fp32, bf16; the parameters' dtype by default), `optimizer`
+    (decls.OPTIMIZERS), `master` (fp32, none; the optimizer's default), and `hbm_usable`, the
+    fraction of a chip's HBM it may fill (0.9).
 
     Examples:
         >>> import symroof
@@ -69,7 +74,8 @@ def model(name: str, mode: str = "train", chip: str | Chip | Machine | None = No
     about.update(mode=mode, sizes=sized, chip=target.name if target is not None else None, chips=chips)
     return assemble(structured, about, stages, target, sized,
                     Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat, mfu=mfu,
-                            strategy=tuple(about.get("strategy", {}).items())))
+                            strategy=tuple(about.get("strategy", {}).items()), grads=grads, master=master,
+                            headroom=hbm_usable))
 
 
 def assemble(structured: Structured, about: dict, stages: tuple[Program, Program] | None, target: Machine | None,
@@ -103,6 +109,13 @@ def assemble(structured: Structured, about: dict, stages: tuple[Program, Program
     return pipeline.PipelinedModel(structured, target, sizes, options, pipe, about, origin)
 
 
+def named(name: str, models_file: str | None = None) -> dict | None:
+    """The models.json entry NAME names; None for a program (its text, or a file)."""
+    if "\n" in name or "{" in name or _is_file(name):
+        return None
+    return get_model(name, models_file)
+
+
 def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", strategy: str | None = None,
            mesh: str | None = None, chips: int = 1, target: Machine | None = None, microbatches: int | None = None,
            schedule: str | None = None, models_file: str | None = None) -> tuple[str | Program, dict, int | None]:
@@ -113,6 +126,9 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
     `about` is printed)."""
     if not _is_file(name):
         config = get_model(name, models_file)
+        if is_counted(config):
+            raise SpecError(f"{config['id']} is given by its parameter count only: {NEEDS_CONFIG} is needed here; "
+                            f"symroof model {config['id']} (symroof.counted) gives what the count does")
         found = strategy_of(strategy, mesh, mode, config, chips, target)
         built = program(config, mode, weights, kv, found)
         about = {"model": config["id"], "name": config["name"]}
@@ -200,6 +216,28 @@ CONVENTIONS = [
 ]
 
 
+# the conventions `conventions` rewrites where the options are not the defaults
+_STATE = next(k for k, c in enumerate(CONVENTIONS) if c.startswith("Adam keeps"))
+_USABLE = next(k for k, c in enumerate(CONVENTIONS) if "usable HBM" in c)
+
+
+def conventions(options: Options) -> list[str]:
+    """The conventions a model's numbers follow under its options: `CONVENTIONS` (the
+    defaults') with the training state and the usable HBM as the options set them."""
+    out = list(CONVENTIONS)
+    default = Options()
+    if (options.grads, options.optimizer, options.master) != (default.grads, default.optimizer, default.master):
+        out[_STATE] = "training state: " + state_text(options)
+    if options.headroom != default.headroom:
+        out[_USABLE] = out[_USABLE].replace("0.9 of its capacity", f"{usable_text(options)} of its capacity")
+    return out
+
+
+def usable_text(options: Options) -> str:
+    """The usable fraction of HBM as reports print it (0.9, 1)."""
+    return f"{float(options.headroom):g}"
+
+
 def _shown(value: sympy.Expr, unit: str) -> str:
     if unit == "s":
         return seconds(value) if value.is_number else f"{pretty(value)} s"
@@ -215,15 +253,17 @@ NOTES = {"flops_train": "model FLOPs: 3x forward, nothing recomputed; MFU's",
          "hfu": "hardware FLOPs / (t_step x chips x matrix peak)"}
 
 
-def rows(model: Model, formulas: Model | None, total_tokens: int | float | None = None) -> list[tuple[str, str]]:
+def rows(model: Model, formulas: Model | None, total_tokens: int | float | None = None,
+         price: float | None = None) -> list[tuple[str, str]]:
     """The report's rows: quantity, value (and formula in B, T, S where it has one)."""
     found = model.quantities()
     symbolic = formulas.quantities() if formulas is not None else {}
+    notes = {**NOTES, **state_notes(model.options)}
     out = []
     for name, value in found.items():
         text = _shown(value, MODEL_QUANTITY[name].unit)
-        if name in NOTES:
-            text += f" [{NOTES[name]}]"
+        if name in notes:
+            text += f" [{notes[name]}]"
         formula = symbolic.get(name)
         if isinstance(formula, sympy.Expr) and not formula.is_number and formula != value:
             text += f"   = {pretty(formula)}"
@@ -237,12 +277,12 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
         chips = model.options.chips
         out.append(("fits", f"yes: {human(left, 'bytes')} of usable HBM left on each chip" if left >= 0 else
                     f"NO: {human(-left, 'bytes')} too much on each of {chips} chip{'s' if chips > 1 else ''}; "
-                    f"it needs at least {found['min_chips']} chips at 0.9 of HBM" if "min_chips" in found else
+                    f"it needs at least {found['min_chips']} chips at {usable_text(model.options)} of HBM"
+                    if "min_chips" in found else
                     f"NO: {human(-left, 'bytes')} too much on each chip of the mesh: shard the weights (fsdp, tp), "
                     "or give it more chips"))
     if total_tokens is not None and "tokens_per_s" in found:
-        days = model.days_to_train(total_tokens)
-        out.append(("days_to_train", f"{number(days, 4)} days for {human(total_tokens, 'tokens')}"))
+        out += budget_rows(model.budget(total_tokens, price), total_tokens, price)
     if model.machine is not None:
         split = model.time_split()
         total = sum(split.values())
@@ -257,7 +297,8 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
         if largest is not None:
             where = "each chip of the mesh" if model.structured.program.mesh is not None else \
                 f"{model.options.chips} chip{'s' if model.options.chips > 1 else ''}"
-            out.append(("max_batch", f"{largest}: the largest B whose memory fits {where} at 0.9 of HBM"))
+            out.append(("max_batch", f"{largest}: the largest B whose memory fits {where} at "
+                                     f"{usable_text(model.options)} of HBM"))
     if model.accumulation is not None:
         out.append(("microbatches", model.accumulation.describe()))
     out += strategy_costs.rows(model, lambda v: beside(v, "") if v.is_Integer else pretty(v) if not v.is_number
@@ -267,6 +308,48 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
             label = "decode_batch" + ("" if with_kv else "_no_kv")
             out.append((label, _region_text(model.decode_batch(with_kv))
                         + ("" if with_kv else " (the KV cache's reads left out)")))
+    return out
+
+
+def state_notes(options: Options) -> dict[str, str]:
+    """Where the training state is not the default, the gradient and optimizer rows' bytes
+    per parameter (for the templates' bf16 parameters), so the rows say what they count."""
+    if options.mode != "train" or (options.grads, options.optimizer, options.master) == (None, "adam", None):
+        return {}
+    s = state_bytes(options, 2)
+    factored = " + its factored second moment (from the shapes)" if s.optimizer.factored else ""
+    grads = options.grads or "the parameters' bf16"
+    return {"grad_bytes": f"{grads}: {s.grads} bytes/param",
+            "optimizer_bytes": f"master copy {s.master} + {options.optimizer} moments {_per_param(s.moments)} "
+                               f"= {_per_param(s.optimizer_state)} bytes/param{factored}"}
+
+
+def _per_param(value: sympy.Expr) -> str:
+    return str(value) if value.is_Integer else number(value, 6)
+
+
+def budget_rows(spent: dict[str, sympy.Expr], total_tokens: int | float,
+                price: float | None) -> list[tuple[str, str]]:
+    """A token budget's rows (`decls.budget`): days (and hours, under three days), chip-hours
+    and, with a price, cost."""
+    days = spent["days"]
+    if not days.is_number:
+        return [("days_to_train", f"{pretty(days)} days for {human(total_tokens, 'tokens')}")]
+    hours = f" ({number(spent['hours'], 4)} hours)" if days < 3 else ""
+    out = [("days_to_train", f"{number(days, 4)} days{hours} for {human(total_tokens, 'tokens')}"),
+           ("chip_hours", f"{number(spent['chip_hours'], 4)} chip-hours (every chip of the step, for the "
+                          "whole time)")]
+    if "cost" in spent:
+        out.append(("cost", f"{number(spent['cost'], 4)} price units ({number(price, 4)} per chip-hour, as given; "
+                            "no prices are shipped)"))
+    return out
+
+
+def budget_json(spent: dict[str, sympy.Expr], price: float | None) -> dict:
+    """A token budget for JSON: days, hours, chip-hours, and with a price the price and cost."""
+    out = {k: json_value(spent[k]) for k in ("days", "hours", "chip_hours")}
+    if "cost" in spent:
+        out.update(price_per_chip_hour=price, cost=json_value(spent["cost"]))  # in the price's units
     return out
 
 
@@ -298,12 +381,13 @@ def title(model: Model) -> str:
     return f"{model.about.get('name', 'a program')}, {model.options.mode}{on}; {shown or 'no sizes'}"
 
 
-def table(model: Model, formulas: Model | None, title: str, total_tokens: int | float | None = None) -> str:
+def table(model: Model, formulas: Model | None, title: str, total_tokens: int | float | None = None,
+          price: float | None = None) -> str:
     lines = [f"{'model':<22} {title}"]
-    for name, text in rows(model, formulas, total_tokens):
+    for name, text in rows(model, formulas, total_tokens, price):
         lines.append(f"{name:<22} {text}")
     lines.append("")
-    lines += wrapped("conventions: " + "; ".join(CONVENTIONS))
+    lines += wrapped("conventions: " + "; ".join(conventions(model.options)))
     return "\n".join(lines)
 
 
@@ -329,7 +413,8 @@ def latex(model: Model, formulas: Model | None) -> str:
     return f"$$\n\\begin{{array}}{{lll}}\n{body}\n\\end{{array}}\n$$"
 
 
-def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int | float | None = None) -> dict:
+def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int | float | None = None,
+            price: float | None = None) -> dict:
     out = dict(about)
     symbolic = formulas.quantities() if formulas is not None else {}
     out["formulas"] = {name: json_value(value) for name, value in symbolic.items() if not value.is_number}
@@ -340,7 +425,9 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
     if isinstance(left, (int, float)):
         out["fits"] = left >= 0
     if total_tokens is not None and "tokens_per_s" in out:
-        out["days_to_train"] = json_value(model.days_to_train(total_tokens))
+        spent = model.budget(total_tokens, price)
+        out["days_to_train"] = json_value(spent["days"])
+        out["budget"] = {"tokens": total_tokens, **budget_json(spent, price)}
     if model.machine is not None:
         out["time_split"] = {part: json_value(t) for part, t in model.time_split().items()}
         out["estimates"] = {path: {"value": json_value(value), "source": source}
@@ -354,5 +441,21 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
     if model.accumulation is not None:
         out["accumulation"] = model.accumulation.to_dict(json_value)
     out.update(strategy_costs.as_json(model, json_value))
-    out["conventions"] = CONVENTIONS
+    if model.options.mode == "train":
+        out["training_state"] = state_json(model.options)
+    out["conventions"] = conventions(model.options)
     return out
+
+
+def state_json(options: Options, param_bytes: sympy.Rational | int = 2) -> dict:
+    """The training state's options and bytes per parameter (for `param_bytes`-byte
+    parameters, the templates' bf16) for JSON."""
+    s = state_bytes(options, param_bytes)
+    # words only where they read as names (every other string of a model's JSON is an expression):
+    # grads null is the parameters' own dtype; the state in words is in the conventions
+    return {"grads": options.grads, "optimizer": options.optimizer,
+            "master": options.master_copy, "hbm_usable": json_value(options.headroom),
+            "bytes_per_param": {"param_bytes": json_value(sympy.Rational(param_bytes)), "grads": json_value(s.grads),
+                                "master": json_value(s.master), "moments": json_value(s.moments),
+                                "optimizer": json_value(s.optimizer_state)},
+            "factored_second_moment": s.optimizer.factored}

@@ -18,14 +18,15 @@ Conventions (stated in the README and in every report):
   (`flops_train_hardware`, an HFU's) add what the remat policy recomputes
   (`activations.recomputed`), and the step's time is theirs (`step_analysis`);
 * Adam keeps 12 bytes per parameter (fp32 master copy and two fp32 moments) unless
-  told otherwise; gradients are in the parameters' dtype;
+  told otherwise (`Options.optimizer`, `master`: `decls.state_bytes`); gradients are in
+  the parameters' dtype unless `Options.grads` says fp32 or bf16;
 * activations kept for the backward pass: with remat "full" (the default), each
   repeated block keeps its input (the first tensor its first statement reads); with
   "none", every statement keeps its output (a fused block's intermediates are
   recomputed, as flash attention does);
 * on N chips (`chips`), memory and time split evenly (an ideal split, no collectives; a
   program with a mesh costs its collectives instead), and a chip's usable HBM is
-  `headroom` (0.9) of its capacity.
+  `headroom` (0.9 by default, --hbm-usable) of its capacity.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from ..roofline.solve import Region, cleared, positive_region
 from . import kinds
 from .activations import activation_bytes, recomputed
 from .checks import both, check_names, check_shards
-from .decls import MODEL_QUANTITIES, OPTIMIZER_BYTES, Options
+from .decls import MODEL_QUANTITIES, OPTIMIZERS, Options, budget, factored_elements, state_bytes
 
 
 class Model:
@@ -223,15 +224,28 @@ class Model:
         return self.at(sympy.Add(*(d.count * d.local_bytes for d in self.structured.declared
                                    if d.word in ("param", "embedding"))))
 
+    def _params_declared(self) -> list:
+        return [d for d in self.structured.declared if d.word in ("param", "embedding")]
+
     @functools.cached_property
     def grad_bytes(self) -> sympy.Expr:
-        return self.weight_bytes / self._zero_split(2)
+        """Each parameter's gradient (its own dtype, or --grads), a chip's share of it; ZeRO-2
+        splits them over its axes."""
+        here = sympy.Add(*(d.count * d.elements / d.split * state_bytes(self.options, d.dtype.bytes).grads
+                           for d in self._params_declared()))
+        return self.at(here) / self._zero_split(2)
 
     @functools.cached_property
     def optimizer_bytes(self) -> sympy.Expr:
-        here = sympy.Add(*(d.count * d.elements / d.split for d in self.structured.declared
-                           if d.word in ("param", "embedding")))  # the parameters a chip updates
-        return OPTIMIZER_BYTES[self.options.optimizer] * self.at(here) / self._zero_split(1)
+        """The optimizer state of the parameters a chip updates: the fp32 master copy (of those
+        narrower than fp32) and the moments (`decls.state_bytes`; Adafactor's factored moment
+        from each tensor's dims, split with it); ZeRO-1 and up split it over their axes."""
+        factored = OPTIMIZERS[self.options.optimizer].factored
+        here = sympy.Add(*(d.count * (d.elements * state_bytes(self.options, d.dtype.bytes).optimizer_state
+                                      + (4 * factored_elements(tuple(self.at(x) for x in d.dims))
+                                         if factored else 0)) / d.split
+                           for d in self._params_declared()))
+        return self.at(here) / self._zero_split(1)
 
     def _zero_split(self, stage: int) -> int:
         """The chips the axes of the ZeRO stages from `stage` up span (1 without them): each
@@ -362,6 +376,11 @@ class Model:
         """Days to train on `total_tokens` tokens at `tokens_per_s`."""
         return sympy.Integer(total_tokens) / self.tokens_per_s / 86400
 
+    def budget(self, total_tokens: int | float, price: float | None = None) -> dict[str, sympy.Expr]:
+        """A token budget's days, hours, chip-hours (every chip of the step) and, with a price
+        per chip-hour, cost (`decls.budget`)."""
+        return budget(self.tokens_per_s, self._chips_in_all, total_tokens, price)
+
     def decode_batch(self, with_kv: bool = True) -> Region:
         """The batch B above which a decode step is compute-bound (T_math above T_comms, and
         on a mesh above the collectives' bandwidth-bound T_network too), with the KV cache's
@@ -454,16 +473,17 @@ class Model:
             return None
         return self._origin({k: v for k, v in self.sizes.items() if k not in ("B", "T", "S")})
 
-    def to_dict(self, total_tokens: int | None = None) -> dict[str, Any]:
+    def to_dict(self, total_tokens: int | None = None, price: float | None = None) -> dict[str, Any]:
         """A JSON-ready dict: what `symroof model ... --json` prints (with `total_tokens`,
-        the days to train on them, as --train-tokens)."""
+        the days, chip-hours and with a `price` per chip-hour the cost to train on them, as
+        --tokens and --price)."""
         from . import report
-        return report.to_dict(self, self.formulas, self.about, total_tokens)
+        return report.to_dict(self, self.formulas, self.about, total_tokens, price)
 
-    def table(self, total_tokens: int | None = None) -> str:
+    def table(self, total_tokens: int | None = None, price: float | None = None) -> str:
         """The report `symroof model` prints, title and conventions included."""
         from . import report
-        return report.table(self, self.formulas, report.title(self), total_tokens)
+        return report.table(self, self.formulas, report.title(self), total_tokens, price)
 
     def __str__(self) -> str:
         return self.table()

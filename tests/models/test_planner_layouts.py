@@ -8,7 +8,6 @@ import functools
 
 import sympy
 
-import symroof
 from symroof.models import planner, strategy_costs
 from symroof.models.report import model
 from symroof.models.strategies import layouts

@@ -19,7 +19,7 @@ from symroof.lang.parsing import parse_mesh
 from symroof.lang.source import Program
 from symroof.lang.structure import read_source, read_structured
 from symroof.models import pipeline, planner, strategy_costs
-from symroof.models.catalogue import get_model, models
+from symroof.models.catalogue import configured, get_model
 from symroof.models.decls import Options
 from symroof.models.strategies import parse_strategy
 from symroof.models.templates import program, sharded, whole
@@ -45,7 +45,7 @@ def cases() -> dict[str, Program]:
     (fsdp=4,tp=8,dp=16 past a 256-chip domain: axes on DCN), in int8/fp8 too, on a mesh of
     named axes, and a pipeline's two end stages."""
     out = {}
-    for config in models():
+    for config in configured():
         for mode in ("train", "prefill", "decode"):
             for weights, kv in (("bf16", "bf16"), ("int8", "fp8")):
                 given = _strategies(config, mode) if weights == "bf16" else \
