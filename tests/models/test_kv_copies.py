@@ -171,7 +171,7 @@ def test_the_planner_lets_tp_past_the_kv_heads_through():
     usable, params = 72e9, get_model("llama-3-8b")["params_published"]
 
     def pruned(tp: int, domain: int | None) -> str | None:
-        return planner._pruned({"dp": 1, "tp": tp}, S, 16, params, 16, usable, domain)
+        return planner._pruned({"dp": 1, "tp": tp}, S, 16, params, 16, usable, domain, 2)  # bf16 weights
 
     assert kinds.copies(16, K, N) == 2 and kinds.copies(32, K, N) == 4 and kinds.copies(64, K, N) is None
     assert pruned(16, None) is None and pruned(32, None) is None  # a TPU pod, a GB200 NVL72
