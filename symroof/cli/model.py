@@ -71,8 +71,9 @@ def add_parser(commands: Commands) -> None:
     cmd.add_argument("-o", "--output", metavar="FILE", help="with --batches: plot it (png, svg, pdf)")
     cmd.add_argument("--strategy", metavar="KIND=SIZE,...",
                      help="shard a named model: dp=4,tp=8 (data over X=4, tensor over Y=8); kinds dp, "
-                          "zero1, zero2, fsdp (zero3), tp, pp, sp, ep (a mixture of experts); or dp=X,tp=Y "
-                          "with --mesh")
+                          "zero1, zero2, fsdp (zero3), tp (with Megatron sequence parallelism in training and "
+                          "prefill: norms and residuals split over the sequence), tp-nosp (tp without it), pp, "
+                          "sp (context parallelism), ep (a mixture of experts); or dp=X,tp=Y with --mesh")
     cmd.add_argument("--mesh", metavar="AXIS=N,...", help="with --strategy KIND=AXIS: the mesh's axes")
     cmd.add_argument("--microbatches", type=int, metavar="M",
                      help="in training, the microbatches a step's batch runs as, their gradients accumulated "

@@ -94,7 +94,7 @@ class Accumulation:
         self.model, self.microbatches = micro, microbatches
         # the axes over which each chip holds the whole gradient (reduced once a step), and those
         # over which it keeps its share of them (ZeRO-2: reduce-scattered each microbatch)
-        self.once = _axes(strategy, lambda k: k.sums_gradients and k.zero < 2)
+        self.once = _axes(strategy, lambda k: k.defers_gradients and k.zero < 2)
         self.split = _axes(strategy, lambda k: k.zero >= 2)
         B = dim_symbol("B")
         self._micro = {} if "B" in micro.sizes else {B: B / microbatches}  # a free B is the step's

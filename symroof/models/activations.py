@@ -6,7 +6,10 @@ Under "full" and "save=" the statements after the last repeated block, which are
 recomputed, keep what their backward reads: the first one's input and each one's output;
 in a program without a repeated block, nothing is recomputed and every statement keeps its
 output, as under "none".
-On a mesh each is its shard on a chip.
+On a mesh each is its shard on a chip, as the chip holds it once the statement's collectives
+have run (under Megatron sequence parallelism a row-parallel matmul's result is its shard of
+the sequence, reduce-scattered; a collective written as a statement keeps nothing of its own:
+the stream a column-parallel matmul reads whole is gathered again by the backward).
 
 And the other side of the same policy: what the backward pass computes again because it
 was not kept (`recomputed`). "full": every statement of each repeated block, once more (the
@@ -48,7 +51,7 @@ def activation_bytes(s: Structured, options: Options) -> sympy.Expr:
     mesh = s.program.mesh
     if options.remat == "none":
         each = cost(s.program).statements
-        return sympy.Add(*(k * _output_bytes(c) for c, k in zip(each, s.counts)))
+        return sympy.Add(*(k * _kept(statement, c, mesh) for statement, c, k in zip(statements, each, s.counts)))
     if options.saved:  # the named tensors, each once per pass where it first appears
         _check_saved(s, options)
         found: dict[str, sympy.Expr] = {}
@@ -75,7 +78,7 @@ def _after_blocks(s: Structured) -> sympy.Expr:
         return sympy.Integer(0)
     each = cost(s.program).statements
     first = _local_bytes(_first_input(statements[after[0]]), s.program.mesh) if inside else sympy.Integer(0)
-    return first + sympy.Add(*(s.counts[i] * _output_bytes(each[i]) for i in after))
+    return first + sympy.Add(*(s.counts[i] * _kept(statements[i], each[i], s.program.mesh) for i in after))
 
 
 def recomputed(s: Structured, options: Options) -> list[tuple[int, Cost]]:
@@ -133,9 +136,14 @@ def _block_inputs(s: Structured) -> Iterator[tuple[sympy.Expr, sympy.Expr]]:
             yield block.count, _local_bytes(_first_input(work[0]), s.program.mesh)
 
 
-def _output_bytes(c: Cost) -> sympy.Expr:
-    """What a statement leaves in HBM: its last step's output (a fused block's outputs)."""
-    return c.bytes_written
+def _kept(statement: Statement, c: Cost, mesh: Mesh | None) -> sympy.Expr:
+    """What a statement leaves in HBM: a fused block's outputs, another statement's result
+    as its chip holds it once its collectives have run (a row-parallel matmul's partial sums
+    written whole, then reduce-scattered under Megatron sequence parallelism, keep their
+    shard); a collective written as a statement keeps nothing of its own."""
+    if isinstance(statement, (Collective, Arrays)):
+        return sympy.Integer(0)
+    return c.bytes_written if isinstance(statement, Fused) else _local_bytes(statement.output, mesh)
 
 
 def _first_input(statement: Statement) -> Tensor:

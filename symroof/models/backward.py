@@ -51,7 +51,7 @@ from ..lang.source import (
     Repeat,
     Tensor,
 )
-from .strategies import Strategy, is_parameter, kv_copies, names
+from .strategies import Strategy, is_parameter, kv_copies, names, sequence_parallel_axes
 
 _LAYOUT = (Blank, Comment, Let, MeshLine)  # lines the backward shares with the forward, or none
 
@@ -60,7 +60,7 @@ def backward(p: Program, strategy: Strategy) -> Program:
     """The backward program of a subscripted forward program (see the module docstring)."""
     body = _body(p.items)
     weights = {m.operands[1].bare for item in _statements(body) if (m := _matmul(item)) is not None}
-    writer = _Writer(strategy, weights, kv_copies(p))
+    writer = _Writer(strategy, weights, kv_copies(p), sequence_parallel_axes(p, strategy))
     out = writer.block(body)
     lets: list[Item] = [Let(((name, expr),)) for name, expr in writer.widths]
     return Program((Backward((*lets, *out), "the backward pass, written by symroof (backward.py)"),))
@@ -97,7 +97,7 @@ def _matmul(item: Item) -> Contraction | None:
 
 
 class _Writer:
-    def __init__(self, strategy: Strategy, matmul_weights: set[Tensor], copies: str = ""):
+    def __init__(self, strategy: Strategy, matmul_weights: set[Tensor], copies: str = "", megatron: str = ""):
         # the weights' gradients are summed over these: the batch's replicas' axes, then the sequence's
         self.batch = names(strategy, lambda k: k.sums_gradients and not k.splits_sequence) + \
             names(strategy, lambda k: k.sums_gradients and k.splits_sequence)
@@ -105,6 +105,7 @@ class _Writer:
         self.fsdp = names(strategy, lambda k: k.splits_params)
         self.tensor = names(strategy, lambda k: k.splits_width)
         self.copies = copies  # the axes each KV head is copied over
+        self.megatron = megatron  # the tp axes Megatron sequence parallelism splits T over (strategies.sequence_split)
         self.matmul_weights = matmul_weights
         self.widths: list[tuple[str, str]] = []
 
@@ -225,16 +226,20 @@ class _Writer:
         for tensor in declared.tensors:
             tensor = tensor.unnamed()
             copies = self.copies if self._copied(tensor) else ""  # a KV head's bias
-            if tensor.bare in self.matmul_weights or not (self.batch or self.fsdp or copies):
+            # a norm's scale or a bias that is not split over the tp axes reads each chip's own
+            # tokens under Megatron sequence parallelism: its gradient is summed over them too
+            sequence = self.megatron if declared.word == "param" and \
+                not any(set(self.megatron) & set(d.axes) for d in tensor.dims) else ""
+            if tensor.bare in self.matmul_weights or not (self.batch or self.fsdp or copies or sequence):
                 continue
             split = Dim("D", self.fsdp)
             whole = tensor.with_dims([Dim("D") if d == split else d for d in tensor.dims])
             if self.fsdp and split in tensor.dims:
                 out.append(Collective("ReduceScatter", (*self.fsdp, "D"), replace(whole, unreduced=self.fsdp),
                                       tensor, says))
-                rest, reduced = self.batch + copies, tensor
+                rest, reduced = self.batch + copies + sequence, tensor
             else:
-                rest, reduced = self.batch + self.fsdp + copies, whole
+                rest, reduced = self.batch + self.fsdp + copies + sequence, whole
             if rest:
                 out.append(Collective("AllReduce", (rest,), replace(reduced, unreduced=rest), reduced, says))
         return out

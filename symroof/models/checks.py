@@ -49,8 +49,11 @@ def check_shards(structured: Structured, at: Callable[[sympy.Expr], sympy.Expr])
                 value = at(dim_symbol(dim.name))
                 chips = math.prod(mesh.axis(a).number for a in dim.axes)
                 if value.is_Integer and value % chips:
+                    # a template's T is split by context parallelism (sp) and by tp's Megatron sequence parallelism
+                    hint = ": give a multiple of them (a sequence's tokens split by sp, or by tp's Megatron sequence " \
+                        "parallelism, which tp-nosp runs without)" if dim.name == "T" else ""
                     raise SpecError(f"{dim.name} = {value} does not split evenly over "
-                                    f"{', '.join(dim.axes)} ({chips} chips)")
+                                    f"{', '.join(dim.axes)} ({chips} chips){hint}")
     for declared in structured.declared:
         for expr, axes in zip(declared.dims, declared.axes):
             if not axes or not expr.free_symbols:

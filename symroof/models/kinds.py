@@ -46,7 +46,11 @@ class Kind:
     `splits_params`: every parameter split along D and gathered before each use (FSDP);
     `splits_width`: the heads, the MLP width and the vocabulary split (Megatron);
     `stages`: the layers split into pipeline stages; `splits_sequence`: each sequence's
-    tokens split; `splits_experts`: a mixture's experts split, the tokens exchanged.
+    tokens split (context parallelism); `splits_experts`: a mixture's experts split, the
+    tokens exchanged; `sequence_parallel`: a width-splitting kind that also splits the
+    activations outside attention and the MLP (the norms', the residuals') along the sequence
+    over its axes, in training and prefill (Megatron-LM's `--sequence-parallel`, Korthikanti
+    et al. 2022; not context parallelism: T is whole inside attention and the MLP).
     `nesting`: where it sits on a mesh built from sizes, the lowest nearest the chip (the
     fast-link domain is filled in that order, the rest going between domains on `outer`).
     `search`: its place in the planner's search (None: not searched; the data kind takes the
@@ -69,6 +73,7 @@ class Kind:
     stages: bool = False
     splits_sequence: bool = False
     splits_experts: bool = False
+    sequence_parallel: bool = False
     modes: tuple[str, ...] = MODES
     refusal: str = ""  # why it is refused outside its modes ({name} for its name)
     check: Callable[[tuple[Axis, ...], dict], None] | None = None  # against the model's config
@@ -82,6 +87,14 @@ class Kind:
     def splits_weights(self) -> bool:
         """Each chip holds a share of the weights (a floor on memory no other split lowers)."""
         return self.splits_params or self.splits_width or self.stages or self.splits_experts
+
+    @property
+    def defers_gradients(self) -> bool:
+        """Gradients are summed over its axes that may wait for a step's last microbatch: the
+        weights' over the batch's replicas (`sums_gradients`), and over tp's axes a norm's
+        scale's and a bias's under Megatron sequence parallelism and a copied KV head's
+        weights' (Megatron-LM sums them once a step too)."""
+        return self.sums_gradients or self.splits_width
 
     @property
     def splits_tokens(self) -> bool:
@@ -152,8 +165,13 @@ KINDS: tuple[Kind, ...] = (
          modes=("train",), refusal=_TRAINS),
     Kind("fsdp", ("zero3", "zero-3"), "Z", "Q", 3, called="zero3", splits_batch=True, splits_params=True,
          modes=("train",), refusal=_TRAINS, search=4, listed=True),
-    Kind("tp", ("tensor",), "Y", "O", 0, called="tensor", splits_width=True, check=_check_heads, search=0,
-         listed=True, ratio_note=" (above 1: compute-bound; the batch does not change it)"),
+    Kind("tp", ("tensor",), "Y", "O", 0, called="tensor", splits_width=True, sequence_parallel=True,
+         check=_check_heads, search=0, listed=True,
+         ratio_note=" (above 1: compute-bound; the batch does not change it)"),
+    # tensor parallelism without Megatron's sequence parallelism: each chip keeps the norms' and
+    # residuals' activations whole and the two sublayers' outputs are all-reduced (never searched)
+    Kind("tp-nosp", ("tensor-nosp",), "Y", "O", 0, splits_width=True, check=_check_heads,
+         ratio_note=" (above 1: compute-bound; the batch does not change it)"),
     Kind("pp", ("pipeline",), "P", "J", 5, called="pipeline", stages=True, modes=("train",),
          refusal="pp (pipeline) is costed for training, with microbatches and a schedule; to serve, split the "
                  "weights with tp (tensor) or copy them with dp",

@@ -146,7 +146,8 @@ class Pipeline:
         self.first, self.last = first, last
         self.stages, self.microbatches, self.schedule = stages, microbatches, schedule
         self.axes = axes
-        self.summed = set(summed)  # the axes the weights' gradients are summed over: dp's, sp's and ep's
+        # the axes gradients are summed over once a step: dp's, sp's, ep's and tp's (kinds.defers_gradients)
+        self.summed = set(summed)
         B = dim_symbol("B")
         self._micro = {} if "B" in last.sizes else {B: B / microbatches}  # a free B is the step's
 

@@ -257,11 +257,13 @@ class Plan:
         lines += wrapped("t_step: the roofline's bound, every collective overlapped; exposed: the activations' "
                          "collectives (tensor parallelism's) waiting on the critical path, and a pipeline's bubble "
                          "and exposed sends; ranked by exposed. Pipelines run 4 x pp microbatches, 1F1B, or "
-                         "interleaved (2 chunks a chip) where that is faster. Sequence parallelism is tried where the "
-                         "batch has fewer sequences than chips; ZeRO-1, then ZeRO-2, where plain data parallelism "
-                         "does not fit; then, in training, the fewest microbatches that fit (gradients accumulated: "
-                         "the weights read and FSDP's gathers again each microbatch, the whole gradients reduced "
-                         "once a step).")
+                         "interleaved (2 chunks a chip) where that is faster. Context parallelism (sp) is tried "
+                         "where the batch has fewer sequences than chips; ZeRO-1, then ZeRO-2, where plain data "
+                         "parallelism does not fit; then, in training, the fewest microbatches that fit (gradients "
+                         "accumulated: the weights read and FSDP's gathers again each microbatch, the whole gradients "
+                         "reduced once a step). tp runs with Megatron sequence parallelism in training and prefill "
+                         "(norms and residuals split over the sequence, each AllReduce a ReduceScatter and an "
+                         "AllGather; tp-nosp, not searched, runs without).")
         spanned = max((c.layouts_tried for c in self.candidates), default=0)
         if spanned > 1:
             lines += ["", *wrapped("layouts: a strategy past the chip's fast-link domain (a GPU node of NVLink, a TPU "

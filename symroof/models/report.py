@@ -103,7 +103,7 @@ def assemble(structured: Structured, about: dict, stages: tuple[Program, Program
         micro["B"] = sizes["B"] // plan["microbatches"]
     first, last = (Model(read_structured(text), target, micro, options) for text in stages)
     # the axes the gradients are summed over, once a step
-    summed = "".join(about["strategy"].get(kind.name, "") for kind in kinds.where(lambda k: k.sums_gradients))
+    summed = "".join(about["strategy"].get(kind.name, "") for kind in kinds.where(lambda k: k.defers_gradients))
     pipe = pipeline.Pipeline(first, last, plan["stages"], plan["microbatches"], schedule,
                              about["strategy"][kinds.stages().name], summed)
     return pipeline.PipelinedModel(structured, target, sizes, options, pipe, about, origin)

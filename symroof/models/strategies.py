@@ -28,7 +28,15 @@ collectives:
   share of the head's query heads); the KV projections' weights and the cache are split
   over the heads' axes only, so each chip holds and computes its head's whole, and in
   training each copy's gradient of them (its own query heads' share) is all-reduced over
-  the copies' axes (backward.py writes it);
+  the copies' axes (backward.py writes it).
+  In training and prefill tp runs with Megatron-LM's sequence parallelism (Korthikanti et
+  al. 2022; `tp-nosp` runs without, as above): the residual stream, the norms' inputs and
+  outputs, is split along the sequence over the tp axes (`bf16[B, T_Y, D]`); an AllGather
+  over them makes T whole before the column-parallel matmuls (q, k, v; the MLP's up
+  projections; the output layer), and the row-parallel ones (the attention output and MLP
+  down projections) write their partial sums into `T_Y`, which the engine reduce-scatters:
+  the bytes of the AllReduce, split into its two halves. The backward mirrors them
+  (`sequence_split`); decode has one token a sequence, and nothing to split.
 
 * sequence (sp, context parallelism): every sequence's tokens split over the axis (`T_I`,
   and `S_I` on the keys' side); each attention block's keys and values are gathered
@@ -51,12 +59,12 @@ The backward pass is written by `backward.py`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from ..errors import SpecError
 from ..hardware.machines import Machine
-from ..ir import Mesh
+from ..ir import Mesh, Statement, tensors_of
 from ..lang.parsing import parse_mesh
 from ..lang.source import (
     Apply,
@@ -132,6 +140,10 @@ def parse_strategy(text: str, mesh: Mesh | None = None, domain: int | None = Non
     if len(data) > 1:
         raise SpecError(f"{' and '.join(data)} each split the batch over the data-parallel axes (zero1 with the "
                         "optimizer state split too, zero2 the gradients as well): give one")
+    width = [k.name for k in kinds.where(lambda k: k.splits_width, found)]
+    if len(width) > 1:
+        raise SpecError(f"{' and '.join(width)} are one tensor parallelism, with Megatron sequence parallelism and "
+                        "without: give one")
     chips = math.prod(size for axes in found.values() for _, size, _ in axes)
     if mesh is None and domain and chips > domain:
         found = _across_domains(found, domain, partial=partial)
@@ -316,6 +328,133 @@ def _context_gathered(p: Program, axes: str) -> Program:
     return Program(map_items(p.items, each))
 
 
+def sequence_parallel_axes(p: Program, strategy: Strategy) -> str:
+    """The axes Megatron sequence parallelism splits the sequence over in `p` (a template's
+    subscripted program, forward or backward): the sequence-parallel tp kind's, where the
+    program has a residual stream `[B, T, D]` (none in decode) and no mixture of experts
+    (its routed tokens, C, are not split along the sequence: "" there, and said so)."""
+    axes = names(strategy, lambda k: k.sequence_parallel)
+    if not axes:
+        return ""
+    shapes = _shapes(p.items)
+    return axes if _STREAM in shapes and not any("C" in s for s in shapes) else ""
+
+
+def _shapes(items: tuple[Item, ...]) -> set[tuple[str, ...]]:
+    """The dims (bare) of every tensor the items' statements read or write, at every depth."""
+    out: set[tuple[str, ...]] = set()
+    for item in items:
+        if isinstance(item, (Repeat, Part, Backward)):
+            out |= _shapes(item.body)
+        elif isinstance(item, Fused):
+            out |= {t.names for s in item.statements for t in s.tensors()}
+        elif isinstance(item, (Contraction, Apply, Collective)):
+            out |= {t.names for t in item.tensors()}
+    return out
+
+
+# the residual stream's shape, and its keys' side (S = T in training and prefill)
+_STREAM, _KEYS = ("B", "T", "D"), ("B", "S", "D")
+
+
+def sequence_split(p: Program, strategy: Strategy, backward: bool = False) -> Program:
+    """Megatron sequence parallelism (see the module docstring) written into a subscripted
+    program, the forward or (`backward`) the backward pass written from it. Every `[B, T,
+    D]` activation is split along T over the tp axes (`T_Y`), but where a matmul reads it
+    beside a tensor split over them (a column-parallel weight; in the backward, a
+    row-parallel weight or the gradient a weight's gradient contracts): there it is read
+    whole, an AllGather written before the first such read of it. So the row-parallel
+    matmuls' partial sums, and in the backward the column-parallel ones' input gradients,
+    are written `T_Y`: reduce-scattered (the gradients of the forward's AllGathers). The
+    weights' gradients read the column-parallel matmuls' inputs whole, gathered again in
+    the backward as Megatron-LM does (the forward kept only each chip's shard). The input
+    embedding's lookup is written whole (each chip looks up the whole sequence, as without
+    sequence parallelism, and keeps its shard); in the backward its gradient is gathered
+    whole before the table's."""
+    axes = sequence_parallel_axes(p, strategy)
+    if not axes:
+        return p
+    tp = set(axes)
+
+    def split(t: Tensor) -> Tensor:
+        return t.with_dims([Dim("T", d.axes + axes) if d.name == "T" else d for d in t.dims])
+
+    def whole(t: Tensor) -> Tensor:
+        """The T form of a stream tensor (S = T), whole over the tp axes."""
+        return t.unnamed().with_dims([Dim("T", d.axes) if d.name == "S" else d for d in t.dims])
+
+    def beside_split(s: Contraction, t: Tensor) -> bool:
+        return any(tp & set(d.axes) for o in s.operands if o is not t for d in o.dims)
+
+    def gather(t: Tensor) -> Collective:
+        return Collective("AllGather", (axes,), split(whole(t)), whole(t),
+                          "Megatron sequence parallelism: the tokens made whole")
+
+    def walk(items: tuple[Item, ...]) -> tuple[Item, ...]:
+        out: list[Item] = []
+        fresh: Tensor | None = None  # the stream tensor the last AllGather made whole, while it is still read
+        for item in items:
+            if isinstance(item, (Repeat, Part, Backward)):
+                out.append(replace(item, body=walk(item.body)))
+                fresh = None
+                continue
+            read: list[Tensor] = []
+            if isinstance(item, Contraction):
+                read = [t for t in item.operands if t.names in (_STREAM, _KEYS) and beside_split(item, t)]
+                kept = {id(t) for t in read}
+                # partial sums written as such (KV heads' copies: backward.py) stay whole until reduced
+                item = replace(item, operands=tuple(t if id(t) in kept or t.names != _STREAM else split(t)
+                                                    for t in item.operands),
+                               output=split(item.output) if item.output.names == _STREAM and
+                               not item.output.unreduced else item.output)
+            elif isinstance(item, Apply) and item.word == "gather":
+                # the embedding's lookup, whole; in the backward it reads the gradient of its output
+                read = [item.output] if backward and item.output.names == _STREAM else []
+            elif isinstance(item, Collective) and item.kind == "AllReduce" and item.output.names == _STREAM:
+                # partial sums of the stream written out: reduce-scattered into its shard instead
+                assert set("".join(item.subscript)) == tp, item
+                item = Collective("ReduceScatter", (*axes, "T"), item.input, split(item.output), item.comment)
+            elif isinstance(item, (Apply, Collective)):
+                item = item.mapped(lambda t: split(t) if t.names == _STREAM else t)
+            wanted = {whole(t) for t in read}
+            if wanted and wanted != {fresh}:
+                fresh, = wanted
+                out.append(gather(fresh))
+            elif not wanted and _writes_stream(item):  # a new stream: what was gathered is stale
+                fresh = None
+            out.append(item)
+        return tuple(out)
+
+    return Program(walk(p.items))
+
+
+def _writes_stream(item: Item) -> bool:
+    """A statement writing the residual stream (or its gradient), or a block's boundary."""
+    if isinstance(item, (Contraction, Apply, Collective)):
+        return item.output.names == _STREAM
+    return isinstance(item, (Fused, Repeat, Part, Backward))
+
+
+def megatron_note(kind: str, axes: str, statements: Iterable[Statement], mode: str) -> str:
+    """What a strategy's report says of a tensor-parallel kind's sequence parallelism ("" for
+    another kind), from the program's statements (`statements`, the IR's): whether T is split
+    over its axes."""
+    declared = kinds.kind(kind)
+    if not declared.splits_width:
+        return ""
+    if not declared.sequence_parallel:
+        return "no Megatron sequence parallelism: norms and residuals whole on every chip"
+    if mode == "decode":
+        return "no Megatron sequence parallelism in decode: one token a sequence"
+    split = any(d.name == "T" and set(axes) <= set(d.axes) for s in statements for t in tensors_of(s) for d in t.dims)
+    if not split:
+        return "no Megatron sequence parallelism: not modelled for a mixture of experts' layers"
+    again = "; the backward gathers each column-parallel matmul's input again for its weights' gradient, " \
+            "counted exposed (Megatron-LM overlaps it with the input's gradient)" if mode == "train" else ""
+    return ("with Megatron sequence parallelism: norms and residuals split over the sequence, each AllReduce a "
+            f"ReduceScatter and an AllGather{again}; tp-nosp runs without")
+
+
 def gathered(p: Program, strategy: Strategy) -> Program:
     """FSDP: before each statement that reads a sharded parameter, an AllGather of it over
     the FSDP axes, and the statement reads the gathered whole."""
@@ -369,8 +508,8 @@ def _reading_whole(s: Contraction | Apply, found: list[Collective]) -> Contracti
 
 
 def shard(p: Program, strategy: Strategy) -> Program:
-    """The forward program written sharded (`subscripted`, then `gathered`)."""
-    return gathered(subscripted(p, strategy), strategy)
+    """The forward program written sharded (`subscripted`, `sequence_split`, then `gathered`)."""
+    return gathered(sequence_split(subscripted(p, strategy), strategy), strategy)
 
 
 def _unembedding(item: Item) -> bool:

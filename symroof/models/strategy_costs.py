@@ -42,6 +42,7 @@ from ..roofline.collectives import link
 from ..roofline.solve import cleared, positive_region
 from . import kinds
 from .activations import carries_tokens
+from .strategies import megatron_note
 from .whole import Model
 
 
@@ -264,7 +265,9 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
     found = report(model)
     if not found:
         return []
-    out = [("strategy", ", ".join(f"{kind} over {axes} ({_link(model, axes)})"
+    notes = _notes(model, found["strategy"])
+    out = [("strategy", ", ".join(f"{kind} over {axes} ({_link(model, axes)}"
+                                  f"{'; ' + notes[kind] if kind in notes else ''})"
                                   for kind, axes in found["strategy"].items()))]
     mesh = model.structured.program.mesh
     laid = placement(mesh.axes, model.machine.chip) if mesh is not None and model.machine is not None else None
@@ -331,6 +334,14 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
     return out
 
 
+def _notes(model: Model, strategy: dict[str, str]) -> dict[str, str]:
+    """What the report says of a kind beside its axes, where it says anything (tp's Megatron
+    sequence parallelism, or its absence)."""
+    statements = model.structured.program.statements
+    notes = {kind: megatron_note(kind, axes, statements, model.options.mode) for kind, axes in strategy.items()}
+    return {kind: note for kind, note in notes.items() if note}
+
+
 def kv_copies(model: Model) -> tuple[str, int] | None:
     """Where tensor parallelism is wider than the KV heads (strategies.py): the axes each KV
     head is copied over (its query groups G split over them) and how many copies, else None."""
@@ -349,7 +360,7 @@ def as_json(model: Model, value: Callable[[object], object]) -> dict:
         return {}
     acc = model.accumulation
     copied = kv_copies(model)
-    return {"strategy": found["strategy"],
+    return {"strategy": found["strategy"], "strategy_notes": _notes(model, found["strategy"]),
             **({"kv_heads_copied": {"axes": copied[0], "copies": copied[1]}} if copied else {}),
             "collectives": [{"pass": c.when, "kind": c.kind, "axes": c.axes,
                              "tensor": c.tensor, "bytes": value(c.bytes), "count": value(c.count),

@@ -35,7 +35,7 @@ from ..lang.source import (
 )
 from .backward import backward
 from .catalogue import FIELDS, MLPS, NORMS, POSITIONS
-from .strategies import Strategy, gathered, shard, subscripted
+from .strategies import Strategy, gathered, sequence_split, shard, subscripted
 
 
 def t(dtype: str, *dims: str, name: str | None = None) -> Tensor:
@@ -143,7 +143,9 @@ def sharded(p: Program, mode: str, strategy: Strategy) -> Program:
     if mode != "train" or not strategy:
         return shard(p, strategy)
     split = subscripted(p, strategy)
-    return Program((*gathered(split, strategy).items, Blank(), *gathered(backward(split, strategy), strategy).items))
+    back = sequence_split(backward(split, strategy), strategy, backward=True)
+    return Program((*gathered(sequence_split(split, strategy), strategy).items, Blank(),
+                    *gathered(back, strategy).items))
 
 
 def _norm(x: Tensor, norm: str, bias: bool, w: str, b: str, name: str | None = None) -> list[Item]:

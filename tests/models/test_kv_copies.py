@@ -56,7 +56,7 @@ def test_each_chip_computes_its_kv_heads_projections_whole():
     _, q = _statement(m, "q")
     assert q.flops == L * 2 * B * T * D * (N // 16) * H  # the query heads split 16 ways
     # the model FLOPs (each counted once) are tp=8's and one chip's
-    eight = symroof.model("llama-3-8b", "train", chip="tpu-v5p", sizes={"B": B, "T": T}, strategy="tp=8")
+    eight = symroof.model("llama-3-8b", "train", chip="tpu-v5p", sizes={"B": B, "T": T}, strategy="tp-nosp=8")
     whole = symroof.model("llama-3-8b", "train", chip="tpu-v5p", sizes={"B": B, "T": T})
     assert m.flops == eight.flops == whole.flops
     assert m.flops_train == eight.flops_train == whole.flops_train
@@ -64,15 +64,21 @@ def test_each_chip_computes_its_kv_heads_projections_whole():
     # chip (norms, residuals, the gather), tp=8 does (8 - 1) W more, everything else split 8
     # ways; tp=16 does (16 - 1) W more, and the KV projections' work once more (8 heads on 16
     # chips): forward k and v, 2 B T D K H each, and three times that with the backward's two
+    # (tp-nosp; under tp's Megatron sequence parallelism the norms and residuals are split too,
+    # and the KV projections' work is all that is done twice)
     kv = 3 * L * 2 * (2 * B * T * D * K * H)
-    extra = m.model_analysis.flops * 16 - m.model_analysis.flops_total
+    plain = symroof.model("llama-3-8b", "train", chip="tpu-v5p", sizes={"B": B, "T": T}, strategy="tp-nosp=16")
+    extra = plain.model_analysis.flops * 16 - plain.model_analysis.flops_total
     extra8 = eight.model_analysis.flops * 8 - eight.model_analysis.flops_total
     assert extra == sympy.Rational(15, 7) * extra8 + kv
+    assert m.model_analysis.flops * 16 - m.model_analysis.flops_total == kv
 
 
 def test_the_kv_weights_gradients_are_summed_over_the_copies_by_hand():
+    # tp-nosp: the stream whole on every chip, its partial sums all-reduced (test_megatron_sp.py
+    # has tp's sequence parallelism with the copies)
     B, T = 1, 4096
-    m = symroof.model("llama-3-8b", "train", chip="tpu-v5p", sizes={"B": B, "T": T}, strategy="tp=16")
+    m = symroof.model("llama-3-8b", "train", chip="tpu-v5p", sizes={"B": B, "T": T}, strategy="tp-nosp=16")
     rows = strategy_costs.collectives(m)
     copies = [c for c in rows if c.axes == "y"]
     # Wk's and Wv's gradients, each a chip's one KV head, D x H in bf16, once a layer each
@@ -87,18 +93,22 @@ def test_the_kv_weights_gradients_are_summed_over_the_copies_by_hand():
     assert {(c.kind, c.bytes) for c in wide} == {("AllReduce", B * T * D * 2)}
     assert sum(c.count for c in wide if c.when == "forward") == 2 * L
     assert sum(c.count for c in wide if c.when == "backward") == 2 * L + 1
-    eight = symroof.model("llama-3-8b", "train", chip="tpu-v5p", sizes={"B": B, "T": T}, strategy="tp=8")
+    eight = symroof.model("llama-3-8b", "train", chip="tpu-v5p", sizes={"B": B, "T": T}, strategy="tp-nosp=8")
     assert [(c.when, c.count) for c in strategy_costs.collectives(eight)] == \
         [(c.when, c.count) for c in wide]
 
 
 def test_the_backward_sends_the_input_gradient_through_q_and_through_k_v_once():
-    text = str(program(get_model("llama-3-8b"), "train", strategy=parse_strategy("tp=Yy", parse_mesh("Y=8,y=2"))))
-    assert "bf16[B, T, K_Y, G_y, H] *_{K,G,H} bf16[D, K_Y, G_y, H] -> bf16[B, T, D] {U_{Yy}}" in text
-    assert "let J2 = 2*K*H" in text  # k's and v's weights side by side: one head a chip of each
-    assert "bf16[B, S, J2_Y] *_J2 bf16[D, J2_Y] -> bf16[B, S, D] {U_Y}" in text
-    assert "AllReduce_{Yy} bf16[B, T, D] {U_{Yy}} -> bf16[B, T, D]" in text
-    assert text.count("AllReduce_y bf16[D, K_Y, H] {U_y} -> bf16[D, K_Y, H]") == 2
+    mesh = parse_mesh("Y=8,y=2")
+    for kind, reduced in (("tp-nosp", "AllReduce_{Yy} bf16[B, T, D] {U_{Yy}} -> bf16[B, T, D]"),
+                          # Megatron sequence parallelism: reduce-scattered into each chip's tokens
+                          ("tp", "ReduceScatter_{Y,y,T} bf16[B, T, D] {U_{Yy}} -> bf16[B, T_{Yy}, D]")):
+        text = str(program(get_model("llama-3-8b"), "train", strategy=parse_strategy(f"{kind}=Yy", mesh)))
+        assert "bf16[B, T, K_Y, G_y, H] *_{K,G,H} bf16[D, K_Y, G_y, H] -> bf16[B, T, D] {U_{Yy}}" in text
+        assert "let J2 = 2*K*H" in text  # k's and v's weights side by side: one head a chip of each
+        assert "bf16[B, S, J2_Y] *_J2 bf16[D, J2_Y] -> bf16[B, S, D] {U_Y}" in text
+        assert reduced in text
+        assert text.count("AllReduce_y bf16[D, K_Y, H] {U_y} -> bf16[D, K_Y, H]") == 2
 
 
 def test_a_kv_heads_bias_gradient_is_summed_over_the_copies_too():
@@ -116,7 +126,9 @@ def test_serving_holds_one_kv_heads_cache_a_chip(mode, sizes):
     # K and V, B x S x H each (one head), in bf16, each layer: not K/16 of a head
     assert m.kv_bytes == L * 2 * B * S_ * H * 2
     assert m.weight_bytes == symroof.model("llama-3-8b", "train", chip="h100", strategy="tp=16").weight_bytes
-    assert not [c for c in strategy_costs.collectives(m) if c.axes == "y"]  # no gradients: nothing over the copies
+    # no gradients: nothing over the copies but the stream's (Megatron sequence parallelism's
+    # ReduceScatters, run over each of tp's axes in turn)
+    assert not [c for c in strategy_costs.collectives(m) if c.axes == "y" and (c.overlaps or c.kind != "ReduceScatter")]
     # across two 8-GPU nodes: the copies inside a node, the heads over both
     assert [(a.name, a.size, a.link) for a in m.analysis.mesh.axes] == \
         [("O", 2, "dcn"), ("Y", 4, "ici"), ("y", 2, "ici")]

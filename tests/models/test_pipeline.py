@@ -72,18 +72,26 @@ def test_sends_between_stages_by_hand_on_a_torus_and_across_gpu_nodes():
     assert v5p.pipeline.send_bytes == 32 // 8 * 1024 * D * 2
     assert v5p.pipeline.t_send == v5p.pipeline.send_bytes / link
     # H100: tensor parallelism fills the 8-GPU node, so the 2 stages sit in two nodes and the
-    # sends cross InfiniBand at each GPU's share of its NIC; every tp rank sends the whole input
+    # sends cross InfiniBand at each GPU's share of its NIC; under Megatron sequence parallelism every
+    # tp rank sends its eighth of the microbatch's stream (its tokens), without it the whole input
     h100 = symroof.model("llama-3-8b", "train", "h100", {"B": 32, "T": 1024}, strategy="tp=8,pp=2", microbatches=8)
     mesh = h100.pipeline.last.structured.program.mesh
     assert [(a.name, a.size, a.link) for a in mesh.axes if a.name in h100.pipeline.axes] == [("J", 2, "dcn")]
     nic = get_chip("h100").figure("scaleout.bandwidth_one_way_bytes_per_s_per_chip")
-    assert h100.pipeline.t_send == 32 // 8 * 1024 * D * 2 / nic
+    assert h100.pipeline.t_send * nic == 32 // 8 * 1024 * D * 2 // 8
+    whole = symroof.model("llama-3-8b", "train", "h100", {"B": 32, "T": 1024}, strategy="tp-nosp=8,pp=2",
+                          microbatches=8)
+    assert whole.pipeline.t_send == 32 // 8 * 1024 * D * 2 / nic
     sends = [c for c in strategy_costs.collectives(h100) if c.kind == "Send"]
     assert [(c.backward, c.count) for c in sends] == [(False, 8), (True, 8)]  # each microbatch, each way
-    # the fill and the drain expose 2 (P - 1) of them
+    # the fill and the drain expose 2 (P - 1) of them; after the last microbatch the first stage's
+    # norms' scales' gradients (2 a layer, its 16 layers) are summed over tp once (each chip's
+    # tokens', under Megatron sequence parallelism): each AllReduce at its latency floor
     first, last = h100.pipeline._slots
+    norm = symroof.analyze("AllReduce_Y bf16[D] {U_Y} -> bf16[D]", chip="h100", mesh="Y=8", values={"D": D})
+    assert first["once"] == 2 * 16 * sympy.Max(norm.t_network, norm.t_network_latency)
     assert strategy_costs.times(h100)["t_step_exposed"] == \
-        (8 + 1) * sympy.Max(first["slot"], last["slot"]) + 2 * h100.pipeline.t_send
+        (8 + 1) * sympy.Max(first["slot"], last["slot"]) + 2 * h100.pipeline.t_send + first["once"]
 
 
 @pytest.mark.parametrize("chip", ["tpu-v5p", "h100"])

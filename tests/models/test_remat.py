@@ -113,10 +113,16 @@ def test_fsdp_gathers_are_not_repeated_but_tensor_parallel_reductions_are(chip):
     assert {c.when for c in strategy_costs.collectives(fsdp)} == {"forward", "backward"}
     assert fsdp.step_analysis.flops * 8 == symroof.model("llama-3-8b", "train", chip,
                                                          {"B": 8, "T": 2048}).step_analysis.flops
-    tp = symroof.model("llama-3-8b", "train", chip, {"B": 4, "T": 2048}, strategy="tp=8", remat="save=x,o,h")
+    L = get_model("llama-3-8b")["sizes"]["L"]
+    tp = symroof.model("llama-3-8b", "train", chip, {"B": 4, "T": 2048}, strategy="tp-nosp=8", remat="save=x,o,h")
     again = [c for c in strategy_costs.collectives(tp) if c.when == "recompute"]
     # save=x,o,h: a (attention's projection) and m (the MLP's) are recomputed, each all-reduced
-    assert sum(c.count for c in again) == 2 * get_model("llama-3-8b")["sizes"]["L"]
+    assert sum(c.count for c in again) == 2 * L
+    # with Megatron sequence parallelism each is reduce-scattered, and q, k, v and g, u, recomputed
+    # too, read the stream gathered again before each sublayer
+    sp = symroof.model("llama-3-8b", "train", chip, {"B": 4, "T": 2048}, strategy="tp=8", remat="save=x,o,h")
+    again = [(c.kind, c.count) for c in strategy_costs.collectives(sp) if c.when == "recompute"]
+    assert sorted(again) == [("AllGather", L), ("AllGather", L), ("ReduceScatter", L), ("ReduceScatter", L)]
 
 
 def test_a_program_file_recomputes_its_blocks_statements_and_fused_intermediates(tmp_path):

@@ -46,7 +46,11 @@ def test_data_parallel_splits_the_batch_not_the_weights():
     assert not dp.analysis.collectives  # the forward pass needs none
     both = symroof.model("llama-3-8b", "prefill", chip="tpu-v5p", sizes={"B": 8, "T": 1024},
                          strategy="dp=X,tp=Y", mesh="X=2,Y=4")
-    assert both.analysis.mesh.chips == 8 and len(both.analysis.collectives) == 2
+    # Megatron sequence parallelism: an AllGather and a ReduceScatter per sublayer, the output layer's gather
+    assert both.analysis.mesh.chips == 8 and len(both.analysis.collectives) == 5
+    plain = symroof.model("llama-3-8b", "prefill", chip="tpu-v5p", sizes={"B": 8, "T": 1024},
+                          strategy="dp=X,tp-nosp=Y", mesh="X=2,Y=4")
+    assert len(plain.analysis.collectives) == 2  # without it: an AllReduce per sublayer
 
 
 def test_strategy_errors_say_what_would_work(capsys):

@@ -81,10 +81,11 @@ def test_fsdp_gathers_twice_and_reduce_scatters_once_a_weight_by_hand(chip):
 
 @pytest.mark.parametrize("chip", CHIPS)
 def test_tensor_parallel_training_all_reduces_activations_four_times_a_layer(chip):
+    # tp-nosp: tensor parallelism without Megatron sequence parallelism (test_megatron_sp.py has tp's)
     s = get_model("llama-3-8b")["sizes"]
     L, D, V = s["L"], s["D"], s["V"]
     B, T = 4, 2048
-    m = symroof.model("llama-3-8b", "train", chip=chip, sizes={"B": B, "T": T}, strategy="tp=8")
+    m = symroof.model("llama-3-8b", "train", chip=chip, sizes={"B": B, "T": T}, strategy="tp-nosp=8")
     rows = strategy_costs.collectives(m)
     # Megatron: forward, the attention output and MLP down projections; backward, the
     # gradients into each sublayer's input (q, k, v at once; the gated MLP's two at once);
@@ -100,9 +101,10 @@ def test_tensor_parallel_training_all_reduces_activations_four_times_a_layer(chi
     found = strategy_costs.times(m)
     a = m.step_analysis
     assert found["t_step_exposed"] == max(a.t_math, a.t_comms) + (6 * L + 1) * one
-    ratio = strategy_costs.thresholds(m, {"tp": "Y"})["tp"]["ratio"]
+    ratio = strategy_costs.thresholds(m, {"tp-nosp": "Y"})["tp-nosp"]["ratio"]
     assert ratio == a.t_math / ((6 * L + 1) * one)
-    kept = symroof.model("llama-3-8b", "train", chip=chip, sizes={"B": B, "T": T}, strategy="tp=8", remat="none")
+    kept = symroof.model("llama-3-8b", "train", chip=chip, sizes={"B": B, "T": T}, strategy="tp-nosp=8",
+                         remat="none")
     assert kept.step_analysis.t_network == (4 * L + 1) * one  # nothing recomputed: Megatron's four a layer
     assert V % 8 == 0
 
@@ -145,9 +147,10 @@ def test_training_strategy_errors_and_json(capsys):
     assert out["strategy"] == {"fsdp": "X", "tp": "Y"}
     assert {"t_comm_exposed", "t_step_exposed", "memory_per_chip", "threshold", "collectives"} <= set(out)
     assert out["threshold"]["fsdp"]["per_chip_tokens"] > 0 and out["threshold"]["tp"]["ratio"] > 0
-    # tp's AllReduces run again where the backward recomputes a layer (remat full, the default)
+    # tp's collectives (Megatron sequence parallelism's) run again where the backward recomputes a layer
+    # (remat full, the default)
     assert {c["pass"] for c in out["collectives"]} == {"forward", "backward", "recompute"}
-    assert {c["kind"] for c in out["collectives"] if c["pass"] == "recompute"} == {"AllReduce"}
+    assert {c["kind"] for c in out["collectives"] if c["pass"] == "recompute"} == {"AllGather", "ReduceScatter"}
     assert main(["model", "llama-3-8b", "--chip", "tpu-v5p", "--strategy", "fsdp=4", "--print"]) == 0
     printed = capsys.readouterr().out
     assert "backward {" in printed and "AllGather_Z" in printed
