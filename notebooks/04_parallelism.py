@@ -184,13 +184,17 @@ print(f"v5p: C / W_ici = {float((C / W_ici).subs(v5p)):.0f}, C / C_vec = {float(
 #
 # ## The tensor-parallel ratio
 #
-# Tensor parallelism's AllReduces move activations, B x T x D per layer, which grow with the
-# batch exactly as the FLOPs do: the batch does not decide it. What does is the model's width
-# over the axis, so symroof gives tp a ratio, T_math / T_network over tp's axis (above 1:
-# compute-bound), and it falls as 1/tp. For a Megatron MLP alone a hand estimate is
-# 1.5 x F / tp / (C / W_ici); with the attention sublayer (fewer FLOPs per AllReduce) and the
-# backward pass (3x the FLOPs for 2x the AllReduces; with the layer's forward recomputed, 4x
-# the FLOPs for 3x, which takes the ratio down by 8/9) the whole layer lands a little under it. The
+# Tensor parallelism's collectives move activations, B x T x D per layer, which grow with the
+# batch exactly as the FLOPs do: the batch does not decide it. (tp runs with Megatron's
+# sequence parallelism by default: the norms and residuals split along the sequence, an
+# AllGather before the column-parallel matmuls and a ReduceScatter after the row-parallel
+# ones, the bytes of the AllReduce each pair replaces; `tp-nosp` runs the AllReduces.) What
+# does decide it is the model's width over the axis, so symroof gives tp a ratio, T_math /
+# T_network over tp's axis (above 1: compute-bound), and it falls as 1/tp. For a Megatron MLP
+# alone a hand estimate is 1.5 x F / tp / (C / W_ici); with the attention sublayer (fewer FLOPs
+# per collective) and the backward pass (3x the FLOPs; with sequence parallelism it gathers
+# each column-parallel input again for its weights' gradient, and the forward recomputed
+# repeats the forward's collectives) the whole layer lands under it. The
 # ratio staying above 1 does not make tp free: its AllReduces sit on the critical path.
 
 # %%
@@ -208,8 +212,9 @@ for tp in (2, 4, 8):
           f"{float(strategy_costs.times(run)['t_step_exposed']):13.3f} s {float(run.hbm_per_chip) / 1e9:6.1f} GB")
 
 # %% [markdown]
-# tp past 8 is not an option for this model: it has 8 KV heads, and the planner's
-# Megatron split gives each chip whole ones.
+# tp past 8 copies the KV heads: this model has 8, so at tp=16 each lives on 2 chips (its
+# projections computed on both, its gradients summed over the pair), as Megatron and vLLM do.
+# symroof costs it (`--strategy tp=16`) and the planner considers it; here FSDP wins.
 #
 # ## Step time against chips
 #
