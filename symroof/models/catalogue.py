@@ -173,17 +173,7 @@ def _check_model(path: str, k: int, model: object) -> None:
             fail(f"moe.active: {moe['active']} experts active per token, more than moe.experts = {moe['experts']}")
     if not _whole(model["params_published"], MAX_PARAMS):
         fail(f"params_published must be a positive whole number, got {_describe(model['params_published'])}")
-    sources = model["sources"]
-    if not isinstance(sources, dict):
-        fail(f"'sources' must be an object, not {_describe(sources)}")
-    for field in sources:
-        if field not in _SOURCE_KEYS:
-            fail(f"sources.{field}: names no sourced field{did_you_mean(field, _SOURCE_KEYS)}")
-        if not isinstance(sources[field], str) or not sources[field].strip() or len(sources[field]) > MAX_TEXT:
-            fail(f"sources.{field} must be text of at most {MAX_TEXT} characters, not {_describe(sources[field])}")
-    for field in ("sizes", "params_published"):
-        if field not in sources:
-            fail(f"sources.{field} is missing: every figure carries its source")
+    _check_sources(model["sources"], _SOURCE_KEYS, ("sizes", "params_published"), fail)
 
 
 def _check_counted(model: dict, fail: Callable[[str], NoReturn]) -> None:
@@ -205,15 +195,21 @@ def _check_counted(model: dict, fail: Callable[[str], NoReturn]) -> None:
             fail(f"sizes.{field} must be a positive whole number up to {MAX_SIZE:.0e}, got {_describe(value)}")
     if "N" in sizes and "K" in sizes and sizes["N"] % sizes["K"]:
         fail(f"sizes.N: {sizes['N']} query heads do not group evenly over sizes.K = {sizes['K']} KV heads")
-    sources = model["sources"]
+    _check_sources(model["sources"], _COUNTED_SOURCE_KEYS, ("params", *(("sizes",) if sizes else ())), fail)
+
+
+def _check_sources(sources: object, keys: tuple[str, ...], required: tuple[str, ...],
+                   fail: Callable[[str], NoReturn]) -> None:
+    """`sources`: an object naming sourced fields only (`keys`), each with its source as
+    text, and every field in `required` among them."""
     if not isinstance(sources, dict):
         fail(f"'sources' must be an object, not {_describe(sources)}")
     for field in sources:
-        if field not in _COUNTED_SOURCE_KEYS:
-            fail(f"sources.{field}: names no sourced field{did_you_mean(field, _COUNTED_SOURCE_KEYS)}")
+        if field not in keys:
+            fail(f"sources.{field}: names no sourced field{did_you_mean(field, keys)}")
         if not isinstance(sources[field], str) or not sources[field].strip() or len(sources[field]) > MAX_TEXT:
             fail(f"sources.{field} must be text of at most {MAX_TEXT} characters, not {_describe(sources[field])}")
-    for field in ("params", *(("sizes",) if sizes else ())):
+    for field in required:
         if field not in sources:
             fail(f"sources.{field} is missing: every figure carries its source")
 

@@ -36,7 +36,7 @@ from ..render.json_report import json_value
 from ..render.tex import TexPrinter, tex_number, tex_words
 from ..show import beside, human, number, seconds, wrapped
 from .catalogue import FIELDS, get_model
-from .decls import OPTIMIZERS, Options, StateBytes, budget, state_bytes, state_text
+from .decls import OPTIMIZERS, Options, StateBytes, budget, state_bytes, state_text, usable_hbm
 
 # the sizes a parameter-count model may carry (models.json's names), and the flags that give them
 SIZE_FLAGS = {"L": "--layers", "D": "--dim", "F": "--ffn", "N": "--heads", "V": "--vocab", "context": "--context"}
@@ -167,12 +167,8 @@ class Counted:
         raise SpecError(f"a KV cache's bytes need {NEEDS_CONFIG}: a parameter count has no KV heads")
 
     def usable(self) -> sympy.Expr:
-        """The HBM a chip may fill: its capacity times the usable fraction."""
-        capacity = self._chip().capacity()
-        if capacity is None:
-            raise SpecError(f"{self._chip().name} has no HBM capacity figure: the chips a model needs cannot be "
-                            "counted")
-        return capacity * self.options.headroom
+        """The HBM a chip may fill: its capacity times the usable fraction (`--hbm-usable`)."""
+        return usable_hbm(self._chip(), self.options)
 
     @property
     def hbm_left_per_chip(self) -> sympy.Expr:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import sympy
 
 from ..errors import SpecError
+from ..hardware.machines import Machine
 
 MODES = ("train", "prefill", "decode")
 REMAT = ("full", "none")
@@ -294,3 +295,11 @@ class Options:
         """The MFU as an exact rational (0.4 is 2/5, not a binary float)."""
         assert self.mfu is not None
         return sympy.Rational(repr(float(self.mfu)))
+
+
+def usable_hbm(target: Machine, options: Options) -> sympy.Expr:
+    """The HBM a chip may fill: its capacity times the usable fraction (`--hbm-usable`)."""
+    capacity = target.capacity()
+    if capacity is None:
+        raise SpecError(f"{target.name} has no HBM capacity figure: the chips a model needs cannot be counted")
+    return capacity * options.headroom

@@ -50,7 +50,7 @@ from ..roofline.solve import Region, cleared, positive_region
 from . import kinds
 from .activations import activation_bytes, recomputed
 from .checks import both, check_names, check_shards
-from .decls import MODEL_QUANTITIES, OPTIMIZERS, Options, budget, factored_elements, state_bytes
+from .decls import MODEL_QUANTITIES, OPTIMIZERS, Options, budget, factored_elements, state_bytes, usable_hbm
 
 
 class Model:
@@ -301,12 +301,8 @@ class Model:
         return self.memory_bytes / self.options.chips
 
     def usable(self) -> sympy.Expr:
-        """The HBM a chip may fill: its capacity, less the headroom the options keep."""
-        capacity = self._chip().capacity()
-        if capacity is None:
-            raise SpecError(f"{self._chip().name} has no HBM capacity figure: the chips a model needs "
-                            "cannot be counted")
-        return capacity * self.options.headroom
+        """The HBM a chip may fill: its capacity times the usable fraction (`--hbm-usable`)."""
+        return usable_hbm(self._chip(), self.options)
 
     def _chip(self) -> Machine:
         if self.machine is None:
