@@ -246,3 +246,20 @@ print("parameters:", m.params)
 print("FLOPs per token per parameter, counted:", float(m.flops_train / (m.params * tokens)))
 print("days by 6 N tokens:    ", float(6 * m.params * 15e12 / (8960 * peak * 0.4) / 86400))
 print("days by symroof's count:", float(m.days_to_train(15e12)))
+
+# %% [markdown]
+# The book asks it of a model known only by its parameter count, 70e9: `symroof.counted`
+# takes the count alone (with any sizes known) and answers what follows from it, each row
+# with its rule (6·N a token for training; the state's bytes a parameter). Its second
+# question, from the same count: how many chips of 16 GB hold the weights and the Adam state
+# (the book counts the whole HBM: `hbm_usable=1.0`; a v5e's 16 GiB is 17.2 GB, so the
+# book's round 16e9 is given as an override)?
+
+# %%
+book = symroof.counted(70e9, "tpu-v5p", chips=8960, mfu=0.4)
+print(f"days on 15e12 tokens: {float(book.budget(15e12)['days']):.2f}  (6 x 70e9 x 15e12 / (8960 x "
+      f"{float(peak):.3g} x 0.4) / 86400 = {6 * 70e9 * 15e12 / (8960 * float(peak) * 0.4) / 86400:.2f})")
+sixteen = symroof.get_chip("tpu-v5e").with_figures({"hbm_capacity_bytes": 16e9})
+state = symroof.counted(70e9, sixteen, hbm_usable=1.0)
+print(f"weights + gradients + Adam: {float(state.memory_bytes) / 1e12:.2f} TB = 70e9 x "
+      f"{float(state.memory_bytes) / 70e9:.0f} bytes; chips of 16 GB: {state.min_chips}")
