@@ -197,6 +197,7 @@ class Accumulation:
         else:
             if "step" in out:
                 out["step"]["now"] = self.micro(tokens_per_chip(self.model))
+                out["step"]["tokens_of"] = "a microbatch"
         for kind, entry in out.items():
             if kind == "step":
                 entry["ratio"] = self.micro(entry["ratio"]) if entry.get("ratio") is not None else None
@@ -212,6 +213,7 @@ class Accumulation:
             weighed = {each for c, each in mine if c.overlaps}
             if weighed == {True}:  # a microbatch's tokens against its own gathers and reductions
                 entry["now"] = self.micro(tokens_per_chip(self.model))
+                entry["tokens_of"] = "a microbatch"  # said beside the figures: a chip's step holds M of them
                 if mixed:
                     entry.pop("max_chips", None)
             elif weighed == {True, False}:

@@ -374,7 +374,7 @@ def strategy_formulas(chip: str | Chip | None = None, model: str | None = None, 
     target, found = _target(chip)
     values = chip_values(found) if found is not None else {}
     if model is not None:
-        sizes = get_model(model, models_file)["sizes"]
+        sizes = _configured(model, models_file)
         values |= {D: sympy.Integer(sizes["D"]), F: sympy.Integer(sizes["F"])}
     out = {}
     for kind in kinds:
@@ -686,16 +686,20 @@ def training_formulas(model: str, chip: str | Chip, chips: int, batch: int, *, s
     the FSDP/TP split of `chips` at `batch` tokens."""
     found = chip if isinstance(chip, Chip) else get_chip(chip)
     _target(found)  # a torus, or refused before its slice is asked for
+    notes: list[str] = []
+    vendor = found.vendor_slice(chips) if slice is None and found.slice is None else None
+    if vendor is not None and vendor != found.pod_shape:  # as `symroof chip CHIP --chips N` lays them
+        slice = "x".join(map(str, vendor))
+        notes.append(f"laid on {found.name}'s {slice} slice, the vendor's shape of {chips} chips (--slice for another)")
     laid = found.on_slice(slice) if slice else found
     if slice and math.prod(laid.slice or ()) != chips:
         raise SpecError(f"the slice {slice} has {math.prod(laid.slice or ())} chips, not {chips}")
-    sizes = get_model(model, models_file)["sizes"]
+    sizes = _configured(model, models_file)
     ffn = int(sizes["F"])
     if batch < chips:
         raise SpecError(f"a batch of {batch} tokens on {chips} chips leaves some without a token")
     split = optimal_split(chips, batch, ffn, chip=found, slice=slice)
     formulas: dict[str, StrategyFormulas] = {}
-    notes: list[str] = []
     if symbolic:
         n, pieces = torus_axes(laid, chips)
         notes += pieces
@@ -707,3 +711,13 @@ def training_formulas(model: str, chip: str | Chip, chips: int, batch: int, *, s
     attention = attention_share(model, models_file=models_file) if symbolic else {}
     return TrainingFormulas(model, found, chips, batch, slice, formulas, split, tuple(notes), ffn, optimize,
                             attention, int(sizes["context"]))
+
+
+def _configured(model: str, models_file: str | None) -> dict[str, int]:
+    """A named model's sizes, where models.json gives its configuration (a model given by its
+    parameter count alone has no F, nor the template the attention share is counted on)."""
+    config = get_model(model, models_file)
+    if "params" in config:
+        raise SpecError(f"{config['id']} is given by its parameter count only: the strategy formulas need its "
+                        "configuration (D and F, and the template's sizes for attention's share)")
+    return config["sizes"]

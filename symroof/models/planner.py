@@ -245,8 +245,8 @@ class Plan:
             lines.append(f"    ... {len(ranked) - top} more (--top {len(ranked)})")
         lines += ["", *wrapped("why: " + why(self)), ""]
         if self.total_tokens is not None and ranked:
-            rows = budget_rows(self.budget(ranked[0]), self.total_tokens, self.price)
-            lines += wrapped(f"budget ({ranked[0].text}, each step its exposed time): "
+            rows = budget_rows(self.budget(ranked[0]), self.total_tokens, self.price, "t_step_exposed")
+            lines += wrapped(f"budget ({ranked[0].text}): "
                              + "; ".join(f"{name} {text}" for name, text in rows))
             lines.append("")
         if not self.options.default_state:
@@ -261,7 +261,8 @@ class Plan:
                          "where the batch has fewer sequences than chips; ZeRO-1, then ZeRO-2, where plain data "
                          "parallelism does not fit; then, in training, the fewest microbatches that fit (gradients "
                          "accumulated: the weights read and FSDP's gathers again each microbatch, the whole gradients "
-                         "reduced once a step). tp runs with Megatron sequence parallelism in training and prefill "
+                         "reduced once a step; a threshold's per-chip tokens then a microbatch's where the kind's "
+                         "collectives run every microbatch). tp runs with Megatron sequence parallelism in training and prefill "
                          "(norms and residuals split over the sequence, each AllReduce a ReduceScatter and an "
                          "AllGather; tp-nosp, not searched, runs without).")
         spanned = max((c.layouts_tried for c in self.candidates), default=0)
@@ -471,7 +472,8 @@ def _cost(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr) -
         # a pipeline's slowest stage
         analysis = costed.step_analysis if costed.pipeline is None else costed.pipeline.last.step_analysis
         found = strategy_costs.times(costed)
-        network = analysis.t_network if costed.pipeline is None else \
+        # a step's network time: a pipeline's and an accumulation's analysis is one microbatch's
+        network = analysis.t_network if costed.pipeline is None and costed.accumulation is None else \
             found["t_network_overlapped"] + found["t_network_exposed"]
         roofs = {"compute": analysis.t_math, "HBM": analysis.t_comms, "network": analysis.t_network}
     except (SpecError, HardwareError) as err:

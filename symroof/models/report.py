@@ -282,7 +282,8 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
                     f"NO: {human(-left, 'bytes')} too much on each chip of the mesh: shard the weights (fsdp, tp), "
                     "or give it more chips"))
     if total_tokens is not None and "tokens_per_s" in found:
-        out += budget_rows(model.budget(total_tokens, price), total_tokens, price)
+        spent, step = _spent(model, total_tokens, price)
+        out += budget_rows(spent, total_tokens, price, step)
     if model.machine is not None:
         split = model.time_split()
         total = sum(split.values())
@@ -328,15 +329,25 @@ def _per_param(value: sympy.Expr) -> str:
     return str(value) if value.is_Integer else number(value, 6)
 
 
+def _spent(model: Model, total_tokens: int | float, price: float | None) -> tuple[dict[str, sympy.Expr], str]:
+    """A model's token budget, and the step time it takes each step at: under a strategy
+    (timed by its roofline, not an MFU) t_step_exposed, the activations' collectives and a
+    pipeline's bubble on the critical path, as a plan ranks and budgets it; else t_step."""
+    if model.options.strategy and model.options.mfu is None and model.machine is not None:
+        return model.budget(total_tokens, price, strategy_costs.times(model)["t_step_exposed"]), "t_step_exposed"
+    return model.budget(total_tokens, price), "t_step"
+
+
 def budget_rows(spent: dict[str, sympy.Expr], total_tokens: int | float,
-                price: float | None) -> list[tuple[str, str]]:
+                price: float | None, step: str = "t_step") -> list[tuple[str, str]]:
     """A token budget's rows (`decls.budget`): days (and hours, under three days), chip-hours
-    and, with a price, cost."""
+    and, with a price, cost; `step` names the step time each step takes."""
     days = spent["days"]
+    each = f" (each step {step})"
     if not days.is_number:
-        return [("days_to_train", f"{pretty(days)} days for {human(total_tokens, 'tokens')}")]
+        return [("days_to_train", f"{pretty(days)} days for {human(total_tokens, 'tokens')}{each}")]
     hours = f" ({number(spent['hours'], 4)} hours)" if days < 3 else ""
-    out = [("days_to_train", f"{number(days, 4)} days{hours} for {human(total_tokens, 'tokens')}"),
+    out = [("days_to_train", f"{number(days, 4)} days{hours} for {human(total_tokens, 'tokens')}{each}"),
            ("chip_hours", f"{number(spent['chip_hours'], 4)} chip-hours (every chip of the step, for the "
                           "whole time)")]
     if "cost" in spent:
@@ -425,9 +436,9 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
     if isinstance(left, (int, float)):
         out["fits"] = left >= 0
     if total_tokens is not None and "tokens_per_s" in out:
-        spent = model.budget(total_tokens, price)
+        spent, step = _spent(model, total_tokens, price)
         out["days_to_train"] = json_value(spent["days"])
-        out["budget"] = {"tokens": total_tokens, **budget_json(spent, price)}
+        out["budget"] = {"tokens": total_tokens, "step": step, **budget_json(spent, price)}
     if model.machine is not None:
         out["time_split"] = {part: json_value(t) for part, t in model.time_split().items()}
         out["estimates"] = {path: {"value": json_value(value), "source": source}

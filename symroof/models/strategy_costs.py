@@ -305,7 +305,8 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
             now = entry.get("now", tokens_per_chip(model))
-            text.append(f"compute-bound once per-chip tokens > {show(tokens)} (now {show(now)})")
+            of = f" of {entry['tokens_of']}" if entry.get("tokens_of") else ""
+            text.append(f"compute-bound once per-chip tokens{of} > {show(tokens)} (now {show(now)})")
         context = entry.get("context_per_chip")
         if context is not None:
             now = model.at(dim_symbol("T")) / _split(model, lambda k: k.splits_sequence)

@@ -372,10 +372,13 @@ class Model:
         """Days to train on `total_tokens` tokens at `tokens_per_s`."""
         return sympy.Integer(total_tokens) / self.tokens_per_s / 86400
 
-    def budget(self, total_tokens: int | float, price: float | None = None) -> dict[str, sympy.Expr]:
+    def budget(self, total_tokens: int | float, price: float | None = None,
+               step: sympy.Expr | None = None) -> dict[str, sympy.Expr]:
         """A token budget's days, hours, chip-hours (every chip of the step) and, with a price
-        per chip-hour, cost (`decls.budget`)."""
-        return budget(self.tokens_per_s, self._chips_in_all, total_tokens, price)
+        per chip-hour, cost (`decls.budget`), each step taking `step` (t_step by default; a
+        report under a strategy passes its t_step_exposed)."""
+        rate = self.tokens_per_s if step is None else self.tokens / step
+        return budget(rate, self._chips_in_all, total_tokens, price)
 
     def decode_batch(self, with_kv: bool = True) -> Region:
         """The batch B above which a decode step is compute-bound (T_math above T_comms, and

@@ -98,3 +98,35 @@ def test_a_plan_takes_the_options_and_a_budget():
 ])
 def test_bad_values_are_one_line_and_exit_2(argv, words):
     assert words in refused(*argv)
+
+
+def test_a_strategys_budget_takes_its_exposed_step_as_a_plan_does():
+    # tp=8's collectives on activations wait on the critical path: each step of a token budget
+    # takes t_step_exposed (the plan's time), not the roofline's overlapped t_step
+    argv = ("model", "llama-2-7b", "--train", "--chip", "h100", "--strategy", "tp=8", "--set", "B=8,T=4096",
+            "--tokens", "1e12", "--json")
+    code, out, err = run(*argv)
+    assert code == 0, err
+    data = json.loads(out)
+    exposed, overlapped = data["t_step_exposed"], data["t_step"]
+    assert exposed > overlapped
+    assert data["budget"]["step"] == "t_step_exposed"
+    assert data["budget"]["days"] == pytest.approx(1e12 / (8 * 4096) * exposed / 86400)
+    code, out, err = run(*argv[:-1])
+    assert "(each step t_step_exposed)" in out
+    # no strategy: nothing exposed, the roofline's step
+    code, out, err = run("model", "llama-2-7b", "--train", "--chip", "h100", "--set", "B=8,T=4096", "--tokens",
+                         "1e12", "--json")
+    data = json.loads(out)
+    assert data["budget"]["step"] == "t_step"
+    assert data["budget"]["days"] == pytest.approx(1e12 / (8 * 4096) * data["t_step"] / 86400)
+
+
+def test_strategy_formulas_of_a_parameter_count_are_refused_and_a_vendor_slice_is_said():
+    assert "chinchilla-70b is given by its parameter count only" in refused(
+        "plan", "chinchilla-70b", "--chip", "v5p", "--chips", "64", "--batch", "48000", "--symbolic")
+    # 64 v5p chips are sold as a 4x4x4 slice: three torus axes each way, the book's alpha / 3
+    code, out, err = run("plan", "llama-3-70b", "--chip", "v5p", "--chips", "64", "--batch", "48000", "--symbolic")
+    assert code == 0, err
+    assert "dp (dp over 3 torus axes)" in out and "B/X > alpha/3" in out
+    assert "4x4x4 slice, the vendor's shape of 64 chips" in out
