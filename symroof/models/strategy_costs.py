@@ -296,8 +296,10 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
         if kind == "AllReduce" and zero and set(zero) & set(axes):
             what += "; ZeRO runs it as a ReduceScatter of the gradients and an AllGather of the updated " \
                     "parameters, in the same time"
-        out.append(("collectives", f"{when}: {show(count)} x {kind} over {axes}, "
-                                   f"{seconds(sympy.Add(*(c.time for c in group)))} ({what})"))
+        bandwidth, charged = sympy.Add(*(c.time for c in group)), sympy.Add(*(c.floored for c in group))
+        took = seconds(bandwidth) if charged == bandwidth or not (charged - bandwidth).is_positive else \
+            f"{seconds(charged)} at the hops' latency floor ({seconds(bandwidth)} bandwidth-bound)"
+        out.append(("collectives", f"{when}: {show(count)} x {kind} over {axes}, {took} ({what})"))
     out.append(("t_step_exposed", f"{seconds(found['t_step_exposed'])} (the activations' collectives exposed; "
                                   f"t_comm_exposed {seconds(found['t_comm_exposed'])})"))
     for kind, entry in found["threshold"].items():
