@@ -29,6 +29,7 @@ Examples:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -192,8 +193,9 @@ def _gpu_cuts(chip: Chip, chips: int) -> tuple[list[Cut], list[str]]:
     inside = _domain_cut(chip, node, name)
     if inside is None:
         unknown.append(f"{name}: no bandwidth in the file for a cut of a {node}-GPU domain")
-    elif node > 1:
-        cuts.append(inside)
+    elif node > 1:  # past one domain its cut is a domain's, not the cluster's: said, the fabric's follows
+        cuts.append(inside if not (domain and chips > domain) else
+                    dataclasses.replace(inside, how=f"one domain's, not the {chips} GPUs': {inside.how}"))
     if domain and chips > domain:
         nic = chip.figure("scaleout.bandwidth_one_way_bytes_per_s_per_chip")
         fabric = chip.texts.get("scaleout.name", "scale-out network")
@@ -206,7 +208,8 @@ def _gpu_cuts(chip: Chip, chips: int) -> tuple[list[Cut], list[str]]:
                 nic = min(nic, egress / per_node)
             full = chip.texts.get("scaleout.fabric") == "fat_tree"
             half = chips // 2
-            how = (f"{chips // int(domain)} domains of {int(domain)}: half the GPUs ({half}) each at its NIC's "
+            how = (f"the {chips} GPUs' (the cluster's): {chips // int(domain)} domains of {int(domain)}: half the "
+                   f"GPUs ({half}) each at its NIC's "
                    f"{human(nic, 'bytes/s')} one way, "
                    + ("the fabric a fat tree with full bisection (scaleout.fabric)" if full else
                       "if the fabric has full bisection: the file does not say (scaleout.fabric is null)"))

@@ -262,9 +262,9 @@ class Plan:
                          "parallelism does not fit; then, in training, the fewest microbatches that fit (gradients "
                          "accumulated: the weights read and FSDP's gathers again each microbatch, the whole gradients "
                          "reduced once a step; a threshold's per-chip tokens then a microbatch's where the kind's "
-                         "collectives run every microbatch). tp runs with Megatron sequence parallelism in training and prefill "
-                         "(norms and residuals split over the sequence, each AllReduce a ReduceScatter and an "
-                         "AllGather; tp-nosp, not searched, runs without).")
+                         "collectives run every microbatch). tp runs with Megatron sequence parallelism in training "
+                         "and prefill (norms and residuals split over the sequence, each AllReduce a ReduceScatter "
+                         "and an AllGather; tp-nosp, not searched, runs without).")
         spanned = max((c.layouts_tried for c in self.candidates), default=0)
         if spanned > 1:
             lines += ["", *wrapped("layouts: a strategy past the chip's fast-link domain (a GPU node of NVLink, a TPU "
