@@ -36,7 +36,7 @@ from ..render.json_report import json_value
 from ..render.tex import TexPrinter, tex_number, tex_words
 from ..show import beside, human, number, seconds, wrapped
 from .catalogue import FIELDS, get_model
-from .decls import OPTIMIZERS, Options, StateBytes, budget, state_bytes, state_text, usable_hbm
+from .decls import OPTIMIZERS, Options, StateBytes, budget, state_bytes, state_text, usable_hbm, usable_text
 
 # the sizes a parameter-count model may carry (models.json's names), and the flags that give them
 SIZE_FLAGS = {"L": "--layers", "D": "--dim", "F": "--ffn", "N": "--heads", "V": "--vocab", "context": "--context"}
@@ -245,7 +245,7 @@ class Counted:
             found["hbm_per_chip"] = (self.hbm_per_chip, "bytes", f"memory_bytes / {self.options.chips} chips (an "
                                      "even split, as FSDP / ZeRO-3)")
         if self.machine is not None and self.machine.capacity() is not None:
-            usable = f"{float(self.options.headroom):g}"
+            usable = usable_text(self.options)
             found["hbm_left_per_chip"] = (self.hbm_left_per_chip, "bytes", f"{usable} of HBM less hbm_per_chip")
             found["min_chips"] = (self.min_chips, "", f"ceil(memory_bytes / ({usable} x HBM capacity "
                                                       f"{human(self.machine.capacity(), 'B')}))")
@@ -276,7 +276,7 @@ class Counted:
                 "a model given by its parameter count N: training FLOPs by the 6·N rule (forward 2·N, backward "
                 "4·N a token; attention's quadratic term left out), time only at a given MFU (no roofline)",
                 "training state: " + state_text(self.options, self.weights.bytes),
-                f"a chip's usable HBM is {float(self.options.headroom):g} of its capacity; on N chips memory splits "
+                f"a chip's usable HBM is {usable_text(self.options)} of its capacity; on N chips memory splits "
                 "evenly"]
 
     def rows(self, total_tokens: int | float | None = None, price: float | None = None) -> list[tuple[str, str]]:

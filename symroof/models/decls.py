@@ -303,3 +303,9 @@ def usable_hbm(target: Machine, options: Options) -> sympy.Expr:
     if capacity is None:
         raise SpecError(f"{target.name} has no HBM capacity figure: the chips a model needs cannot be counted")
     return capacity * options.headroom
+
+
+def usable_text(options: Options) -> str:
+    """The usable fraction of HBM as reports print it: 0.9, 1.0 (never a bare "1 of its capacity")."""
+    shown = f"{float(options.headroom):g}"
+    return shown if "." in shown or "e" in shown else shown + ".0"

@@ -47,7 +47,7 @@ from ..show import number, seconds, wrapped
 from . import kinds, strategies, strategy_costs
 from .catalogue import get_model
 from .counted import NEEDS_CONFIG, is_counted
-from .decls import Options, budget, price_exact, state_bytes, state_text
+from .decls import Options, budget, price_exact, state_bytes, state_text, usable_text
 from .report import budget_json, budget_rows, conventions, model, state_json
 from .whole import Model
 
@@ -251,8 +251,8 @@ class Plan:
             lines.append("")
         if not self.options.default_state:
             lines += wrapped("training state: " + state_text(self.options) + f"; usable HBM "
-                             f"{float(self.options.headroom):g} of capacity" if self.mode == "train" else
-                             f"usable HBM {float(self.options.headroom):g} of capacity")
+                             f"{usable_text(self.options)} of capacity" if self.mode == "train" else
+                             f"usable HBM {usable_text(self.options)} of capacity")
             lines.append("")
         lines += wrapped("t_step: the roofline's bound, every collective overlapped; exposed: the activations' "
                          "collectives (tensor parallelism's) waiting on the critical path, and a pipeline's bubble "

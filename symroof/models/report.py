@@ -24,7 +24,7 @@ from ..show import beside, human, number, pretty, seconds, wrapped
 from . import accumulation, kinds, pipeline, strategy_costs
 from .catalogue import get_model
 from .counted import NEEDS_CONFIG, is_counted
-from .decls import MODEL_QUANTITY, Options, state_bytes, state_text
+from .decls import MODEL_QUANTITY, Options, state_bytes, state_text, usable_text
 from .strategies import Strategy, strategy_of
 from .templates import program, sharded, whole
 from .whole import Model
@@ -231,11 +231,6 @@ def conventions(options: Options) -> list[str]:
     if options.headroom != default.headroom:
         out[_USABLE] = out[_USABLE].replace("0.9 of its capacity", f"{usable_text(options)} of its capacity")
     return out
-
-
-def usable_text(options: Options) -> str:
-    """The usable fraction of HBM as reports print it (0.9, 1)."""
-    return f"{float(options.headroom):g}"
 
 
 def _shown(value: sympy.Expr, unit: str) -> str:
