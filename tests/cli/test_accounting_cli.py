@@ -56,7 +56,7 @@ def test_the_options_reach_the_report():
     params = data["params"]
     assert (data["grad_bytes"], data["optimizer_bytes"]) == (4 * params, 4 * params)
     assert data["training_state"]["bytes_per_param"]["optimizer"] == 4
-    assert any("usable HBM is 1 of its capacity" in c for c in data["conventions"])
+    assert any("usable HBM is 1.0 of its capacity" in c for c in data["conventions"])
 
 
 def test_a_plan_takes_the_options_and_a_budget():
