@@ -95,9 +95,13 @@ def _formulas(args: argparse.Namespace) -> str:
                                   ("--hbm-bw", args.hbm_bw), ("--vector-flops", args.vector_flops),
                                   ("--ici-bw", args.ici_bw), ("--override", args.override),
                                   ("--hardware", args.hardware), ("--context", args.context),
-                                  ("--remat", args.remat != "full"), ("--top", args.top != 10)) if given]
+                                  ("--remat", args.remat != "full"), ("--top", args.top != 10),
+                                  ("--tokens", args.tokens), ("--price", args.price),
+                                  ("--optimizer", args.optimizer != "adam"), ("--grads", args.grads),
+                                  ("--master", args.master), ("--hbm-usable", args.hbm_usable)) if given]
     if refused:
-        raise SpecError(f"{flags} take the chip's own figures and the model's D and F: drop {', '.join(refused)}")
+        raise SpecError(f"{flags} derive{'s' if ' and ' not in flags else ''} the book's layer from the chip's own "
+                        f"figures and the model's D and F, with no ranking, state or budget: drop {', '.join(refused)}")
     found = derive.training_formulas(args.name, args.chip, size_value(args.chips, "--chips"),
                                      size_value(args.batch, "--batch"), slice=args.slice, symbolic=args.symbolic,
                                      optimize=args.optimize, models_file=args.models)

@@ -130,3 +130,7 @@ def test_strategy_formulas_of_a_parameter_count_are_refused_and_a_vendor_slice_i
     assert code == 0, err
     assert "dp (dp over 3 torus axes)" in out and "B/X > alpha/3" in out
     assert "4x4x4 slice, the vendor's shape of 64 chips" in out
+    # what the formulas take no account of is refused, not ignored
+    for extra in (("--tokens", "1e12"), ("--price", "2"), ("--optimizer", "adam8bit"), ("--hbm-usable", "1")):
+        assert f"drop {extra[0]}" in refused("plan", "llama-3-70b", "--chip", "v5p", "--chips", "64", "--batch",
+                                             "48000", "--optimize", *extra)
