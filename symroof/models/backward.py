@@ -13,7 +13,11 @@ writes, block by block in reverse order:
   gradients back through one matmul over their weights side by side (`let J1 = ...`), as
   Megatron and XLA do, so the input's gradient is reduced once, not once a weight;
 * every other statement (norms, activations, softmax, the fused attention, gathers,
-  residual adds) twice: the convention that a backward costs twice its forward;
+  residual adds) twice: the convention that a backward costs twice its forward; a lookup
+  in a table split by vocabulary (tp's input embedding) written with its result unreduced
+  (`{U_Y}`): its forward's AllReduce is not the backward's, which needs the stream's
+  gradient whole on each chip (each scatters it into its own rows: gathered under
+  Megatron sequence parallelism, `strategies.sequence_split`);
 * for a parameter no matmul reads (norm scales, biases, embedding tables read by a
   gather), its gradient's reduction written out: ReduceScatter over the FSDP axes where it
   is split along them, AllReduce over the other batch axes;
@@ -149,6 +153,11 @@ class _Writer:
                 # its backward scatters into the table's gradient, whole
                 split = Dim("D", self.fsdp)
                 item = item.mapped(lambda t: t.with_dims([Dim("D") if d == split else d for d in t.dims]))
+            if isinstance(item, Apply) and item.word == "gather":
+                # a table split by vocabulary (tp): each chip scatters the whole gradient of the
+                # lookup into its own rows, no reduction; the forward's collective is not the backward's
+                vocab = "".join(d.axes for d in item.operands[0].dims if d.name == "V")
+                item = replace(item, output=replace(item.output, unreduced=vocab)) if vocab else item
             if isinstance(item, Collective) and item.kind == "AllToAll":
                 return [_reversed_exchange(item)]  # an expert exchange: the gradients go back the way they came
             if isinstance(item, Collective) and item.kind == "AllGather":

@@ -22,7 +22,9 @@ collectives:
   query groups) and the MLP width (`F_Y`) are split; the attention output and MLP down
   projections then hold partial sums, which the engine all-reduces: two AllReduces per
   layer forward, two backward (the gradients into each sublayer's input). The output
-  layer is split by vocabulary (`V_Y`); the input embedding table is kept whole.
+  layer is split by vocabulary (`V_Y`), and the input embedding table too, as Megatron's
+  VocabParallelEmbedding and vLLM split it: each chip looks up the tokens in its rows
+  (the others zero), and the lookup's partial sums are all-reduced over the tp axes.
   Wider than the KV heads (tp=16 over 8), each KV head is copied, as Megatron and vLLM
   do: tp's innermost axes hold the copies (`Y=8, y=2`: `K_Y`, and `G_y`, each copy its
   share of the head's query heads); the KV projections' weights and the cache are split
@@ -35,8 +37,9 @@ collectives:
   over them makes T whole before the column-parallel matmuls (q, k, v; the MLP's up
   projections; the output layer), and the row-parallel ones (the attention output and MLP
   down projections) write their partial sums into `T_Y`, which the engine reduce-scatters:
-  the bytes of the AllReduce, split into its two halves. The backward mirrors them
-  (`sequence_split`); decode has one token a sequence, and nothing to split.
+  the bytes of the AllReduce, split into its two halves (the embedding's lookup, too). The
+  backward mirrors them (`sequence_split`); decode has one token a sequence, and nothing to
+  split.
 
 * sequence (sp, context parallelism): every sequence's tokens split over the axis (`T_I`,
   and `S_I` on the keys' side); each attention block's keys and values are gathered
@@ -238,19 +241,19 @@ def subscripted(p: Program, strategy: Strategy) -> Program:
     # the tables they index, are written whole
     routed = names(strategy, lambda k: k.splits_tokens and not k.splits_experts)
 
-    def split(t: Tensor, output_layer: bool) -> Tensor:
+    def split(t: Tensor) -> Tensor:
         parameter = is_parameter(t)
         # an expert's weights (they have F) and its tokens (C) are split by expert; the router's are not
         by_expert = "C" in t.names or (parameter and "F" in t.names)
+        # the vocabulary: the output layer's, and the input embedding table's (its lookup's
+        # partial sums the engine reduces), over every tp axis, KV heads' copies' included
         axes = {"B": batch, "K": heads, "G": copies, "F": tensor, "D": fsdp if parameter else "",
-                "V": tensor if output_layer else "", "T": sequence, "S": sequence,
-                "E": expert if by_expert else "", "C": routed}
+                "V": tensor, "T": sequence, "S": sequence, "E": expert if by_expert else "", "C": routed}
         return t.with_dims([Dim(d.name, axes.get(d.name, "")) for d in t.dims])
 
     def each(item: Item) -> tuple[Item, ...]:
         if isinstance(item, (Contraction, Apply, Collective, Fused, Declare)):
-            output_layer = _unembedding(item)
-            return (item.mapped(lambda t: split(t, output_layer)),)
+            return (item.mapped(split),)
         return (item,)
 
     items = map_items(p.items, each)
@@ -368,9 +371,11 @@ def sequence_split(p: Program, strategy: Strategy, backward: bool = False) -> Pr
     are written `T_Y`: reduce-scattered (the gradients of the forward's AllGathers). The
     weights' gradients read the column-parallel matmuls' inputs whole, gathered again in
     the backward as Megatron-LM does (the forward kept only each chip's shard). The input
-    embedding's lookup is written whole (each chip looks up the whole sequence, as without
-    sequence parallelism, and keeps its shard); in the backward its gradient is gathered
-    whole before the table's."""
+    embedding's lookup in its table split by vocabulary holds partial sums: written `T_Y`,
+    reduce-scattered into the stream's shard (Megatron's VocabParallelEmbedding); a table
+    not split over the tp axes (learned positions) is looked up whole, each chip keeping
+    its shard. In the backward the lookups' gradient is gathered whole before the tables'
+    (each chip scatters every token's gradient into its own rows)."""
     axes = sequence_parallel_axes(p, strategy)
     if not axes:
         return p
@@ -380,10 +385,11 @@ def sequence_split(p: Program, strategy: Strategy, backward: bool = False) -> Pr
         return t.with_dims([Dim("T", d.axes + axes) if d.name == "T" else d for d in t.dims])
 
     def whole(t: Tensor) -> Tensor:
-        """The T form of a stream tensor (S = T), whole over the tp axes."""
-        return t.unnamed().with_dims([Dim("T", d.axes) if d.name == "S" else d for d in t.dims])
+        """The T form of a stream tensor (S = T), whole over the tp axes (and reduced)."""
+        return replace(t, name=None, unreduced="").with_dims([Dim("T", d.axes) if d.name == "S" else d
+                                                              for d in t.dims])
 
-    def beside_split(s: Contraction, t: Tensor) -> bool:
+    def beside_split(s: Contraction | Apply, t: Tensor) -> bool:
         return any(tp & set(d.axes) for o in s.operands if o is not t for d in o.dims)
 
     def gather(t: Tensor) -> Collective:
@@ -407,9 +413,11 @@ def sequence_split(p: Program, strategy: Strategy, backward: bool = False) -> Pr
                                                     for t in item.operands),
                                output=split(item.output) if item.output.names == _STREAM and
                                not item.output.unreduced else item.output)
-            elif isinstance(item, Apply) and item.word == "gather":
-                # the embedding's lookup, whole; in the backward it reads the gradient of its output
-                read = [item.output] if backward and item.output.names == _STREAM else []
+            elif isinstance(item, Apply) and item.word == "gather" and item.output.names == _STREAM:
+                if backward:  # it reads the gradient of its output, whole
+                    read = [item.output]
+                elif beside_split(item, item.output):  # the table split by vocabulary: its partial sums scattered
+                    item = replace(item, output=split(item.output))
             elif isinstance(item, Collective) and item.kind == "AllReduce" and item.output.names == _STREAM:
                 # partial sums of the stream written out: reduce-scattered into its shard instead
                 assert set("".join(item.subscript)) == tp, item
@@ -510,13 +518,6 @@ def _reading_whole(s: Contraction | Apply, found: list[Collective]) -> Contracti
 def shard(p: Program, strategy: Strategy) -> Program:
     """The forward program written sharded (`subscripted`, `sequence_split`, then `gathered`)."""
     return gathered(sequence_split(subscripted(p, strategy), strategy), strategy)
-
-
-def _unembedding(item: Item) -> bool:
-    """The output layer's declaration or matmul (its result has the vocabulary V last)."""
-    if isinstance(item, Declare):
-        return item.word == "embedding" and item.tensors[0].name == "Wout"
-    return isinstance(item, (Contraction, Apply, Collective)) and item.output.names[-1:] == ("V",)
 
 
 def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict, chips: int,

@@ -18,12 +18,15 @@ def test_tensor_parallel_decode_pays_two_allreduces_a_layer(chip):
     m = symroof.model("llama-3-70b", "decode", chip=chip, sizes={"B": B, "S": 4096}, strategy="tp=8")
     moves = m.analysis.collectives
     # Megatron: the attention output and the MLP down projections hold partial sums over
-    # the heads and the MLP width: one AllReduce of the [B, D] activations each, per layer
-    assert [(c.move.move.kind, c.move.count, c.move.bytes) for c in moves] == [("AllReduce", L, B * D * 2)] * 2
+    # the heads and the MLP width: one AllReduce of the [B, D] activations each, per layer;
+    # and the embedding's lookup in its table split by vocabulary (each chip its V/8 rows,
+    # the other tokens' rows zero): one more, once
+    assert [(c.move.move.kind, c.move.count, c.move.bytes) for c in moves] == \
+        [("AllReduce", 1, B * D * 2)] + [("AllReduce", L, B * D * 2)] * 2
     one = symroof.analyze("AllReduce_Y bf16[B, D] {U_Y} -> bf16[B, D]", chip=chip, mesh="Y=8",
                           values={"B": B, "D": D})
-    assert m.analysis.t_network == 2 * L * one.t_network
-    assert m.analysis.t_network_latency == 2 * L * one.t_network_latency
+    assert m.analysis.t_network == (2 * L + 1) * one.t_network
+    assert m.analysis.t_network_latency == (2 * L + 1) * one.t_network_latency
 
 
 def test_tensor_parallel_splits_the_weights_and_the_cache_by_hand():
@@ -31,7 +34,7 @@ def test_tensor_parallel_splits_the_weights_and_the_cache_by_hand():
     D, L, N, K, H, F, V = (s[k] for k in "DLNKHFV")
     m = symroof.model("llama-3-70b", "decode", sizes={"B": 16, "S": 2048}, strategy="tp=8")
     block = D * N * H * 2 + 2 * D * K * H + 3 * D * F  # split eight ways; the two norms are not
-    per_chip = L * (block // 8 + 2 * D) + V * D + V * D // 8 + D  # the input table whole, the output split
+    per_chip = L * (block // 8 + 2 * D) + 2 * (V * D // 8) + D  # both tables split by vocabulary
     assert m.weight_bytes == 2 * per_chip
     assert m.kv_bytes == L * 2 * 16 * 2048 * (K // 8) * H * 2  # each chip the cache of its KV heads
     assert m.params == get_model("llama-3-70b")["params_published"]  # the model is the same
@@ -46,11 +49,16 @@ def test_data_parallel_splits_the_batch_not_the_weights():
     assert not dp.analysis.collectives  # the forward pass needs none
     both = symroof.model("llama-3-8b", "prefill", chip="tpu-v5p", sizes={"B": 8, "T": 1024},
                          strategy="dp=X,tp=Y", mesh="X=2,Y=4")
-    # Megatron sequence parallelism: an AllGather and a ReduceScatter per sublayer, the output layer's gather
-    assert both.analysis.mesh.chips == 8 and len(both.analysis.collectives) == 5
+    # Megatron sequence parallelism: an AllGather and a ReduceScatter per sublayer, the output layer's gather,
+    # and the embedding's lookup (its table split by vocabulary) reduce-scattered into the stream's shard
+    assert both.analysis.mesh.chips == 8 and len(both.analysis.collectives) == 6
+    lookup = both.analysis.collectives[0].move
+    assert (lookup.move.kind, lookup.count, lookup.bytes) == ("ReduceScatter", 1, (8 // 2) * 1024 * 4096 * 2)
     plain = symroof.model("llama-3-8b", "prefill", chip="tpu-v5p", sizes={"B": 8, "T": 1024},
                           strategy="dp=X,tp-nosp=Y", mesh="X=2,Y=4")
-    assert len(plain.analysis.collectives) == 2  # without it: an AllReduce per sublayer
+    # without it: an AllReduce per sublayer, and the lookup's, once, of the [B/2, T, D] stream
+    assert [(c.move.move.kind, c.move.count, c.move.bytes) for c in plain.analysis.collectives] == \
+        [("AllReduce", 1, (8 // 2) * 1024 * 4096 * 2)] + [("AllReduce", 32, (8 // 2) * 1024 * 4096 * 2)] * 2
 
 
 def test_strategy_errors_say_what_would_work(capsys):
