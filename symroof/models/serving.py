@@ -1,0 +1,357 @@
+"""What a served request costs (`symroof.serving.request`, `symroof model NAME --serve`): a
+request of P prompt tokens and G generated tokens, B of them batched in lockstep, on a
+named model and chip.
+
+* `ttft`: the prefill step of P tokens for each of the B sequences (the prefill model's
+  t_step at T = P);
+* `tpot(S)`: one decode step at context S (the decode model's t_step); the g-th generated
+  token's step (g = 0 .. G-1) reads a context of P + g tokens;
+* `t_request = ttft + sum over g = 0 .. G-1 of tpot(P + g)`, in closed form: the decode
+  step's time is a Max of roofs linear in S, so the sum is split where the roofs cross and
+  each piece summed as an arithmetic series (`series`), not a loop over G;
+* throughput in lockstep (B requests start and end together: B / t_request requests a
+  second) and under continuous batching at steady state (every slot busy decoding, the
+  running sequences' contexts spread evenly over P .. P + G - 1, whose mean
+  P + (G - 1)/2 a step's time is exactly taken at where one roof holds, the roofs being
+  linear in the batch's summed context; prefill's time not counted: it runs elsewhere);
+* `max_batch` under a per-token latency target: the largest B whose step at the last
+  context P + G stays within it (solved per roof) and whose KV caches fit;
+* `kv_caches_fit`: sequences at context P + G whose caches fit in the HBM the weights leave;
+* speculative decoding (`Speculative`): k draft steps, then one target step verifying
+  k + 1 tokens a sequence, (1 - a^(k+1))/(1 - a) tokens expected from it.
+
+The latency-bound byte threshold the issue asks for is not given: the chips' figures carry
+no fixed per-step (kernel launch) latency for memory, only the networks' hop latencies, so
+nothing here could derive it without inventing a floor.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+import sympy
+
+from ..errors import SpecError
+from ..hardware.machines import Machine, machine
+from ..ir import dim_symbol
+from ..render.json_report import json_value
+from ..show import number, seconds
+from .report import model
+from .whole import Model
+
+CONVENTIONS = (
+    "ttft: one prefill step of the P prompt tokens for each of the B sequences together",
+    "tpot(S): one decode step of the B sequences at a context of S tokens; the g-th generated token "
+    "(g = 0 .. G-1) is decoded at S = P + g",
+    "t_request = ttft + the sum of tpot(P + g) over g = 0 .. G-1, summed in closed form",
+    "lockstep: the B requests of a batch start and end together; requests/s = B / t_request",
+    "steady state: continuous batching keeps B slots decoding, their contexts spread evenly over P .. P+G-1: "
+    "a step at the mean context P + (G-1)/2; prefill runs elsewhere and is not counted",
+    "max_batch: the largest B whose decode step at the last context P + G takes at most the target "
+    "and whose weights and KV caches fit the chips' usable HBM",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Where one roof sets the decode step's time: contexts `first` .. `last`, the roof's
+    time in S, and its sum over them."""
+
+    first: int
+    last: int
+    roof: sympy.Expr
+    total: sympy.Expr
+
+
+def roofs(step: sympy.Expr, var: sympy.Symbol) -> tuple[sympy.Expr, ...]:
+    """The roofs of a step's time (the arguments of its Max, nested ones flattened), each
+    checked to be linear in `var` with no other symbol: else the closed-form sum would be
+    wrong, and it is refused."""
+    found: list[sympy.Expr] = []
+    scale, rest = step.as_coeff_Mul()  # a step split over N chips: Max(...)/N, the scale positive
+    if scale != 1 and scale > 0 and isinstance(rest, sympy.Max):
+        return tuple(sympy.expand(scale * r) for r in roofs(rest, var))
+    for arg in (step.args if isinstance(step, sympy.Max) else (step,)):
+        if isinstance(arg, sympy.Max) or isinstance(arg.as_coeff_Mul()[1], sympy.Max):
+            found.extend(roofs(arg, var))
+            continue
+        arg = sympy.expand(arg)
+        if arg.free_symbols - {var} or not arg.is_polynomial(var) or sympy.degree(arg, var) > 1:
+            raise SpecError(f"the step's time is not linear in {var} with numbers for the rest "
+                            f"({arg}): give every other size and a chip with numeric figures")
+        found.append(arg)
+    return tuple(found)
+
+
+def series(step: sympy.Expr, var: sympy.Symbol, first: int, last: int) -> tuple[sympy.Expr, tuple[Piece, ...]]:
+    """The sum of `step` (a Max of roofs linear in `var`) over var = first .. last, in closed
+    form: the range is cut where two roofs cross, and on each piece the one on top is summed
+    as an arithmetic series, (n)(c0) + c1 (a + b) n / 2. No loop over the range: as many
+    pieces as the roofs have crossings inside it."""
+    if last < first:
+        return sympy.Integer(0), ()
+    lines = roofs(step, var)
+    cuts = {first, last + 1}
+    for a, b in itertools.combinations(lines, 2):
+        slope = (a - b).coeff(var, 1)
+        if slope != 0:
+            cross = -(a - b).coeff(var, 0) / slope
+            if first < cross < last + 1:
+                cuts.add(int(sympy.floor(cross)) + 1)  # the first whole context past the crossing
+    edges = sorted(cuts)
+    pieces = []
+    for lo, end in zip(edges, edges[1:]):
+        hi = end - 1
+        # no two roofs cross strictly inside [lo, hi]: the one on top at its middle is on top throughout
+        mid = sympy.Rational(lo + hi, 2)
+        top = max(lines, key=lambda r: r.subs(var, mid))
+        n = hi - lo + 1
+        total = n * top.coeff(var, 0) + top.coeff(var, 1) * sympy.Rational((lo + hi) * n, 2)
+        pieces.append(Piece(lo, hi, top, total))
+    return sympy.Add(*(p.total for p in pieces)), tuple(pieces)
+
+
+def expected_tokens(accept: sympy.Expr, k: int) -> sympy.Expr:
+    """Tokens a target step yields when it verifies k draft tokens, each accepted with
+    probability `accept` until the first rejection, plus the target's own token:
+    sum of a^i for i = 0 .. k, (1 - a^(k+1))/(1 - a), and k + 1 at a = 1.
+
+    Examples:
+        >>> expected_tokens(sympy.Rational(1, 2), 2), expected_tokens(sympy.Integer(1), 4)
+        (7/4, 5)
+    """
+    if accept == 1:
+        return sympy.Integer(k + 1)
+    return (1 - accept ** (k + 1)) / (1 - accept)
+
+
+@dataclass(frozen=True, slots=True)
+class Speculative:
+    """Speculative decoding at context `context`: k draft decode steps (contexts S .. S+k-1,
+    summed as `series` does), then one target step verifying k + 1 tokens a sequence.
+
+    The verify step is costed as the target's decode step at B·(k+1) sequences: its FLOPs
+    and weight reads are the verify's, but each of the k + 1 rows reads its sequence's KV
+    cache, where a fused verify reads it once; so `t_verify` is an upper estimate, and the
+    speedup a lower one."""
+
+    draft: str
+    k: int
+    accept: sympy.Expr
+    context: int
+    t_draft: sympy.Expr
+    t_verify: sympy.Expr
+    tokens_per_step: sympy.Expr
+    t_per_token: sympy.Expr
+    speedup: sympy.Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A request's serving quantities (the module docstring); `to_dict` and `table` print them."""
+
+    name: str
+    chip: str
+    chips: sympy.Expr
+    prompt: int
+    generate: int
+    batch: int
+    tpot: sympy.Expr  # in S, the context
+    ttft: sympy.Expr
+    t_request: sympy.Expr
+    pieces: tuple[Piece, ...]
+    tokens_per_s: sympy.Expr
+    tokens_per_s_per_chip: sympy.Expr
+    requests_per_s: sympy.Expr
+    tpot_steady: sympy.Expr
+    tokens_per_s_steady: sympy.Expr
+    requests_per_s_steady: sympy.Expr
+    kv_caches_fit: sympy.Expr | None
+    tpot_slo: sympy.Expr | None
+    max_batch: sympy.Expr | None
+    max_batch_bound: str | None
+    speculative: Speculative | None
+
+    def tpot_at(self, context: int) -> sympy.Expr:
+        """The decode step's time at a context of `context` tokens."""
+        return self.tpot.subs(dim_symbol("S"), context)
+
+    def quantities(self) -> dict[str, sympy.Expr | None]:
+        """Each figure by name (in seconds, tokens/s, requests/s; counts)."""
+        P, G = self.prompt, self.generate
+        out: dict[str, sympy.Expr | None] = {
+            "ttft": self.ttft, "tpot_first": self.tpot_at(P), "tpot_last": self.tpot_at(P + G - 1),
+            "t_request": self.t_request, "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_chip": self.tokens_per_s_per_chip, "requests_per_s": self.requests_per_s,
+            "tpot_steady": self.tpot_steady, "tokens_per_s_steady": self.tokens_per_s_steady,
+            "requests_per_s_steady": self.requests_per_s_steady, "kv_caches_fit": self.kv_caches_fit}
+        if self.tpot_slo is not None:
+            out["max_batch"] = self.max_batch
+        if self.speculative is not None:
+            sp = self.speculative
+            out.update(spec_tokens_per_step=sp.tokens_per_step, spec_t_draft=sp.t_draft, spec_t_verify=sp.t_verify,
+                       spec_t_per_token=sp.t_per_token, spec_speedup=sp.speedup)
+        return out
+
+    def to_dict(self) -> dict:
+        """One JSON object: the request, each figure, the pieces of the sum and the conventions."""
+        out = {"model": self.name, "chip": self.chip, "chips": json_value(self.chips), "prompt": self.prompt,
+               "generate": self.generate, "B": self.batch, "tpot_formula": str(self.tpot),
+               "pieces": [{"contexts": [p.first, p.last], "roof": str(p.roof), "sum": json_value(p.total)}
+                          for p in self.pieces]}
+        out.update({k: json_value(v) for k, v in self.quantities().items()})
+        if self.tpot_slo is not None:
+            out["tpot_slo"] = json_value(self.tpot_slo)
+            out["max_batch_bound"] = self.max_batch_bound
+        if self.speculative is not None:
+            out["speculative"] = {"draft": self.speculative.draft, "k": self.speculative.k,
+                                  "accept": json_value(self.speculative.accept),
+                                  "context": self.speculative.context}
+        out["conventions"] = list(self.conventions())
+        return out
+
+    def conventions(self) -> tuple[str, ...]:
+        extra = (Speculative.__doc__ or "").split("\n\n")[1].replace("\n    ", " ").strip()
+        return CONVENTIONS + ((extra,) if self.speculative is not None else ())
+
+    def table(self) -> str:
+        """The figures as text, each with what it is measured at."""
+        P, G, B = self.prompt, self.generate, self.batch
+        rows = [("request", f"{self.name} on {number(self.chips)} x {self.chip}: B = {B}, P = {P} prompt tokens, "
+                            f"G = {G} generated"),
+                ("ttft", f"{seconds(self.ttft)}  (prefill of {P} tokens x {B} sequences)"),
+                ("tpot", f"{seconds(self.tpot_at(P))} at S = {P} .. {seconds(self.tpot_at(P + G - 1))} at "
+                         f"S = {P + G - 1}"),
+                ("t_request", f"{seconds(self.t_request)}  (ttft + {G} decode steps, S = {P} .. {P + G - 1})"),
+                ("tokens_per_s", f"{number(self.tokens_per_s, 6)} ({number(self.tokens_per_s_per_chip, 6)} a chip)"
+                                 f"  (lockstep: G x B / t_request)"),
+                ("requests_per_s", f"{number(self.requests_per_s, 6)}  (lockstep: B / t_request)"),
+                ("tpot_steady", f"{seconds(self.tpot_steady)}  (continuous batching: S = {P} + ({G} - 1)/2)"),
+                ("tokens_per_s_steady", f"{number(self.tokens_per_s_steady, 6)}  (B / tpot_steady)"),
+                ("requests_per_s_steady", f"{number(self.requests_per_s_steady, 6)}  (B / (G x tpot_steady); "
+                                          "prefill not counted)")]
+        if self.kv_caches_fit is not None:
+            rows.append(("kv_caches_fit", f"{self.kv_caches_fit}  (sequences at S = {P + G} beside the weights)"))
+            if self.kv_caches_fit < B:
+                rows.append(("fits", f"NO: B = {B} sequences at S = {P + G} need more HBM than the weights leave"))
+        if self.tpot_slo is not None:
+            rows.append(("max_batch", f"{self.max_batch}  (tpot at S = {P + G} at most {seconds(self.tpot_slo)}; "
+                                      f"bound by {self.max_batch_bound})"))
+        sp = self.speculative
+        if sp is not None:
+            rows += [("draft", f"{sp.draft}, k = {sp.k}, acceptance {number(sp.accept)}, at S = {sp.context}"),
+                     ("tokens_per_step", f"{number(sp.tokens_per_step, 6)}  ((1 - a^(k+1))/(1 - a))"),
+                     ("t_draft", f"{seconds(sp.t_draft)}  ({sp.k} draft decode steps)"),
+                     ("t_verify", f"{seconds(sp.t_verify)}  (estimate, an upper bound: target step at "
+                                  f"B x {sp.k + 1})"),
+                     ("t_per_token", f"{seconds(sp.t_per_token)}  (vs tpot {seconds(self.tpot_at(sp.context))})"),
+                     ("speedup", f"{number(sp.speedup, 4)}  (estimate, a lower bound)")]
+        width = max(len(k) for k, _ in rows) + 2
+        lines = [f"{k:<{width}}{v}" for k, v in rows]
+        lines.append("")
+        lines.append("conventions: " + "; ".join(self.conventions()))
+        return "\n".join(lines)
+
+
+def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: int = 1, *,
+            strategy: str | None = None, mesh: str | None = None, chips: int = 1, weights: str = "bf16",
+            kv: str = "bf16", tpot_slo: float | Fraction | None = None, draft: str | None = None,
+            draft_tokens: int = 4, accept: float | Fraction | None = None, models_file: str | None = None,
+            hbm_usable: float = 0.9) -> Request:
+    """A request of `prompt` tokens in and `generate` out, `batch` of them in lockstep, on
+    `chip` (the module docstring).
+
+    Examples:
+        >>> r = request("llama-3-8b", "h100", 1000, 500, 8)
+        >>> r.t_request == r.ttft + sum(r.tpot_at(1000 + g) for g in range(500))
+        True
+    """
+    for what, value in (("the prompt", prompt), ("the tokens generated", generate), ("the batch", batch)):
+        if not isinstance(value, int) or value < 1:
+            raise SpecError(f"{what} must be a whole number of at least 1, got {value!r}")
+    target = chip if isinstance(chip, Machine) else machine(chip)
+    if target is None:
+        raise SpecError("a request's times need a chip (--chip)")
+    common = dict(strategy=strategy, mesh=mesh, chips=chips, weights=weights, kv=kv, models_file=models_file,
+                  hbm_usable=hbm_usable)
+    S, B = dim_symbol("S"), dim_symbol("B")
+    P, G = prompt, generate
+
+    def decode(b: int | None, s: int | None, who: str = name) -> Model:
+        return model(who, "decode", target, {"B": b, "S": s}, **common)  # type: ignore[arg-type]
+
+    step = decode(batch, None)
+    tpot = step.t_step
+    ttft = model(name, "prefill", target, {"B": batch, "T": P}, **common).t_step  # type: ignore[arg-type]
+    summed, pieces = series(tpot, S, P, P + G - 1)
+    t_request = ttft + summed
+    n_chips = step._chips_in_all
+    steady = tpot.subs(S, sympy.Rational(2 * P + G - 1, 2))
+    last = decode(None, P + G)
+    fit = last.max_batch()
+    slo = None if tpot_slo is None else _rational(tpot_slo, "--tpot-slo")
+    most, bound = (None, None) if slo is None else _max_batch(last.t_step, B, slo, fit)
+    spec = None
+    if draft is not None:
+        spec = _speculative(name, draft, draft_tokens, _rational(accept if accept is not None else 0.8, "--accept"),
+                            P + G // 2, batch, tpot, decode)
+    elif accept is not None:
+        raise SpecError("--accept goes with --draft MODEL: the draft's acceptance rate")
+    tokens = sympy.Integer(G * batch)
+    return Request(name=step.about.get("name", name), chip=target.name, chips=n_chips, prompt=P, generate=G,
+                   batch=batch, tpot=tpot, ttft=ttft, t_request=t_request, pieces=pieces,
+                   tokens_per_s=tokens / t_request, tokens_per_s_per_chip=tokens / t_request / n_chips,
+                   requests_per_s=batch / t_request, tpot_steady=steady, tokens_per_s_steady=batch / steady,
+                   requests_per_s_steady=batch / (G * steady), kv_caches_fit=fit, tpot_slo=slo, max_batch=most,
+                   max_batch_bound=bound, speculative=spec)
+
+
+def _rational(value: float | Fraction | str, flag: str) -> sympy.Rational:
+    """A user's number as an exact rational (through `fractions`, never sympify)."""
+    try:
+        exact = Fraction(str(value)) if not isinstance(value, Fraction) else value
+    except (ValueError, ZeroDivisionError):
+        raise SpecError(f"{flag} takes a number, got {value!r}") from None
+    if exact <= 0:
+        raise SpecError(f"{flag} must be positive, got {value!r}")
+    return sympy.Rational(exact.numerator, exact.denominator)
+
+
+def _max_batch(step: sympy.Expr, B: sympy.Symbol, slo: sympy.Expr,
+               fit: sympy.Expr | None) -> tuple[sympy.Expr, str]:
+    """The largest B with `step` (roofs linear in B) at most `slo` and within `fit` (the
+    memory's largest batch): each roof solved for B, the least of their bounds taken."""
+    best: sympy.Expr | None = None
+    for roof in roofs(step, B):
+        slope, fixed = roof.coeff(B, 1), roof.coeff(B, 0)
+        if slope == 0:
+            if fixed > slo:
+                return sympy.Integer(0), f"a roof of {seconds(fixed)} whatever the batch"
+            continue
+        if slope < 0:
+            raise SpecError(f"a roof of the decode step falls as the batch grows ({roof}): no batch bound follows")
+        most = sympy.Integer(max(0, int(sympy.floor((slo - fixed) / slope))))
+        best = most if best is None else min(best, most)
+    if fit is not None and (best is None or fit < best):
+        return fit, "memory (the KV caches and weights fit the usable HBM)"
+    if best is None:
+        raise SpecError("the decode step's time does not grow with the batch, and memory gives no bound")
+    return best, "latency (tpot at most the target)"
+
+
+def _speculative(name: str, draft: str, k: int, accept: sympy.Rational, context: int, batch: int,
+                 tpot: sympy.Expr, decode: Callable[..., Model]) -> Speculative:
+    if not isinstance(k, int) or k < 1:
+        raise SpecError(f"--draft-tokens takes a whole number of at least 1, got {k!r}")
+    if accept > 1:
+        raise SpecError(f"--accept is a probability: at most 1, got {number(accept)}")
+    S = dim_symbol("S")
+    t_draft, _ = series(decode(batch, None, draft).t_step, S, context, context + k - 1)
+    t_verify = decode(batch * (k + 1), context).t_step
+    tokens = expected_tokens(accept, k)
+    per_token = (t_draft + t_verify) / tokens
+    return Speculative(draft=draft, k=k, accept=accept, context=context, t_draft=t_draft, t_verify=t_verify,
+                       tokens_per_step=tokens, t_per_token=per_token, speedup=tpot.subs(S, context) / per_token)
