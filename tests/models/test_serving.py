@@ -79,6 +79,7 @@ def test_max_batch_bound_by_latency() -> None:
     P, G = 1000, 500
     r = serving.request("llama-3-8b", "h100", P, G, 1, tpot_slo=0.006)
     meets = [b for b in range(1, 400) if _decode_step("llama-3-8b", b, P + G) <= sympy.Rational(6, 1000)]
+    assert r.kv_caches_fit is not None and r.max_batch_bound is not None
     assert r.max_batch == max(meets) < r.kv_caches_fit
     assert r.max_batch_bound.startswith("latency")
 
