@@ -133,7 +133,7 @@ class Speculative:
     """Speculative decoding at context `context`: k draft decode steps (contexts S .. S+k-1,
     summed as `series` does), then one target step verifying k + 1 tokens a sequence.
 
-    The verify step is costed as the target's decode step at B·(k+1) sequences: its FLOPs
+    the verify step is costed as the target's decode step at B·(k+1) sequences: its FLOPs
     and weight reads are the verify's, but each of the k + 1 rows reads its sequence's KV
     cache, where a fused verify reads it once; so `t_verify` is an upper estimate, and the
     speedup a lower one."""
@@ -214,7 +214,7 @@ class Request:
         return out
 
     def conventions(self) -> tuple[str, ...]:
-        extra = (Speculative.__doc__ or "").split("\n\n")[1].replace("\n    ", " ").strip()
+        extra = "speculative decoding: " + (Speculative.__doc__ or "").split("\n\n")[1].replace("\n    ", " ").strip()
         return CONVENTIONS + ((extra,) if self.speculative is not None else ())
 
     def table(self) -> str:

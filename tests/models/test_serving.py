@@ -119,3 +119,37 @@ def test_bad_input_is_refused() -> None:
         serving.request("llama-3-8b", "h100", 10, 10, tpot_slo="fast")  # type: ignore[arg-type]
     with pytest.raises(SpecError, match="--accept goes with --draft"):
         serving.request("llama-3-8b", "h100", 10, 10, accept=0.5)
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    import io
+
+    from symroof.cli.command import main
+    out, err = io.StringIO(), io.StringIO()
+    return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
+
+
+def test_cli_serve_prints_the_request_and_its_conventions() -> None:
+    import json
+    code, out, _ = _cli("model", "llama-3-8b", "--serve", "--chip", "h100", "--prompt", "1000", "--generate", "500",
+                        "--set", "B=8", "--tpot-slo", "0.02", "--json")
+    assert code == 0
+    got = json.loads(out)
+    r = serving.request("llama-3-8b", "h100", 1000, 500, 8, tpot_slo=0.02)
+    assert got["t_request"] == pytest.approx(float(r.t_request), rel=1e-12)
+    assert got["max_batch"] == r.max_batch and got["kv_caches_fit"] == r.kv_caches_fit
+    assert any(c.startswith("lockstep") for c in got["conventions"])
+    code, text, _ = _cli("model", "llama-3-8b", "--serve", "--chip", "h100", "--prompt", "1000", "--generate", "500")
+    assert code == 0 and "t_request" in text and "continuous batching" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--serve", "--chip", "h100", "--prompt", "10"), "--serve needs --prompt P and --generate G"),
+    (("--chip", "h100", "--prompt", "10"), "--prompt goes with --serve"),
+    (("--serve", "--decode", "--chip", "h100", "--prompt", "10", "--generate", "5"), "drop --decode"),
+    (("--serve", "--chip", "h100", "--prompt", "10", "--generate", "5", "--set", "S=4"), "--set B=... only"),
+    (("--serve", "--chip", "h100", "--prompt", "10", "--generate", "5", "--tpot-slo", "x"), "--tpot-slo takes"),
+])
+def test_cli_serve_bad_input(argv: tuple[str, ...], message: str) -> None:
+    code, _, err = _cli("model", "llama-3-8b", *argv)
+    assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
