@@ -66,51 +66,60 @@ class Piece:
     total: sympy.Expr
 
 
-def roofs(step: sympy.Expr, var: sympy.Symbol) -> tuple[sympy.Expr, ...]:
-    """The roofs of a step's time (the arguments of its Max, nested ones flattened), each
-    checked to be linear in `var` with no other symbol: else the closed-form sum would be
-    wrong, and it is refused."""
-    found: list[sympy.Expr] = []
-    scale, rest = step.as_coeff_Mul()  # a step split over N chips: Max(...)/N, the scale positive
-    if scale != 1 and scale > 0 and isinstance(rest, sympy.Max):
-        return tuple(sympy.expand(scale * r) for r in roofs(rest, var))
-    for arg in (step.args if isinstance(step, sympy.Max) else (step,)):
-        if isinstance(arg, sympy.Max) or isinstance(arg.as_coeff_Mul()[1], sympy.Max):
-            found.extend(roofs(arg, var))
-            continue
-        arg = sympy.expand(arg)
-        if arg.free_symbols - {var} or not arg.is_polynomial(var) or sympy.degree(arg, var) > 1:
-            raise SpecError(f"the step's time is not linear in {var} with numbers for the rest "
-                            f"({arg}): give every other size and a chip with numeric figures")
-        found.append(arg)
-    return tuple(found)
+def crossings(step: sympy.Expr, var: sympy.Symbol) -> set[sympy.Expr]:
+    """Where any Max inside `step` changes which argument is on top: the values of `var` at
+    which two of its arguments (linear in `var`) are equal. Between them `step` is linear."""
+    found: set[sympy.Expr] = set()
+    for node in sympy.preorder_traversal(step):
+        if isinstance(node, sympy.Max):
+            for a, b in itertools.combinations(node.args, 2):
+                gap = sympy.expand(a - b)
+                slope = gap.coeff(var, 1) if gap.is_polynomial(var) else None
+                if slope is not None and slope != 0 and not gap.free_symbols - {var}:
+                    found.add(-gap.coeff(var, 0) / slope)
+    return found
+
+
+def linear_at(step: sympy.Expr, var: sympy.Symbol, where: sympy.Expr) -> sympy.Expr:
+    """The linear piece of `step` (sums and positive multiples of Max of terms linear in
+    `var`) on top at `var = where`: each Max replaced by its argument largest there.
+    Refused where it is not linear in `var` with numbers for the rest: else the closed
+    forms built on it would be wrong."""
+    def top(node: sympy.Expr) -> sympy.Expr:
+        if isinstance(node, sympy.Max):
+            return max((top(a) for a in node.args), key=lambda a: a.subs(var, where))
+        if not node.args:
+            return node
+        return node.func(*(top(a) for a in node.args))
+
+    piece = sympy.expand(top(step))
+    if piece.free_symbols - {var} or not piece.is_polynomial(var) or sympy.degree(piece, var) > 1:
+        raise SpecError(f"the step's time is not linear in {var} with numbers for the rest "
+                        f"({step}): give every other size and a chip with numeric figures")
+    return piece
 
 
 def series(step: sympy.Expr, var: sympy.Symbol, first: int, last: int) -> tuple[sympy.Expr, tuple[Piece, ...]]:
-    """The sum of `step` (a Max of roofs linear in `var`) over var = first .. last, in closed
-    form: the range is cut where two roofs cross, and on each piece the one on top is summed
-    as an arithmetic series, (n)(c0) + c1 (a + b) n / 2. No loop over the range: as many
-    pieces as the roofs have crossings inside it."""
+    """The sum of `step` (sums of Max of roofs linear in `var`: the roofline's time, a mesh's
+    compute and network terms) over var = first .. last, in closed form: the range is cut
+    where two roofs of a Max cross, and each piece, linear, summed as an arithmetic series,
+    n c0 + c1 (a + b) n / 2. No loop over the range: as many pieces as there are crossings
+    inside it."""
     if last < first:
         return sympy.Integer(0), ()
-    lines = roofs(step, var)
     cuts = {first, last + 1}
-    for a, b in itertools.combinations(lines, 2):
-        slope = (a - b).coeff(var, 1)
-        if slope != 0:
-            cross = -(a - b).coeff(var, 0) / slope
-            if first < cross < last + 1:
-                cuts.add(int(sympy.floor(cross)) + 1)  # the first whole context past the crossing
+    for cross in crossings(step, var):
+        if first < cross < last + 1:
+            cuts.add(int(sympy.floor(cross)) + 1)  # the first whole context past the crossing
     edges = sorted(cuts)
     pieces = []
     for lo, end in zip(edges, edges[1:]):
         hi = end - 1
-        # no two roofs cross strictly inside [lo, hi]: the one on top at its middle is on top throughout
-        mid = sympy.Rational(lo + hi, 2)
-        top = max(lines, key=lambda r: r.subs(var, mid))
+        # no two roofs cross strictly inside [lo, hi]: the pieces on top at its middle are on top throughout
+        line = linear_at(step, var, sympy.Rational(lo + hi, 2))
         n = hi - lo + 1
-        total = n * top.coeff(var, 0) + top.coeff(var, 1) * sympy.Rational((lo + hi) * n, 2)
-        pieces.append(Piece(lo, hi, top, total))
+        total = n * line.coeff(var, 0) + line.coeff(var, 1) * sympy.Rational((lo + hi) * n, 2)
+        pieces.append(Piece(lo, hi, line, total))
     return sympy.Add(*(p.total for p in pieces)), tuple(pieces)
 
 
@@ -322,19 +331,25 @@ def _rational(value: float | Fraction | str, flag: str) -> sympy.Rational:
 
 def _max_batch(step: sympy.Expr, B: sympy.Symbol, slo: sympy.Expr,
                fit: sympy.Expr | None) -> tuple[sympy.Expr, str]:
-    """The largest B with `step` (roofs linear in B) at most `slo` and within `fit` (the
-    memory's largest batch): each roof solved for B, the least of their bounds taken."""
+    """The largest whole B with `step` (piecewise linear in B, rising) at most `slo`, and
+    within `fit` (the memory's largest batch): solved on each piece between the roofs'
+    crossings, not tried batch by batch."""
+    edges = sorted({sympy.Integer(1)} | {c for c in crossings(step, B) if c > 1})
     best: sympy.Expr | None = None
-    for roof in roofs(step, B):
-        slope, fixed = roof.coeff(B, 1), roof.coeff(B, 0)
-        if slope == 0:
-            if fixed > slo:
-                return sympy.Integer(0), f"a roof of {seconds(fixed)} whatever the batch"
-            continue
+    if step.subs(B, 1) > slo:
+        best = sympy.Integer(0)
+    for k, start in enumerate(edges):
+        if best is not None:
+            break
+        line = linear_at(step, B, start + 1 if k + 1 == len(edges) else (start + edges[k + 1]) / 2)
+        slope, fixed = line.coeff(B, 1), line.coeff(B, 0)
         if slope < 0:
-            raise SpecError(f"a roof of the decode step falls as the batch grows ({roof}): no batch bound follows")
-        most = sympy.Integer(max(0, int(sympy.floor((slo - fixed) / slope))))
-        best = most if best is None else min(best, most)
+            raise SpecError(f"the decode step's time falls as the batch grows ({line}): no batch bound follows")
+        if k + 1 < len(edges) and step.subs(B, edges[k + 1]) <= slo:
+            continue  # the target still met at this piece's end
+        if slope == 0:
+            break  # the last piece is flat and within the target: no latency bound
+        best = sympy.Integer(int(sympy.floor((slo - fixed) / slope)))
     if fit is not None and (best is None or fit < best):
         return fit, "memory (the KV caches and weights fit the usable HBM)"
     if best is None:

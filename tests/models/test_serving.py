@@ -60,6 +60,11 @@ def test_series_is_closed_form() -> None:
     assert [(p.first, p.last) for p in pieces] == [(0, 5), (6, 10)]
     with pytest.raises(SpecError, match="not linear in S"):
         serving.series(sympy.Max(S**2, S), S, 0, 3)
+    # a mesh's step: compute and network terms added, each a Max of its own
+    mesh = sympy.Max(S, 20 - S) + 2 * sympy.Max(1, S / 4)
+    total, pieces = serving.series(mesh, S, 0, 30)
+    assert total == sum(max(s, 20 - s) + 2 * max(sympy.Integer(1), sympy.Rational(s, 4)) for s in range(31))
+    assert len(pieces) == 3
 
 
 def test_kv_caches_fit_and_max_batch() -> None:
