@@ -16,7 +16,8 @@ named model and chip.
   linear in the batch's summed context; prefill's time not counted: it runs elsewhere);
 * `max_batch` under a per-token latency target: the largest B whose step at the last
   context P + G stays within it (solved per roof) and whose KV caches fit;
-* `kv_caches_fit`: sequences at context P + G whose caches fit in the HBM the weights leave;
+* `kv_caches_fit`: sequences at context P + G whose caches fit in the HBM the weights leave
+  (this and `max_batch` whole multiples of the data-parallel replicas, a batch's split);
 * speculative decoding (`Speculative`): k draft steps, then one target step verifying
   k + 1 tokens a sequence, (1 - a^(k+1))/(1 - a) tokens expected from it.
 
@@ -27,9 +28,9 @@ nothing here could derive it without inventing a floor.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
 from fractions import Fraction
 
 import sympy
@@ -39,6 +40,7 @@ from ..hardware.machines import Machine, machine
 from ..ir import dim_symbol
 from ..render.json_report import json_value
 from ..show import number, seconds
+from .accumulation import replicas
 from .report import model
 from .whole import Model
 
@@ -55,7 +57,7 @@ CONVENTIONS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Piece:
     """Where one roof sets the decode step's time: contexts `first` .. `last`, the roof's
     time in S, and its sum over them."""
@@ -137,7 +139,7 @@ def expected_tokens(accept: sympy.Expr, k: int) -> sympy.Expr:
     return (1 - accept ** (k + 1)) / (1 - accept)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Speculative:
     """Speculative decoding at context `context`: k draft decode steps (contexts S .. S+k-1,
     summed as `series` does), then one target step verifying k + 1 tokens a sequence.
@@ -156,9 +158,10 @@ class Speculative:
     tokens_per_step: sympy.Expr
     t_per_token: sympy.Expr
     speedup: sympy.Expr
+    caches_fit: sympy.Expr | None = None  # sequences at P + G whose caches fit beside both models' weights
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Request:
     """A request's serving quantities (the module docstring); `to_dict` and `table` print them."""
 
@@ -201,8 +204,9 @@ class Request:
             out["max_batch"] = self.max_batch
         if self.speculative is not None:
             sp = self.speculative
-            out.update(spec_tokens_per_step=sp.tokens_per_step, spec_t_draft=sp.t_draft, spec_t_verify=sp.t_verify,
-                       spec_t_per_token=sp.t_per_token, spec_speedup=sp.speedup)
+            out.update(spec_caches_fit=sp.caches_fit, spec_tokens_per_step=sp.tokens_per_step,
+                       spec_t_draft=sp.t_draft, spec_t_verify=sp.t_verify, spec_t_per_token=sp.t_per_token,
+                       spec_speedup=sp.speedup)
         return out
 
     def to_dict(self) -> dict:
@@ -252,6 +256,8 @@ class Request:
         sp = self.speculative
         if sp is not None:
             rows += [("draft", f"{sp.draft}, k = {sp.k}, acceptance {number(sp.accept)}, at S = {sp.context}"),
+                     ("caches_fit", f"{sp.caches_fit}  (sequences at S = {P + G} beside both models' weights, "
+                                    "their caches both kept)"),
                      ("tokens_per_step", f"{number(sp.tokens_per_step, 6)}  ((1 - a^(k+1))/(1 - a))"),
                      ("t_draft", f"{seconds(sp.t_draft)}  ({sp.k} draft decode steps)"),
                      ("t_verify", f"{seconds(sp.t_verify)}  (estimate, an upper bound: target step at "
@@ -300,13 +306,18 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
     n_chips = step._chips_in_all
     steady = tpot.subs(S, sympy.Rational(2 * P + G - 1, 2))
     last = decode(None, P + G)
+    # a batch splits evenly over the data-parallel replicas: the largest batches are whole multiples of them
+    split = replicas(last.structured, last.about.get("strategy", {}))
     fit = last.max_batch()
+    fit = None if fit is None else fit - fit % split
     slo = None if tpot_slo is None else _rational(tpot_slo, "--tpot-slo")
     most, bound = (None, None) if slo is None else _max_batch(last.t_step, B, slo, fit)
+    most = None if most is None else most - most % split
     spec = None
     if draft is not None:
         spec = _speculative(name, draft, draft_tokens, _rational(accept if accept is not None else 0.8, "--accept"),
                             P + G // 2, batch, tpot, decode)
+        spec = dataclasses.replace(spec, caches_fit=_fit_beside(last, decode(None, P + G, draft), split))
     elif accept is not None:
         raise SpecError("--accept goes with --draft MODEL: the draft's acceptance rate")
     tokens = sympy.Integer(G * batch)
@@ -355,6 +366,17 @@ def _max_batch(step: sympy.Expr, B: sympy.Symbol, slo: sympy.Expr,
     if best is None:
         raise SpecError("the decode step's time does not grow with the batch, and memory gives no bound")
     return best, "latency (tpot at most the target)"
+
+
+def _fit_beside(target: Model, draft: Model, split: int) -> sympy.Expr | None:
+    """Sequences whose target and draft caches both fit a chip's usable HBM beside both
+    models' weights (each model's memory linear in B), a whole multiple of `split`."""
+    B = dim_symbol("B")
+    left = sympy.expand(target.hbm_left_per_chip - draft.hbm_per_chip)
+    if left.free_symbols != {B} or sympy.degree(left, B) != 1:
+        return None
+    most = int(sympy.floor(-left.coeff(B, 0) / left.coeff(B, 1)))
+    return sympy.Integer(max(0, most - most % split))
 
 
 def _speculative(name: str, draft: str, k: int, accept: sympy.Rational, context: int, batch: int,

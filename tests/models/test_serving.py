@@ -158,3 +158,32 @@ def test_cli_serve_prints_the_request_and_its_conventions() -> None:
 def test_cli_serve_bad_input(argv: tuple[str, ...], message: str) -> None:
     code, _, err = _cli("model", "llama-3-8b", *argv)
     assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_on_a_mesh() -> None:
+    # llama-3-70b, dp=2 x tp=4 on 8 H100s: the step adds compute and network terms, each a Max
+    P, G, B = 1000, 40, 8
+    r = serving.request("llama-3-70b", "h100", P, G, B, strategy="dp=2,tp=4", tpot_slo=0.03)
+    steps = [symroof.model("llama-3-70b", "decode", "h100", {"B": B, "S": P + g}, strategy="dp=2,tp=4").t_step
+             for g in range(G)]
+    assert r.t_request == r.ttft + sympy.Add(*steps)
+    assert r.chips == 8
+    # memory: a chip holds a quarter of the weights (tp=4) and its replica's half of the batch's
+    # caches, a quarter of each (the 8 KV heads over tp=4): per chip (usable - weights/4) / (kv(S)/4)
+    # sequences for its replica, twice that in all, and a whole multiple of the 2 replicas
+    m = symroof.model("llama-3-70b", "decode", "h100")
+    usable = sympy.Rational(9, 10) * 80 * 10**9
+    per_replica = sympy.floor((usable - m.weight_bytes / 4) / (m.kv_bytes_per_token * (P + G) / 4))
+    assert r.kv_caches_fit == 2 * per_replica - (2 * per_replica) % 2
+    assert r.max_batch is not None and r.max_batch % 2 == 0
+
+
+def test_speculative_caches_fit_beside_both_models() -> None:
+    P, G = 1000, 500
+    r = serving.request("llama-3-70b", "h100", P, G, 1, chips=4, draft="llama-3-8b")
+    assert r.speculative is not None
+    big, small = (symroof.model(n, "decode", "h100") for n in ("llama-3-70b", "llama-3-8b"))
+    usable = sympy.Rational(9, 10) * 80 * 10**9 * 4  # four H100s, memory split evenly
+    per_sequence = (big.kv_bytes_per_token + small.kv_bytes_per_token) * (P + G)
+    assert r.speculative.caches_fit == sympy.floor((usable - big.weight_bytes - small.weight_bytes) / per_sequence)
+    assert r.kv_caches_fit == sympy.floor((usable - big.weight_bytes) / (big.kv_bytes_per_token * (P + G)))
