@@ -39,7 +39,7 @@ from ..errors import SpecError
 from ..hardware.machines import Machine, machine
 from ..ir import dim_symbol
 from ..render.json_report import json_value
-from ..show import number, seconds
+from ..show import number, pretty, seconds
 from .accumulation import replicas
 from .report import model
 from .whole import Model
@@ -191,6 +191,17 @@ class Request:
         """The decode step's time at a context of `context` tokens."""
         return self.tpot.subs(dim_symbol("S"), context)
 
+    def decode_formula(self) -> sympy.Expr | None:
+        """The decode steps' total, sum of tpot(P + g) over g = 0 .. G-1, as a formula in the
+        request's P and G (the symbols P and G here, not the model's dims), where one piece
+        of the roofline holds over the whole range: G c0 + c1 (G P + G (G - 1)/2). None
+        where the roofs cross inside it (the total is then the pieces' sums)."""
+        if len(self.pieces) != 1:
+            return None
+        line, (P, G) = self.pieces[0].roof, sympy.symbols("P G", positive=True, integer=True)
+        S = dim_symbol("S")
+        return line.coeff(S, 0) * G + line.coeff(S, 1) * (G * P + G * (G - 1) / 2)
+
     def quantities(self) -> dict[str, sympy.Expr | None]:
         """Each figure by name (in seconds, tokens/s, requests/s; counts)."""
         P, G = self.prompt, self.generate
@@ -213,6 +224,7 @@ class Request:
         """One JSON object: the request, each figure, the pieces of the sum and the conventions."""
         out = {"model": self.name, "chip": self.chip, "chips": json_value(self.chips), "prompt": self.prompt,
                "generate": self.generate, "B": self.batch, "tpot_formula": str(self.tpot),
+               "decode_total_formula": None if self.decode_formula() is None else str(self.decode_formula()),
                "pieces": [{"contexts": [p.first, p.last], "roof": str(p.roof), "sum": json_value(p.total)}
                           for p in self.pieces]}
         out.update({k: json_value(v) for k, v in self.quantities().items()})
@@ -230,6 +242,13 @@ class Request:
         extra = "speculative decoding: " + (Speculative.__doc__ or "").split("\n\n")[1].replace("\n    ", " ").strip()
         return CONVENTIONS + ((extra,) if self.speculative is not None else ())
 
+    def _decode_text(self) -> str:
+        formula = self.decode_formula()
+        if formula is not None:
+            return f"{pretty(formula)}  (seconds; P prompt and G generated tokens, while this roof holds)"
+        return "; ".join(f"S = {p.first} .. {p.last}: {seconds(p.total)} at {pretty(p.roof)} a step"
+                         for p in self.pieces) + "  (the roofs cross inside the range)"
+
     def table(self) -> str:
         """The figures as text, each with what it is measured at."""
         P, G, B = self.prompt, self.generate, self.batch
@@ -239,6 +258,7 @@ class Request:
                 ("tpot", f"{seconds(self.tpot_at(P))} at S = {P} .. {seconds(self.tpot_at(P + G - 1))} at "
                          f"S = {P + G - 1}"),
                 ("t_request", f"{seconds(self.t_request)}  (ttft + {G} decode steps, S = {P} .. {P + G - 1})"),
+                ("decode_total", self._decode_text()),
                 ("tokens_per_s", f"{number(self.tokens_per_s, 6)} ({number(self.tokens_per_s_per_chip, 6)} a chip)"
                                  f"  (lockstep: G x B / t_request)"),
                 ("requests_per_s", f"{number(self.requests_per_s, 6)}  (lockstep: B / t_request)"),

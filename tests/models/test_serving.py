@@ -38,7 +38,7 @@ def test_t_request_with_a_crossover_inside_the_range() -> None:
     # roof as (131072*B*S + weights + activations)/bw. At B = 1024 the matmuls' FLOPs (15.5 ms) outweigh
     # the weights' and activations' reads (about 8.9 ms) at a short context, and the KV reads (131072
     # bytes against 528384 FLOPs a token of context: intensity 4, far under the H100's 295) take over
-    # as S grows, near S = 167: compute-bound first, memory-bound later.
+    # as S grows, past S = 179: compute-bound first, memory-bound later.
     B, P, G = 1024, 50, 300
     r = serving.request("llama-3-8b", "h100", P, G, B)
     assert len(r.pieces) == 2
@@ -48,7 +48,7 @@ def test_t_request_with_a_crossover_inside_the_range() -> None:
     assert late.roof.coeff(S, 1) == sympy.Rational(131072 * B, 335 * 10**10)
     # the earlier is the FLOPs': the 528384 attention FLOPs a token of context at 989e12 FLOP/s (at least)
     assert sympy.Rational(528384 * B, 989 * 10**12) <= early.roof.coeff(S, 1) < late.roof.coeff(S, 1)
-    assert early.first == P and early.last + 1 == late.first and late.last == P + G - 1
+    assert (early.first, early.last, late.first, late.last) == (P, 179, 180, P + G - 1)
     steps = [_decode_step("llama-3-8b", B, P + g) for g in range(G)]
     assert r.t_request == r.ttft + sympy.Add(*steps)
 
@@ -187,3 +187,15 @@ def test_speculative_caches_fit_beside_both_models() -> None:
     per_sequence = (big.kv_bytes_per_token + small.kv_bytes_per_token) * (P + G)
     assert r.speculative.caches_fit == sympy.floor((usable - big.weight_bytes - small.weight_bytes) / per_sequence)
     assert r.kv_caches_fit == sympy.floor((usable - big.weight_bytes) / (big.kv_bytes_per_token * (P + G)))
+
+
+def test_decode_total_as_a_formula_in_p_and_g() -> None:
+    r = serving.request("llama-3-8b", "h100", 1000, 500, 8)
+    formula = r.decode_formula()
+    assert formula is not None
+    P, G = sympy.symbols("P G", positive=True, integer=True)
+    assert formula.subs({P: 1000, G: 500}) == r.t_request - r.ttft
+    # the same roof at another request inside its range: a loop over its steps
+    assert formula.subs({P: 1100, G: 300}) == sympy.Add(*(r.tpot_at(1100 + g) for g in range(300)))
+    crossed = serving.request("llama-3-8b", "h100", 50, 300, 1024)
+    assert crossed.decode_formula() is None
