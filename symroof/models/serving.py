@@ -144,10 +144,11 @@ class Speculative:
     """Speculative decoding at context `context`: k draft decode steps (contexts S .. S+k-1,
     summed as `series` does), then one target step verifying k + 1 tokens a sequence.
 
-    the verify step is costed as the target's decode step at B·(k+1) sequences: its FLOPs
-    and weight reads are the verify's, but each of the k + 1 rows reads its sequence's KV
-    cache, where a fused verify reads it once; so `t_verify` is an upper estimate, and the
-    speedup a lower one."""
+    the verify step is bracketed: at most the target's decode step at B·(k+1) sequences (its
+    FLOPs and weight reads are the verify's, but each of the k + 1 rows reads its sequence's
+    KV cache, where a fused verify reads it once: `t_verify`), and at least that step less
+    the k extra cache reads at the HBM's bandwidth, and at least one decode step
+    (`t_verify_low`); the time per token and the speedup are given at both ends."""
 
     draft: str
     k: int
@@ -158,6 +159,8 @@ class Speculative:
     tokens_per_step: sympy.Expr
     t_per_token: sympy.Expr
     speedup: sympy.Expr
+    t_verify_low: sympy.Expr
+    speedup_high: sympy.Expr
     caches_fit: sympy.Expr | None = None  # sequences at P + G whose caches fit beside both models' weights
 
 
@@ -217,7 +220,8 @@ class Request:
             sp = self.speculative
             out.update(spec_caches_fit=sp.caches_fit, spec_tokens_per_step=sp.tokens_per_step,
                        spec_t_draft=sp.t_draft, spec_t_verify=sp.t_verify, spec_t_per_token=sp.t_per_token,
-                       spec_speedup=sp.speedup)
+                       spec_speedup=sp.speedup, spec_t_verify_low=sp.t_verify_low,
+                       spec_speedup_high=sp.speedup_high)
         return out
 
     def to_dict(self) -> dict:
@@ -280,10 +284,12 @@ class Request:
                                     "their caches both kept)"),
                      ("tokens_per_step", f"{number(sp.tokens_per_step, 6)}  ((1 - a^(k+1))/(1 - a))"),
                      ("t_draft", f"{seconds(sp.t_draft)}  ({sp.k} draft decode steps)"),
-                     ("t_verify", f"{seconds(sp.t_verify)}  (estimate, an upper bound: target step at "
-                                  f"B x {sp.k + 1})"),
-                     ("t_per_token", f"{seconds(sp.t_per_token)}  (vs tpot {seconds(self.tpot_at(sp.context))})"),
-                     ("speedup", f"{number(sp.speedup, 4)}  (estimate, a lower bound)")]
+                     ("t_verify", f"{seconds(sp.t_verify_low)} .. {seconds(sp.t_verify)}  (bounds: the target's "
+                                  f"step at B x {sp.k + 1} less and with its {sp.k} extra cache reads)"),
+                     ("t_per_token", f"{seconds((sp.t_draft + sp.t_verify_low) / sp.tokens_per_step)} .. "
+                                     f"{seconds(sp.t_per_token)}  (vs tpot {seconds(self.tpot_at(sp.context))})"),
+                     ("speedup", f"{number(sp.speedup, 4)} .. {number(sp.speedup_high, 4)}  (over plain decode "
+                                 "at the same context; the t_verify bounds')")]
         width = max(len(k) for k, _ in rows) + 2
         lines = [f"{k:<{width}}{v}" for k, v in rows]
         lines.append("")
@@ -336,7 +342,7 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
     spec = None
     if draft is not None:
         spec = _speculative(name, draft, draft_tokens, _rational(accept if accept is not None else 0.8, "--accept"),
-                            P + G // 2, batch, tpot, decode)
+                            P + G // 2, batch, tpot, decode, target.bandwidth())
         spec = dataclasses.replace(spec, caches_fit=_fit_beside(last, decode(None, P + G, draft), split))
     elif accept is not None:
         raise SpecError("--accept goes with --draft MODEL: the draft's acceptance rate")
@@ -400,7 +406,7 @@ def _fit_beside(target: Model, draft: Model, split: int) -> sympy.Expr | None:
 
 
 def _speculative(name: str, draft: str, k: int, accept: sympy.Rational, context: int, batch: int,
-                 tpot: sympy.Expr, decode: Callable[..., Model]) -> Speculative:
+                 tpot: sympy.Expr, decode: Callable[..., Model], bandwidth: sympy.Expr) -> Speculative:
     if not isinstance(k, int) or k < 1:
         raise SpecError(f"--draft-tokens takes a whole number of at least 1, got {k!r}")
     if accept > 1:
@@ -408,7 +414,13 @@ def _speculative(name: str, draft: str, k: int, accept: sympy.Rational, context:
     S = dim_symbol("S")
     t_draft, _ = series(decode(batch, None, draft).t_step, S, context, context + k - 1)
     t_verify = decode(batch * (k + 1), context).t_step
+    # a chip's KV bytes for the batch at this context: the B-proportional part of its memory
+    per_chip = decode(None, context).hbm_per_chip
+    kv_chip = sympy.expand(per_chip).coeff(dim_symbol("B"), 1) * batch
+    step = tpot.subs(S, context)
+    t_low = sympy.Max(step, t_verify - k * kv_chip / bandwidth)
     tokens = expected_tokens(accept, k)
     per_token = (t_draft + t_verify) / tokens
     return Speculative(draft=draft, k=k, accept=accept, context=context, t_draft=t_draft, t_verify=t_verify,
-                       tokens_per_step=tokens, t_per_token=per_token, speedup=tpot.subs(S, context) / per_token)
+                       tokens_per_step=tokens, t_per_token=per_token, speedup=step / per_token,
+                       t_verify_low=t_low, speedup_high=step * tokens / (t_draft + t_low))

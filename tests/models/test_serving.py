@@ -113,6 +113,12 @@ def test_speculative_times() -> None:
     assert sp.tokens_per_step == tokens
     assert sp.t_per_token == (draft + verify) / tokens
     assert sp.speedup == _decode_step("llama-3-70b", B, s, chips=2) / sp.t_per_token
+    # the verify's lower bound: the k extra reads of each sequence's cache (327680 bytes a token of
+    # context for llama-3-70b, half on each of the 2 chips) taken off at the H100's 3.35e12 bytes/s
+    extra = k * sympy.Rational(327680 * B * s, 2) / (335 * 10**10)
+    plain = _decode_step("llama-3-70b", B, s, chips=2)
+    assert sp.t_verify_low == max(plain, verify - extra) < verify
+    assert sp.speedup_high == plain * tokens / (draft + sp.t_verify_low) > sp.speedup
 
 
 def test_bad_input_is_refused() -> None:
