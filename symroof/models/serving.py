@@ -41,7 +41,7 @@ from ..ir import dim_symbol
 from ..render.json_report import json_value
 from ..show import number, pretty, seconds
 from .accumulation import replicas
-from .report import model
+from .report import model, named
 from .whole import Model
 
 CONVENTIONS = (
@@ -313,6 +313,10 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
     for what, value in (("the prompt", prompt), ("the tokens generated", generate), ("the batch", batch)):
         if not isinstance(value, int) or value < 1:
             raise SpecError(f"{what} must be a whole number of at least 1, got {value!r}")
+    for who in (name, draft):
+        if who is not None and named(who, models_file) is None:
+            raise SpecError(f"serving costs a named model's prefill and decode programs, each built from its "
+                            f"models.json entry; {who!r} is a program: give a model's name")
     target = chip if isinstance(chip, Machine) else machine(chip)
     if target is None:
         raise SpecError("a request's times need a chip (--chip)")
@@ -341,8 +345,8 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
     most = None if most is None else most - most % split
     spec = None
     if draft is not None:
-        spec = _speculative(name, draft, draft_tokens, _rational(accept if accept is not None else 0.8, "--accept"),
-                            P + G // 2, batch, tpot, decode, target.bandwidth())
+        rate = _rational(accept if accept is not None else 0.8, "--accept", zero=True)
+        spec = _speculative(name, draft, draft_tokens, rate, P + G // 2, batch, tpot, decode, target.bandwidth())
         spec = dataclasses.replace(spec, caches_fit=_fit_beside(last, decode(None, P + G, draft), split))
     elif accept is not None:
         raise SpecError("--accept goes with --draft MODEL: the draft's acceptance rate")
@@ -355,14 +359,15 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
                    max_batch_bound=bound, speculative=spec)
 
 
-def _rational(value: float | Fraction | str, flag: str) -> sympy.Rational:
-    """A user's number as an exact rational (through `fractions`, never sympify)."""
+def _rational(value: float | Fraction | str, flag: str, zero: bool = False) -> sympy.Rational:
+    """A user's number as an exact rational (through `fractions`, never sympify); positive,
+    or with `zero` at least 0."""
     try:
         exact = Fraction(str(value)) if not isinstance(value, Fraction) else value
     except (ValueError, ZeroDivisionError):
         raise SpecError(f"{flag} takes a number, got {value!r}") from None
-    if exact <= 0:
-        raise SpecError(f"{flag} must be positive, got {value!r}")
+    if exact < 0 or (exact == 0 and not zero):
+        raise SpecError(f"{flag} must be {'at least 0' if zero else 'positive'}, got {value!r}")
     return sympy.Rational(exact.numerator, exact.denominator)
 
 

@@ -99,6 +99,7 @@ def test_speculative_expectation_matches_monte_carlo() -> None:
     exact = float(serving.expected_tokens(sympy.Rational(4, 5), k))
     assert abs(simulated - exact) / exact < 0.01
     assert serving.expected_tokens(sympy.Integer(1), k) == k + 1
+    assert serving.expected_tokens(sympy.Integer(0), k) == 1  # every draft rejected: the target's own token
 
 
 def test_speculative_times() -> None:
@@ -205,3 +206,11 @@ def test_decode_total_as_a_formula_in_p_and_g() -> None:
     assert formula.subs({P: 1100, G: 300}) == sympy.Add(*(r.tpot_at(1100 + g) for g in range(300)))
     crossed = serving.request("llama-3-8b", "h100", 50, 300, 1024)
     assert crossed.decode_formula() is None
+
+
+def test_a_program_file_is_refused(tmp_path: object) -> None:
+    import pathlib
+    path = pathlib.Path(str(tmp_path)) / "m.sr"
+    path.write_text(str(symroof.model("llama-3-8b", "decode").structured.program), encoding="utf-8")
+    with pytest.raises(SpecError, match="is a program: give a model's name"):
+        serving.request(str(path), "h100", 10, 10)
