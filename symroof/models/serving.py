@@ -12,8 +12,9 @@ named model and chip.
 * throughput in lockstep (B requests start and end together: B / t_request requests a
   second) and under continuous batching at steady state (every slot busy decoding, the
   running sequences' contexts spread evenly over P .. P + G - 1, whose mean
-  P + (G - 1)/2 a step's time is exactly taken at where one roof holds, the roofs being
-  linear in the batch's summed context; prefill's time not counted: it runs elsewhere);
+  P + (G - 1)/2 a step's time is taken at: exact where each roof is linear in the batch's
+  summed context, as the template's KV reads and attention FLOPs are; prefill's time not
+  counted: it runs elsewhere);
 * `max_batch` under a per-token latency target: the largest B whose step at the last
   context P + G stays within it (solved per roof) and whose KV caches fit;
 * `kv_caches_fit`: sequences at context P + G whose caches fit in the HBM the weights leave
@@ -148,7 +149,8 @@ class Speculative:
     FLOPs and weight reads are the verify's, but each of the k + 1 rows reads its sequence's
     KV cache, where a fused verify reads it once: `t_verify`), and at least that step less
     the k extra cache reads at the HBM's bandwidth, and at least one decode step
-    (`t_verify_low`); the time per token and the speedup are given at both ends."""
+    (`t_verify_low`); the time per token and the speedup are given at both ends. The draft
+    runs on the same chips, split the same way."""
 
     draft: str
     k: int
@@ -346,7 +348,7 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
     spec = None
     if draft is not None:
         rate = _rational(accept if accept is not None else 0.8, "--accept", zero=True)
-        spec = _speculative(name, draft, draft_tokens, rate, P + G // 2, batch, tpot, decode, target.bandwidth())
+        spec = _speculative(draft, draft_tokens, rate, P + G // 2, batch, tpot, decode, target.bandwidth())
         spec = dataclasses.replace(spec, caches_fit=_fit_beside(last, decode(None, P + G, draft), split))
     elif accept is not None:
         raise SpecError("--accept goes with --draft MODEL: the draft's acceptance rate")
@@ -410,7 +412,7 @@ def _fit_beside(target: Model, draft: Model, split: int) -> sympy.Expr | None:
     return sympy.Integer(max(0, most - most % split))
 
 
-def _speculative(name: str, draft: str, k: int, accept: sympy.Rational, context: int, batch: int,
+def _speculative(draft: str, k: int, accept: sympy.Rational, context: int, batch: int,
                  tpot: sympy.Expr, decode: Callable[..., Model], bandwidth: sympy.Expr) -> Speculative:
     if not isinstance(k, int) or k < 1:
         raise SpecError(f"--draft-tokens takes a whole number of at least 1, got {k!r}")
