@@ -20,7 +20,7 @@ from .hardware.chips import Chip, get_chip, list_chips, load_hardware
 from .ir import Program, dim_symbol
 from .lang.expr import read_expression
 from .lang.parsing import parse
-from .models import derive
+from .models import derive, serving
 from .models.counted import counted
 from .models.planner import plan
 from .models.report import model
@@ -33,5 +33,5 @@ __all__ = [
     "Analysis", "CONVENTIONS", "Chip", "Cost", "HardwareError", "Program", "QUANTITIES", "Quantity", "SpecError",
     "StepCost", "SymroofError", "SymroofWarning", "Threshold", "analyze", "check_case", "cost", "counted", "derive",
     "dim_symbol", "from_jax",
-    "get_chip", "list_chips", "load_hardware", "model", "parse", "plan", "read_expression", "roofline",
+    "get_chip", "list_chips", "load_hardware", "model", "parse", "plan", "read_expression", "roofline", "serving",
 ]

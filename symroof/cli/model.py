@@ -83,7 +83,42 @@ def add_parser(commands: Commands) -> None:
                      help="with --strategy pp=P: gpipe, 1f1b (default) or interleaved[:CHUNKS] (2 chunks a chip)")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
+    _serving_options(cmd)
     cmd.set_defaults(handler=run)
+
+
+def _serving_options(cmd: argparse.ArgumentParser) -> None:
+    """--serve and its flags: a request's cost (models/serving.py)."""
+    group = cmd.add_argument_group("serving (--serve)")
+    group.add_argument("--serve", action="store_true",
+                       help="a request of --prompt P tokens in and --generate G out, B (--set B=...) batched: ttft, "
+                            "tpot, t_request, tokens/s, requests/s, the KV caches that fit")
+    group.add_argument("--prompt", type=int, metavar="P", help="with --serve: the prompt's tokens")
+    group.add_argument("--generate", type=int, metavar="G", help="with --serve: the tokens generated")
+    group.add_argument("--tpot-slo", metavar="SECONDS",
+                       help="with --serve: the largest batch whose time per output token stays within SECONDS")
+    group.add_argument("--draft", metavar="NAME", help="with --serve: speculative decoding with this draft model")
+    group.add_argument("--draft-tokens", type=int, default=4, metavar="K", help="with --draft: tokens drafted (4)")
+    group.add_argument("--accept", metavar="ALPHA", help="with --draft: each draft token's acceptance rate (0.8)")
+
+
+def _serve(args: argparse.Namespace, target: Machine | None) -> str:
+    from ..models import serving
+    if args.mode != "train":
+        raise SpecError(f"--serve costs a request's prefill and decode steps itself: drop --{args.mode}")
+    if args.prompt is None or args.generate is None:
+        raise SpecError("--serve needs --prompt P and --generate G (tokens in and out)")
+    if target is None:
+        raise SpecError("--serve times a request: it needs a chip (--chip)")
+    sizes = _sizes(args.set)
+    if set(sizes) - {"B"}:
+        raise SpecError(f"--serve takes --set B=... only; the contexts come from --prompt and --generate, "
+                        f"got {', '.join(sorted(set(sizes) - {'B'}))}")
+    found = serving.request(args.name, target, args.prompt, args.generate, sizes.get("B", 1),
+                            strategy=args.strategy, mesh=args.mesh, chips=args.chips, weights=args.weights,
+                            kv=args.kv, tpot_slo=args.tpot_slo, draft=args.draft, draft_tokens=args.draft_tokens,
+                            accept=args.accept, models_file=args.models, hbm_usable=training_kwargs(args)["hbm_usable"])
+    return json.dumps(found.to_dict(), indent=2) if args.json else found.table()
 
 
 def run(args: argparse.Namespace) -> str:
@@ -100,6 +135,12 @@ def run(args: argparse.Namespace) -> str:
         return _counted(args, target, config)
     if args.name is None:
         raise SpecError("symroof model takes a model's NAME (models.json), a program FILE, or --params N")
+    if args.serve:
+        return _serve(args, target)
+    serving = [f for f, v in (("--prompt", args.prompt), ("--generate", args.generate), ("--tpot-slo", args.tpot_slo),
+                              ("--draft", args.draft), ("--accept", args.accept)) if v is not None]
+    if serving:
+        raise SpecError(f"{serving[0]} goes with --serve")
     given = [flag for name, flag in SIZE_FLAGS.items() if getattr(args, _dest(flag)) is not None]
     if given:
         raise SpecError(f"{', '.join(given)} {'go' if len(given) > 1 else 'goes'} with --params: a named model or "

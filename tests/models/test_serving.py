@@ -1,0 +1,216 @@
+"""A request's serving quantities (symroof/models/serving.py), each against a derivation
+written here: step times from symroof.model at the sizes asked, memory by arithmetic from
+the model's bytes and the chip's capacity, sums by a loop over the steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy
+
+import symroof
+from symroof.errors import SpecError
+from symroof.ir import dim_symbol
+from symroof.models import serving
+
+S = dim_symbol("S")
+
+
+def _decode_step(name: str, b: int, s: int, **kw: object) -> sympy.Expr:
+    return symroof.model(name, "decode", "h100", {"B": b, "S": s}, **kw).t_step  # type: ignore[arg-type]
+
+
+def test_t_request_is_the_sum_of_its_steps() -> None:
+    r = serving.request("llama-3-8b", "h100", 1000, 500, 8)
+    ttft = symroof.model("llama-3-8b", "prefill", "h100", {"B": 8, "T": 1000}).t_step
+    assert r.ttft == ttft
+    # the independent check: each of the 500 decode steps costed by the engine at its own context
+    steps = [_decode_step("llama-3-8b", 8, 1000 + g) for g in range(500)]
+    assert r.t_request == ttft + sympy.Add(*steps)  # exact: rationals
+    assert r.tokens_per_s == sympy.Integer(500 * 8) / r.t_request
+    assert r.requests_per_s == 8 / r.t_request
+    assert r.tpot_steady == _decode_step("llama-3-8b", 8, 1000 + 250) - (
+        _decode_step("llama-3-8b", 8, 1250) - _decode_step("llama-3-8b", 8, 1249)) / 2  # S = 1249.5, linear
+
+
+def test_t_request_with_a_crossover_inside_the_range() -> None:
+    # llama-3-8b decode on the h100: the math roof grows as 2*B*(264192*S + ...)/peak, the memory
+    # roof as (131072*B*S + weights + activations)/bw. At B = 1024 the matmuls' FLOPs (15.5 ms) outweigh
+    # the weights' and activations' reads (about 8.9 ms) at a short context, and the KV reads (131072
+    # bytes against 528384 FLOPs a token of context: intensity 4, far under the H100's 295) take over
+    # as S grows, past S = 179: compute-bound first, memory-bound later.
+    B, P, G = 1024, 50, 300
+    r = serving.request("llama-3-8b", "h100", P, G, B)
+    assert len(r.pieces) == 2
+    early, late = r.pieces
+    # the later roof is the HBM's: a token of context more reads 131072 bytes of KV cache a sequence,
+    # at the H100 SXM's 3.35e12 bytes/s
+    assert late.roof.coeff(S, 1) == sympy.Rational(131072 * B, 335 * 10**10)
+    # the earlier is the FLOPs': the 528384 attention FLOPs a token of context at 989e12 FLOP/s (at least)
+    assert sympy.Rational(528384 * B, 989 * 10**12) <= early.roof.coeff(S, 1) < late.roof.coeff(S, 1)
+    assert (early.first, early.last, late.first, late.last) == (P, 179, 180, P + G - 1)
+    steps = [_decode_step("llama-3-8b", B, P + g) for g in range(G)]
+    assert r.t_request == r.ttft + sympy.Add(*steps)
+
+
+def test_series_is_closed_form() -> None:
+    step = sympy.Max(3 * S + 1, 10 * S - 40)  # cross at S = 41/7
+    total, pieces = serving.series(step, S, 0, 10)
+    assert total == sum(max(3 * s + 1, 10 * s - 40) for s in range(11))
+    assert [(p.first, p.last) for p in pieces] == [(0, 5), (6, 10)]
+    with pytest.raises(SpecError, match="not linear in S"):
+        serving.series(sympy.Max(S**2, S), S, 0, 3)
+    # a mesh's step: compute and network terms added, each a Max of its own
+    mesh = sympy.Max(S, 20 - S) + 2 * sympy.Max(1, S / 4)
+    total, pieces = serving.series(mesh, S, 0, 30)
+    assert total == sum(max(s, 20 - s) + 2 * max(sympy.Integer(1), sympy.Rational(s, 4)) for s in range(31))
+    assert len(pieces) == 3
+
+
+def test_kv_caches_fit_and_max_batch() -> None:
+    P, G = 1000, 500
+    r = serving.request("llama-3-8b", "h100", P, G, 8, tpot_slo=0.02)
+    m = symroof.model("llama-3-8b", "decode", "h100")
+    usable = sympy.Rational(9, 10) * 80 * 10**9  # the H100 SXM's 80 GB, 0.9 of it usable
+    fit = sympy.floor((usable - m.weight_bytes) / (m.kv_bytes_per_token * (P + G)))
+    assert r.kv_caches_fit == fit
+    # the SLO bound: B whose step at S = P + G takes at most 20 ms, by trying batches here
+    meets = [b for b in range(1, 400) if _decode_step("llama-3-8b", b, P + G) <= sympy.Rational(2, 100)]
+    assert r.max_batch == min(max(meets), fit)
+    assert r.max_batch_bound is not None
+
+
+def test_max_batch_bound_by_latency() -> None:
+    P, G = 1000, 500
+    r = serving.request("llama-3-8b", "h100", P, G, 1, tpot_slo=0.006)
+    meets = [b for b in range(1, 400) if _decode_step("llama-3-8b", b, P + G) <= sympy.Rational(6, 1000)]
+    assert r.kv_caches_fit is not None and r.max_batch_bound is not None
+    assert r.max_batch == max(meets) < r.kv_caches_fit
+    assert r.max_batch_bound.startswith("latency")
+
+
+def test_speculative_expectation_matches_monte_carlo() -> None:
+    a, k = 0.8, 4
+    rng = np.random.default_rng(29)
+    draws = rng.random((200_000, k)) < a
+    # tokens a target step yields: the drafts accepted before the first rejection, plus the target's own
+    accepted = np.where(draws.all(axis=1), k, np.argmin(draws, axis=1))
+    simulated = float(np.mean(accepted + 1))
+    exact = float(serving.expected_tokens(sympy.Rational(4, 5), k))
+    assert abs(simulated - exact) / exact < 0.01
+    assert serving.expected_tokens(sympy.Integer(1), k) == k + 1
+    assert serving.expected_tokens(sympy.Integer(0), k) == 1  # every draft rejected: the target's own token
+
+
+def test_speculative_times() -> None:
+    P, G, B, k = 1000, 500, 4, 3
+    r = serving.request("llama-3-70b", "h100", P, G, B, chips=2, draft="llama-3-8b", draft_tokens=k, accept=0.5)
+    sp = r.speculative
+    assert sp is not None
+    s = P + G // 2
+    draft = sum(_decode_step("llama-3-8b", B, s + j, chips=2) for j in range(k))
+    verify = _decode_step("llama-3-70b", B * (k + 1), s, chips=2)
+    tokens = 1 + sympy.Rational(1, 2) + sympy.Rational(1, 4) + sympy.Rational(1, 8)
+    assert sp.tokens_per_step == tokens
+    assert sp.t_per_token == (draft + verify) / tokens
+    assert sp.speedup == _decode_step("llama-3-70b", B, s, chips=2) / sp.t_per_token
+    # the verify's lower bound: the k extra reads of each sequence's cache (327680 bytes a token of
+    # context for llama-3-70b, half on each of the 2 chips) taken off at the H100's 3.35e12 bytes/s
+    extra = k * sympy.Rational(327680 * B * s, 2) / (335 * 10**10)
+    plain = _decode_step("llama-3-70b", B, s, chips=2)
+    assert sp.t_verify_low == max(plain, verify - extra) < verify
+    assert sp.speedup_high == plain * tokens / (draft + sp.t_verify_low) > sp.speedup
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(SpecError, match="at least 1"):
+        serving.request("llama-3-8b", "h100", 0, 10)
+    with pytest.raises(SpecError, match="--accept is a probability"):
+        serving.request("llama-3-8b", "h100", 10, 10, draft="llama-3-8b", accept=1.5)
+    with pytest.raises(SpecError, match="--tpot-slo takes a number"):
+        serving.request("llama-3-8b", "h100", 10, 10, tpot_slo="fast")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="--accept goes with --draft"):
+        serving.request("llama-3-8b", "h100", 10, 10, accept=0.5)
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    import io
+
+    from symroof.cli.command import main
+    out, err = io.StringIO(), io.StringIO()
+    return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
+
+
+def test_cli_serve_prints_the_request_and_its_conventions() -> None:
+    import json
+    code, out, _ = _cli("model", "llama-3-8b", "--serve", "--chip", "h100", "--prompt", "1000", "--generate", "500",
+                        "--set", "B=8", "--tpot-slo", "0.02", "--json")
+    assert code == 0
+    got = json.loads(out)
+    r = serving.request("llama-3-8b", "h100", 1000, 500, 8, tpot_slo=0.02)
+    assert got["t_request"] == pytest.approx(float(r.t_request), rel=1e-12)
+    assert got["max_batch"] == r.max_batch and got["kv_caches_fit"] == r.kv_caches_fit
+    assert any(c.startswith("lockstep") for c in got["conventions"])
+    code, text, _ = _cli("model", "llama-3-8b", "--serve", "--chip", "h100", "--prompt", "1000", "--generate", "500")
+    assert code == 0 and "t_request" in text and "continuous batching" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--serve", "--chip", "h100", "--prompt", "10"), "--serve needs --prompt P and --generate G"),
+    (("--chip", "h100", "--prompt", "10"), "--prompt goes with --serve"),
+    (("--serve", "--decode", "--chip", "h100", "--prompt", "10", "--generate", "5"), "drop --decode"),
+    (("--serve", "--chip", "h100", "--prompt", "10", "--generate", "5", "--set", "S=4"), "--set B=... only"),
+    (("--serve", "--chip", "h100", "--prompt", "10", "--generate", "5", "--tpot-slo", "x"), "--tpot-slo takes"),
+])
+def test_cli_serve_bad_input(argv: tuple[str, ...], message: str) -> None:
+    code, _, err = _cli("model", "llama-3-8b", *argv)
+    assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_on_a_mesh() -> None:
+    # llama-3-70b, dp=2 x tp=4 on 8 H100s: the step adds compute and network terms, each a Max
+    P, G, B = 1000, 40, 8
+    r = serving.request("llama-3-70b", "h100", P, G, B, strategy="dp=2,tp=4", tpot_slo=0.03)
+    steps = [symroof.model("llama-3-70b", "decode", "h100", {"B": B, "S": P + g}, strategy="dp=2,tp=4").t_step
+             for g in range(G)]
+    assert r.t_request == r.ttft + sympy.Add(*steps)
+    assert r.chips == 8
+    # memory: a chip holds a quarter of the weights (tp=4) and its replica's half of the batch's
+    # caches, a quarter of each (the 8 KV heads over tp=4): per chip (usable - weights/4) / (kv(S)/4)
+    # sequences for its replica, twice that in all, and a whole multiple of the 2 replicas
+    m = symroof.model("llama-3-70b", "decode", "h100")
+    usable = sympy.Rational(9, 10) * 80 * 10**9
+    per_replica = sympy.floor((usable - m.weight_bytes / 4) / (m.kv_bytes_per_token * (P + G) / 4))
+    assert r.kv_caches_fit == 2 * per_replica - (2 * per_replica) % 2
+    assert r.max_batch is not None and r.max_batch % 2 == 0
+
+
+def test_speculative_caches_fit_beside_both_models() -> None:
+    P, G = 1000, 500
+    r = serving.request("llama-3-70b", "h100", P, G, 1, chips=4, draft="llama-3-8b")
+    assert r.speculative is not None
+    big, small = (symroof.model(n, "decode", "h100") for n in ("llama-3-70b", "llama-3-8b"))
+    usable = sympy.Rational(9, 10) * 80 * 10**9 * 4  # four H100s, memory split evenly
+    per_sequence = (big.kv_bytes_per_token + small.kv_bytes_per_token) * (P + G)
+    assert r.speculative.caches_fit == sympy.floor((usable - big.weight_bytes - small.weight_bytes) / per_sequence)
+    assert r.kv_caches_fit == sympy.floor((usable - big.weight_bytes) / (big.kv_bytes_per_token * (P + G)))
+
+
+def test_decode_total_as_a_formula_in_p_and_g() -> None:
+    r = serving.request("llama-3-8b", "h100", 1000, 500, 8)
+    formula = r.decode_formula()
+    assert formula is not None
+    P, G = sympy.symbols("P G", positive=True, integer=True)
+    assert formula.subs({P: 1000, G: 500}) == r.t_request - r.ttft
+    # the same roof at another request inside its range: a loop over its steps
+    assert formula.subs({P: 1100, G: 300}) == sympy.Add(*(r.tpot_at(1100 + g) for g in range(300)))
+    crossed = serving.request("llama-3-8b", "h100", 50, 300, 1024)
+    assert crossed.decode_formula() is None
+
+
+def test_a_program_file_is_refused(tmp_path: object) -> None:
+    import pathlib
+    path = pathlib.Path(str(tmp_path)) / "m.sr"
+    path.write_text(str(symroof.model("llama-3-8b", "decode").structured.program), encoding="utf-8")
+    with pytest.raises(SpecError, match="is a program: give a model's name"):
+        serving.request(str(path), "h100", 10, 10)
