@@ -30,12 +30,17 @@ NORMS = ("rmsnorm", "layernorm")
 POSITIONS = ("rope", "learned")
 _CHOICES = {"mlp": MLPS, "norm": NORMS, "positions": POSITIONS}
 _FLAGS = ("tied_embeddings", "bias")
-_MODEL_KEYS = ("id", "name", "aliases", "sizes", *_CHOICES, *_FLAGS, "moe", "params_published", "params", "sources")
+# Optional flags (false when left out): biases on q, k and v only (Qwen2's attention; `bias`
+# puts them on every projection), and a published count the publisher rounded ("7.61B"),
+# which the tests hold to 1% where a checkpoint's exact sum is held to 0.5%
+_OPTIONAL_FLAGS = ("qkv_bias", "params_rounded")
+_MODEL_KEYS = ("id", "name", "aliases", "sizes", *_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "params_published",
+               "params", "sources")
 _REQUIRED = ("id", "name", "sizes", *_CHOICES, *_FLAGS, "params_published", "sources")
 # A model given by its parameter count (`params`) and the sizes known of it, if any
 # (models/counted.py): no template, so none of its fields
 _COUNTED_REQUIRED = ("id", "name", "params", "sources")
-_TEMPLATE_ONLY = (*_CHOICES, *_FLAGS, "moe", "params_published")
+_TEMPLATE_ONLY = (*_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "params_published")
 _COUNTED_SOURCE_KEYS = ("params", "sizes")
 _FILE_KEYS = ("about", "models")
 _SOURCE_KEYS = ("sizes", "params_published", "moe")
@@ -160,9 +165,11 @@ def _check_model(path: str, k: int, model: object) -> None:
         if model[field] not in choices:
             fail(f"{field} is one of {', '.join(choices)}, got {_describe(model[field])}"
                  + (did_you_mean(model[field], choices) if isinstance(model[field], str) else ""))
-    for field in _FLAGS:
+    for field in (*_FLAGS, *(f for f in _OPTIONAL_FLAGS if f in model)):
         if not isinstance(model[field], bool):
             fail(f"{field} must be true or false (a JSON boolean), not {_describe(model[field])}")
+    if model["bias"] and model.get("qkv_bias"):
+        fail("qkv_bias: 'bias' already puts biases on q, k and v (and every other projection); give one of them")
     moe = model.get("moe")
     if moe is not None:
         if not isinstance(moe, dict) or set(moe) != set(_MOE_KEYS) or \
