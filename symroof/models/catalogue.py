@@ -23,6 +23,7 @@ from typing import NoReturn
 
 from ..errors import SpecError
 from ..resources import describe, did_you_mean, resource_path, unique_keys
+from . import hf_config
 
 FIELDS = ("D", "L", "N", "K", "H", "F", "V", "context")  # the sizes the transformer template reads
 MLPS = ("swiglu", "geglu", "gelu")
@@ -236,7 +237,10 @@ def configured(path: str | None = None) -> tuple[dict, ...]:
 
 
 def get_model(name: str, path: str | None = None) -> dict:
-    """A model by id or alias, case-insensitive; an unknown name suggests the nearest."""
+    """A model by id or alias, case-insensitive; an unknown name suggests the nearest. A
+    name ending in .json is a local Hugging Face config.json, read (hf_config.py)."""
+    if hf_config.is_config_path(name):
+        return hf_config.read(name)
     key = name.strip().lower()
     found = models(path)
     for model in found:
