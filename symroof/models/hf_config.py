@@ -90,7 +90,10 @@ def is_config_path(name: str) -> bool:
 
 def read(path: str) -> dict:
     """The template configuration of the Hugging Face config file at `path`."""
-    where = f"config file {path}"
+    # the id and name are written into the program's first line, and the path into one-line
+    # errors: printable, or the file's plain name
+    label = path if path.isprintable() else (Path(path).name if Path(path).name.isprintable() else "config.json")
+    where = f"config file {label}"
 
     def fail(problem: str) -> NoReturn:
         raise SpecError(f"{where}: {problem}")
@@ -115,6 +118,8 @@ def read(path: str) -> dict:
     kind = data.get("model_type")
     if kind is None:
         fail("no model_type: symroof reads a Hugging Face config by its model_type")
+    if not isinstance(kind, str):
+        fail(f"model_type must be text, not {describe(kind, 40)}")
     if kind in _NOT_YET:
         fail(f"model_type {kind!r}: its {_NOT_YET[kind]} the transformer template cannot write yet")
     if kind not in FAMILIES:
@@ -172,12 +177,10 @@ def read(path: str) -> dict:
             fail(f"{act_field} {_shown(act)}: the template's plain MLP is a GELU")
         mlp = "gelu"
     bias = kind == "gpt2" or flag("attention_bias", False)
-    config: dict = {"id": path, "name": f"{kind} config {Path(path).name}", "sizes": sizes, "mlp": mlp,
+    config: dict = {"id": label, "name": f"{kind} config {Path(label).name}", "sizes": sizes, "mlp": mlp,
                     "norm": family.norm, "positions": family.positions,
                     "tied_embeddings": flag("tie_word_embeddings", family.tied), "bias": bias,
                     "qkv_bias": family.qkv_bias and not bias}
-    if not path.isprintable():  # the id is written into the program's first line
-        config["id"] = Path(path).name if Path(path).name.isprintable() else "config.json"
     if family.moe:
         experts, active = whole("num_local_experts"), whole("num_experts_per_tok")
         if active > experts:

@@ -152,6 +152,7 @@ def test_llama_attention_bias_puts_a_bias_on_every_projection(tmp_path):
     ({**LLAMA_31_8B, "tie_word_embeddings": "yes"}, "tie_word_embeddings must be true or false"),
     ({**MIXTRAL_8X7B, "num_experts_per_tok": 9}, "num_experts_per_tok: 9 experts a token, more than"),
     ([1, 2], "a config is a JSON object"),
+    ({**LLAMA_31_8B, "model_type": ["llama"]}, "model_type must be text, not a list"),
     ({**QWEN25_7B, "layer_types": ["full_attention", "sliding_attention"]}, "layer_types: .*layers other than full"),
 ])
 def test_a_config_the_template_cannot_write_is_refused_naming_why(tmp_path, fields, message):
@@ -170,6 +171,17 @@ def test_a_config_file_that_is_not_json_or_too_big_is_one_line(tmp_path):
         get_model(str(path))
     with pytest.raises(SpecError, match="cannot read config file .*missing.json"):
         get_model(str(tmp_path / "missing.json"))
+    path.write_text("[" * 5000, encoding="utf-8")
+    with pytest.raises(SpecError, match="config file .*config.json: "):
+        get_model(str(path))
+    path.write_text('{"model_type": "llama", "model_type": "gpt2"}', encoding="utf-8")
+    with pytest.raises(SpecError, match="model_type"):
+        get_model(str(path))
+    odd = tmp_path / "a\nb.json"  # a line break in the path: the error stays on one line
+    odd.write_text(json.dumps({"model_type": "bloom"}), encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        get_model(str(odd))
+    assert "\n" not in str(err.value) and "config file a\nb.json" not in str(err.value)
 
 
 def test_the_command_reads_a_config_json_and_refuses_in_one_line(tmp_path):
