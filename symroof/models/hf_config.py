@@ -35,6 +35,7 @@ class Family:
     window: bool = False          # sliding_window is a field of this family (it must not bind)
     window_switch: bool = False   # use_sliding_window turns it on (Qwen2; off by default)
     qkv_bias: bool = False        # biases on q, k and v only (Qwen2)
+    attention_bias: bool = False  # attention_bias (q, k, v and o) is a field of this family
     moe: bool = False
     sizes: tuple[tuple[str, str], ...] = (("D", "hidden_size"), ("L", "num_hidden_layers"),
                                           ("N", "num_attention_heads"), ("F", "intermediate_size"),
@@ -43,11 +44,11 @@ class Family:
 
 _GPT2_SIZES = (("D", "n_embd"), ("L", "n_layer"), ("N", "n_head"), ("V", "vocab_size"), ("context", "n_positions"))
 FAMILIES = {
-    "llama": Family(True, "rmsnorm", "rope", tied=False),
+    "llama": Family(True, "rmsnorm", "rope", tied=False, attention_bias=True),
     "mistral": Family(True, "rmsnorm", "rope", tied=False, window=True),
     "mixtral": Family(True, "rmsnorm", "rope", tied=False, window=True, moe=True),
     "qwen2": Family(True, "rmsnorm", "rope", tied=False, window=True, window_switch=True, qkv_bias=True),
-    "gemma": Family(True, "rmsnorm", "rope", tied=True),
+    "gemma": Family(True, "rmsnorm", "rope", tied=True, attention_bias=True),
     "phi3": Family(True, "rmsnorm", "rope", tied=False, window=True),
     "gpt2": Family(False, "layernorm", "learned", tied=True, sizes=_GPT2_SIZES),
 }
@@ -71,6 +72,7 @@ _REFUSED = {
     "n_shared_experts": "shared experts",
     "mlp_bias": "biases on the gated MLP",
     "use_qk_norm": "QK-norm",
+    "add_cross_attention": "cross-attention layers",
 }
 _GATED = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu", "gelu_new": "geglu"}
 _GPT2_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
@@ -176,6 +178,8 @@ def read(path: str) -> dict:
         if act not in _GPT2_ACTS:
             fail(f"{act_field} {_shown(act)}: the template's plain MLP is a GELU")
         mlp = "gelu"
+    if not family.attention_bias and data.get("attention_bias") not in (None, False):
+        fail(f"attention_bias: not a field a {kind} model reads; its biases are fixed by its model_type")
     bias = kind == "gpt2" or flag("attention_bias", False)
     config: dict = {"id": label, "name": f"{kind} config {Path(label).name}", "sizes": sizes, "mlp": mlp,
                     "norm": family.norm, "positions": family.positions,

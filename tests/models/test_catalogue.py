@@ -153,6 +153,8 @@ def test_llama_attention_bias_puts_a_bias_on_every_projection(tmp_path):
     ({**MIXTRAL_8X7B, "num_experts_per_tok": 9}, "num_experts_per_tok: 9 experts a token, more than"),
     ([1, 2], "a config is a JSON object"),
     ({**LLAMA_31_8B, "model_type": ["llama"]}, "model_type must be text, not a list"),
+    ({**QWEN25_7B, "attention_bias": True}, "attention_bias: not a field a qwen2 model reads"),
+    ({**GPT2, "add_cross_attention": True}, "add_cross_attention: cross-attention layers"),
     ({**QWEN25_7B, "layer_types": ["full_attention", "sliding_attention"]}, "layer_types: .*layers other than full"),
 ])
 def test_a_config_the_template_cannot_write_is_refused_naming_why(tmp_path, fields, message):
@@ -227,3 +229,16 @@ def test_symroof_models_lists_counted_beside_published():
     line = next(ln for ln in text.getvalue().splitlines() if ln.startswith("qwen2.5-32b "))
     # 32763876352 counted, the card's rounded 32.5B: +0.81%
     assert "32.76 G" in line and "32.5 G~" in line and "+0.81%" in line
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"qkv_bias": True, "bias": True}, "qkv_bias: 'bias' already puts biases on q, k and v"),
+    ({"qkv_bias": "yes"}, "qkv_bias must be true or false"),
+    ({"params_rounded": 1}, "params_rounded must be true or false"),
+])
+def test_the_catalogues_new_flags_are_checked(tmp_path, change, message):
+    entry = {**get_model("llama-3-8b"), **change}
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps({"models": [entry]}), encoding="utf-8")
+    with pytest.raises(SpecError, match=f"model llama-3-8b: {message}"):
+        models(str(path))
