@@ -10,6 +10,8 @@ flag that is not a JSON boolean (`"bias": "no"` is not true), `moe.active` above
 whichever sizes are known) that carries a template's field, an alias that also names another model, and a name with a
 line break or another character that does not print (the name is written into the
 template's program text). The file is bounded in size, and so is each text and number.
+`get_model` also takes a path ending .json: a local Hugging Face config.json, read by
+hf_config.py into an entry of the same shape.
 """
 
 from __future__ import annotations
