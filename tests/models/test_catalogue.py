@@ -242,3 +242,11 @@ def test_the_catalogues_new_flags_are_checked(tmp_path, change, message):
     path.write_text(json.dumps({"models": [entry]}), encoding="utf-8")
     with pytest.raises(SpecError, match=f"model llama-3-8b: {message}"):
         models(str(path))
+
+
+def test_gemma_2b_matches_the_papers_non_embedding_count():
+    """Gemma's paper (arXiv:2403.08295, Table 2) splits 2B's count: 1,981,884,416 outside the
+    embedding, which the template's count less the 256000 x 2048 table matches exactly."""
+    got = symroof.model("gemma-2b").params
+    assert got == _dense(2048, 18, 8, 1, 256, 16384, 256000, tied=True)
+    assert got - 256000 * 2048 == 1_981_884_416
