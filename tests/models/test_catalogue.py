@@ -226,9 +226,10 @@ def test_symroof_models_lists_counted_beside_published():
     assert rows["chinchilla-70b"]["params"] == 70 * 10**9 and rows["chinchilla-70b"]["params_published"] is None
     text = io.StringIO()
     assert main(["models"], out=text) == 0
-    line = next(ln for ln in text.getvalue().splitlines() if ln.startswith("qwen2.5-32b "))
-    # 32763876352 counted, the card's rounded 32.5B: +0.81%
-    assert "32.76 G" in line and "32.5 G~" in line and "+0.81%" in line
+    line = next(ln for ln in text.getvalue().splitlines() if ln.startswith("qwen2.5-7b "))
+    # the hand count beside the card's rounded 7.61B: (7615616512 - 7.61e9) / 7.61e9 = +0.07%
+    assert _dense(3584, 28, 28, 4, 128, 18944, 152064, qkv_bias=True) == 7_615_616_512
+    assert "7.616 G" in line and "7.61 G~" in line and "+0.07%" in line
 
 
 @pytest.mark.parametrize("change, message", [
