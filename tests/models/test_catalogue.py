@@ -221,8 +221,9 @@ def test_symroof_models_lists_counted_beside_published():
     assert main(["models", "--json"], out=out) == 0
     rows = {row["id"]: row for row in json.loads(out.getvalue())}
     assert set(rows) == {m["id"] for m in models()}
-    assert rows["gpt2"]["params"] == _gpt2(768, 12, 50257, 1024) and rows["gpt2"]["params_published"] == 124_000_000
-    assert rows["gpt2"]["rounded"] is True and "openai/gpt-2" in rows["gpt2"]["source"]
+    assert rows["gpt2"]["params"] == _gpt2(768, 12, 50257, 1024) == rows["gpt2"]["params_published"]
+    assert rows["gpt2"]["rounded"] is False and "openai/gpt-2" in rows["gpt2"]["source"]
+    assert rows["qwen2.5-7b"]["rounded"] is True and rows["qwen2.5-7b"]["params_published"] == 7_610_000_000
     assert rows["chinchilla-70b"]["params"] == 70 * 10**9 and rows["chinchilla-70b"]["params_published"] is None
     text = io.StringIO()
     assert main(["models"], out=text) == 0
