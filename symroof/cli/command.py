@@ -31,6 +31,7 @@ from ..hardware.chips import Chip, cited_keys, get_chip, list_chips, source_keys
 from ..hardware.machines import machine
 from ..hardware.pods import totals
 from ..ir import dim_symbol
+from ..models.report import catalogue_rows
 from ..render import latex
 from ..render.chip_card import chip_card, chips_table
 from ..render.json_report import to_json_dict
@@ -38,7 +39,7 @@ from ..render.text import table
 from ..roofline.collectives import time as collective_time
 from ..sharding.layout import fix_message
 from ..sharding.lowering import ShardingError
-from ..show import over, seconds
+from ..show import human, over, seconds
 from . import from_jax as cli_jax
 from . import measure as cli_measure
 from . import model as cli_model
@@ -124,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     chip_cmd.add_argument("--slice", metavar="AxBxC", help="the totals of this slice of a torus chip's pod")
     chip_cmd.add_argument("--json", action="store_true", help="print JSON")
     chip_cmd.set_defaults(handler=_chip)
+    models_cmd = commands.add_parser("models", help="list the models in models.json with their parameter counts",
+                                     description="Each model of the catalogue: its parameters as the template "
+                                                 "counts them beside the count its publisher states, and that "
+                                                 "count's source.")
+    models_cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
+    models_cmd.add_argument("--json", action="store_true", help="print JSON")
+    models_cmd.set_defaults(handler=_models)
     cli_model.add_parser(commands)
     cli_plan.add_parser(commands)
     cli_measure.add_parser(commands)
@@ -332,6 +340,21 @@ def _chips(args: argparse.Namespace) -> str:
     if args.json:
         return _dumps([{k: _plain(v) for k, v in row.items()} for row in rows])
     return chips_table(chips)
+
+
+def _models(args: argparse.Namespace) -> str:
+    rows = catalogue_rows(args.models)
+    if args.json:
+        return _dumps(rows)
+    lines = [f"{'id':<18} {'name':<24} {'counted':>10} {'published':>10} {'off':>7}  source of the published count"]
+    for row in rows:
+        published = row["params_published"]
+        off = "" if published is None else f"{(row['params'] / published - 1) * 100:+.2f}%"
+        shown = "-" if published is None else human(published) + ("~" if row["rounded"] else "")
+        lines.append(f"{row['id']:<18} {row['name'][:24]:<24} {human(row['params']):>10} {shown:>10} {off:>7}  "
+                     f"{row['source']}")
+    return "\n".join([*lines, "", "counted: the transformer template's count of the model's configuration (for a "
+                       "model given only by its count, that count); ~: the publisher's figure is rounded"])
 
 
 def _chip(args: argparse.Namespace) -> str:

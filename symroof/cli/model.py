@@ -37,10 +37,12 @@ from .options import (
 
 def add_parser(commands: Commands) -> None:
     cmd = commands.add_parser("model", help="a whole model: parameters, FLOPs, memory, chips, step time",
-                              description="Analyse a model from models.json (or a program file with "
-                                          "let, repeat and param lines) for training, prefill or decode.")
+                              description="Analyse a model from models.json, a Hugging Face config.json "
+                                          "(or a program file with let, repeat and param lines) for training, "
+                                          "prefill or decode.")
     cmd.add_argument("name", metavar="NAME|FILE", nargs="?",
-                     help="a model in models.json (llama-3-70b) or a program file; left out with --params")
+                     help="a model in models.json (llama-3-70b; symroof models lists them), a local Hugging "
+                          "Face config.json (a path ending .json), or a program file; left out with --params")
     cmd.add_argument("--params", metavar="N",
                      help="a model given only by its parameter count (70e9), training: FLOPs by the 6·N rule, "
                           "weights, gradients and optimizer state, the chips they need, and at --mfu tokens/s, "

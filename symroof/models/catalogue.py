@@ -10,6 +10,8 @@ flag that is not a JSON boolean (`"bias": "no"` is not true), `moe.active` above
 whichever sizes are known) that carries a template's field, an alias that also names another model, and a name with a
 line break or another character that does not print (the name is written into the
 template's program text). The file is bounded in size, and so is each text and number.
+`get_model` also takes a path ending .json: a local Hugging Face config.json, read by
+hf_config.py into an entry of the same shape.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import NoReturn
 
 from ..errors import SpecError
 from ..resources import describe, did_you_mean, resource_path, unique_keys
+from . import hf_config
 
 FIELDS = ("D", "L", "N", "K", "H", "F", "V", "context")  # the sizes the transformer template reads
 MLPS = ("swiglu", "geglu", "gelu")
@@ -30,12 +33,17 @@ NORMS = ("rmsnorm", "layernorm")
 POSITIONS = ("rope", "learned")
 _CHOICES = {"mlp": MLPS, "norm": NORMS, "positions": POSITIONS}
 _FLAGS = ("tied_embeddings", "bias")
-_MODEL_KEYS = ("id", "name", "aliases", "sizes", *_CHOICES, *_FLAGS, "moe", "params_published", "params", "sources")
+# Optional flags (false when left out): biases on q, k and v only (Qwen2's attention; `bias`
+# puts them on every projection), and a published count the publisher rounded ("7.61B"),
+# which the tests hold to 1% where a checkpoint's exact sum is held to 0.5%
+_OPTIONAL_FLAGS = ("qkv_bias", "params_rounded")
+_MODEL_KEYS = ("id", "name", "aliases", "sizes", *_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "params_published",
+               "params", "sources")
 _REQUIRED = ("id", "name", "sizes", *_CHOICES, *_FLAGS, "params_published", "sources")
 # A model given by its parameter count (`params`) and the sizes known of it, if any
 # (models/counted.py): no template, so none of its fields
 _COUNTED_REQUIRED = ("id", "name", "params", "sources")
-_TEMPLATE_ONLY = (*_CHOICES, *_FLAGS, "moe", "params_published")
+_TEMPLATE_ONLY = (*_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "params_published")
 _COUNTED_SOURCE_KEYS = ("params", "sizes")
 _FILE_KEYS = ("about", "models")
 _SOURCE_KEYS = ("sizes", "params_published", "moe")
@@ -160,9 +168,11 @@ def _check_model(path: str, k: int, model: object) -> None:
         if model[field] not in choices:
             fail(f"{field} is one of {', '.join(choices)}, got {_describe(model[field])}"
                  + (did_you_mean(model[field], choices) if isinstance(model[field], str) else ""))
-    for field in _FLAGS:
+    for field in (*_FLAGS, *(f for f in _OPTIONAL_FLAGS if f in model)):
         if not isinstance(model[field], bool):
             fail(f"{field} must be true or false (a JSON boolean), not {_describe(model[field])}")
+    if model["bias"] and model.get("qkv_bias"):
+        fail("qkv_bias: 'bias' already puts biases on q, k and v (and every other projection); give one of them")
     moe = model.get("moe")
     if moe is not None:
         if not isinstance(moe, dict) or set(moe) != set(_MOE_KEYS) or \
@@ -229,7 +239,10 @@ def configured(path: str | None = None) -> tuple[dict, ...]:
 
 
 def get_model(name: str, path: str | None = None) -> dict:
-    """A model by id or alias, case-insensitive; an unknown name suggests the nearest."""
+    """A model by id or alias, case-insensitive; an unknown name suggests the nearest. A
+    name ending in .json is a local Hugging Face config.json, read (hf_config.py)."""
+    if hf_config.is_config_path(name):
+        return hf_config.read(name)
     key = name.strip().lower()
     found = models(path)
     for model in found:

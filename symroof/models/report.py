@@ -22,7 +22,7 @@ from ..render.tex import TexPrinter, tex_name, tex_words
 from ..roofline.solve import Region
 from ..show import beside, human, number, pretty, seconds, wrapped
 from . import accumulation, kinds, pipeline, strategy_costs
-from .catalogue import get_model
+from .catalogue import get_model, models
 from .counted import NEEDS_CONFIG, is_counted
 from .decls import MODEL_QUANTITY, Options, state_bytes, state_text, usable_text
 from .strategies import Strategy, strategy_of
@@ -109,6 +109,23 @@ def assemble(structured: Structured, about: dict, stages: tuple[Program, Program
     return pipeline.PipelinedModel(structured, target, sizes, options, pipe, about, origin)
 
 
+def catalogue_rows(models_file: str | None = None) -> list[dict]:
+    """Each model of the catalogue (`symroof models`): its parameters as the template counts
+    them (a model given only by its count: that count), the count its publisher states
+    (None for the latter), whether that figure is rounded, and its source."""
+    rows = []
+    for config in models(models_file):
+        if is_counted(config):
+            rows.append({"id": config["id"], "name": config["name"], "params": config["params"],
+                         "params_published": None, "rounded": True, "source": config["sources"]["params"]})
+            continue
+        rows.append({"id": config["id"], "name": config["name"],
+                     "params": int(Model(read_structured(whole(config))).params),
+                     "params_published": config["params_published"], "rounded": config.get("params_rounded", False),
+                     "source": config["sources"]["params_published"]})
+    return rows
+
+
 def named(name: str, models_file: str | None = None) -> dict | None:
     """The models.json entry NAME names; None for a program (its text, or a file)."""
     if "\n" in name or "{" in name or _is_file(name):
@@ -183,7 +200,8 @@ def _pipeline(config: dict, mode: str, weights: str, kv: str, found: Strategy, m
 def _is_file(name: str) -> bool:
     path = Path(name)
     try:
-        return path.suffix in (".sr", ".txt") or (path.is_file() and "/" in name)
+        # a .json file is a Hugging Face config (models/hf_config.py), read as a named model's
+        return path.suffix in (".sr", ".txt") or (path.is_file() and "/" in name and path.suffix != ".json")
     except (OSError, ValueError):  # a name too long for a path, or with a NUL: a model's name, then
         return False
 

@@ -92,7 +92,7 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
         choices[field] = config.get(field, default)  # a config from models.json has each (catalogue.py)
         if choices[field] not in known:
             raise SpecError(f"model {config['id']}: {field} is one of {', '.join(known)}, not {choices[field]!r}")
-    for field in ("bias", "tied_embeddings"):
+    for field in ("bias", "qkv_bias", "tied_embeddings"):
         if not isinstance(config.get(field, False), bool):
             raise SpecError(f"model {config['id']}: {field} is true or false, not {config[field]!r}")
     moe = config.get("moe")
@@ -124,7 +124,10 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
     if learned:
         items += [_params("embedding", ("Pos", t("bf16", "Tmax", "D"))),
                   Apply("gather", (), "prefix", (t("bf16", "Tmax", "D"), indices), x), _add(x, x, x)]
-    layer = (Part("attention", _attention(x, seq, norm, bias, decode, stored["kv"], _CACHE[mode])),
+    # qkv_bias: biases on the query, key and value projections only (Qwen2's), none on the
+    # output projection or the MLP
+    qkv_bias = bias or config.get("qkv_bias", False)
+    layer = (Part("attention", _attention(x, seq, norm, bias, qkv_bias, decode, stored["kv"], _CACHE[mode])),
              Part("mlp", _mlp(x, seq, norm, bias, choices["mlp"], moe)))
     items += [Blank(), Repeat("L", layer), Blank(), *_norm(x, norm, bias, "Wnf", "bnf")]
     logits = t("bf16", *seq, "V")
@@ -163,7 +166,7 @@ _CACHE = {"train": "a cache's keys and values (kv_bytes_per_token; training keep
           "prefill": "the keys and values this step writes", "decode": "the context's keys and values"}
 
 
-def _attention(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, decode: bool, cache: str,
+def _attention(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, qkv_bias: bool, decode: bool, cache: str,
                says: str) -> tuple[Item, ...]:
     q, kv = t("bf16", *seq, "K", "G", "H"), t(cache, "B", "S", "K", "H")
     new_kv = t(cache, "B", "K", "H") if decode else kv
@@ -171,13 +174,13 @@ def _attention(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, decode: b
     items = _norm(x, norm, bias, "Wn1", "bn1", "x")  # x: the block's input
     items.append(_params("param", ("Wq", wq), ("Wk", wkv), ("Wv", wkv), ("Wo", wo)))
     qb, kvb, ob = t("bf16", "K", "G", "H"), t("bf16", "K", "H"), t("bf16", "D")
-    if bias:
-        items.append(_params("param", ("bq", qb), ("bk", kvb), ("bv", kvb), ("bo", ob)))
+    if qkv_bias:
+        items.append(_params("param", ("bq", qb), ("bk", kvb), ("bv", kvb), *((("bo", ob),) if bias else ())))
     items.append(_params("cache", ("Kc", kv), ("Vc", kv), comment=says))
     source = x if decode else t("bf16", "B", "S", "D")
     items += [_matmul(x, ("D",), wq, named(q, "q")), _matmul(source, ("D",), wkv, named(new_kv, "k")),
               _matmul(source, ("D",), wkv, named(new_kv, "v"))]
-    if bias:
+    if qkv_bias:
         items += [_add(q, qb, q), _add(new_kv, kvb, new_kv), _add(new_kv, kvb, new_kv)]
     scores = t("fp32", "B", "K", "G", *seq[1:], "S")
     probs = Tensor("bf16", scores.dims)

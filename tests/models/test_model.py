@@ -40,8 +40,9 @@ def _dense_params(s: dict) -> int:
 
 @pytest.mark.parametrize("config", configured(), ids=lambda m: m["id"])
 def test_every_model_matches_its_published_parameter_count(config):
+    """Within 0.5% of a checkpoint's exact sum, 1% of a figure the publisher rounded ("7.61B")."""
     params = Model(read_structured(program(config, "train"))).params
-    assert abs(params / config["params_published"] - 1) < 0.01
+    assert abs(params / config["params_published"] - 1) < (0.01 if config.get("params_rounded") else 0.005)
 
 
 def test_llama_3_70b_parameters_by_hand():
