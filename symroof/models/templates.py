@@ -128,7 +128,7 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
         items.append(Let((("E", str(moe["experts"])), ("A", str(moe["active"])), ("C", "tokens*A/E"),
                           ("slots", "E*C"))))
         if decode:
-            items.append(Let(_TOUCHED))
+            items.append(Let(_touched()))
     if learned:
         items.append(Let((("Tmax", str(sizes["context"])),)))
     indices = t("int32", *seq)
@@ -171,7 +171,7 @@ def _touched_per_replica(p: Program, strategy: Strategy) -> Program:
                          for _, size, _ in strategy.get(kind.name, ()))
     if replicas == 1:
         return p
-    touched = dict(_TOUCHED)["Et"].replace("**tokens", f"**(tokens/{replicas})")
+    touched = dict(_touched(f"(tokens/{replicas})"))["Et"]
 
     def each(item: Item) -> Item:
         return Let(tuple((n, touched if n == "Et" else v) for n, v in item.entries)) if isinstance(item, Let) else item
@@ -245,9 +245,10 @@ def _mlp(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, mlp: str, moe: 
     return tuple(items + [_add(x, x, x, "residual")])
 
 
-# decode's experts touched (expected, under a uniform router: the module's docstring) and
-# the tokens each gets
-_TOUCHED = (("Et", "E*(1 - (1 - A/E)**tokens)"), ("Ct", "tokens*A/Et"))
+def _touched(tokens: str = "tokens") -> tuple[tuple[str, str], ...]:
+    """Decode's experts touched by `tokens` routed (expected, under a uniform router: the
+    module's docstring), and the tokens each gets."""
+    return ("Et", f"E*(1 - (1 - A/E)**{tokens})"), ("Ct", "tokens*A/Et")
 
 
 # the convention a report states where a program reads only the experts touched (`touches_experts`)

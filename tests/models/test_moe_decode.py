@@ -152,3 +152,11 @@ def test_a_decode_plan_states_the_routing_assumption():
     assert any("uniformly" in c for c in moe.to_dict()["conventions"])
     dense = symroof.plan("llama-3-8b", "h100", 8, 64, mode="decode")
     assert "uniformly" not in str(dense) and not any("uniformly" in c for c in dense.to_dict()["conventions"])
+
+
+def test_a_size_expression_takes_powers_as_python_does():
+    from symroof.lang.relations import expression
+    assert [expression(text) for text in ("2**3**2", "-2**2", "2*3**2", "(2*3)**2", "2**-1")] == \
+        [512, -4, 18, 36, sympy.Rational(1, 2)]
+    p = templates.program(CONFIG, "decode", strategy=parse_strategy("dp=2"))
+    assert "let Et = E*(1 - (1 - A/E)**(tokens/2)), Ct = tokens*A/Et" in str(p)
