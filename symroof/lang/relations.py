@@ -1,11 +1,10 @@
 """Named sizes and relations between dims: `let F = 4*D`, `let D = N*H`, `let L = 80`.
 
 An expression is read token by token into sympy (never through `sympify`): names are
-dims, numbers are integers, with + - * / ** and parentheses (`**` binds tightest and to the
-right, as in Python: a mixture of experts' expected experts touched, E*(1 - (1 - A/E)**tokens)).
-`resolve_relations` turns the `let` lines of a program into one substitution, each name
-defined in terms of the dims no `let` defines, and refuses a cycle, a name defined twice,
-and a size that contradicts a relation.
+dims, numbers are integers, with + - * / and parentheses. `resolve_relations` turns the
+`let` lines of a program into one substitution, each name defined in terms of the dims
+no `let` defines, and refuses a cycle, a name defined twice, and a size that contradicts
+a relation.
 
 Examples:
     >>> from symroof.ir import dim_symbol
@@ -24,7 +23,7 @@ import sympy
 from ..errors import SpecError
 from ..ir import dim_symbol
 
-_TOKEN = re.compile(r"\s*(?:(?P<name>[^\W\d_][^\W_]*)|(?P<int>\d+)|(?P<op>\*\*|[-+*/()]))")
+_TOKEN = re.compile(r"\s*(?:(?P<name>[^\W\d_][^\W_]*)|(?P<int>\d+)|(?P<op>[-+*/()]))")
 
 
 def expression(text: str, where: tuple[str, int] | None = None) -> sympy.Expr:
@@ -51,8 +50,7 @@ def expression(text: str, where: tuple[str, int] | None = None) -> sympy.Expr:
 
 
 class _Reader:
-    """Recursive descent: sum := product (('+'|'-') product)*; product := power (('*'|'/') power)*;
-    power := atom ['**' power] (right-associative); atom := int | name | '(' sum ')' | '-' power."""
+    """Recursive descent: sum := product (('+'|'-') product)*; product := atom (('*'|'/') atom)*."""
 
     def __init__(self, tokens: list[tuple[str, str, int]], where: tuple[str, int] | None):
         self.tokens, self.where, self.i = tokens, where, 0
@@ -69,27 +67,16 @@ class _Reader:
         return value
 
     def product(self) -> sympy.Expr:
-        value = self.power()
+        value = self.atom()
         while self._peek() in ("*", "/"):
             op = self.tokens[self.i][1]
             at = self.tokens[self.i][2]
             self.i += 1
-            right = self.power()
+            right = self.atom()
             if op == "/" and right == 0:
                 _fail("division by zero in a size expression", self.where, at)
             value = value * right if op == "*" else value / right
         return value
-
-    def power(self) -> sympy.Expr:
-        base = self.atom()
-        if self._peek() != "**":
-            return base
-        at = self.tokens[self.i][2]
-        self.i += 1
-        exponent = self.power()
-        if base == 0 and exponent.is_number and not exponent > 0:
-            _fail("zero to a power that is not positive in a size expression", self.where, at)
-        return base**exponent
 
     def atom(self) -> sympy.Expr:
         if self.i >= len(self.tokens):
@@ -108,7 +95,7 @@ class _Reader:
             self.i += 1
             return value
         if text == "-":
-            return -self.power()
+            return -self.atom()
         _fail(f"unexpected {text!r} in a size expression", self.where, at)
         raise AssertionError  # _fail raises
 

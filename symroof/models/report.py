@@ -26,7 +26,7 @@ from .catalogue import get_model, models
 from .counted import NEEDS_CONFIG, is_counted
 from .decls import MODEL_QUANTITY, Options, state_bytes, state_text, usable_text
 from .strategies import Strategy, strategy_of
-from .templates import TOUCHED_EXPERTS, program, sharded, touches_experts, whole
+from .templates import program, sharded, whole
 from .whole import Model
 
 
@@ -239,11 +239,10 @@ _STATE = next(k for k, c in enumerate(CONVENTIONS) if c.startswith("Adam keeps")
 _USABLE = next(k for k, c in enumerate(CONVENTIONS) if "usable HBM" in c)
 
 
-def conventions(options: Options, structured: Structured | None = None) -> list[str]:
+def conventions(options: Options) -> list[str]:
     """The conventions a model's numbers follow under its options: `CONVENTIONS` (the
-    defaults') with the training state and the usable HBM as the options set them, and
-    (given its program) the experts a mixture of experts' decode reads."""
-    out = list(CONVENTIONS) + ([TOUCHED_EXPERTS] if structured is not None and touches_experts(structured) else [])
+    defaults') with the training state and the usable HBM as the options set them."""
+    out = list(CONVENTIONS)
     default = Options()
     if (options.grads, options.optimizer, options.master) != (default.grads, default.optimizer, default.master):
         out[_STATE] = "training state: " + state_text(options)
@@ -412,7 +411,7 @@ def table(model: Model, formulas: Model | None, title: str, total_tokens: int | 
     for name, text in rows(model, formulas, total_tokens, price):
         lines.append(f"{name:<22} {text}")
     lines.append("")
-    lines += wrapped("conventions: " + "; ".join(conventions(model.options, model.structured)))
+    lines += wrapped("conventions: " + "; ".join(conventions(model.options)))
     return "\n".join(lines)
 
 
@@ -468,7 +467,7 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
     out.update(strategy_costs.as_json(model, json_value))
     if model.options.mode == "train":
         out["training_state"] = state_json(model.options)
-    out["conventions"] = conventions(model.options, model.structured)
+    out["conventions"] = conventions(model.options)
     return out
 
 
