@@ -412,10 +412,14 @@ def _fit_beside(target: Model, draft: Model, split: int) -> sympy.Expr | None:
     return sympy.Integer(max(0, most - most % split))
 
 
+MAX_DRAFT_TOKENS = 256  # alpha**(k + 1) is exact: a bound keeps it quick
+
+
 def _speculative(draft: str, k: int, accept: sympy.Rational, context: int, batch: int,
                  tpot: sympy.Expr, decode: Callable[..., Model], bandwidth: sympy.Expr) -> Speculative:
-    if not isinstance(k, int) or k < 1:
-        raise SpecError(f"--draft-tokens takes a whole number of at least 1, got {k!r}")
+    if not isinstance(k, int) or not 1 <= k <= MAX_DRAFT_TOKENS:
+        raise SpecError(f"--draft-tokens takes a whole number from 1 to {MAX_DRAFT_TOKENS} (drafts run a few tokens "
+                        f"ahead), got {k!r}")
     if accept > 1:
         raise SpecError(f"--accept is a probability: at most 1, got {number(accept)}")
     S = dim_symbol("S")

@@ -214,3 +214,10 @@ def test_a_program_file_is_refused(tmp_path: object) -> None:
     path.write_text(str(symroof.model("llama-3-8b", "decode").structured.program), encoding="utf-8")
     with pytest.raises(SpecError, match="is a program: give a model's name"):
         serving.request(str(path), "h100", 10, 10)
+
+
+def test_a_draft_of_too_many_tokens_is_refused_in_one_line():
+    # alpha**(k + 1) is kept exact: a bound on k keeps it quick (a hundred million hung)
+    from symroof.models import serving
+    with pytest.raises(SpecError, match="--draft-tokens takes a whole number from 1 to 256"):
+        serving.request("llama-3-8b", "h100", 100, 10, draft="llama-3.2-1b", draft_tokens=10**8, accept=0.9)
