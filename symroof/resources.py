@@ -76,3 +76,12 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """"; did you mean 'x'?" for the closest of `choices` to a misspelt word, or nothing."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def read_bounded(path: str | Path, limit: int) -> bytes | None:
+    """A data file's bytes, or None where it has more than `limit` (never more is read:
+    a data file is input, bounded in size). OSError and ValueError (a path with a NUL)
+    pass to the caller, whose error names the file's kind."""
+    with open(path, "rb") as handle:
+        raw = handle.read(limit + 1)
+    return None if len(raw) > limit else raw

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from ..errors import SpecError
-from ..resources import describe, did_you_mean, resource_path, unique_keys
+from ..resources import describe, did_you_mean, read_bounded, resource_path, unique_keys
 from . import hf_config
 
 FIELDS = ("D", "L", "N", "K", "H", "F", "V", "context")  # the sizes the transformer template reads
@@ -71,11 +71,10 @@ def _load(path: str) -> tuple[dict, ...]:
     """The checked models of a file, read again each time (a file edited between two calls
     is never answered from the cache), checked once for each content."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
+        raw = read_bounded(path, MAX_FILE_BYTES)
     except (OSError, ValueError) as err:
         raise SpecError(f"cannot read models file {path}: {getattr(err, 'strerror', None) or err}") from None
-    if len(raw) > MAX_FILE_BYTES:
+    if raw is None:
         raise SpecError(f"models file {path}: more than {MAX_FILE_BYTES} bytes, more than a models file may have")
     return _checked(path, raw)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..errors import SpecError
-from ..resources import describe, unique_keys
+from ..resources import describe, read_bounded, unique_keys
 
 MAX_BYTES = 1_000_000  # a config.json is a few kB
 MAX_SIZE = 10**12
@@ -101,11 +101,10 @@ def read(path: str) -> dict:
         raise SpecError(f"{where}: {problem}")
 
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
+        raw = read_bounded(path, MAX_BYTES)
     except (OSError, ValueError) as err:
         raise SpecError(f"cannot read {where}: {getattr(err, 'strerror', None) or err}") from None
-    if len(raw) > MAX_BYTES:
+    if raw is None:
         fail(f"more than {MAX_BYTES} bytes, more than a config.json has")
     try:
         data = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys)
