@@ -384,7 +384,8 @@ class Model:
         """The batch B above which a decode step is compute-bound (T_math above T_comms, and
         on a mesh above the collectives' bandwidth-bound T_network too), with the KV cache's
         reads counted or left out: a `solve.Region`."""
-        free = {s: e for s, e in self._subs.items() if s.name != "B"}
+        # the relations anew with B free: those in B (a mixture's tokens and C) move with it
+        free = _substitutions(self.structured, {k: v for k, v in self.sizes.items() if k != "B"})
         a = self._analysis(free)
         B = dim_symbol("B")
         t_comms = a.t_comms
