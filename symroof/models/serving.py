@@ -191,6 +191,12 @@ class Request:
     max_batch: sympy.Expr | None
     max_batch_bound: str | None
     speculative: Speculative | None
+    context: int | None = None  # the model's context (max positions); a request past it is said
+
+    @property
+    def past_context(self) -> bool:
+        """Whether the last token's context, P + G - 1, is past the model's context."""
+        return self.context is not None and self.prompt + self.generate - 1 > self.context
 
     def tpot_at(self, context: int) -> sympy.Expr:
         """The decode step's time at a context of `context` tokens."""
@@ -234,6 +240,7 @@ class Request:
                "pieces": [{"contexts": [p.first, p.last], "roof": str(p.roof), "sum": json_value(p.total)}
                           for p in self.pieces]}
         out.update({k: json_value(v) for k, v in self.quantities().items()})
+        out["context_limit"], out["past_context"] = self.context, self.past_context
         if self.tpot_slo is not None:
             out["tpot_slo"] = json_value(self.tpot_slo)
             out["max_batch_bound"] = self.max_batch_bound
@@ -279,6 +286,10 @@ class Request:
         if self.tpot_slo is not None:
             rows.append(("max_batch", f"{self.max_batch}  (tpot at S = {P + G} at most {seconds(self.tpot_slo)}; "
                                       f"bound by {self.max_batch_bound})"))
+        if self.past_context:
+            rows.insert(1, ("context", f"WARNING: the request reaches S = {P + G - 1}, past {self.name}'s context of "
+                                       f"{self.context} tokens, which it was not built for: the figures are what "
+                                       "the steps would cost, no more"))
         sp = self.speculative
         if sp is not None:
             rows += [("draft", f"{sp.draft}, k = {sp.k}, acceptance {number(sp.accept)}, at S = {sp.context}"),
@@ -358,7 +369,8 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
                    tokens_per_s=tokens / t_request, tokens_per_s_per_chip=tokens / t_request / n_chips,
                    requests_per_s=batch / t_request, tpot_steady=steady, tokens_per_s_steady=batch / steady,
                    requests_per_s_steady=batch / (G * steady), kv_caches_fit=fit, tpot_slo=slo, max_batch=most,
-                   max_batch_bound=bound, speculative=spec)
+                   max_batch_bound=bound, speculative=spec,
+                   context=(named(name, models_file) or {}).get("sizes", {}).get("context"))
 
 
 def _rational(value: float | Fraction | str, flag: str, zero: bool = False) -> sympy.Rational:

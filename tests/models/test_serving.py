@@ -221,3 +221,14 @@ def test_a_draft_of_too_many_tokens_is_refused_in_one_line():
     from symroof.models import serving
     with pytest.raises(SpecError, match="--draft-tokens takes a whole number from 1 to 256"):
         serving.request("llama-3-8b", "h100", 100, 10, draft="llama-3.2-1b", draft_tokens=10**8, accept=0.9)
+
+
+def test_a_request_past_the_models_context_is_said():
+    from symroof.models import serving
+    from symroof.models.catalogue import get_model
+    context = get_model("llama-3-8b")["sizes"]["context"]
+    inside = serving.request("llama-3-8b", "h100", context - 500, 500)  # its last token at S = context - 1
+    past = serving.request("llama-3-8b", "h100", context - 500, 502)
+    assert not inside.past_context and "WARNING" not in inside.table()
+    assert past.past_context and f"past LLaMA-3 8B's context of {context} tokens" in past.table()
+    assert past.to_dict()["past_context"] is True and past.to_dict()["context_limit"] == context
