@@ -9,8 +9,10 @@ checkout or an editable install they sit at the top of the repository.
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NoReturn
 
 _PACKAGE = Path(__file__).resolve().parent
 _PLACES = {
@@ -85,3 +87,21 @@ def read_bounded(path: str | Path, limit: int) -> bytes | None:
     with open(path, "rb") as handle:
         raw = handle.read(limit + 1)
     return None if len(raw) > limit else raw
+
+
+def load_json(raw: bytes) -> object:
+    """A data file's JSON, read strictly: UTF-8, every key of an object given once
+    (`unique_keys`), no NaN or Infinity (a figure is finite). Each problem is a ValueError
+    whose message, one line, the caller's error prefixes with the file."""
+    try:
+        return json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys, parse_constant=_no_constant)
+    except UnicodeDecodeError as err:
+        raise ValueError(f"not UTF-8 text (byte {err.start + 1})") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _no_constant(text: str) -> NoReturn:
+    raise ValueError(f"{text} is not a number symroof reads (a figure is finite)")

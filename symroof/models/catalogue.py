@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from ..errors import SpecError
-from ..resources import describe, did_you_mean, read_bounded, resource_path, unique_keys
+from ..resources import describe, did_you_mean, load_json, read_bounded, resource_path
 from . import hf_config
 
 FIELDS = ("D", "L", "N", "K", "H", "F", "V", "context")  # the sizes the transformer template reads
@@ -59,10 +59,6 @@ MAX_NAME = 100
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
 
-def _no_constant(text: str) -> NoReturn:
-    raise ValueError(f"{text} is not a number symroof reads (a figure is finite)")
-
-
 def _describe(value: object) -> str:
     return describe(value, 60)
 
@@ -82,14 +78,9 @@ def _load(path: str) -> tuple[dict, ...]:
 @functools.lru_cache(maxsize=16)
 def _checked(path: str, raw: bytes) -> tuple[dict, ...]:
     try:
-        data = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys, parse_constant=_no_constant)
-    except UnicodeDecodeError as err:
-        raise SpecError(f"models file {path}: not UTF-8 text (byte {err.start + 1})") from None
-    except json.JSONDecodeError as err:
-        raise SpecError(f"models file {path}: not valid JSON: {err.msg} (line {err.lineno}, "
-                        f"column {err.colno})") from None
-    except (ValueError, RecursionError) as err:
-        raise SpecError(f"models file {path}: {str(err) or 'nested too deeply'}") from None
+        data = load_json(raw)
+    except ValueError as err:
+        raise SpecError(f"models file {path}: {err}") from None
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
         raise SpecError(f"models file {path}: expected an object with a list 'models'")
     for key in data:

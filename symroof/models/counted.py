@@ -36,7 +36,19 @@ from ..render.json_report import json_value
 from ..render.tex import TexPrinter, tex_number, tex_words
 from ..show import beside, human, number, seconds, wrapped
 from .catalogue import FIELDS, get_model
-from .decls import OPTIMIZERS, Options, StateBytes, budget, state_bytes, state_text, usable_hbm, usable_text
+from .decls import (
+    OPTIMIZERS,
+    Options,
+    StateBytes,
+    budget,
+    budget_json,
+    budget_rows,
+    state_bytes,
+    state_json,
+    state_text,
+    usable_hbm,
+    usable_text,
+)
 
 # the sizes a parameter-count model may carry (models.json's names), and the flags that give them
 SIZE_FLAGS = {"L": "--layers", "D": "--dim", "F": "--ffn", "N": "--heads", "V": "--vocab", "context": "--context"}
@@ -286,7 +298,6 @@ class Counted:
                 number(value, 4)
             out.append((name, f"{shown} [{note}]"))
         if total_tokens is not None:
-            from .report import budget_rows  # report imports this module at its top
             out += budget_rows(self.budget(total_tokens, price), total_tokens, price)
         out += [(name, f"not computed: {why}") for name, why in self._missing()]
         return out
@@ -301,7 +312,6 @@ class Counted:
 
     def to_dict(self, total_tokens: int | float | None = None, price: float | None = None) -> dict[str, Any]:
         """A JSON-ready dict: what `symroof model --params N ... --json` prints."""
-        from .report import budget_json, state_json
         out: dict[str, Any] = {**self.about, "mode": "train", "counted": True, "sizes": dict(self.sizes),
                                "chip": self.machine.name if self.machine is not None else None,
                                "chips": self.options.chips}

@@ -1,5 +1,7 @@
 """What a model analysis offers, declared once: its quantities (name, unit, meaning; the
-report, the JSON and `symroof check` take them from here) and its options."""
+report, the JSON and `symroof check` take them from here) and its options; the training
+state's bytes a parameter and a token budget, with their rows and JSON, which a model's
+report, a parameter-count model and a plan all print."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import sympy
 
 from ..errors import SpecError
 from ..hardware.machines import Machine
+from ..render.json_report import json_value
+from ..show import human, number, pretty
 
 MODES = ("train", "prefill", "decode")
 REMAT = ("full", "none")
@@ -309,3 +313,43 @@ def usable_text(options: Options) -> str:
     """The usable fraction of HBM as reports print it: 0.9, 1.0 (never a bare "1 of its capacity")."""
     shown = f"{float(options.headroom):g}"
     return shown if "." in shown or "e" in shown else shown + ".0"
+
+
+def budget_rows(spent: dict[str, sympy.Expr], total_tokens: int | float,
+                price: float | None, step: str = "t_step") -> list[tuple[str, str]]:
+    """A token budget's rows (`decls.budget`): days (and hours, under three days), chip-hours
+    and, with a price, cost; `step` names the step time each step takes."""
+    days = spent["days"]
+    each = f" (each step {step})"
+    if not days.is_number:
+        return [("days_to_train", f"{pretty(days)} days for {human(total_tokens, 'tokens')}{each}")]
+    hours = f" ({number(spent['hours'], 4)} hours)" if days < 3 else ""
+    out = [("days_to_train", f"{number(days, 4)} days{hours} for {human(total_tokens, 'tokens')}{each}"),
+           ("chip_hours", f"{number(spent['chip_hours'], 4)} chip-hours (every chip of the step, for the "
+                          "whole time)")]
+    if "cost" in spent:
+        out.append(("cost", f"{number(spent['cost'], 4)} price units ({number(price, 4)} per chip-hour, as given; "
+                            "no prices are shipped)"))
+    return out
+
+
+def budget_json(spent: dict[str, sympy.Expr], price: float | None) -> dict:
+    """A token budget for JSON: days, hours, chip-hours, and with a price the price and cost."""
+    out = {k: json_value(spent[k]) for k in ("days", "hours", "chip_hours")}
+    if "cost" in spent:
+        out.update(price_per_chip_hour=price, cost=json_value(spent["cost"]))  # in the price's units
+    return out
+
+
+def state_json(options: Options, param_bytes: sympy.Rational | int = 2) -> dict:
+    """The training state's options and bytes per parameter (for `param_bytes`-byte
+    parameters, the templates' bf16) for JSON."""
+    s = state_bytes(options, param_bytes)
+    # words only where they read as names (every other string of a model's JSON is an expression):
+    # grads null is the parameters' own dtype; the state in words is in the conventions
+    return {"grads": options.grads, "optimizer": options.optimizer,
+            "master": options.master_copy, "hbm_usable": json_value(options.headroom),
+            "bytes_per_param": {"param_bytes": json_value(sympy.Rational(param_bytes)), "grads": json_value(s.grads),
+                                "master": json_value(s.master), "moments": json_value(s.moments),
+                                "optimizer": json_value(s.optimizer_state)},
+            "factored_second_moment": s.optimizer.factored}

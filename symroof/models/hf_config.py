@@ -12,14 +12,13 @@ read past. The file is input: its size is bounded and every value read is type-c
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 from ..errors import SpecError
-from ..resources import describe, read_bounded, unique_keys
+from ..resources import describe, load_json, read_bounded
 
 MAX_BYTES = 1_000_000  # a config.json is a few kB
 MAX_SIZE = 10**12
@@ -107,13 +106,9 @@ def read(path: str) -> dict:
     if raw is None:
         fail(f"more than {MAX_BYTES} bytes, more than a config.json has")
     try:
-        data = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys)
-    except UnicodeDecodeError as err:
-        fail(f"not UTF-8 text (byte {err.start + 1})")
-    except json.JSONDecodeError as err:
-        fail(f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})")
-    except (ValueError, RecursionError) as err:
-        fail(str(err) or "nested too deeply")
+        data = load_json(raw)
+    except ValueError as err:
+        fail(str(err))
     if not isinstance(data, dict):
         fail(f"a config is a JSON object, not {describe(data, 40)}")
     kind = data.get("model_type")

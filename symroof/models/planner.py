@@ -47,8 +47,18 @@ from ..show import number, seconds, wrapped
 from . import kinds, strategies, strategy_costs
 from .catalogue import get_model
 from .counted import NEEDS_CONFIG, is_counted
-from .decls import Options, budget, price_exact, state_bytes, state_text, usable_text
-from .report import budget_json, budget_rows, conventions, model, state_json
+from .decls import (
+    Options,
+    budget,
+    budget_json,
+    budget_rows,
+    price_exact,
+    state_bytes,
+    state_json,
+    state_text,
+    usable_text,
+)
+from .report import conventions, model
 from .whole import Model
 
 

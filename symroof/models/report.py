@@ -24,7 +24,7 @@ from ..show import beside, human, number, pretty, seconds, wrapped
 from . import accumulation, kinds, pipeline, strategy_costs
 from .catalogue import get_model, models
 from .counted import NEEDS_CONFIG, is_counted
-from .decls import MODEL_QUANTITY, Options, state_bytes, state_text, usable_text
+from .decls import MODEL_QUANTITY, Options, budget_json, budget_rows, state_bytes, state_json, state_text, usable_text
 from .strategies import Strategy, strategy_of
 from .templates import program, sharded, whole
 from .whole import Model
@@ -351,32 +351,6 @@ def _spent(model: Model, total_tokens: int | float, price: float | None) -> tupl
     return model.budget(total_tokens, price), "t_step"
 
 
-def budget_rows(spent: dict[str, sympy.Expr], total_tokens: int | float,
-                price: float | None, step: str = "t_step") -> list[tuple[str, str]]:
-    """A token budget's rows (`decls.budget`): days (and hours, under three days), chip-hours
-    and, with a price, cost; `step` names the step time each step takes."""
-    days = spent["days"]
-    each = f" (each step {step})"
-    if not days.is_number:
-        return [("days_to_train", f"{pretty(days)} days for {human(total_tokens, 'tokens')}{each}")]
-    hours = f" ({number(spent['hours'], 4)} hours)" if days < 3 else ""
-    out = [("days_to_train", f"{number(days, 4)} days{hours} for {human(total_tokens, 'tokens')}{each}"),
-           ("chip_hours", f"{number(spent['chip_hours'], 4)} chip-hours (every chip of the step, for the "
-                          "whole time)")]
-    if "cost" in spent:
-        out.append(("cost", f"{number(spent['cost'], 4)} price units ({number(price, 4)} per chip-hour, as given; "
-                            "no prices are shipped)"))
-    return out
-
-
-def budget_json(spent: dict[str, sympy.Expr], price: float | None) -> dict:
-    """A token budget for JSON: days, hours, chip-hours, and with a price the price and cost."""
-    out = {k: json_value(spent[k]) for k in ("days", "hours", "chip_hours")}
-    if "cost" in spent:
-        out.update(price_per_chip_hour=price, cost=json_value(spent["cost"]))  # in the price's units
-    return out
-
-
 def _estimates(model: Model) -> dict:
     """The estimated chip figures the model's step runs at (path -> (value, source))."""
     a = model.analysis
@@ -469,17 +443,3 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
         out["training_state"] = state_json(model.options)
     out["conventions"] = conventions(model.options)
     return out
-
-
-def state_json(options: Options, param_bytes: sympy.Rational | int = 2) -> dict:
-    """The training state's options and bytes per parameter (for `param_bytes`-byte
-    parameters, the templates' bf16) for JSON."""
-    s = state_bytes(options, param_bytes)
-    # words only where they read as names (every other string of a model's JSON is an expression):
-    # grads null is the parameters' own dtype; the state in words is in the conventions
-    return {"grads": options.grads, "optimizer": options.optimizer,
-            "master": options.master_copy, "hbm_usable": json_value(options.headroom),
-            "bytes_per_param": {"param_bytes": json_value(sympy.Rational(param_bytes)), "grads": json_value(s.grads),
-                                "master": json_value(s.master), "moments": json_value(s.moments),
-                                "optimizer": json_value(s.optimizer_state)},
-            "factored_second_moment": s.optimizer.factored}
