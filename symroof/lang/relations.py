@@ -1,10 +1,11 @@
 """Named sizes and relations between dims: `let F = 4*D`, `let D = N*H`, `let L = 80`.
 
 An expression is read token by token into sympy (never through `sympify`): names are
-dims, numbers are integers, with + - * / and parentheses. `resolve_relations` turns the
-`let` lines of a program into one substitution, each name defined in terms of the dims
-no `let` defines, and refuses a cycle, a name defined twice, and a size that contradicts
-a relation.
+dims, numbers are integers, with + - * / ** and parentheses (`**` binds tightest and to the
+right, as in Python: a mixture of experts' expected experts touched, E*(1 - (1 - A/E)**tokens)).
+`resolve_relations` turns the `let` lines of a program into one substitution, each name
+defined in terms of the dims no `let` defines, and refuses a cycle, a name defined twice,
+and a size that contradicts a relation.
 
 Examples:
     >>> from symroof.ir import dim_symbol
@@ -16,14 +17,15 @@ Examples:
 from __future__ import annotations
 
 import re
-from typing import NoReturn
+from typing import Any, NoReturn
 
+import mpmath
 import sympy
 
 from ..errors import SpecError
 from ..ir import dim_symbol
 
-_TOKEN = re.compile(r"\s*(?:(?P<name>[^\W\d_][^\W_]*)|(?P<int>\d+)|(?P<op>[-+*/()]))")
+_TOKEN = re.compile(r"\s*(?:(?P<name>[^\W\d_][^\W_]*)|(?P<int>\d+)|(?P<op>\*\*|[-+*/()]))")
 
 
 def expression(text: str, where: tuple[str, int] | None = None) -> sympy.Expr:
@@ -49,8 +51,62 @@ def expression(text: str, where: tuple[str, int] | None = None) -> sympy.Expr:
     return value
 
 
+# The most bits an exact power's numerator or denominator may have (about 1,200 digits): past
+# it, a power of numbers is a 30-digit float. A size that large is no size, and an exact
+# 10**100000000 (or a mixture's (3/4)**B at a batch of 10**12) would never finish.
+EXACT_BITS = 4096
+FLOAT_DIGITS = 30
+
+
+class Power(sympy.Function):
+    """base**exponent in a size expression, evaluated only where that is cheap: exactly where
+    the result has at most EXACT_BITS bits a part, else as a FLOAT_DIGITS-digit float (an
+    expectation such as a mixture's experts touched, E*(1 - (1 - A/E)**B), is an estimate
+    anyway; a power past EXACT_BITS is refused as a size where it must be one). Unevaluated
+    while either side is a symbol, printed as base**exponent."""
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, base: sympy.Expr, exponent: sympy.Expr) -> sympy.Expr | None:
+        if not (base.is_number and exponent.is_number and base.is_real and exponent.is_real):
+            return None
+        if exponent == 0:
+            return sympy.Integer(1)
+        if base.is_Rational and exponent.is_Integer:
+            p, q = sympy.fraction(base)
+            if max(abs(int(p)).bit_length(), int(q).bit_length()) * abs(int(exponent)) <= EXACT_BITS:
+                return base**exponent
+        if base < 0 and not exponent.is_Integer:
+            return None  # not a real number: left unevaluated, and refused as a size
+        if base == 0:
+            return sympy.Integer(0) if exponent > 0 else None
+        sign = -1 if base < 0 and int(exponent) % 2 else 1
+        with mpmath.workdps(FLOAT_DIGITS + 5):
+            value = mpmath.power(mpmath.mpf(abs(base).evalf(FLOAT_DIGITS + 5)),
+                                 mpmath.mpf(exponent.evalf(FLOAT_DIGITS + 5)))
+            return sign * sympy.Float(value, FLOAT_DIGITS)
+
+    def _eval_is_positive(self) -> bool | None:
+        return True if self.args[0].is_positive else None
+
+    def _eval_is_real(self) -> bool | None:
+        return True if self.args[0].is_positive and self.args[1].is_real else None
+
+    def fdiff(self, argindex: int = 1) -> sympy.Expr:
+        base, exponent = self.args
+        if argindex == 1:
+            return exponent * Power(base, exponent - 1)
+        return Power(base, exponent) * sympy.log(base)
+
+    def _sympystr(self, printer: Any) -> str:
+        return "**".join(printer.parenthesize(arg, sympy.printing.precedence.PRECEDENCE["Pow"] + 1)
+                         for arg in self.args)
+
+
 class _Reader:
-    """Recursive descent: sum := product (('+'|'-') product)*; product := atom (('*'|'/') atom)*."""
+    """Recursive descent: sum := product (('+'|'-') product)*; product := power (('*'|'/') power)*;
+    power := atom ['**' power] (right-associative); atom := int | name | '(' sum ')' | '-' power."""
 
     def __init__(self, tokens: list[tuple[str, str, int]], where: tuple[str, int] | None):
         self.tokens, self.where, self.i = tokens, where, 0
@@ -67,16 +123,27 @@ class _Reader:
         return value
 
     def product(self) -> sympy.Expr:
-        value = self.atom()
+        value = self.power()
         while self._peek() in ("*", "/"):
             op = self.tokens[self.i][1]
             at = self.tokens[self.i][2]
             self.i += 1
-            right = self.atom()
+            right = self.power()
             if op == "/" and right == 0:
                 _fail("division by zero in a size expression", self.where, at)
             value = value * right if op == "*" else value / right
         return value
+
+    def power(self) -> sympy.Expr:
+        base = self.atom()
+        if self._peek() != "**":
+            return base
+        at = self.tokens[self.i][2]
+        self.i += 1
+        exponent = self.power()
+        if base == 0 and exponent.is_number and not exponent > 0:
+            _fail("zero to a power that is not positive in a size expression", self.where, at)
+        return Power(base, exponent)
 
     def atom(self) -> sympy.Expr:
         if self.i >= len(self.tokens):
@@ -95,7 +162,7 @@ class _Reader:
             self.i += 1
             return value
         if text == "-":
-            return -self.atom()
+            return -self.power()
         _fail(f"unexpected {text!r} in a size expression", self.where, at)
         raise AssertionError  # _fail raises
 
@@ -130,6 +197,9 @@ def resolve_relations(lets: list[tuple[str, sympy.Expr]], spans: list[tuple[str,
         expr = defined[symbol]
         inner = {s: value_of(s, (*path, symbol)) for s in expr.free_symbols if s in defined}
         value = sympy.expand(expr.xreplace(inner)) if inner else expr
+        if value.is_Float:
+            raise _error(f"{symbol.name} = {sympy.Float(value, 6)}: too large to be a size (past {EXACT_BITS} bits)",
+                         where[symbol])
         if value.is_number and not (value.is_Integer and value > 0):
             raise _error(f"{symbol.name} = {value}: a size is a positive whole number", where[symbol])
         resolved[symbol] = value

@@ -36,8 +36,9 @@ from ..roofline.cost import Cost, combine, cost, statement_cost
 from .decls import Options
 
 # dims that carry the step's tokens in a template: the batch B, and a mixture of experts'
-# tokens per expert C, routed `tokens` and experts' results `slots`; parameters have none
-TOKEN_DIMS = frozenset({"B", "C", "tokens", "slots"})
+# tokens per expert C (Ct per expert a decode step touches), routed `tokens` and experts'
+# results `slots`; parameters have none
+TOKEN_DIMS = frozenset({"B", "C", "Ct", "tokens", "slots"})
 
 
 def carries_tokens(dims: Iterable[str | None]) -> bool:

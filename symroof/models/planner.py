@@ -59,6 +59,7 @@ from .decls import (
     usable_text,
 )
 from .report import conventions, model
+from .templates import TOUCHED_EXPERTS, touches_experts
 from .whole import Model
 
 
@@ -219,7 +220,7 @@ class Plan:
             out["training_state"] = state_json(self.options)
         return {**out, "considered": len(self.candidates), "ranked": ranked,
                 "set_aside": [c.to_dict() for c in self.candidates if c.rejected], "why": why(self),
-                "conventions": conventions(self.options),
+                "conventions": conventions(self.options) + ([TOUCHED_EXPERTS] if self._touches_experts() else []),
                 "estimates": {path: {"value": json_value(value), "source": source}
                               for path, (value, source) in self.estimates().items()}}
 
@@ -275,6 +276,8 @@ class Plan:
                          "collectives run every microbatch). tp runs with Megatron sequence parallelism in training "
                          "and prefill (norms and residuals split over the sequence, each AllReduce a ReduceScatter "
                          "and an AllGather; tp-nosp, not searched, runs without).")
+        if self._touches_experts():
+            lines += ["", *wrapped("experts: " + TOUCHED_EXPERTS)]
         spanned = max((c.layouts_tried for c in self.candidates), default=0)
         if spanned > 1:
             lines += ["", *wrapped("layouts: a strategy past the chip's fast-link domain (a GPU node of NVLink, a TPU "
@@ -289,6 +292,10 @@ class Plan:
 
     def __str__(self) -> str:
         return self.table()
+
+    def _touches_experts(self) -> bool:
+        """Whether its costed programs read only the experts a decode step touches."""
+        return any(c.model is not None and touches_experts(c.model.structured) for c in self.candidates)
 
     def _repr_latex_(self) -> str:
         """The ten best strategies for notebooks: each one's step time (the roofline's, and

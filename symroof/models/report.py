@@ -26,7 +26,7 @@ from .catalogue import get_model, models
 from .counted import NEEDS_CONFIG, is_counted
 from .decls import MODEL_QUANTITY, Options, budget_json, budget_rows, state_bytes, state_json, state_text, usable_text
 from .strategies import Strategy, strategy_of
-from .templates import program, sharded, whole
+from .templates import TOUCHED_EXPERTS, program, sharded, touches_experts, whole
 from .whole import Model
 
 
@@ -239,10 +239,11 @@ _STATE = next(k for k, c in enumerate(CONVENTIONS) if c.startswith("Adam keeps")
 _USABLE = next(k for k, c in enumerate(CONVENTIONS) if "usable HBM" in c)
 
 
-def conventions(options: Options) -> list[str]:
+def conventions(options: Options, structured: Structured | None = None) -> list[str]:
     """The conventions a model's numbers follow under its options: `CONVENTIONS` (the
-    defaults') with the training state and the usable HBM as the options set them."""
-    out = list(CONVENTIONS)
+    defaults') with the training state and the usable HBM as the options set them, and
+    (given its program) the experts a mixture of experts' decode reads."""
+    out = list(CONVENTIONS) + ([TOUCHED_EXPERTS] if structured is not None and touches_experts(structured) else [])
     default = Options()
     if (options.grads, options.optimizer, options.master) != (default.grads, default.optimizer, default.master):
         out[_STATE] = "training state: " + state_text(options)
@@ -385,7 +386,7 @@ def table(model: Model, formulas: Model | None, title: str, total_tokens: int | 
     for name, text in rows(model, formulas, total_tokens, price):
         lines.append(f"{name:<22} {text}")
     lines.append("")
-    lines += wrapped("conventions: " + "; ".join(conventions(model.options)))
+    lines += wrapped("conventions: " + "; ".join(conventions(model.options, model.structured)))
     return "\n".join(lines)
 
 
@@ -441,5 +442,5 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
     out.update(strategy_costs.as_json(model, json_value))
     if model.options.mode == "train":
         out["training_state"] = state_json(model.options)
-    out["conventions"] = conventions(model.options)
+    out["conventions"] = conventions(model.options, model.structured)
     return out

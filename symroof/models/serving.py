@@ -39,10 +39,12 @@ import sympy
 from ..errors import SpecError
 from ..hardware.machines import Machine, machine
 from ..ir import dim_symbol
+from ..lang.relations import Power
 from ..render.json_report import json_value
 from ..show import number, pretty, seconds
 from .accumulation import replicas
 from .report import model, named
+from .templates import TOUCHED_EXPERTS, touches_experts
 from .whole import Model
 
 CONVENTIONS = (
@@ -192,6 +194,7 @@ class Request:
     max_batch_bound: str | None
     speculative: Speculative | None
     context: int | None = None  # the model's context (max positions); a request past it is said
+    touched_experts: bool = False  # a mixture's decode reads only the experts its batch touches (stated)
 
     @property
     def past_context(self) -> bool:
@@ -253,7 +256,8 @@ class Request:
 
     def conventions(self) -> tuple[str, ...]:
         extra = "speculative decoding: " + (Speculative.__doc__ or "").split("\n\n")[1].replace("\n    ", " ").strip()
-        return CONVENTIONS + ((extra,) if self.speculative is not None else ())
+        return (CONVENTIONS + ((TOUCHED_EXPERTS,) if self.touched_experts else ())
+                + ((extra,) if self.speculative is not None else ()))
 
     def _decode_text(self) -> str:
         formula = self.decode_formula()
@@ -370,7 +374,8 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
                    requests_per_s=batch / t_request, tpot_steady=steady, tokens_per_s_steady=batch / steady,
                    requests_per_s_steady=batch / (G * steady), kv_caches_fit=fit, tpot_slo=slo, max_batch=most,
                    max_batch_bound=bound, speculative=spec,
-                   context=(named(name, models_file) or {}).get("sizes", {}).get("context"))
+                   context=(named(name, models_file) or {}).get("sizes", {}).get("context"),
+                   touched_experts=touches_experts(step.structured))
 
 
 def _rational(value: float | Fraction | str, flag: str, zero: bool = False) -> sympy.Rational:
@@ -389,7 +394,11 @@ def _max_batch(step: sympy.Expr, B: sympy.Symbol, slo: sympy.Expr,
                fit: sympy.Expr | None) -> tuple[sympy.Expr, str]:
     """The largest whole B with `step` (piecewise linear in B, rising) at most `slo`, and
     within `fit` (the memory's largest batch): solved on each piece between the roofs'
-    crossings, not tried batch by batch."""
+    crossings, not tried batch by batch. A step not piecewise linear in B (a mixture of
+    experts' decode, reading the E*(1 - (1 - A/E)**B) experts its batch touches: rising in
+    B, but not linearly) is searched instead: doubling, then halving, about 2 log2(B) steps."""
+    if any(isinstance(node, Power) for node in sympy.preorder_traversal(step)):
+        return _within_fit(_rising_search(step, B, slo), fit)
     edges = sorted({sympy.Integer(1)} | {c for c in crossings(step, B) if c > 1})
     best: sympy.Expr | None = None
     if step.subs(B, 1) > slo:
@@ -406,11 +415,44 @@ def _max_batch(step: sympy.Expr, B: sympy.Symbol, slo: sympy.Expr,
         if slope == 0:
             break  # the last piece is flat and within the target: no latency bound
         best = sympy.Integer(int(sympy.floor((slo - fixed) / slope)))
+    return _within_fit(best, fit)
+
+
+def _within_fit(best: sympy.Expr | None, fit: sympy.Expr | None) -> tuple[sympy.Expr, str]:
     if fit is not None and (best is None or fit < best):
         return fit, "memory (the KV caches and weights fit the usable HBM)"
     if best is None:
         raise SpecError("the decode step's time does not grow with the batch, and memory gives no bound")
     return best, "latency (tpot at most the target)"
+
+
+_FARTHEST_BATCH = 2**50  # past any batch a chip could hold: no latency bound short of it
+
+
+def _rising_search(step: sympy.Expr, B: sympy.Symbol, slo: sympy.Expr) -> sympy.Expr | None:
+    """The largest whole B with `step` at most `slo`, for a step that rises with B (checked
+    at every batch tried: a fall is refused, not searched past); None where none below
+    _FARTHEST_BATCH exceeds it."""
+    def at(b: int) -> sympy.Expr:
+        value = step.xreplace({B: sympy.Integer(b)})
+        if not value.is_number:
+            raise SpecError(f"the step's time is not a number at B = {b} ({value}): give every other size "
+                            "and a chip with numeric figures")
+        return value
+
+    if at(1) > slo:
+        return sympy.Integer(0)
+    low, high, last = 1, 2, at(1)
+    while (now := at(high)) <= slo:
+        if now < last:
+            raise SpecError(f"the decode step's time falls as the batch grows (at B = {high}): no batch bound follows")
+        if high >= _FARTHEST_BATCH:
+            return None
+        low, high, last = high, 2 * high, now
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if at(mid) <= slo else (low, mid)
+    return sympy.Integer(low)
 
 
 def _fit_beside(target: Model, draft: Model, split: int) -> sympy.Expr | None:

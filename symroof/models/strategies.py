@@ -243,12 +243,13 @@ def subscripted(p: Program, strategy: Strategy) -> Program:
 
     def split(t: Tensor) -> Tensor:
         parameter = is_parameter(t)
-        # an expert's weights (they have F) and its tokens (C) are split by expert; the router's are not
-        by_expert = "C" in t.names or (parameter and "F" in t.names)
+        # an expert's weights (they have F) and its tokens (C, Ct) are split by expert; the router's are not
+        by_expert = "C" in t.names or "Ct" in t.names or (parameter and "F" in t.names)
         # the vocabulary: the output layer's, and the input embedding table's (its lookup's
         # partial sums the engine reduces), over every tp axis, KV heads' copies' included
         axes = {"B": batch, "K": heads, "G": copies, "F": tensor, "D": fsdp if parameter else "",
-                "V": tensor, "T": sequence, "S": sequence, "E": expert if by_expert else "", "C": routed}
+                "V": tensor, "T": sequence, "S": sequence, "E": expert if by_expert else "", "C": routed,
+                "Et": expert if by_expert else "", "Ct": routed}
         return t.with_dims([Dim(d.name, axes.get(d.name, "")) for d in t.dims])
 
     def each(item: Item) -> tuple[Item, ...]:
@@ -272,6 +273,9 @@ def _heads(p: Program, strategy: Strategy) -> tuple[str, str]:
     return head_axes(axes, int(kv))
 
 
+_EXPERTS, _PER_EXPERT = ("E", "Et"), ("C", "Ct")  # all experts and their tokens; decode's touched ones
+
+
 def _exchanged(p: Program, axes: str, routed: str) -> Program:
     """Expert parallelism: each chip routes its own tokens (the dispatch gather sorts them
     by expert, every expert's C split over all the token axes), then an AllToAll over the
@@ -279,26 +283,31 @@ def _exchanged(p: Program, axes: str, routed: str) -> Program:
     combine gather, another sends the results back to their tokens' chips."""
     if not axes:
         return p
-    split, held, spread = Dim("E", axes), Dim("C", routed), Dim("C", routed + axes)
 
-    def unrouted(t: Tensor) -> Tensor:
-        return t.with_dims([Dim("E") if d == split else spread if d == held else d for d in t.dims])
+    def unrouted(t: Tensor) -> Tensor:  # the experts (E, or decode's touched Et) whole, their tokens split
+        return t.with_dims([Dim(d.name) if d.name in _EXPERTS and d.axes == axes
+                            else Dim(d.name, routed + axes) if d.name in _PER_EXPERT and d.axes == routed
+                            else d for d in t.dims])
+
+    def split(t: Tensor) -> str | None:  # the name of the experts' dim split over the expert axes
+        return next((d.name for d in t.dims if d.name in _EXPERTS and d.axes == axes), None)
 
     def exchange(items: tuple[Item, ...]) -> tuple[Item, ...]:
         out: list[Item] = []
         for item in items:
             if isinstance(item, (Repeat, Part, Backward)):
                 out.append(replace(item, body=exchange(item.body)))
-            elif isinstance(item, Apply) and item.word == "gather" and split in item.output.dims:
+            elif isinstance(item, Apply) and item.word == "gather" and (experts := split(item.output)):
                 # dispatch: each chip its own tokens, sorted by expert
                 result = item.output
-                out += [item.mapped(unrouted), Collective("AllToAll", (*axes, "E"), unrouted(result), result,
+                out += [item.mapped(unrouted), Collective("AllToAll", (*axes, experts), unrouted(result), result,
                                                           "dispatch: to the experts' chips")]
             elif isinstance(item, Apply) and item.word == "gather" and item.operands[0].names[0] == "slots":
                 last = out[-1]
                 assert isinstance(last, Contraction)  # the experts' results
                 result = last.output.unnamed()
-                out += [Collective("AllToAll", (*axes, "C"), result, unrouted(result),
+                each = next(d.name for d in result.dims if d.name in _PER_EXPERT)
+                out += [Collective("AllToAll", (*axes, each), result, unrouted(result),
                                    "combine: back to the tokens' chips"), item]
             else:
                 out.append(item)

@@ -6,7 +6,13 @@ Dims: B batch, T tokens per sequence in this step, S tokens attended to (S = T i
 and prefill; the cached context in decode), D model width, F MLP width, K KV heads, G query
 heads per KV head (N = K*G query heads), H head dim, L layers, V vocabulary; for a mixture
 of experts E experts of which A are active per token, C = tokens*A/E tokens per expert (a
-capacity factor of 1: the router's load taken as even), slots = E*C their results.
+capacity factor of 1: the router's load taken as even), slots = E*C their results. In
+decode the experts' matmuls run over Et = E*(1 - (1 - A/E)**tokens) experts, the expected
+number a step's tokens touch when each token picks A of the E uniformly and independently
+of the others (an expert is missed by a token with probability 1 - A/E); each touched
+expert gets Ct = tokens*A/Et tokens, so the FLOPs are those of all E experts' C (tokens*A
+rows), and only Et experts' weights are read; all E are stored (their `param` lines). Real
+routers are skewed and touch fewer: Et is an estimate, the most under a uniform router.
 Every config field the template reads is listed in `FIELDS`. The tensors a remat policy
 may keep are named: x (a block's input), q, k, v, o (attention's output), a (its
 projection), g, u (the gated MLP's two projections), h (the MLP's hidden activation), m (its
@@ -15,8 +21,11 @@ output): `--remat save=x,o,h`.
 
 from __future__ import annotations
 
+import math
+
 from .. import dtypes
 from ..errors import SpecError
+from ..ir import dim_symbol
 from ..lang.source import (
     Apply,
     Blank,
@@ -33,6 +42,8 @@ from ..lang.source import (
     Repeat,
     Tensor,
 )
+from ..lang.structure import Structured
+from . import kinds
 from .backward import backward
 from .catalogue import FIELDS, MLPS, NORMS, POSITIONS
 from .strategies import Strategy, gathered, sequence_split, shard, subscripted
@@ -116,6 +127,8 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
     if moe:
         items.append(Let((("E", str(moe["experts"])), ("A", str(moe["active"])), ("C", "tokens*A/E"),
                           ("slots", "E*C"))))
+        if decode:
+            items.append(Let(_touched()))
     if learned:
         items.append(Let((("Tmax", str(sizes["context"])),)))
     indices = t("int32", *seq)
@@ -128,7 +141,7 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
     # output projection or the MLP
     qkv_bias = bias or config.get("qkv_bias", False)
     layer = (Part("attention", _attention(x, seq, norm, bias, qkv_bias, decode, stored["kv"], _CACHE[mode])),
-             Part("mlp", _mlp(x, seq, norm, bias, choices["mlp"], moe)))
+             Part("mlp", _mlp(x, seq, norm, bias, choices["mlp"], moe, decode)))
     items += [Blank(), Repeat("L", layer), Blank(), *_norm(x, norm, bias, "Wnf", "bnf")]
     logits = t("bf16", *seq, "V")
     if config.get("tied_embeddings", False):
@@ -143,12 +156,30 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
 def sharded(p: Program, mode: str, strategy: Strategy) -> Program:
     """A template's program sharded by `strategy`, with its backward pass written out in
     training on a mesh (for the gradients' collectives)."""
+    p = _touched_per_replica(p, strategy)
     if mode != "train" or not strategy:
         return shard(p, strategy)
     split = subscripted(p, strategy)
     back = sequence_split(backward(split, strategy), strategy, backward=True)
     return Program((*gathered(sequence_split(split, strategy), strategy).items, Blank(),
                     *gathered(back, strategy).items))
+
+
+def _touched_per_replica(p: Program, strategy: Strategy) -> Program:
+    """Decode's experts touched where the batch is split over axes that do not split the
+    experts (dp, fsdp): each replica routes only its own tokens, tokens/R of them, through
+    its own copy of the experts. Over ep's axes the experts' chips pool the tokens of all
+    of them, so those do not count in R (each chip its E/|M| experts' share of Et)."""
+    replicas = math.prod(size for kind in kinds.where(lambda k: k.splits_batch and not k.splits_experts)
+                         for _, size, _ in strategy.get(kind.name, ()))
+    if replicas == 1:
+        return p
+    touched = dict(_touched(f"(tokens/{replicas})"))["Et"]
+
+    def each(item: Item) -> Item:
+        return Let(tuple((n, touched if n == "Et" else v) for n, v in item.entries)) if isinstance(item, Let) else item
+
+    return Program(tuple(each(item) for item in p.items))
 
 
 def _norm(x: Tensor, norm: str, bias: bool, w: str, b: str, name: str | None = None) -> list[Item]:
@@ -193,10 +224,11 @@ def _attention(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, qkv_bias:
     return tuple(items)
 
 
-def _mlp(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, mlp: str, moe: dict | None) -> tuple[Item, ...]:
+def _mlp(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, mlp: str, moe: dict | None,
+         decode: bool = False) -> tuple[Item, ...]:
     items = _norm(x, norm, bias, "Wn2", "bn2")
     if moe:
-        return tuple(items + _experts(x, seq, mlp))
+        return tuple(items + _experts(x, seq, mlp, ("Et", "Ct") if decode else ("E", "C")))
     h = t("bf16", *seq, "F")
     up, down = t("bf16", "D", "F"), t("bf16", "F", "D")
     act = {"swiglu": "silu", "geglu": "gelu", "gelu": "gelu"}[mlp]
@@ -216,19 +248,42 @@ def _mlp(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, mlp: str, moe: 
     return tuple(items + [_add(x, x, x, "residual")])
 
 
-def _experts(x: Tensor, seq: tuple[str, ...], mlp: str) -> list[Item]:
+def _touched(tokens: str = "tokens") -> tuple[tuple[str, str], ...]:
+    """Decode's experts touched by `tokens` routed (expected, under a uniform router: the
+    module's docstring), and the tokens each gets."""
+    return ("Et", f"E*(1 - (1 - A/E)**{tokens})"), ("Ct", "tokens*A/Et")
+
+
+# the convention a report states where a program reads only the experts touched (`touches_experts`)
+TOUCHED_EXPERTS = ("a mixture of experts' decode step reads the weights of Et = E*(1 - (1 - A/E)^n) experts, "
+                   "the expected number its n tokens (a data-parallel replica's) touch if each picks A of the E "
+                   "uniformly and independently of the others: an estimate, the most a router touches on "
+                   "average (real routers are skewed and touch fewer); all E experts' weights are stored")
+
+
+def touches_experts(structured: Structured) -> bool:
+    """Whether a program's experts' matmuls run over Et, decode's experts touched."""
+    return dim_symbol("Et") in structured.relations
+
+
+def _experts(x: Tensor, seq: tuple[str, ...], mlp: str, run: tuple[str, str]) -> list[Item]:
+    """The experts' layer, its matmuls over the experts `run` names and their tokens each:
+    (E, C), all of them, or (Et, Ct), those a decode step touches."""
     act = "silu" if mlp == "swiglu" else "gelu"
-    h, routed = t("bf16", "E", "C", "F"), t("bf16", "E", "C", "D")
+    experts, each = run
+    h, routed = t("bf16", experts, each, "F"), t("bf16", experts, each, "D")
     up, down = t("bf16", "E", "D", "F"), t("bf16", "E", "F", "D")
+    read_up, read_down = t("bf16", experts, "D", "F"), t("bf16", experts, "F", "D")
     router, gates = t("fp32", *seq, "E"), t("bf16", *seq, "E")
     picked = t("bf16", *seq, "A", "D")
     return [_params("param", ("Wr", t("bf16", "D", "E")), ("Wg", up), ("Wu", up), ("Wd", down)),
             _matmul(x, ("D",), t("bf16", "D", "E"), router, "router"),
             Apply("softmax", ("E",), "prefix", (router,), gates, "the gates (the top A of them)"),
-            Apply("gather", (), "prefix", (t("bf16", "tokens", "D"), t("int32", "E", "C")), routed,
-                  "dispatch: each expert its C tokens"),
-            _matmul(routed, ("D",), up, h), _matmul(routed, ("D",), up, h),
-            Apply(act, (), "call", (h,), h), Contraction((h, h), (Op("*"),), h), _matmul(h, ("F",), down, routed),
+            Apply("gather", (), "prefix", (t("bf16", "tokens", "D"), t("int32", experts, each)), routed,
+                  f"dispatch: each expert its {each} tokens"),
+            _matmul(routed, ("D",), read_up, h), _matmul(routed, ("D",), read_up, h),
+            Apply(act, (), "call", (h,), h), Contraction((h, h), (Op("*"),), h),
+            _matmul(h, ("F",), read_down, routed),
             Apply("gather", (), "prefix", (t("bf16", "slots", "D"), t("int32", *seq, "A")), picked,
                   "combine: each token its A experts"),
             _matmul(picked, ("A",), t("bf16", *seq, "A"), x), _add(x, x, x, "residual")]
@@ -236,7 +291,8 @@ def _experts(x: Tensor, seq: tuple[str, ...], mlp: str) -> list[Item]:
 
 # the weight matrices and embedding tables (norm scales, biases and the router stay in bf16)
 _PARAM_SHAPES = frozenset({("D", "K", "G", "H"), ("D", "K", "H"), ("K", "G", "H", "D"), ("D", "F"), ("F", "D"),
-                           ("E", "D", "F"), ("E", "F", "D"), ("V", "D"), ("D", "V"), ("Tmax", "D")})
+                           ("E", "D", "F"), ("E", "F", "D"), ("Et", "D", "F"), ("Et", "F", "D"),
+                           ("V", "D"), ("D", "V"), ("Tmax", "D")})
 
 
 def _stored_in(tensor: Tensor, dtype: str) -> Tensor:

@@ -384,7 +384,7 @@ class Model:
         """The batch B above which a decode step is compute-bound (T_math above T_comms, and
         on a mesh above the collectives' bandwidth-bound T_network too), with the KV cache's
         reads counted or left out: a `solve.Region`."""
-        # the relations anew with B free: those in B (a mixture's tokens and C) move with it
+        # the relations anew with B free: those in B (a mixture's tokens, C, Et) move with it
         free = _substitutions(self.structured, {k: v for k, v in self.sizes.items() if k != "B"})
         a = self._analysis(free)
         B = dim_symbol("B")

@@ -263,7 +263,8 @@ class Sized:
             raise SpecError(f"give sizes for {', '.join(missing)} to evaluate {quantity}")
         key = (quantity, names)
         if key not in self._compiled:
-            self._compiled[key] = sympy.lambdify([dim_symbol(n) for n in names], expr, modules="numpy")
+            self._compiled[key] = sympy.lambdify([dim_symbol(n) for n in names], expr,
+                                                    modules=[{"Power": numpy.power}, "numpy"])
         values = [numpy.asarray(arrays[n], dtype=float) for n in names]
         for name, v in zip(names, values):
             # sizes need not be whole here (a smooth curve), but they are sizes: positive

@@ -32,6 +32,7 @@ from sympy.polys.polyerrors import CoercionFailed
 from sympy.polys.rings import PolyElement, PolyRing, ring
 
 from .. import cancel
+from ..lang.relations import Power
 
 
 @functools.lru_cache(maxsize=256)
@@ -212,7 +213,10 @@ class Region:
 def positive_region(poly: sympy.Expr | PolyElement, x: sympy.Symbol) -> Region:
     """Solve poly(x) > 0 over x > 0, with the other symbols positive."""
     if not isinstance(poly, PolyElement):
-        (poly,) = polys(poly, extra=(x,))
+        try:
+            (poly,) = polys(poly, extra=(x,))
+        except (ValueError, CoercionFailed):  # x in an exponent (a mixture of experts' experts touched)
+            return _convex_region(poly, x)
     if x not in poly.ring.symbols or poly.degree(poly.ring.symbols.index(x)) <= 0:
         sign = sign_of(poly)
         if sign is None:
@@ -230,6 +234,49 @@ def positive_region(poly: sympy.Expr | PolyElement, x: sympy.Symbol) -> Region:
     # Costs are products of distinct dims, so no cost difference is of degree 2 in one dim.
     return Region("unknown", reason=f"the threshold on {x} would be a root of a degree-{degree} "
                                     "polynomial, which symroof does not solve")
+
+
+_FAR = sympy.Integer(10) ** 30  # past any batch or size a threshold could be useful at
+
+
+def _convex_region(expr: sympy.Expr, x: sympy.Symbol) -> Region:
+    """Where a*x + c + sum(k*r**(b*x)) > 0 for x > 0, every k > 0, 0 < r < 1, b > 0 and no
+    other symbol: a convex function (what a decode step's time difference is once a mixture
+    of experts reads the E*(1 - (1 - A/E)**B) experts its batch touches). Below zero at
+    x = 0, it crosses zero once (then stays above) if a > 0, else never; the root is found
+    by bisection, to 1e-9 relative. Anything else is "unknown", said so."""
+    expr = sympy.expand(expr)
+    unknown = Region("unknown", reason=f"the threshold on {x} would be a root of {expr} = 0, not a polynomial, "
+                                       "which symroof solves only where it is linear in x plus decaying "
+                                       "exponentials of x, with no other symbol")
+    if expr.free_symbols != {x}:
+        return unknown
+    slope = sympy.Integer(0)
+    for term in sympy.Add.make_args(expr):
+        k, rest = term.as_independent(x)
+        if rest == 1:
+            continue
+        if rest == x:
+            slope += k
+            continue
+        if not (isinstance(rest, Power) and rest.args[0].is_number and 0 < rest.args[0] < 1 and k > 0):
+            return unknown
+        b = sympy.Poly(rest.args[1], x) if rest.args[1].is_polynomial(x) else None
+        if b is None or b.degree() != 1 or not b.coeffs()[0] > 0 or len(b.coeffs()) != 1:
+            return unknown
+    if not expr.xreplace({x: 0}) < 0:
+        return unknown
+    if not slope > 0:
+        return Region("none")
+    low, high = sympy.Integer(0), sympy.Integer(1)
+    while expr.xreplace({x: high}) <= 0:  # the slope is positive: at most ~log2(root) doublings
+        low, high = high, 2 * high
+        if high > _FAR:
+            return Region("unknown", reason=f"the threshold on {x} lies past {_FAR}")
+    while high - low > high * sympy.Rational(1, 10**9):
+        mid = (low + high) / 2
+        low, high = (mid, high) if expr.xreplace({x: mid}) <= 0 else (low, mid)
+    return Region("above", root=sympy.Float(high, 12))
 
 
 def _linear(a: PolyElement, c: PolyElement) -> Region:
