@@ -22,9 +22,13 @@ named model and chip.
 * speculative decoding (`Speculative`): k draft steps, then one target step verifying
   k + 1 tokens a sequence, (1 - a^(k+1))/(1 - a) tokens expected from it.
 
-The latency-bound byte threshold the issue asks for is not given: the chips' figures carry
-no fixed per-step (kernel launch) latency for memory, only the networks' hop latencies, so
-nothing here could derive it without inventing a floor.
+* under a strategy, the latency-bound bytes of each collective of the decode step
+  (latency_bound.py): V* where its bandwidth time equals its hops' latency floor, the batch
+  B* whose V is V*, and whether it is latency-bound at the batch given.
+
+The HBM has no such threshold: the chips' figures carry no fixed per-step (kernel launch)
+latency for memory, only the networks' hop latencies, so nothing here could derive one
+without inventing a floor; the output says so.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ from ..hardware.machines import Machine, machine
 from ..ir import dim_symbol
 from ..render.json_report import json_value
 from ..show import number, pretty, seconds
+from . import context as contexts
 from .accumulation import replicas
+from .latency_bound import LatencyBound, bounds
 from .report import model, named
 from .whole import Model
 
@@ -53,6 +59,8 @@ CONVENTIONS = (
     "lockstep: the B requests of a batch start and end together; requests/s = B / t_request",
     "steady state: continuous batching keeps B slots decoding, their contexts spread evenly over P .. P+G-1: "
     "a step at the mean context P + (G-1)/2; prefill runs elsewhere and is not counted",
+    "latency_bound (under a strategy): a collective is latency-bound where its bandwidth time, V x its time per "
+    "byte, is below its hops' latency floor (hops x the chip's hop_latency_s): below V* = floor / time per byte",
     "max_batch: the largest B whose decode step at the last context P + G takes at most the target "
     "and whose weights and KV caches fit the chips' usable HBM",
 )
@@ -192,11 +200,12 @@ class Request:
     max_batch_bound: str | None
     speculative: Speculative | None
     context: int | None = None  # the model's context (max positions); a request past it is said
+    latency: tuple[LatencyBound, ...] | None = None  # under a strategy: the decode step's collectives
 
     @property
     def past_context(self) -> bool:
         """Whether the last token's context, P + G - 1, is past the model's context."""
-        return self.context is not None and self.prompt + self.generate - 1 > self.context
+        return contexts.past(self.prompt + self.generate - 1, self.context)
 
     def tpot_at(self, context: int) -> sympy.Expr:
         """The decode step's time at a context of `context` tokens."""
@@ -248,8 +257,37 @@ class Request:
             out["speculative"] = {"draft": self.speculative.draft, "k": self.speculative.k,
                                   "accept": json_value(self.speculative.accept),
                                   "context": self.speculative.context}
+        if self.latency is not None:
+            out["latency_bound"] = {"collectives": [b.to_dict() for b in self.latency],
+                                    "step_latency_bound": self.step_latency_bound, "memory": NO_MEMORY_LATENCY}
         out["conventions"] = list(self.conventions())
         return out
+
+    @property
+    def step_latency_bound(self) -> bool | None:
+        """Whether any of the decode step's collectives is latency-bound at the batch given
+        (None with no strategy, or where a link's hop latency is unknown)."""
+        if not self.latency or any(b.latency_bound is None for b in self.latency):
+            return None
+        return any(b.latency_bound for b in self.latency)
+
+    def _latency_rows(self) -> list[tuple[str, str]]:
+        rows = []
+        for b in self.latency or ():
+            head = f"{b.kind} over {b.axes} of {b.tensor} ({b.count} a step): V = {pretty(b.bytes)} bytes"
+            if b.floor is None:
+                rows.append(("latency_bound", f"{head}; WARNING: {self.chip} gives no hop latency for its link, so "
+                                              "no latency-bound threshold (no floor to weigh the bandwidth time "
+                                              "against)"))
+                continue
+            where = "" if b.threshold_batch is None else f", B* = {number(b.threshold_batch, 6)}"
+            state = "latency-bound" if b.latency_bound else "bandwidth-bound"
+            rows.append(("latency_bound", f"{head}; V* = {number(b.threshold_bytes, 6)} bytes{where} (bandwidth "
+                                          f"time = its {seconds(b.floor)} latency floor); at B = {self.batch}: "
+                                          f"{state}"))
+        if self.latency is not None:
+            rows.append(("latency_memory", NO_MEMORY_LATENCY))
+        return rows
 
     def conventions(self) -> tuple[str, ...]:
         extra = "speculative decoding: " + (Speculative.__doc__ or "").split("\n\n")[1].replace("\n    ", " ").strip()
@@ -287,9 +325,10 @@ class Request:
             rows.append(("max_batch", f"{self.max_batch}  (tpot at S = {P + G} at most {seconds(self.tpot_slo)}; "
                                       f"bound by {self.max_batch_bound})"))
         if self.past_context:
-            rows.insert(1, ("context", f"WARNING: the request reaches S = {P + G - 1}, past {self.name}'s context of "
-                                       f"{self.context} tokens, which it was not built for: the figures are what "
-                                       "the steps would cost, no more"))
+            assert self.context is not None  # past_context says so
+            rows.insert(1, ("context", contexts.warning(self.name, P + G - 1, self.context,
+                                                        "the request's last token's context S")))
+        rows += self._latency_rows()
         sp = self.speculative
         if sp is not None:
             rows += [("draft", f"{sp.draft}, k = {sp.k}, acceptance {number(sp.accept)}, at S = {sp.context}"),
@@ -370,7 +409,12 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
                    requests_per_s=batch / t_request, tpot_steady=steady, tokens_per_s_steady=batch / steady,
                    requests_per_s_steady=batch / (G * steady), kv_caches_fit=fit, tpot_slo=slo, max_batch=most,
                    max_batch_bound=bound, speculative=spec,
-                   context=(named(name, models_file) or {}).get("sizes", {}).get("context"))
+                   context=(named(name, models_file) or {}).get("sizes", {}).get("context"),
+                   latency=None if strategy is None else bounds(last, batch))
+
+
+NO_MEMORY_LATENCY = ("none for the HBM: the chips' figures carry no per-step (kernel launch) latency for "
+                     "memory, so no byte count below which a step's reads are latency-bound is derived")
 
 
 def _rational(value: float | Fraction | str, flag: str, zero: bool = False) -> sympy.Rational:

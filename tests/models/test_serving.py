@@ -232,3 +232,66 @@ def test_a_request_past_the_models_context_is_said():
     assert not inside.past_context and "WARNING" not in inside.table()
     assert past.past_context and f"past LLaMA-3 8B's context of {context} tokens" in past.table()
     assert past.to_dict()["past_context"] is True and past.to_dict()["context_limit"] == context
+
+
+@pytest.mark.parametrize(("mode", "dim"), [("decode", "S"), ("prefill", "T"), ("train", "T")])
+def test_a_step_past_the_models_context_is_said(mode: str, dim: str) -> None:
+    # LLaMA-3 8B's max_position_embeddings is 8192: a step at 8192 tokens is within it, at 8193 past it
+    from symroof.cli import command as cli
+    assert symroof.model("llama-3-8b").about["context_limit"] == 8192
+    at, past = (symroof.model("llama-3-8b", mode, "h100", {"B": 1, dim: n}) for n in (8192, 8193))
+    assert at.to_dict()["past_context"] is False and "WARNING" not in at.table()
+    assert past.to_dict()["past_context"] is True and past.to_dict()["context_limit"] == 8192
+    row = next(line for line in past.table().splitlines() if line.startswith("context "))
+    assert f"WARNING: the step's {dim} = 8193 tokens, past LLaMA-3 8B's context of 8192 tokens" in row
+    import io
+    out = io.StringIO()
+    assert cli.main(["model", "llama-3-8b", f"--{mode}", "--chip", "h100", "--set", f"B=1,{dim}=9000"], out=out) == 0
+    assert f"the step's {dim} = 9000 tokens, past" in out.getvalue()
+
+
+def test_tp_decodes_allreduce_is_latency_bound_below_a_batch() -> None:
+    # LLaMA-3 70B (D = 8192) on 8 H100s, tp=8: each layer's (and the LM head's) AllReduce sums
+    # bf16[B, D], V = 2 bytes x 8192 x B = 16384 B bytes. Through the NVLink switch an AllReduce is a
+    # ReduceScatter and an AllGather, each (N - 1)/N x V at the GPU's 450e9 B/s egress:
+    # 2 x 7/8 / 450e9 s a byte; each one hop at the H100's 1 us: a floor of 2 us.
+    per_byte = sympy.Rational(2 * 7, 8) / sympy.Integer(450 * 10**9)
+    floor = sympy.Rational(2, 10**6)
+    v_star = floor / per_byte                        # 514285.7 bytes
+    b_star = v_star / 16384                          # 31.39 sequences
+    assert float(v_star) == pytest.approx(514285.714, rel=1e-9) and float(b_star) == pytest.approx(31.3895, rel=1e-5)
+    small = serving.request("llama-3-70b", "h100", 1000, 10, 8, strategy="tp=8")
+    large = serving.request("llama-3-70b", "h100", 1000, 10, 32, strategy="tp=8")
+    assert small.latency is not None and large.latency is not None
+    (b,) = small.latency  # the 80 layers' and the LM head's AllReduces alike: one kind, 161 a step (2 x 80 + 1)
+    assert b.kind == "AllReduce" and b.count == 161 and b.bytes == 16384 * dim_symbol("B")
+    assert b.floor == floor and b.per_byte == per_byte
+    assert b.threshold_bytes == v_star and b.threshold_batch == b_star
+    assert b.latency_bound is True and small.step_latency_bound is True  # 8 < 31.39
+    assert large.latency[0].latency_bound is False and large.step_latency_bound is False  # 32 > 31.39
+    table = small.table()
+    assert "V* = 514286 bytes, B* = 31.3895" in table and "at B = 8: latency-bound" in table
+    assert "none for the HBM" in table  # memory has no latency figure: said, no number
+    out = small.to_dict()["latency_bound"]
+    assert out["step_latency_bound"] is True
+    assert out["collectives"][0]["threshold_batch"] == pytest.approx(31.3895, 1e-5)
+    # with no strategy there are no collectives: nothing said about them
+    assert serving.request("llama-3-8b", "h100", 100, 10).latency is None
+
+
+def test_a_chip_without_a_hop_latency_gets_no_threshold(tmp_path: object) -> None:
+    import json
+    from pathlib import Path
+
+    from symroof.hardware.machines import machine
+    from symroof.resources import resource_path
+    data = json.loads(resource_path("hardware.json").read_text())
+    h100 = next(c for c in data["chips"] if c["id"] == "h100-sxm")
+    del h100["interconnect"]["hop_latency_s"]
+    path = Path(str(tmp_path)) / "hw.json"
+    path.write_text(json.dumps(data))
+    r = serving.request("llama-3-70b", machine("h100", hardware=path), 1000, 10, 8, strategy="tp=8")
+    assert r.latency is not None and r.latency[0].threshold_bytes is None and r.latency[0].latency_bound is None
+    assert r.step_latency_bound is None
+    assert "WARNING: H100 SXM gives no hop latency for its link, so no latency-bound threshold" in r.table()
+    assert "bytes; V* =" not in r.table()  # no number: the conventions name V* only as a rule
