@@ -295,3 +295,101 @@ def test_a_chip_without_a_hop_latency_gets_no_threshold(tmp_path: object) -> Non
     assert r.step_latency_bound is None
     assert "WARNING: H100 SXM gives no hop latency for its link, so no latency-bound threshold" in r.table()
     assert "bytes; V* =" not in r.table()  # no number: the conventions name V* only as a rule
+
+
+def _chunk_models(batch: int) -> tuple:
+    decode = symroof.model("llama-3-8b", "decode", "h100", {"B": batch, "S": None})
+    one = symroof.model("llama-3-8b", "decode", "h100", {"B": 1, "S": None})
+    prefill = symroof.model("llama-3-8b", "prefill", "h100", {"B": 1, "T": None})
+    return decode, one, prefill
+
+
+def test_a_mixed_steps_flops_and_bytes_by_hand() -> None:
+    # LLaMA-3 8B: L = 32 layers, N = 32 query heads, K = 8 KV heads, H = 128, D = 4096, V = 128256.
+    # The 3rd chunk (c = 2) of C = 256 tokens beside B = 8 decoding sequences at S = 1249.5:
+    from symroof.models import chunked
+    decode, one, prefill = _chunk_models(8)
+    S, T = dim_symbol("S"), dim_symbol("T")
+    context = sympy.Rational(2499, 2)
+    parts = chunked.mixed(decode, one, prefill, 256, 256, context)
+    L, N, K, H, D, V = 32, 32, 8, 128, 4096, 128256
+    before = 2 * 256  # the prompt tokens before the 3rd chunk
+    # each of the chunk's 256 queries attends to the 512 before it: QK and PV, 2 FLOPs a multiply-add over H
+    # each, and the softmax's 4 FLOPs a score (the ops' count), in N heads and L layers
+    attention = 256 * before * (4 * H + 4) * N * L
+    flops_alone = decode.analysis.flops.subs(S, context) + prefill.analysis.flops.subs(T, 256)
+    assert parts.flops.subs(chunked.CHUNK_INDEX, 2) == flops_alone + attention
+    # the weights are read once, not twice: every parameter's 2 bytes but the embedding table's, whose gather reads
+    # only its rows; the 512 earlier tokens' K and V read once: 2 x L x K x H x 2 bytes = 131072 a token
+    weights = 2 * (int(symroof.model("llama-3-8b").params) - V * D)
+    kv = before * 2 * L * K * H * 2
+    bytes_alone = decode.analysis.bytes.subs(S, context) + prefill.analysis.bytes.subs(T, 256)
+    assert parts.bytes.subs(chunked.CHUNK_INDEX, 2) == bytes_alone - weights + kv
+    # the HBM's roof: those bytes at the H100's 3.35e12 B/s
+    t_comms = parts.t_comms.subs(chunked.CHUNK_INDEX, 2)
+    assert t_comms == parts.bytes.subs(chunked.CHUNK_INDEX, 2) / sympy.Rational(335 * 10**10)
+
+
+def test_chunked_ttft_is_the_sum_of_its_mixed_steps() -> None:
+    # P = 8000 in chunks of 512: 16 chunks, the last 8000 - 15 x 512 = 320 tokens. The roofs cross inside: the
+    # first chunks' steps are the HBM's (the weights and 8 caches of ~8100 tokens), the later ones the FLOPs'
+    # (a chunk's attention to the c x 512 tokens before it grows as C x c x C). The closed-form sum over c must
+    # equal the steps costed one at a time, each at its own size
+    from symroof.models import chunked
+    r = serving.request("llama-3-8b", "h100", 8000, 200, 8, chunk=512)
+    ch = r.chunked
+    assert ch is not None and ch.chunks == 16 and ch.last == 320
+    decode, one, prefill = _chunk_models(8)
+    context = sympy.Rational(2 * 8000 + 200 - 1, 2)
+    steps = []
+    for c in range(16):
+        size = min(512, 8000 - c * 512)
+        p = chunked.mixed(decode, one, prefill, 512, size, context)
+        steps.append(sympy.Max(p.t_math, p.t_comms).subs(chunked.CHUNK_INDEX, c))
+    assert ch.ttft == sum(steps)
+    first = chunked.mixed(decode, one, prefill, 512, 512, context)
+    at = {k: (first.t_math.subs(chunked.CHUNK_INDEX, k), first.t_comms.subs(chunked.CHUNK_INDEX, k)) for k in (0, 14)}
+    assert at[0][0] < at[0][1] and at[14][0] > at[14][1]  # the HBM's first, then the FLOPs': a crossing inside
+    assert ch.step_at(0) == steps[0] and ch.step_at(15) == steps[15]
+    assert "chunked_ttft" in r.table() and r.to_dict()["chunked"]["chunks"] == 16
+
+
+def test_chunked_steady_state_throughput_by_hand() -> None:
+    # B = 8 slots, each held G = 500 steps: 8/500 requests start a step, each with ceil(1000/256) = 4 chunks, so
+    # f = 8 x 4/500 = 0.064 of the steps carry a chunk. Per step B tokens; the mean step:
+    # (B/G) x (the 4 mixed steps' sum) + (1 - f) x a plain decode step at S = 1000 + 499/2
+    r = serving.request("llama-3-8b", "h100", 1000, 500, 8, chunk=256)
+    ch = r.chunked
+    assert ch is not None and ch.busy == sympy.Rational(32, 500)
+    plain = symroof.model("llama-3-8b", "decode", "h100", {"B": 8, "S": None}).t_step.subs(S, sympy.Rational(2499, 2))
+    assert ch.tpot_plain == plain == r.tpot_steady
+    per_step = sympy.Rational(8, 500) * ch.ttft + (1 - sympy.Rational(32, 500)) * plain
+    assert ch.tokens_per_s == 8 / per_step and ch.requests_per_s == 8 / per_step / 500
+    assert plain < ch.step_at(0)  # a step with a chunk in flight is slower than one without
+    # prefill-bound: B = 64 slots held G = 10 steps each need 64 x 4/10 = 25.6 chunks a step, one at a time:
+    # a step a chunk, a request every 4 steps, G tokens each
+    bound = serving.request("llama-3-8b", "h100", 1000, 10, 64, chunk=256)
+    assert bound.chunked is not None and bound.chunked.prefill_bound
+    assert bound.chunked.tokens_per_s == 10 / bound.chunked.ttft and "prefill-bound" in bound.table()
+
+
+def test_one_chunk_holding_the_whole_prompt() -> None:
+    from symroof.models import chunked
+    r = serving.request("llama-3-8b", "h100", 100, 50, 4, chunk=4096)
+    decode, one, prefill = _chunk_models(4)
+    p = chunked.mixed(decode, one, prefill, 4096, 100, sympy.Rational(2 * 100 + 49, 2))
+    assert r.chunked is not None and r.chunked.chunks == 1 and r.chunked.last == 100
+    assert r.chunked.ttft == sympy.Max(p.t_math, p.t_comms).subs(chunked.CHUNK_INDEX, 0)
+
+
+def test_chunk_refusals() -> None:
+    from symroof.cli import command as cli
+    with pytest.raises(SpecError, match="--chunk takes a whole number of prompt tokens, at least 1, got 0"):
+        serving.request("llama-3-8b", "h100", 100, 10, chunk=0)
+    with pytest.raises(SpecError, match="drop --strategy"):
+        serving.request("llama-3-70b", "h100", 100, 10, 8, strategy="tp=8", chunk=64)
+    import io
+    err = io.StringIO()
+    assert cli.main(["model", "llama-3-8b", "--decode", "--chip", "h100", "--chunk", "64"], out=io.StringIO(),
+                    err=err) == 2
+    assert "--chunk goes with --serve" in err.getvalue()
