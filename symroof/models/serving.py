@@ -104,8 +104,9 @@ def linear_at(step: sympy.Expr, var: sympy.Symbol, where: sympy.Expr) -> sympy.E
             return node
         return node.func(*(top(a) for a in node.args))
 
-    piece = sympy.expand(top(step))
-    if piece.free_symbols - {var} or not piece.is_polynomial(var) or sympy.degree(piece, var) > 1:
+    # a free symbol besides `var` (a symbolic chip's figures) leaves the Max's order undecided: refused first
+    piece = None if step.free_symbols - {var} else sympy.expand(top(step))
+    if piece is None or not piece.is_polynomial(var) or sympy.degree(piece, var) > 1:
         raise SpecError(f"the step's time is not linear in {var} with numbers for the rest "
                         f"({step}): give every other size and a chip with numeric figures")
     return piece

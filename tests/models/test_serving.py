@@ -393,3 +393,10 @@ def test_chunk_refusals() -> None:
     assert cli.main(["model", "llama-3-8b", "--decode", "--chip", "h100", "--chunk", "64"], out=io.StringIO(),
                     err=err) == 2
     assert "--chunk goes with --serve" in err.getvalue()
+
+
+def test_a_symbolic_chip_is_refused_in_words() -> None:
+    # the Max of roofs in C, W_hbm cannot be ordered: a one-line error, not a TypeError from comparing them
+    for chunk in (None, 8):
+        with pytest.raises(SpecError, match="not linear in S with numbers for the rest"):
+            serving.request("llama-3-8b", "symbolic", 30, 10, chunk=chunk)
