@@ -32,8 +32,8 @@ CONVENTIONS = (
     "chunked prefill: the prompt prefilled C tokens a step in ceil(P/C) mixed steps, each carrying the B decoding "
     "sequences too (the weights read once for both); one prefill in flight at a time; the decoding sequences at "
     "their mean context P + (G-1)/2; a chunk's attention covers its own C tokens (all C x C scores, as a prefill's "
-    "are counted) and the c·C before it (their KV read once a step), not the later chunks': the chunks' attention FLOPs total less than "
-    "one prefill's full P x P; the last chunk takes the remainder",
+    "are counted) and the c·C before it (their KV read once a step), not the later chunks': the chunks' attention "
+    "FLOPs total less than one prefill's full P x P; the last chunk takes the remainder",
     "chunked steady state: a slot is held for G decode steps, so B/G requests a step start their ceil(P/C) chunks: "
     "a fraction f = B·ceil(P/C)/G of the steps carry a chunk (above 1: prefill-bound, a step a chunk, fewer than B "
     "sequences decoding, each step still timed with B)",
