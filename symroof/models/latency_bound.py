@@ -64,11 +64,54 @@ def bounds(free: Model, batch: int) -> tuple[LatencyBound, ...]:
             out.append(LatencyBound(kind, axes, tensor, count, V, None, per_byte, None, None, None))
             continue
         v_star = floor / per_byte
-        b_star = None
-        if V.has(B):
-            if V.free_symbols != {B} or not sympy.Poly(V, B).is_linear or V.subs(B, 0) != 0:
-                raise SpecError(f"a {kind}'s bytes are not proportional to the batch ({V}): no batch threshold")
-            b_star = v_star / V.coeff(B, 1)
+        # B* only where V is proportional to the batch alone (a context in it, say, leaves V* the figure)
+        linear = V.free_symbols == {B} and V.is_polynomial(B) and sympy.degree(V, B) == 1 and V.subs(B, 0) == 0
+        b_star = v_star / V.coeff(B, 1) if linear else None
         at = V.subs(B, batch)
-        out.append(LatencyBound(kind, axes, tensor, count, V, floor, per_byte, v_star, b_star, bool(at < v_star)))
+        bound = bool(at < v_star) if (at - v_star).is_number else None
+        out.append(LatencyBound(kind, axes, tensor, count, V, floor, per_byte, v_star, b_star, bound))
     return tuple(out)
+
+
+NO_MEMORY_LATENCY = ("none for the HBM: the chips' figures carry no per-step (kernel launch) latency for memory, "
+                     "so no byte count below which a step's reads are latency-bound is derived")
+
+
+def rows(found: tuple[LatencyBound, ...], chip: str, batch: int | None) -> list[tuple[str, str]]:
+    """The report's rows: each collective's V, V* and B*, and the HBM's lack of a figure."""
+    from ..show import number, pretty, seconds
+    if not found:  # no collectives (a strategy that only copies the weights): nothing to weigh
+        return []
+    out = []
+    for b in found:
+        head = f"{b.kind} over {b.axes} of {b.tensor} ({b.count} a step): V = {pretty(b.bytes)} bytes"
+        if b.floor is None:
+            out.append(("latency_bound", f"{head}; WARNING: {chip} gives no hop latency for its link, so no "
+                                         "latency-bound threshold (no floor to weigh the bandwidth time against)"))
+            continue
+        where = "" if b.threshold_batch is None else f", B* = {number(b.threshold_batch, 6)}"
+        state = "" if b.latency_bound is None or batch is None else \
+            f"; at B = {batch}: {'latency-bound' if b.latency_bound else 'bandwidth-bound'}"
+        out.append(("latency_bound", f"{head}; V* = {number(b.threshold_bytes, 6)} bytes{where} (bandwidth time = "
+                                     f"its {seconds(b.floor)} latency floor){state}"))
+    out.append(("latency_memory", NO_MEMORY_LATENCY))
+    return out
+
+
+def step_bound(found: tuple[LatencyBound, ...]) -> bool | None:
+    """Whether any of a step's collectives is latency-bound at the batch (None with none, or
+    where one's floor is unknown)."""
+    if not found or any(b.latency_bound is None for b in found):
+        return None
+    return any(b.latency_bound for b in found)
+
+
+def of_model(model: Model) -> tuple[LatencyBound, ...] | None:
+    """A decode model's collectives' thresholds, from its formulas (B a symbol), at its
+    batch; None without a strategy or a chip, or where the formulas are not at hand."""
+    free = model.formulas
+    if model.options.mode != "decode" or not model.options.strategy or model.machine is None or free is None \
+            or model.pipeline is not None or model.accumulation is not None:
+        return None
+    batch = model.sizes.get("B")
+    return bounds(free, batch if isinstance(batch, int) else 0)

@@ -21,7 +21,7 @@ from ..render.json_report import json_value
 from ..render.tex import TexPrinter, tex_name, tex_words
 from ..roofline.solve import Region
 from ..show import beside, human, number, pretty, seconds, wrapped
-from . import accumulation, kinds, pipeline, strategy_costs
+from . import accumulation, kinds, latency_bound, pipeline, strategy_costs
 from . import context as contexts
 from .catalogue import get_model, models
 from .counted import NEEDS_CONFIG, is_counted
@@ -323,6 +323,9 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
         out.append(("microbatches", model.accumulation.describe()))
     out += strategy_costs.rows(model, lambda v: beside(v, "") if v.is_Integer else pretty(v) if not v.is_number
                                else number(v, 4), lambda t: _shown(t, "s"))
+    latency = latency_bound.of_model(model)
+    if latency is not None:
+        out += latency_bound.rows(latency, model.machine.name if model.machine else "", model.sizes.get("B"))
     if model.options.mode == "decode" and model.machine is not None:
         for with_kv in (True, False):
             label = "decode_batch" + ("" if with_kv else "_no_kv")
@@ -439,6 +442,11 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
         out["estimates"] = {path: {"value": json_value(value), "source": source}
                             for path, (value, source) in _estimates(model).items()}
         out["max_batch"] = json_value(model.max_batch())
+    latency = latency_bound.of_model(model)
+    if latency is not None:
+        out["latency_bound"] = {"collectives": [b.to_dict() for b in latency],
+                                "step_latency_bound": latency_bound.step_bound(latency),
+                                "memory": latency_bound.NO_MEMORY_LATENCY}
     if model.options.mode == "decode" and model.machine is not None:
         for with_kv in (True, False):
             region = model.decode_batch(with_kv)

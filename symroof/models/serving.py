@@ -48,7 +48,8 @@ from ..show import number, pretty, seconds
 from . import chunked as chunking
 from . import context as contexts
 from .accumulation import replicas
-from .latency_bound import LatencyBound, bounds
+from .latency_bound import NO_MEMORY_LATENCY, LatencyBound, bounds, step_bound
+from .latency_bound import rows as latency_rows
 from .report import model, named
 from .whole import Model
 
@@ -281,9 +282,7 @@ class Request:
     def step_latency_bound(self) -> bool | None:
         """Whether any of the decode step's collectives is latency-bound at the batch given
         (None with no strategy, or where a link's hop latency is unknown)."""
-        if not self.latency or any(b.latency_bound is None for b in self.latency):
-            return None
-        return any(b.latency_bound for b in self.latency)
+        return None if self.latency is None else step_bound(self.latency)
 
     def _chunked_rows(self) -> list[tuple[str, str]]:
         ch = self.chunked
@@ -309,22 +308,7 @@ class Request:
         return rows
 
     def _latency_rows(self) -> list[tuple[str, str]]:
-        rows = []
-        for b in self.latency or ():
-            head = f"{b.kind} over {b.axes} of {b.tensor} ({b.count} a step): V = {pretty(b.bytes)} bytes"
-            if b.floor is None:
-                rows.append(("latency_bound", f"{head}; WARNING: {self.chip} gives no hop latency for its link, so "
-                                              "no latency-bound threshold (no floor to weigh the bandwidth time "
-                                              "against)"))
-                continue
-            where = "" if b.threshold_batch is None else f", B* = {number(b.threshold_batch, 6)}"
-            state = "latency-bound" if b.latency_bound else "bandwidth-bound"
-            rows.append(("latency_bound", f"{head}; V* = {number(b.threshold_bytes, 6)} bytes{where} (bandwidth "
-                                          f"time = its {seconds(b.floor)} latency floor); at B = {self.batch}: "
-                                          f"{state}"))
-        if self.latency is not None:
-            rows.append(("latency_memory", NO_MEMORY_LATENCY))
-        return rows
+        return [] if self.latency is None else latency_rows(self.latency, self.chip, self.batch)
 
     def conventions(self) -> tuple[str, ...]:
         extra = "speculative decoding: " + (Speculative.__doc__ or "").split("\n\n")[1].replace("\n    ", " ").strip()
@@ -457,10 +441,6 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
                    max_batch_bound=bound, speculative=spec,
                    context=(named(name, models_file) or {}).get("sizes", {}).get("context"),
                    latency=None if strategy is None else bounds(last, batch), chunked=mixed)
-
-
-NO_MEMORY_LATENCY = ("none for the HBM: the chips' figures carry no per-step (kernel launch) latency for "
-                     "memory, so no byte count below which a step's reads are latency-bound is derived")
 
 
 def _rational(value: float | Fraction | str, flag: str, zero: bool = False) -> sympy.Rational:

@@ -400,3 +400,25 @@ def test_a_symbolic_chip_is_refused_in_words() -> None:
     for chunk in (None, 8):
         with pytest.raises(SpecError, match="not linear in S with numbers for the rest"):
             serving.request("llama-3-8b", "symbolic", 30, 10, chunk=chunk)
+
+
+def test_the_decode_report_gives_each_collectives_latency_bound_batch() -> None:
+    # symroof model --decode --strategy: the same figures in the model's report. On 8 H100s (tp=8) as in
+    # test_tp_decodes_allreduce_is_latency_bound_below_a_batch: B* = 2 us / (2 x 7/8 / 450e9 s a byte) / 16384
+    b_star_h100 = sympy.Rational(2, 10**6) / (sympy.Rational(14, 8) / 450e9) / 16384
+    m = symroof.model("llama-3-70b", "decode", "h100", {"B": 64, "S": 4096}, strategy="tp=8")
+    assert f"B* = {float(b_star_h100):.6g}" in m.table() and "at B = 64: bandwidth-bound" in m.table()
+    out = m.to_dict()["latency_bound"]
+    assert out["step_latency_bound"] is False and "none for the HBM" in out["memory"]
+    # on v5e, dp=2 x tp=8: Y = 8 is shorter than the 16 a ring needs, so a line: an AllGather moves (N - 1)/N of V
+    # at a link's 45e9 B/s one way over N - 1 = 7 hops of 1 us; an AllReduce twice that. Each chip holds B/2
+    # sequences: V = B/2 x D x 2 bytes = 8192 B
+    floor = 2 * 7 * sympy.Rational(1, 10**6)
+    per_byte = 2 * sympy.Rational(7, 8) / sympy.Integer(45 * 10**9)
+    v = symroof.model("llama-3-70b", "decode", "v5e", {"B": 64, "S": 4096}, strategy="dp=2,tp=8")
+    (row,) = [line for line in v.table().splitlines() if line.startswith("latency_bound")]
+    assert "V = 8192*B bytes" in row and f"V* = {float(floor / per_byte):.6g} bytes" in row
+    assert f"B* = {float(floor / per_byte / 8192):.6g}" in row and "its 14 us latency floor" in row
+    # dp alone has no collective in decode: no rows
+    assert "latency_bound" not in symroof.model("llama-3-8b", "decode", "h100", {"B": 64, "S": 4096},
+                                                strategy="dp=8").table()
