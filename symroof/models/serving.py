@@ -300,7 +300,8 @@ class Request:
                 ("chunked_tokens_per_s", f"{number(ch.tokens_per_s, 6)} "
                                          f"({number(ch.tokens_per_s / self.chips, 6)} a chip), "
                                          f"{number(ch.requests_per_s, 6)} requests/s  (steady state: "
-                                         f"f = B x {n}/G = {number(ch.busy, 4)} of the steps carry a chunk)")]
+                                         f"f = B x {n}/G = {number(ch.busy, 4)}, the share of steps a chunk rides "
+                                         "in, at most 1)")]
         if ch.prefill_bound:
             rows.append(("chunked_bound", f"prefill-bound: {n} chunks a request and one prefill at a time admit a "
                                           f"request every {n} steps, fewer than B = {B} decoding ({number(ch.busy, 4)} "
