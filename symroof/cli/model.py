@@ -102,6 +102,8 @@ def _serving_options(cmd: argparse.ArgumentParser) -> None:
     group.add_argument("--draft", metavar="NAME", help="with --serve: speculative decoding with this draft model")
     group.add_argument("--draft-tokens", type=int, default=4, metavar="K", help="with --draft: tokens drafted (4)")
     group.add_argument("--accept", metavar="ALPHA", help="with --draft: each draft token's acceptance rate (0.8)")
+    group.add_argument("--chunk", type=int, metavar="C",
+                       help="with --serve: chunked prefill, C prompt tokens a step mixed into the decode steps")
 
 
 def _serve(args: argparse.Namespace, target: Machine | None) -> str:
@@ -119,7 +121,8 @@ def _serve(args: argparse.Namespace, target: Machine | None) -> str:
     found = serving.request(args.name, target, args.prompt, args.generate, sizes.get("B", 1),
                             strategy=args.strategy, mesh=args.mesh, chips=args.chips, weights=args.weights,
                             kv=args.kv, tpot_slo=args.tpot_slo, draft=args.draft, draft_tokens=args.draft_tokens,
-                            accept=args.accept, models_file=args.models, hbm_usable=training_kwargs(args)["hbm_usable"])
+                            accept=args.accept, models_file=args.models, hbm_usable=training_kwargs(args)["hbm_usable"],
+                            chunk=args.chunk)
     return json.dumps(found.to_dict(), indent=2) if args.json else found.table()
 
 
@@ -140,7 +143,8 @@ def run(args: argparse.Namespace) -> str:
     if args.serve:
         return _serve(args, target)
     serving = [f for f, v in (("--prompt", args.prompt), ("--generate", args.generate), ("--tpot-slo", args.tpot_slo),
-                              ("--draft", args.draft), ("--accept", args.accept)) if v is not None]
+                              ("--draft", args.draft), ("--accept", args.accept), ("--chunk", args.chunk))
+               if v is not None]
     if serving:
         raise SpecError(f"{serving[0]} goes with --serve")
     given = [flag for name, flag in SIZE_FLAGS.items() if getattr(args, _dest(flag)) is not None]

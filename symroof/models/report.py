@@ -21,7 +21,8 @@ from ..render.json_report import json_value
 from ..render.tex import TexPrinter, tex_name, tex_words
 from ..roofline.solve import Region
 from ..show import beside, human, number, pretty, seconds, wrapped
-from . import accumulation, kinds, pipeline, strategy_costs
+from . import accumulation, kinds, latency_bound, pipeline, strategy_costs
+from . import context as contexts
 from .catalogue import get_model, models
 from .counted import NEEDS_CONFIG, is_counted
 from .decls import MODEL_QUANTITY, Options, budget_json, budget_rows, state_bytes, state_json, state_text, usable_text
@@ -148,7 +149,7 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
                             f"symroof model {config['id']} (symroof.counted) gives what the count does")
         found = strategy_of(strategy, mesh, mode, config, chips, target)
         built = program(config, mode, weights, kv, found)
-        about = {"model": config["id"], "name": config["name"]}
+        about = {"model": config["id"], "name": config["name"], "context_limit": config["sizes"]["context"]}
         if found:
             about["strategy"] = {kind: "".join(a for a, *_ in axes) for kind, axes in found.items()}
         if kinds.stages().name in found:
@@ -274,6 +275,11 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
     symbolic = formulas.quantities() if formulas is not None else {}
     notes = {**NOTES, **state_notes(model.options)}
     out = []
+    reach, dim = contexts.reach(model.options.mode, model.sizes)
+    limit = model.about.get("context_limit")
+    if reach is not None and limit is not None and contexts.past(reach, limit):
+        out.append(("context", contexts.warning(model.about.get("name", "the model"), reach, limit,
+                                                f"the step's {dim}")))
     for name, value in found.items():
         text = _shown(value, MODEL_QUANTITY[name].unit)
         if name in notes:
@@ -318,6 +324,9 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
         out.append(("microbatches", model.accumulation.describe()))
     out += strategy_costs.rows(model, lambda v: beside(v, "") if v.is_Integer else pretty(v) if not v.is_number
                                else number(v, 4), lambda t: _shown(t, "s"))
+    latency = latency_bound.of_model(model)
+    if latency is not None:
+        out += latency_bound.rows(latency, model.machine.name if model.machine else "", model.sizes.get("B"))
     if model.options.mode == "decode" and model.machine is not None:
         for with_kv in (True, False):
             label = "decode_batch" + ("" if with_kv else "_no_kv")
@@ -420,6 +429,8 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
     for name, value in model.quantities().items():
         out[name] = json_value(value)
     out["per_block"] = {name: json_value(value) for name, value in model.per_block().items()}
+    if "context_limit" in about:
+        out["past_context"] = contexts.past(contexts.reach(model.options.mode, model.sizes)[0], about["context_limit"])
     left = out.get("hbm_left_per_chip")
     if isinstance(left, (int, float)):
         out["fits"] = left >= 0
@@ -432,6 +443,11 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
         out["estimates"] = {path: {"value": json_value(value), "source": source}
                             for path, (value, source) in _estimates(model).items()}
         out["max_batch"] = json_value(model.max_batch())
+    latency = latency_bound.of_model(model)
+    if latency is not None:
+        out["latency_bound"] = {"collectives": [b.to_dict() for b in latency],
+                                "step_latency_bound": latency_bound.step_bound(latency),
+                                "memory": latency_bound.NO_MEMORY_LATENCY}
     if model.options.mode == "decode" and model.machine is not None:
         for with_kv in (True, False):
             region = model.decode_batch(with_kv)

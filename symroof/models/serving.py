@@ -22,9 +22,13 @@ named model and chip.
 * speculative decoding (`Speculative`): k draft steps, then one target step verifying
   k + 1 tokens a sequence, (1 - a^(k+1))/(1 - a) tokens expected from it.
 
-The latency-bound byte threshold the issue asks for is not given: the chips' figures carry
-no fixed per-step (kernel launch) latency for memory, only the networks' hop latencies, so
-nothing here could derive it without inventing a floor.
+* under a strategy, the latency-bound bytes of each collective of the decode step
+  (latency_bound.py): V* where its bandwidth time equals its hops' latency floor, the batch
+  B* whose V is V*, and whether it is latency-bound at the batch given.
+
+The HBM has no such threshold: the chips' figures carry no fixed per-step (kernel launch)
+latency for memory, only the networks' hop latencies, so nothing here could derive one
+without inventing a floor; the output says so.
 """
 
 from __future__ import annotations
@@ -42,7 +46,11 @@ from ..ir import dim_symbol
 from ..lang.relations import Power
 from ..render.json_report import json_value
 from ..show import number, pretty, seconds
+from . import chunked as chunking
+from . import context as contexts
 from .accumulation import replicas
+from .latency_bound import NO_MEMORY_LATENCY, LatencyBound, bounds, step_bound
+from .latency_bound import rows as latency_rows
 from .report import model, named
 from .templates import TOUCHED_EXPERTS, touches_experts
 from .whole import Model
@@ -55,6 +63,8 @@ CONVENTIONS = (
     "lockstep: the B requests of a batch start and end together; requests/s = B / t_request",
     "steady state: continuous batching keeps B slots decoding, their contexts spread evenly over P .. P+G-1: "
     "a step at the mean context P + (G-1)/2; prefill runs elsewhere and is not counted",
+    "latency_bound (under a strategy): a collective is latency-bound where its bandwidth time, V x its time per "
+    "byte, is below its hops' latency floor (hops x the chip's hop_latency_s): below V* = floor / time per byte",
     "max_batch: the largest B whose decode step at the last context P + G takes at most the target "
     "and whose weights and KV caches fit the chips' usable HBM",
 )
@@ -97,8 +107,9 @@ def linear_at(step: sympy.Expr, var: sympy.Symbol, where: sympy.Expr) -> sympy.E
             return node
         return node.func(*(top(a) for a in node.args))
 
-    piece = sympy.expand(top(step))
-    if piece.free_symbols - {var} or not piece.is_polynomial(var) or sympy.degree(piece, var) > 1:
+    # a free symbol besides `var` (a symbolic chip's figures) leaves the Max's order undecided: refused first
+    piece = None if step.free_symbols - {var} else sympy.expand(top(step))
+    if piece is None or not piece.is_polynomial(var) or sympy.degree(piece, var) > 1:
         raise SpecError(f"the step's time is not linear in {var} with numbers for the rest "
                         f"({step}): give every other size and a chip with numeric figures")
     return piece
@@ -195,11 +206,13 @@ class Request:
     speculative: Speculative | None
     context: int | None = None  # the model's context (max positions); a request past it is said
     touched_experts: bool = False  # a mixture's decode reads only the experts its batch touches (stated)
+    latency: tuple[LatencyBound, ...] | None = None  # under a strategy: the decode step's collectives
+    chunked: chunking.Chunked | None = None  # with a chunk size: chunked prefill (chunked.py)
 
     @property
     def past_context(self) -> bool:
         """Whether the last token's context, P + G - 1, is past the model's context."""
-        return self.context is not None and self.prompt + self.generate - 1 > self.context
+        return contexts.past(self.prompt + self.generate - 1, self.context)
 
     def tpot_at(self, context: int) -> sympy.Expr:
         """The decode step's time at a context of `context` tokens."""
@@ -227,6 +240,13 @@ class Request:
             "requests_per_s_steady": self.requests_per_s_steady, "kv_caches_fit": self.kv_caches_fit}
         if self.tpot_slo is not None:
             out["max_batch"] = self.max_batch
+        if self.chunked is not None:
+            ch = self.chunked
+            out.update(chunked_ttft=ch.ttft, chunked_ttft_alone=ch.ttft_alone, chunked_tpot_first=ch.step_at(0),
+                       chunked_tpot_last=ch.step_at(ch.chunks - 1),
+                       chunked_tpot_plain=ch.tpot_plain, chunked_busy=ch.busy, chunked_tokens_per_s=ch.tokens_per_s,
+                       chunked_tokens_per_s_per_chip=ch.tokens_per_s / self.chips,
+                       chunked_requests_per_s=ch.requests_per_s)
         if self.speculative is not None:
             sp = self.speculative
             out.update(spec_caches_fit=sp.caches_fit, spec_tokens_per_step=sp.tokens_per_step,
@@ -251,13 +271,54 @@ class Request:
             out["speculative"] = {"draft": self.speculative.draft, "k": self.speculative.k,
                                   "accept": json_value(self.speculative.accept),
                                   "context": self.speculative.context}
+        if self.chunked is not None:
+            out["chunked"] = {"chunk": self.chunked.chunk, "chunks": self.chunked.chunks, "last": self.chunked.last,
+                              "context": json_value(self.chunked.context), "step_formula": str(self.chunked.step),
+                              "prefill_bound": self.chunked.prefill_bound}
+        if self.latency is not None:
+            out["latency_bound"] = {"collectives": [b.to_dict() for b in self.latency],
+                                    "step_latency_bound": self.step_latency_bound, "memory": NO_MEMORY_LATENCY}
         out["conventions"] = list(self.conventions())
         return out
+
+    @property
+    def step_latency_bound(self) -> bool | None:
+        """Whether any of the decode step's collectives is latency-bound at the batch given
+        (None with no strategy, or where a link's hop latency is unknown)."""
+        return None if self.latency is None else step_bound(self.latency)
+
+    def _chunked_rows(self) -> list[tuple[str, str]]:
+        ch = self.chunked
+        if ch is None:
+            return []
+        n, C, B = ch.chunks, ch.chunk, self.batch
+        rows = [("chunked_ttft", f"{seconds(ch.ttft)}  ({n} mixed steps of C = {C} prompt tokens"
+                                 + (f", the last {ch.last}" if ch.last != C else "") + f", beside B = {B} decoding; "
+                                 f"vs {seconds(ch.ttft_alone)} for the prompt prefilled alone in one step)"),
+                ("chunked_tpot", f"{seconds(ch.step_at(0))} (first chunk) .. {seconds(ch.step_at(n - 1))} (last) "
+                                 f"while a chunk is in flight; {seconds(ch.tpot_plain)} with none  (the decoding "
+                                 f"sequences at S = {number(ch.context)})"),
+                ("chunked_step", f"{pretty(ch.step)}  (seconds; a full chunk's mixed step, c = 0 .. {n - 1} the "
+                                 "chunk's index)"),
+                ("chunked_tokens_per_s", f"{number(ch.tokens_per_s, 6)} "
+                                         f"({number(ch.tokens_per_s / self.chips, 6)} a chip), "
+                                         f"{number(ch.requests_per_s, 6)} requests/s  (steady state: "
+                                         f"f = B x {n}/G = {number(ch.busy, 4)}, the share of steps a chunk rides "
+                                         "in, at most 1)")]
+        if ch.prefill_bound:
+            rows.append(("chunked_bound", f"prefill-bound: {n} chunks a request and one prefill at a time admit a "
+                                          f"request every {n} steps, fewer than B = {B} decoding ({number(ch.busy, 4)} "
+                                          f"> 1); tokens/s = G / chunked_ttft"))
+        return rows
+
+    def _latency_rows(self) -> list[tuple[str, str]]:
+        return [] if self.latency is None else latency_rows(self.latency, self.chip, self.batch)
 
     def conventions(self) -> tuple[str, ...]:
         extra = "speculative decoding: " + (Speculative.__doc__ or "").split("\n\n")[1].replace("\n    ", " ").strip()
         return (CONVENTIONS + ((TOUCHED_EXPERTS,) if self.touched_experts else ())
-                + ((extra,) if self.speculative is not None else ()))
+                + ((extra,) if self.speculative is not None else ())
+                + (chunking.CONVENTIONS if self.chunked is not None else ()))
 
     def _decode_text(self) -> str:
         formula = self.decode_formula()
@@ -291,9 +352,11 @@ class Request:
             rows.append(("max_batch", f"{self.max_batch}  (tpot at S = {P + G} at most {seconds(self.tpot_slo)}; "
                                       f"bound by {self.max_batch_bound})"))
         if self.past_context:
-            rows.insert(1, ("context", f"WARNING: the request reaches S = {P + G - 1}, past {self.name}'s context of "
-                                       f"{self.context} tokens, which it was not built for: the figures are what "
-                                       "the steps would cost, no more"))
+            assert self.context is not None  # past_context says so
+            rows.insert(1, ("context", contexts.warning(self.name, P + G - 1, self.context,
+                                                        "the request's last token's context S")))
+        rows += self._latency_rows()
+        rows += self._chunked_rows()
         sp = self.speculative
         if sp is not None:
             rows += [("draft", f"{sp.draft}, k = {sp.k}, acceptance {number(sp.accept)}, at S = {sp.context}"),
@@ -318,7 +381,7 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
             strategy: str | None = None, mesh: str | None = None, chips: int = 1, weights: str = "bf16",
             kv: str = "bf16", tpot_slo: float | Fraction | None = None, draft: str | None = None,
             draft_tokens: int = 4, accept: float | Fraction | None = None, models_file: str | None = None,
-            hbm_usable: float = 0.9) -> Request:
+            hbm_usable: float = 0.9, chunk: int | None = None) -> Request:
     """A request of `prompt` tokens in and `generate` out, `batch` of them in lockstep, on
     `chip` (the module docstring).
 
@@ -334,6 +397,9 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
         if who is not None and named(who, models_file) is None:
             raise SpecError(f"serving costs a named model's prefill and decode programs, each built from its "
                             f"models.json entry; {who!r} is a program: give a model's name")
+    if chunk is not None and (strategy is not None or mesh is not None):
+        raise SpecError("--chunk costs a mixed step unsharded (--chips N splits it evenly): a strategy's "
+                        "collectives are not yet costed for it; drop --strategy")
     target = chip if isinstance(chip, Machine) else machine(chip)
     if target is None:
         raise SpecError("a request's times need a chip (--chip)")
@@ -367,6 +433,10 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
         spec = dataclasses.replace(spec, caches_fit=_fit_beside(last, decode(None, P + G, draft), split))
     elif accept is not None:
         raise SpecError("--accept goes with --draft MODEL: the draft's acceptance rate")
+    mixed = None
+    if chunk is not None:
+        alone = model(name, "prefill", target, {"B": 1, "T": None}, **common)  # type: ignore[arg-type]
+        mixed = chunking.chunked(step, decode(1, None), alone, P, G, batch, chunk, n_chips, series)
     tokens = sympy.Integer(G * batch)
     return Request(name=step.about.get("name", name), chip=target.name, chips=n_chips, prompt=P, generate=G,
                    batch=batch, tpot=tpot, ttft=ttft, t_request=t_request, pieces=pieces,
@@ -375,7 +445,8 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
                    requests_per_s_steady=batch / (G * steady), kv_caches_fit=fit, tpot_slo=slo, max_batch=most,
                    max_batch_bound=bound, speculative=spec,
                    context=(named(name, models_file) or {}).get("sizes", {}).get("context"),
-                   touched_experts=touches_experts(step.structured))
+                   touched_experts=touches_experts(step.structured),
+                   latency=None if strategy is None else bounds(last, batch), chunked=mixed)
 
 
 def _rational(value: float | Fraction | str, flag: str, zero: bool = False) -> sympy.Rational:

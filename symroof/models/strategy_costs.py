@@ -62,6 +62,7 @@ class Collective:
     overlaps: bool     # on parameters or gradients (True), or on activations (False)
     latency: sympy.Expr = sympy.Integer(0)  # all `count` of them, their hops' latency floor
     recomputed: bool = False
+    latency_known: bool = True  # False where a link's chip gives no hop latency: `latency` then leaves it out
 
     @property
     def when(self) -> str:
@@ -95,7 +96,7 @@ def collectives(model: Model) -> list[Collective]:
         before = move.move.before  # activations carry the tokens; parameters and gradients do not
         out.append(Collective(backward, move.move.kind, "".join(move.move.axes), before.text(move.move.dtype),
                               move.bytes, model.at(move.count), t.bandwidth, not carries_tokens(before.labels),
-                              model.at(t.latency), recomputed))
+                              model.at(t.latency), recomputed, t.latency_known))
     return out
 
 

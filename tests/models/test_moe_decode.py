@@ -191,3 +191,9 @@ def test_the_slo_batch_of_a_mixture_is_the_largest_batch_within_the_target():
     assert within == list(range(1, len(within) + 1)) and 1 < len(within) < 199  # rising: a prefix
     assert r.max_batch == len(within) and r.max_batch_bound.startswith("latency")
     assert any("uniformly and independently" in c for c in r.conventions())
+
+
+def test_chunked_prefill_of_a_mixture_is_refused_not_undercounted():
+    # the decode step reads the experts its batch touches; a chunk's tokens touch others
+    with pytest.raises(symroof.SpecError, match="chunked prefill of a mixture of experts is not costed"):
+        symroof.serving.request("mixtral-8x7b", "h100", 1000, 500, 8, chips=2, chunk=256)

@@ -232,3 +232,193 @@ def test_a_request_past_the_models_context_is_said():
     assert not inside.past_context and "WARNING" not in inside.table()
     assert past.past_context and f"past LLaMA-3 8B's context of {context} tokens" in past.table()
     assert past.to_dict()["past_context"] is True and past.to_dict()["context_limit"] == context
+
+
+@pytest.mark.parametrize(("mode", "dim"), [("decode", "S"), ("prefill", "T"), ("train", "T")])
+def test_a_step_past_the_models_context_is_said(mode: str, dim: str) -> None:
+    # LLaMA-3 8B's max_position_embeddings is 8192: a step at 8192 tokens is within it, at 8193 past it
+    from symroof.cli import command as cli
+    assert symroof.model("llama-3-8b").about["context_limit"] == 8192
+    at, past = (symroof.model("llama-3-8b", mode, "h100", {"B": 1, dim: n}) for n in (8192, 8193))
+    assert at.to_dict()["past_context"] is False and "WARNING" not in at.table()
+    assert past.to_dict()["past_context"] is True and past.to_dict()["context_limit"] == 8192
+    row = next(line for line in past.table().splitlines() if line.startswith("context "))
+    assert f"WARNING: the step's {dim} = 8193 tokens, past LLaMA-3 8B's context of 8192 tokens" in row
+    import io
+    out = io.StringIO()
+    assert cli.main(["model", "llama-3-8b", f"--{mode}", "--chip", "h100", "--set", f"B=1,{dim}=9000"], out=out) == 0
+    assert f"the step's {dim} = 9000 tokens, past" in out.getvalue()
+
+
+def test_tp_decodes_allreduce_is_latency_bound_below_a_batch() -> None:
+    # LLaMA-3 70B (D = 8192) on 8 H100s, tp=8: each layer's (and the LM head's) AllReduce sums
+    # bf16[B, D], V = 2 bytes x 8192 x B = 16384 B bytes. Through the NVLink switch an AllReduce is a
+    # ReduceScatter and an AllGather, each (N - 1)/N x V at the GPU's 450e9 B/s egress:
+    # 2 x 7/8 / 450e9 s a byte; each one hop at the H100's 1 us: a floor of 2 us.
+    per_byte = sympy.Rational(2 * 7, 8) / sympy.Integer(450 * 10**9)
+    floor = sympy.Rational(2, 10**6)
+    v_star = floor / per_byte                        # 514285.7 bytes
+    b_star = v_star / 16384                          # 31.39 sequences
+    assert float(v_star) == pytest.approx(514285.714, rel=1e-9) and float(b_star) == pytest.approx(31.3895, rel=1e-5)
+    small = serving.request("llama-3-70b", "h100", 1000, 10, 8, strategy="tp=8")
+    large = serving.request("llama-3-70b", "h100", 1000, 10, 32, strategy="tp=8")
+    assert small.latency is not None and large.latency is not None
+    (b,) = small.latency  # the 80 layers' and the LM head's AllReduces alike: one kind, 161 a step (2 x 80 + 1)
+    assert b.kind == "AllReduce" and b.count == 161 and b.bytes == 16384 * dim_symbol("B")
+    assert b.floor == floor and b.per_byte == per_byte
+    assert b.threshold_bytes == v_star and b.threshold_batch == b_star
+    assert b.latency_bound is True and small.step_latency_bound is True  # 8 < 31.39
+    assert large.latency[0].latency_bound is False and large.step_latency_bound is False  # 32 > 31.39
+    table = small.table()
+    assert "V* = 514286 bytes, B* = 31.3895" in table and "at B = 8: latency-bound" in table
+    assert "none for the HBM" in table  # memory has no latency figure: said, no number
+    out = small.to_dict()["latency_bound"]
+    assert out["step_latency_bound"] is True
+    assert out["collectives"][0]["threshold_batch"] == pytest.approx(31.3895, 1e-5)
+    # with no strategy there are no collectives: nothing said about them
+    assert serving.request("llama-3-8b", "h100", 100, 10).latency is None
+
+
+def test_a_chip_without_a_hop_latency_gets_no_threshold(tmp_path: object) -> None:
+    import json
+    from pathlib import Path
+
+    from symroof.hardware.machines import machine
+    from symroof.resources import resource_path
+    data = json.loads(resource_path("hardware.json").read_text())
+    h100 = next(c for c in data["chips"] if c["id"] == "h100-sxm")
+    del h100["interconnect"]["hop_latency_s"]
+    path = Path(str(tmp_path)) / "hw.json"
+    path.write_text(json.dumps(data))
+    r = serving.request("llama-3-70b", machine("h100", hardware=path), 1000, 10, 8, strategy="tp=8")
+    assert r.latency is not None and r.latency[0].threshold_bytes is None and r.latency[0].latency_bound is None
+    assert r.step_latency_bound is None
+    assert "WARNING: H100 SXM gives no hop latency for its link, so no latency-bound threshold" in r.table()
+    assert "bytes; V* =" not in r.table()  # no number: the conventions name V* only as a rule
+
+
+def _chunk_models(batch: int) -> tuple:
+    decode = symroof.model("llama-3-8b", "decode", "h100", {"B": batch, "S": None})
+    one = symroof.model("llama-3-8b", "decode", "h100", {"B": 1, "S": None})
+    prefill = symroof.model("llama-3-8b", "prefill", "h100", {"B": 1, "T": None})
+    return decode, one, prefill
+
+
+def test_a_mixed_steps_flops_and_bytes_by_hand() -> None:
+    # LLaMA-3 8B: L = 32 layers, N = 32 query heads, K = 8 KV heads, H = 128, D = 4096, V = 128256.
+    # The 3rd chunk (c = 2) of C = 256 tokens beside B = 8 decoding sequences at S = 1249.5:
+    from symroof.models import chunked
+    decode, one, prefill = _chunk_models(8)
+    S, T = dim_symbol("S"), dim_symbol("T")
+    context = sympy.Rational(2499, 2)
+    parts = chunked.mixed(decode, one, prefill, 256, 256, context)
+    L, N, K, H, D, V = 32, 32, 8, 128, 4096, 128256
+    before = 2 * 256  # the prompt tokens before the 3rd chunk
+    # each of the chunk's 256 queries attends to the 512 before it: QK and PV, 2 FLOPs a multiply-add over H
+    # each, and the softmax's 4 FLOPs a score (the ops' count), in N heads and L layers
+    attention = 256 * before * (4 * H + 4) * N * L
+    flops_alone = decode.analysis.flops.subs(S, context) + prefill.analysis.flops.subs(T, 256)
+    assert parts.flops.subs(chunked.CHUNK_INDEX, 2) == flops_alone + attention
+    # the weights are read once, not twice: every parameter's 2 bytes but the embedding table's, whose gather reads
+    # only its rows; the 512 earlier tokens' K and V read once: 2 x L x K x H x 2 bytes = 131072 a token
+    weights = 2 * (int(symroof.model("llama-3-8b").params) - V * D)
+    kv = before * 2 * L * K * H * 2
+    bytes_alone = decode.analysis.bytes.subs(S, context) + prefill.analysis.bytes.subs(T, 256)
+    assert parts.bytes.subs(chunked.CHUNK_INDEX, 2) == bytes_alone - weights + kv
+    # the HBM's roof: those bytes at the H100's 3.35e12 B/s
+    t_comms = parts.t_comms.subs(chunked.CHUNK_INDEX, 2)
+    assert t_comms == parts.bytes.subs(chunked.CHUNK_INDEX, 2) / sympy.Rational(335 * 10**10)
+
+
+def test_chunked_ttft_is_the_sum_of_its_mixed_steps() -> None:
+    # P = 8000 in chunks of 512: 16 chunks, the last 8000 - 15 x 512 = 320 tokens. The roofs cross inside: the
+    # first chunks' steps are the HBM's (the weights and 8 caches of ~8100 tokens), the later ones the FLOPs'
+    # (a chunk's attention to the c x 512 tokens before it grows as C x c x C). The closed-form sum over c must
+    # equal the steps costed one at a time, each at its own size
+    from symroof.models import chunked
+    r = serving.request("llama-3-8b", "h100", 8000, 200, 8, chunk=512)
+    ch = r.chunked
+    assert ch is not None and ch.chunks == 16 and ch.last == 320
+    decode, one, prefill = _chunk_models(8)
+    context = sympy.Rational(2 * 8000 + 200 - 1, 2)
+    steps = []
+    for c in range(16):
+        size = min(512, 8000 - c * 512)
+        p = chunked.mixed(decode, one, prefill, 512, size, context)
+        steps.append(sympy.Max(p.t_math, p.t_comms).subs(chunked.CHUNK_INDEX, c))
+    assert ch.ttft == sum(steps)
+    first = chunked.mixed(decode, one, prefill, 512, 512, context)
+    at = {k: (first.t_math.subs(chunked.CHUNK_INDEX, k), first.t_comms.subs(chunked.CHUNK_INDEX, k)) for k in (0, 14)}
+    assert at[0][0] < at[0][1] and at[14][0] > at[14][1]  # the HBM's first, then the FLOPs': a crossing inside
+    assert ch.step_at(0) == steps[0] and ch.step_at(15) == steps[15]
+    assert "chunked_ttft" in r.table() and r.to_dict()["chunked"]["chunks"] == 16
+
+
+def test_chunked_steady_state_throughput_by_hand() -> None:
+    # B = 8 slots, each held G = 500 steps: 8/500 requests start a step, each with ceil(1000/256) = 4 chunks, so
+    # f = 8 x 4/500 = 0.064 of the steps carry a chunk. Per step B tokens; the mean step:
+    # (B/G) x (the 4 mixed steps' sum) + (1 - f) x a plain decode step at S = 1000 + 499/2
+    r = serving.request("llama-3-8b", "h100", 1000, 500, 8, chunk=256)
+    ch = r.chunked
+    assert ch is not None and ch.busy == sympy.Rational(32, 500)
+    plain = symroof.model("llama-3-8b", "decode", "h100", {"B": 8, "S": None}).t_step.subs(S, sympy.Rational(2499, 2))
+    assert ch.tpot_plain == plain == r.tpot_steady
+    per_step = sympy.Rational(8, 500) * ch.ttft + (1 - sympy.Rational(32, 500)) * plain
+    assert ch.tokens_per_s == 8 / per_step and ch.requests_per_s == 8 / per_step / 500
+    assert plain < ch.step_at(0)  # a step with a chunk in flight is slower than one without
+    # prefill-bound: B = 64 slots held G = 10 steps each need 64 x 4/10 = 25.6 chunks a step, one at a time:
+    # a step a chunk, a request every 4 steps, G tokens each
+    bound = serving.request("llama-3-8b", "h100", 1000, 10, 64, chunk=256)
+    assert bound.chunked is not None and bound.chunked.prefill_bound
+    assert bound.chunked.tokens_per_s == 10 / bound.chunked.ttft and "prefill-bound" in bound.table()
+
+
+def test_one_chunk_holding_the_whole_prompt() -> None:
+    from symroof.models import chunked
+    r = serving.request("llama-3-8b", "h100", 100, 50, 4, chunk=4096)
+    decode, one, prefill = _chunk_models(4)
+    p = chunked.mixed(decode, one, prefill, 4096, 100, sympy.Rational(2 * 100 + 49, 2))
+    assert r.chunked is not None and r.chunked.chunks == 1 and r.chunked.last == 100
+    assert r.chunked.ttft == sympy.Max(p.t_math, p.t_comms).subs(chunked.CHUNK_INDEX, 0)
+
+
+def test_chunk_refusals() -> None:
+    from symroof.cli import command as cli
+    with pytest.raises(SpecError, match="--chunk takes a whole number of prompt tokens, at least 1, got 0"):
+        serving.request("llama-3-8b", "h100", 100, 10, chunk=0)
+    with pytest.raises(SpecError, match="drop --strategy"):
+        serving.request("llama-3-70b", "h100", 100, 10, 8, strategy="tp=8", chunk=64)
+    import io
+    err = io.StringIO()
+    assert cli.main(["model", "llama-3-8b", "--decode", "--chip", "h100", "--chunk", "64"], out=io.StringIO(),
+                    err=err) == 2
+    assert "--chunk goes with --serve" in err.getvalue()
+
+
+def test_a_symbolic_chip_is_refused_in_words() -> None:
+    # the Max of roofs in C, W_hbm cannot be ordered: a one-line error, not a TypeError from comparing them
+    for chunk in (None, 8):
+        with pytest.raises(SpecError, match="not linear in S with numbers for the rest"):
+            serving.request("llama-3-8b", "symbolic", 30, 10, chunk=chunk)
+
+
+def test_the_decode_report_gives_each_collectives_latency_bound_batch() -> None:
+    # symroof model --decode --strategy: the same figures in the model's report. On 8 H100s (tp=8) as in
+    # test_tp_decodes_allreduce_is_latency_bound_below_a_batch: B* = 2 us / (2 x 7/8 / 450e9 s a byte) / 16384
+    b_star_h100 = sympy.Rational(2, 10**6) / (sympy.Rational(14, 8) / 450e9) / 16384
+    m = symroof.model("llama-3-70b", "decode", "h100", {"B": 64, "S": 4096}, strategy="tp=8")
+    assert f"B* = {float(b_star_h100):.6g}" in m.table() and "at B = 64: bandwidth-bound" in m.table()
+    out = m.to_dict()["latency_bound"]
+    assert out["step_latency_bound"] is False and "none for the HBM" in out["memory"]
+    # on v5e, dp=2 x tp=8: Y = 8 is shorter than the 16 a ring needs, so a line: an AllGather moves (N - 1)/N of V
+    # at a link's 45e9 B/s one way over N - 1 = 7 hops of 1 us; an AllReduce twice that. Each chip holds B/2
+    # sequences: V = B/2 x D x 2 bytes = 8192 B
+    floor = 2 * 7 * sympy.Rational(1, 10**6)
+    per_byte = 2 * sympy.Rational(7, 8) / sympy.Integer(45 * 10**9)
+    v = symroof.model("llama-3-70b", "decode", "v5e", {"B": 64, "S": 4096}, strategy="dp=2,tp=8")
+    (row,) = [line for line in v.table().splitlines() if line.startswith("latency_bound")]
+    assert "V = 8192*B bytes" in row and f"V* = {float(floor / per_byte):.6g} bytes" in row
+    assert f"B* = {float(floor / per_byte / 8192):.6g}" in row and "its 14 us latency floor" in row
+    # dp alone has no collective in decode: no rows
+    assert "latency_bound" not in symroof.model("llama-3-8b", "decode", "h100", {"B": 64, "S": 4096},
+                                                strategy="dp=8").table()
