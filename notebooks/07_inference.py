@@ -169,3 +169,110 @@ for label, config in (("K = 40", l13), ("K = 8", gqa)):
         print(f"  B = {b:3}: step {ms(m.t_step)}  ({b / float(m.t_step):7.1f} tokens/s); "
               f"the book's formula on the engine's counts {ms(hand)}")
         assert 0.85 < m.t_step / hand < 1.15, (label, b, float(m.t_step), float(hand))
+
+
+# %% [markdown]
+# ## Part 8: LLaMA 3-70B on TPU v5e
+#
+# ### Its KV cache per token, and a batch of 32 at 8192 tokens in int8
+#
+# The book: 2 K H L = 160 kB a token in int8 (it writes 160e3 and 162e3 for 163,840
+# bytes); 41.9e9 bytes of cache for 32 sequences of 8192, plus 70e9 of weights, 112e9 in
+# all, so at least 7 chips: a 4x2 slice, tight. The engine's weights are 70.56e9 (the
+# published count, norms in bf16 included) and it asks for 8 chips: 113.5e9 bytes over
+# 90% of 16 GiB a chip is 7.3.
+
+# %%
+z = named("llama-3-70b")["sizes"]
+m32 = model("llama-3-70b", "decode", "tpu-v5e", {"B": 32, "S": 8192}, weights="int8", kv="int8")
+caches = 32 * 8192 * m32.kv_bytes_per_token
+print(f"KV cache {m32.kv_bytes_per_token} bytes a token (int8); 32 x 8192 tokens: {float(caches) / 1e9:.1f} GB")
+print(f"weights {float(m32.weight_bytes) / 1e9:.2f} GB; memory {float(m32.memory_bytes) / 1e9:.1f} GB; "
+      f"fewest chips {m32.min_chips}")
+assert m32.kv_bytes_per_token == 2 * z["K"] * z["H"] * z["L"] * 1
+usable = sympy.Rational(9, 10) * M_hbm
+assert m32.min_chips == sympy.ceiling(m32.memory_bytes / usable)
+assert abs(m32.memory_bytes - (caches + m32.weight_bytes)) < 1e-3 * m32.memory_bytes  # activations: a few MB
+
+# %% [markdown]
+# ### A decode step on a 4x2 and a 4x4
+#
+# Everything in int8 (FLOPs in bf16), B = 32, prompt 8192, split by tensor parallelism over
+# the slice. A 4x4 has 16 chips and the model 8 KV heads: symroof splits the heads 8 ways
+# and keeps two copies of each, so each chip holds an eighth of the cache, not a sixteenth
+# (mesh Y = 8 for the heads, W = 2 for the copies).
+#
+# The book: (112e9 bytes) / (8 x 8.1e11) = 17 ms a step on the 4x2, 1882 tokens/s, 235 a
+# chip; 8.5 ms on the 4x4, the same throughput. On the 4x2 the engine agrees to within 10%
+# (its bandwidth is the chip file's 8.2e11; it adds activations and the collectives). On
+# the 4x4 its step is longer than the book's because the book shards the cache 16 ways
+# ("fully sharded", over the batch as well as the heads, the AllToAlls of the chapter's
+# KV-sharding algorithm), where symroof's tensor parallelism copies the KV heads.
+
+# %%
+slices = {"4x2": ("tp=8", None, 8, 1), "4x4": ("tp=YW", "Y=8,W=2", 16, 2)}
+for name, (strategy, mesh, n, copies) in slices.items():
+    r = serving.request("llama-3-70b", "tpu-v5e", 8192, 512, 32, strategy=strategy, mesh=mesh,
+                        weights="int8", kv="int8")
+    step = r.tpot_at(8192)
+    print(f"{name} ({r.chips} chips): step {ms(step)} at S = 8192, {32 / float(step):.0f} tokens/s, "
+          f"{32 / float(step) / n:.0f} a chip")
+    # by hand: each chip reads its share of the weights and its share of the caches
+    hand = (m32.weight_bytes / n + 32 * 8192 * m32.kv_bytes_per_token * copies / n) / W_hbm
+    print(f"  by hand: {ms(hand)}")
+    assert 1 <= step / hand < 1.1, (name, float(step), float(hand))
+
+
+# %% [markdown]
+# ### The smallest slices, the batches they hold, their step time and queries a chip
+#
+# The weights alone set the fewest chips; the HBM they leave sets how many caches of
+# 8192 tokens fit, which is the largest batch; a decode step at that batch reads nearly
+# the whole of each chip's HBM. With 512 tokens generated a request, the queries a second
+# a chip follow: B / (512 x step) / chips (continuous batching: each slot's context spread
+# over its 512 steps, the step taken at their mean; prompts of 7680 so the caches end at
+# 8192).
+#
+# The book: fewest chips 8.75 in bf16 and 4.38 in int8, so slices of 4x4 and 4x2, holding
+# 43 and 52 caches at 8k; each step about 16 GB / 8.2e11 = 19 ms; 0.27 and 0.66 queries a
+# second a chip (int4: 2x2, 67 caches, 1.72). Doubling each slice (bf16 on 4x8, int8 on
+# 4x4) holds more caches at the same step time: 0.51 and 1.03 a chip.
+#
+# The engine's answers differ, for two reasons. It fills 90% of 16 GiB (14.5e9 bytes; the
+# book 16e9), so it holds 19 caches in bf16 on the 4x4 and 39 in int8 on the 4x2, not 43
+# and 52. And on a slice wider than the 8 KV heads its tensor parallelism copies each head
+# (and its cache) on 2 or 4 chips, so a chip's share of a cache does not shrink as the
+# slice doubles: the batch grows only by the weights' freed HBM, and the queries a chip
+# fall (0.12 to 0.10 in bf16, 0.48 to 0.39 in int8) where the book's rise. The book's
+# doubling shards each cache over every chip, over the batch as well as the heads (its
+# KV-sharding algorithm, with two AllToAlls a layer); symroof's strategies cannot write
+# that yet (the last cell). The step times agree: each is about a chip's full HBM read.
+
+# %%
+P, G = 8192 - 512, 512
+setups = [("bf16", "4x4", "tp=YW", "Y=8,W=2", 16, 2), ("int8", "4x2", "tp=8", None, 8, 1),
+          ("bf16", "4x8", "tp=YW", "Y=8,W=4", 32, 4), ("int8", "4x4", "tp=YW", "Y=8,W=2", 16, 2)]
+qps = {}
+for dtype, name, strategy, mesh, n, copies in setups:
+    one = model("llama-3-70b", "decode", "tpu-v5e", {"B": 1, "S": 8192}, weights=dtype, kv=dtype)
+    fits = serving.request("llama-3-70b", "tpu-v5e", P, G, 1, strategy=strategy, mesh=mesh,
+                           weights=dtype, kv=dtype).kv_caches_fit
+    r = serving.request("llama-3-70b", "tpu-v5e", P, G, int(fits), strategy=strategy, mesh=mesh,
+                        weights=dtype, kv=dtype)
+    qps[(dtype, name)] = r.requests_per_s_steady / n
+    print(f"{dtype} on {name} ({n} chips; fewest {one.min_chips}): {fits} caches of 8192; step {ms(r.tpot_steady)} "
+          f"(mean context); {float(qps[(dtype, name)]):.2f} queries/s a chip")
+    # by hand: the caches that fit beside a chip's share of the weights (each KV head on
+    # `copies` chips, the K and V projections too), 90% of the chip's HBM
+    kv_seq = 8192 * one.kv_bytes_per_token
+    kv_proj = 2 * z["L"] * z["D"] * z["K"] * z["H"] * (2 if dtype == "bf16" else 1)
+    weights_chip = (one.weight_bytes + (copies - 1) * kv_proj) / n
+    hand_fits = sympy.floor((usable - weights_chip) / (kv_seq * copies / n))
+    assert abs(fits - hand_fits) <= 1, (dtype, name, fits, hand_fits)
+    # the step reads each chip's weights and its caches at the mean context
+    hand_step = (weights_chip + fits * (P + sympy.Rational(G - 1, 2)) * one.kv_bytes_per_token * copies / n) / W_hbm
+    print(f"  by hand: {int(hand_fits)} caches, step {ms(hand_step)}")
+    assert 1 <= r.tpot_steady / hand_step < 1.15, (dtype, name, float(r.tpot_steady), float(hand_step))
+# with the KV heads copied, a wider slice does not shrink a chip's share of a cache: the batch
+# grows only by the weights' HBM freed, and the queries a chip fall
+assert qps[("bf16", "4x8")] < qps[("bf16", "4x4")] and qps[("int8", "4x4")] < qps[("int8", "4x2")]
