@@ -35,9 +35,8 @@
 # * **Bandwidth.** The chip file's interconnect figure is one direction of one link.
 
 # %%
-import json
-
 import sympy
+from IPython.display import Image, display
 
 from symroof import serving
 from symroof.hardware.chips import get_chip
@@ -52,6 +51,15 @@ print(f"TPU v5e: {float(C):.3g} bf16 FLOPs/s, {float(v5e.peak_flops('int8')):.3g
 
 def ms(t):
     return f"{float(t) * 1e3:.2f} ms"
+
+
+def show(figure):
+    """Display a figure as a PNG (drawn on a Figure of its own, not pyplot's)."""
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
+    display(Image(buffer.getvalue()))
 
 
 # %% [markdown]
@@ -152,6 +160,7 @@ S = 8192
 l13 = named("llama-2-13b")
 gqa = dict(l13, id="llama-2-13b-k8", sizes=dict(l13["sizes"], K=8))
 batches = (1, 8, 16, 32, 64, 240)
+frontier = {}
 for label, config in (("K = 40", l13), ("K = 8", gqa)):
     text = str(templates.program(config, "decode", strategy=parse_strategy("tp=8")))
     m1 = model(text, "decode", "tpu-v5e", {"B": 1, "S": S})
@@ -162,6 +171,7 @@ for label, config in (("K = 40", l13), ("K = 8", gqa)):
     assert per_seq == 2 * z["L"] * z["K"] * z["H"] * 2 * S
     for b in batches:
         m = model(text, "decode", "tpu-v5e", {"B": b, "S": S})
+        frontier.setdefault(label, []).append((b, m.t_step, b / m.t_step))
         # by hand, the book's estimate: the caches read at the bandwidth, plus the weights'
         # read or the MLP's FLOPs, whichever is longer, over 8 chips
         hand = (b * per_seq / (8 * W_hbm)
@@ -170,6 +180,35 @@ for label, config in (("K = 40", l13), ("K = 8", gqa)):
               f"the book's formula on the engine's counts {ms(hand)}")
         assert 0.85 < m.t_step / hand < 1.15, (label, b, float(m.t_step), float(hand))
 
+
+# %% [markdown]
+# The same steps as the chapter's latency-throughput picture: each batch a point, its step
+# time against its tokens a second a chip; the batches past what fits in memory are drawn
+# hollow.
+
+# %%
+from matplotlib.figure import Figure
+
+figure = Figure(figsize=(6, 3.6))
+axes = figure.add_subplot()
+for label, config in (("K = 40", l13), ("K = 8", gqa)):
+    text = str(templates.program(config, "decode", strategy=parse_strategy("tp=8")))
+    most = model(text, "decode", "tpu-v5e", {"B": 1, "S": S}).max_batch()
+    points = frontier[label]
+    line, = axes.plot([float(t) * 1e3 for _, t, _ in points], [float(r) / 8 for _, _, r in points], "-",
+                      label=f"LLaMA 2-13B, {label}")
+    for b, t, r in points:
+        axes.plot(float(t) * 1e3, float(r) / 8, "o", color=line.get_color(),
+                  fillstyle="full" if b <= most else "none")
+        axes.annotate(f"B={b}", (float(t) * 1e3, float(r) / 8), fontsize=7, xytext=(3, -8),
+                      textcoords="offset points")
+axes.set_xscale("log")
+axes.set_xlabel("decode step (ms), S = 8192, 8 x TPU v5e")
+axes.set_ylabel("tokens/s a chip")
+axes.legend()
+figure.tight_layout()
+show(figure)
+print({label: [round(float(r) / 8, 1) for _, _, r in points] for label, points in frontier.items()})
 
 # %% [markdown]
 # ## Part 8: LLaMA 3-70B on TPU v5e
@@ -276,3 +315,125 @@ for dtype, name, strategy, mesh, n, copies in setups:
 # with the KV heads copied, a wider slice does not shrink a chip's share of a cache: the batch
 # grows only by the weights' HBM freed, and the queries a chip fall
 assert qps[("bf16", "4x8")] < qps[("bf16", "4x4")] and qps[("int8", "4x4")] < qps[("int8", "4x2")]
+
+
+# %% [markdown]
+# ### Prefill, and how many prefill servers a generate server needs
+#
+# A prefill of 8192 tokens of one prompt on 16 chips in bf16 (the 4x4 split as above).
+# The engine's prefill runs at the roofline: it has no utilization figure for inference, so
+# its T_math is the book's time at 100% of the peak, and over 0.4 the book's 40% case,
+# longer than the book's 0.91 s by the attention's FLOPs (4 T^2 N H a layer, 13% more at
+# T = 8192; the book counts 2 x params x T alone) and the element-wise work. Its
+# ttft is longer: 16-way tensor parallelism all-reduces each layer's activations (8192 x
+# 8192 in bf16, twice a layer), and on the slice's links that outlasts the math. The book
+# counts FLOPs only (and, in part 7, advises no more tensor parallelism than the ICI bound,
+# then sequence parallelism, which symroof's strategies do not write for prefill).
+#
+# The book: 2 x 70e9 x 8192 / (16 x 1.97e14 x 0.4) = 0.91 s. Then, with a median decode of
+# 512 tokens at 19 ms a step and a batch of 32 (it rounds 43 down), prefill servers
+# against generate servers: P / 0.91 = 32 G / (0.019 x 512), P = 3 G. With the engine's 19
+# slots (its smaller batch, above) the generate server needs fewer prefill servers.
+
+# %%
+pre = serving.request("llama-3-70b", "tpu-v5e", 8192, 512, 1, strategy="tp=YW", mesh="Y=8,W=2")
+prefill = model("llama-3-70b", "prefill", "tpu-v5e", {"B": 1, "T": 8192}, strategy="tp=YW", mesh="Y=8,W=2")
+a = prefill.analysis
+print(f"ttft {ms(pre.ttft)}: T_math {ms(a.t_math)}, T_HBM {ms(a.t_comms)}, T_network {ms(a.t_network)}")
+print(f"T_math at 40% of the peak: {ms(a.t_math / sympy.Rational(2, 5))}")
+# by hand: 2 FLOPs a parameter (all but the input embedding, a lookup) a token, plus the
+# attention's 4 T^2 N H a layer (scores and mix; the template counts the whole T x T
+# square, not the causal half), over 16 chips' peak
+T = 8192
+flops = 2 * (prefill.params - z["V"] * z["D"]) * T + 4 * T * T * z["N"] * z["H"] * z["L"]
+hand = flops / (16 * C)
+print(f"  by hand: T_math {ms(hand)} ({float(flops):.4g} FLOPs)")
+# the engine's T_math is a little more: the norms', softmax's and SiLU's element-wise work
+# at the vector units' lower peak, and the K and V projections done on both copies
+assert 1 <= a.t_math / hand < 1.08, (float(a.t_math), float(hand))
+assert pre.ttft == prefill.t_step
+
+# generate: the 4x4 bf16 server above at its 19 caches and G = 512; a prefill server
+# delivers 1 / t_prefill prompts a second, a generate server finishes B / (512 x step)
+gen = serving.request("llama-3-70b", "tpu-v5e", P, 512, 19, strategy="tp=YW", mesh="Y=8,W=2")
+for label, t_prefill in (("the engine's ttft", pre.ttft), ("T_math at 40%", a.t_math / sympy.Rational(2, 5))):
+    ratio = gen.requests_per_s_steady * t_prefill
+    print(f"prefill servers a generate server ({label}, {gen.batch} slots): {float(ratio):.2f}")
+    assert ratio == gen.batch / (512 * gen.tpot_steady) * t_prefill
+
+
+# %% [markdown]
+# ### Tensor parallelism's communication in decode: bf16 on a 4x8 at B = 64
+#
+# Each layer all-reduces the attention's output and the MLP's, B x D activations in
+# bf16; the weights and caches stay put. The question is whether those AllReduces outlast
+# the step's HBM reads.
+#
+# The book, for one matmul: T_ici = 2BD / W_ici = 11 us (W_ici = 9e10, both directions),
+# T_hbm = 2DF / (32 W_hbm) = 18 us, T_math = 4 us: HBM-bound, so 32-way model parallelism
+# is fine at this batch. The engine costs each AllReduce as a ring over the 32 chips, each
+# chip sending and receiving 2 (n - 1)/n of the bytes on one direction of one link (the
+# chip file's 4.5e10): 45 us, four times the book's two-axis, two-direction figure. Over
+# the whole step (two a layer, 161 in all) its network time is still well under its
+# HBM time, the book's conclusion.
+
+# %%
+from symroof.models import strategy_costs
+
+tp32 = model("llama-3-70b", "decode", "tpu-v5e", {"B": 64, "S": 8192}, strategy="tp=YW", mesh="Y=8,W=4")
+a = tp32.analysis
+print(f"step: T_math {ms(a.t_math)}, T_HBM {ms(a.t_comms)}, T_network {ms(a.t_network)}; t_step {ms(tp32.t_step)}")
+W_link = v5e.figure("interconnect.link_bandwidth_one_way_bytes_per_s")
+for c in strategy_costs.collectives(tp32):
+    each = c.time / c.count
+    print(f"  {int(c.count):3} x {c.kind} over {c.axes} of {c.bytes} bytes, {float(each) * 1e6:.1f} us each")
+    n = 32
+    assert c.bytes == 64 * z["D"] * 2  # B x D activations in bf16
+    # by hand: a ring AllReduce, one direction of one link
+    assert c.time == c.count * 2 * sympy.Rational(n - 1, n) * c.bytes / W_link
+assert a.t_network < a.t_comms == tp32.t_step
+
+
+# %% [markdown]
+# ### Part 8's closing question 2: LLaMA 3-8B at a batch of 240, int8 weights and caches
+#
+# The book leaves it to the reader: the bytes of the weights, of the caches and of the
+# working activations, and the smallest slice. At a context of 8192 (the engine's decode
+# memory, and so its fewest chips, counts the weights and the caches; it has no figure for
+# a decode step's peak working activations, listed in the last cell):
+
+# %%
+m8 = model("llama-3-8b", "decode", "tpu-v5e", {"B": 240, "S": 8192}, weights="int8", kv="int8")
+z8 = named("llama-3-8b")["sizes"]
+print(f"weights {float(m8.weight_bytes) / 1e9:.2f} GB, KV caches {float(m8.kv_bytes) / 1e9:.1f} GB; "
+      f"fewest v5e chips {m8.min_chips}")
+hand_kv = 240 * 8192 * 2 * z8["L"] * z8["K"] * z8["H"] * 1
+assert m8.kv_bytes == hand_kv
+assert m8.min_chips == sympy.ceiling(m8.memory_bytes / usable)
+assert m8.memory_bytes == m8.weight_bytes + m8.kv_bytes  # a decode step's memory: its activations not held
+
+# %% [markdown]
+# ## Not yet answered here
+#
+# These questions need what symroof cannot yet say, or what other work on it is building
+# now; they are left unanswered rather than answered by hand:
+#
+# * **Caches sharded over the batch as well as the heads** (part 7's KV-sharding algorithm
+#   with its two AllToAlls a layer): part 7's question 2 (the largest batch on a 4x4 in
+#   int8 with the cache fully sharded, with 8 KV heads and with 1) and part 8's doubled
+#   slices. symroof's tensor parallelism copies the KV heads on a slice wider than K.
+# * **Mixtures of experts** (part 7's questions 5 and 6: E = 16, k = 2; expert sharding on
+#   an 8x16): a decode step that reads only the experts its tokens touch, and the batch at
+#   which that stops mattering.
+# * **int4 weights and caches with their scales** (part 8's int4 row: a 2x2 slice, 67
+#   caches, 1.72 queries a second a chip).
+# * **2D weight-stationary sharding** (part 7's question 7): no strategy writes it.
+# * **Latency-bound communication** (appendix C): the bytes below which a collective's
+#   time is its hops' latency, not its bandwidth.
+# * **Chunked prefill** interleaved with decode steps on one server, and the evictions a
+#   step under continuous batching (part 8: B (P + G) / G tokens; arithmetic, no engine).
+# * **A decode step's peak working activations** (part 8's closing question 2, part c).
+# * **The pop quiz's 30B model** with 100 kB a token: no model of those sizes is in the
+#   catalogue, and its KV size is given, not derived.
+# * **Part 7's question 4 and part 8's 405B questions**: choosing a decode sharding
+#   (`symroof plan` ranks training strategies).
