@@ -75,7 +75,9 @@ def show(figure):
 # The engine's thresholds are lower, 219 and 110, because it counts the attention's FLOPs
 # at S = 8192 (4 S N H a token a layer, about 15% beside 2 x 70e9), which the book's matmul
 # alone leaves out, and, pulling the other way, each token's activations' HBM traffic; the
-# ratio C / W_hbm is the book's 240.
+# ratio C / W_hbm is the book's 240. symroof's int8 weights are weight-only quantization
+# (the matmuls run in bf16), so the int8 x int8 case is the chip file's int8 ratio alone:
+# 480 OPs a byte, over 2 OPs a one-byte weight, 240.
 
 # %%
 print(f"C / W_hbm = {float(v5e.critical_intensity('bf16')):.2f} FLOPs/byte (bf16), "
@@ -97,6 +99,9 @@ for weights, b in (("bf16", 2), ("int8", 1)):
     # the engine also reads and writes each token's activations, bytes that grow with B: its
     # memory roof rises with the batch, so its threshold sits a little above the weights-only one
     assert 1 < b_crit[weights] / hand < 1.08, (weights, b_crit[weights], hand)
+int8_int8 = v5e.critical_intensity("int8") * 1 / 2
+print(f"int8 weights, int8 OPs (the chip's ratio, no model): B > {float(int8_int8):.1f}")
+assert int8_int8 == v5e.peak_flops("int8") / W_hbm / 2
 
 
 # %% [markdown]
@@ -141,7 +146,8 @@ assert book_int8.weight_bytes == matrices + 2 * norms, (book_int8.weight_bytes, 
 #
 # The chapter's example: LLaMA 2-13B (K = 40 KV heads, no grouping) at a context of 8192,
 # in bf16, on 8 TPU v5e, the model split 8 ways by tensor parallelism (heads and the MLP's
-# F), then the same model with 8 KV heads (5x smaller caches).
+# F), then the same model with 8 KV heads (5x smaller caches). (LLaMA 2 was trained to
+# 4096 tokens; 8192 is the book's choice, kept here.)
 #
 # The book: 6.7 GB of cache a sequence; step times 4.98, 12.13, 20.30, 36.65, 69.33,
 # 249.09 ms at B = 1, 8, 16, 32, 64, 240 (201 .. 964 tokens/s), out of memory past B = 16;
@@ -323,7 +329,7 @@ assert qps[("bf16", "4x8")] < qps[("bf16", "4x4")] and qps[("int8", "4x4")] < qp
 # A prefill of 8192 tokens of one prompt on 16 chips in bf16 (the 4x4 split as above).
 # The engine's prefill runs at the roofline: it has no utilization figure for inference, so
 # its T_math is the book's time at 100% of the peak, and over 0.4 the book's 40% case,
-# longer than the book's 0.91 s by the attention's FLOPs (4 T^2 N H a layer, 13% more at
+# longer than the book's 0.91 s by the attention's FLOPs (4 T^2 N H a layer, 15% more at
 # T = 8192; the book counts 2 x params x T alone) and the element-wise work. Its
 # ttft is longer: 16-way tensor parallelism all-reduces each layer's activations (8192 x
 # 8192 in bf16, twice a layer), and on the slice's links that outlasts the math. The book
@@ -372,10 +378,13 @@ for label, t_prefill in (("the engine's ttft", pre.ttft), ("T_math at 40%", a.t_
 # The book, for one matmul: T_ici = 2BD / W_ici = 11 us (W_ici = 9e10, both directions),
 # T_hbm = 2DF / (32 W_hbm) = 18 us, T_math = 4 us: HBM-bound, so 32-way model parallelism
 # is fine at this batch. The engine costs each AllReduce as a ring over the 32 chips, each
-# chip sending and receiving 2 (n - 1)/n of the bytes on one direction of one link (the
-# chip file's 4.5e10): 45 us, four times the book's two-axis, two-direction figure. Over
-# the whole step (two a layer, 161 in all) its network time is still well under its
-# HBM time, the book's conclusion.
+# chip sending 2 (n - 1)/n of the bytes (a ReduceScatter and an AllGather) on one
+# direction of one link (the chip file's 4.5e10): 45 us, about four times the book's
+# figure, which moves the 2BD bytes once at both directions' 9e10. Over the whole step (two
+# a layer, 161 in all) its network time is still well under its HBM time: the book's
+# conclusion. The engine adds what the book's question sets aside: in bf16, with the 8 KV
+# heads each copied on 4 chips, 64 caches of 8192 tokens do not fit a 4x8 (its memory a
+# chip, below, against 90% of 16 GiB; `symroof plan` finds no decode strategy that fits).
 
 # %%
 from symroof.models import strategy_costs
@@ -392,6 +401,13 @@ for c in strategy_costs.collectives(tp32):
     # by hand: a ring AllReduce, one direction of one link
     assert c.time == c.count * 2 * sympy.Rational(n - 1, n) * c.bytes / W_link
 assert a.t_network < a.t_comms == tp32.t_step
+print(f"HBM a chip {float(tp32.hbm_per_chip) / 1e9:.2f} GB, usable {float(usable) / 1e9:.2f} GB")
+# by hand: a 32nd of the weights, the K and V projections' other 3 copies, and a chip's
+# share of the caches, each KV head on 4 chips
+kv_proj = 2 * z["L"] * z["D"] * z["K"] * z["H"] * 2
+hand = (2 * m32.params + 3 * kv_proj) / 32 + 64 * 8192 * tp32.kv_bytes_per_token * 4 / 32
+print(f"  by hand: {float(hand) / 1e9:.2f} GB")
+assert abs(tp32.hbm_per_chip / hand - 1) < 0.01 and tp32.hbm_per_chip > usable
 
 
 # %% [markdown]
@@ -435,5 +451,6 @@ assert m8.memory_bytes == m8.weight_bytes + m8.kv_bytes  # a decode step's memor
 # * **A decode step's peak working activations** (part 8's closing question 2, part c).
 # * **The pop quiz's 30B model** with 100 kB a token: no model of those sizes is in the
 #   catalogue, and its KV size is given, not derived.
-# * **Part 7's question 4 and part 8's 405B questions**: choosing a decode sharding
-#   (`symroof plan` ranks training strategies).
+# * **Part 7's question 4 and part 8's 405B questions**: choosing a decode sharding for
+#   the chapter's own model (`symroof plan` takes a catalogue model, not these sizes) and
+#   for 405B in int8 (`symroof plan` costs the weights in bf16) under a 15 ms target.
