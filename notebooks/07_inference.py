@@ -411,6 +411,69 @@ assert abs(tp32.hbm_per_chip / hand - 1) < 0.01 and tp32.hbm_per_chip > usable
 
 
 # %% [markdown]
+# ### Latency against throughput on a 4x4, int8
+#
+# Part 8's frontier: LLaMA 3-70B, int8 weights and caches, FLOPs in bf16, 16-way model
+# parallelism on a 4x4, batches from 1 to 240 at contexts of 2048 and 8192.
+#
+# The book (from its plot): about 5.5 ms a step at small batches; at 2048 tokens the
+# throughput levels off near 1 token a ms a chip once B reaches 120, the int8 critical
+# batch; at longer contexts the largest batch that fits stops short of it, and the caches'
+# reads dominate the step. The engine agrees at B = 1 (5.48 ms) and on the shape, but its
+# plateau is about half the book's, for two reasons the book's formula leaves out. With 8
+# KV heads on 16 chips, each chip holds and reads two chips' share of the caches (the
+# copied heads). And tensor parallelism keeps the B x D activations whole on every chip,
+# so each chip reads and writes all of them in every norm, residual add and projection:
+# at B = 120 that is a quarter of its HBM traffic, bytes that do not shrink with the
+# chips as the weights' do (the step's T_HBM, T_math and T_network, below). Batches past
+# the largest that fits (`max_batch`, in brackets) are costed as if they fit.
+
+# %%
+for S in (2048, 8192):
+    for b in (1, 16, 64, 120, 240):
+        m = model("llama-3-70b", "decode", "tpu-v5e", {"B": b, "S": S}, weights="int8", kv="int8",
+                  strategy="tp=YW", mesh="Y=8,W=2")
+        a = m.analysis
+        print(f"S = {S:5}, B = {b:3}: step {ms(m.t_step)}, {b / float(m.t_step) / 16 / 1e3:.3f} tokens/ms a chip "
+              f"(T_math {ms(a.t_math)}, T_HBM {ms(a.t_comms)}, T_network {ms(a.t_network)}; "
+              f"fits up to B = {m.max_batch()})")
+        if b == 1:
+            # by hand: a chip's share of the int8 weights but the input embedding (a lookup of
+            # B rows), the K, V projections on 2 chips each, and of one cache (each KV head
+            # on 2 chips), read at the bandwidth
+            kv_proj = 2 * z["L"] * z["D"] * z["K"] * z["H"] * 1
+            read = m32.weight_bytes - z["V"] * z["D"] + kv_proj
+            hand = (read / 16 + S * m32.kv_bytes_per_token * 2 / 16) / W_hbm
+            print(f"  by hand: {ms(hand)}")
+            assert 1 <= m.t_step / hand < 1.03, (S, float(m.t_step), float(hand))
+        if (S, b) == (2048, 120):
+            # by hand: a chip's weights and caches, and what the rest of its HBM bytes are
+            stored = read / 16 + b * S * m32.kv_bytes_per_token * 2 / 16
+            rest = a.t_comms * W_hbm - stored
+            print(f"  weights and caches {float(stored) / 1e9:.2f} GB a chip; the rest {float(rest) / 1e9:.2f} GB")
+            assert 0.2 < rest / (a.t_comms * W_hbm) < 0.3
+
+# %% [markdown]
+# ### Part 8's closing question 1: LLaMA 3-405B's FLOPs a token
+#
+# The book leaves it to the reader: the FLOPs of a forward pass a token, and the time of
+# one on N chips if FLOPs-bound. The engine's count at a context of 8192 (decode: one new
+# token attending to 8192), and its lower bound over N chips of v5e, N a symbol:
+
+# %%
+m405 = model("llama-3-405b", "decode", "tpu-v5e", {"B": 1, "S": 8192})
+z405 = named("llama-3-405b")["sizes"]
+n_chips = sympy.Symbol("N", positive=True)
+print(f"{float(m405.flops_per_token):.4g} FLOPs a token ({float(m405.params) / 1e9:.1f}e9 parameters); "
+      f"FLOPs-bound forward: {float(m405.flops_per_token / C) * 1e3:.2f} ms / N = "
+      f"{m405.flops_per_token / (n_chips * C)} s")
+# by hand: 2 FLOPs a parameter of every matrix (the input embedding is a lookup), plus the
+# attention's 4 S N H a layer
+hand = 2 * (m405.params - z405["V"] * z405["D"]) + 4 * 8192 * z405["N"] * z405["H"] * z405["L"]
+print(f"  by hand: {float(hand):.4g}")
+assert abs(m405.flops_per_token / hand - 1) < 0.001
+
+# %% [markdown]
 # ### Part 8's closing question 2: LLaMA 3-8B at a batch of 240, int8 weights and caches
 #
 # The book leaves it to the reader: the bytes of the weights, of the caches and of the
