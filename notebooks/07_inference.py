@@ -474,6 +474,43 @@ print(f"  by hand: {float(hand):.4g}")
 assert abs(m405.flops_per_token / hand - 1) < 0.001
 
 # %% [markdown]
+# ## Part 7's appendix D: speculative decoding, where the batch is small
+#
+# The appendix gives no worked numbers, only the argument: at a small batch the target's
+# step is bound by reading its weights, so verifying k + 1 tokens a sequence costs about
+# one step, and a cheap draft's k tokens, accepted with probability a each until the first
+# rejection, yield (1 - a^(k+1)) / (1 - a) tokens a target step. Here: LLaMA 3-70B in int8
+# on a 4x2 (tp = 8), B = 1, prompt 8192; Llama 3.2 1B drafting k = 4 tokens on the same
+# chips, split the same way, accepted at a = 0.8 (an assumption, not a measurement).
+#
+# The draft's step is not its weights' read (0.19 ms): 8-way tensor parallelism
+# all-reduces its 4 kB activations twice a layer, and each AllReduce is bound by its hops'
+# latency, 2 x 7 hops of the chip file's 1 us estimate, not its bytes. (The book's
+# appendix C: a ring collective is latency-bound below about W_ici x 1 us of bytes a
+# hop; the book's bidirectional ring takes half the hops.)
+
+# %%
+r = serving.request("llama-3-70b", "tpu-v5e", 8192, 512, 1, strategy="tp=8", weights="int8", kv="int8",
+                    draft="llama-3.2-1b", draft_tokens=4, accept=sympy.Rational(4, 5))
+sp = r.speculative
+step = r.tpot_at(sp.context)
+print(f"target step at S = {sp.context}: {ms(step)}; draft: {ms(sp.t_draft)} for {sp.k} tokens; "
+      f"verify {ms(sp.t_verify_low)} .. {ms(sp.t_verify)}")
+print(f"tokens a target step {float(sp.tokens_per_step):.4f}; speedup {float(sp.speedup):.2f} .. "
+      f"{float(sp.speedup_high):.2f}")
+a_, k_ = sympy.Rational(4, 5), 4
+assert sp.tokens_per_step == sum(a_ ** i for i in range(k_ + 1))
+# by hand, the draft: 16 layers x 2 AllReduces and one more, each 2 x 7 hops of the hop latency
+hop = v5e.figure("interconnect.hop_latency_s")
+z1 = named("llama-3.2-1b")["sizes"]
+assert sp.t_draft == k_ * (2 * z1["L"] + 1) * 2 * 7 * hop
+# by hand, the verify: the target's weights read once (but the input embedding) and the
+# 5 rows' caches, an eighth a chip (8 KV heads on 8 chips: nothing copied)
+hand = ((m32.weight_bytes - z["V"] * z["D"]) / 8 + (k_ + 1) * sp.context * m32.kv_bytes_per_token / 8) / W_hbm
+print(f"  by hand: verify {ms(hand)}")
+assert 1 <= sp.t_verify / hand < 1.03, (float(sp.t_verify), float(hand))
+
+# %% [markdown]
 # ### Part 8's closing question 2: LLaMA 3-8B at a batch of 240, int8 weights and caches
 #
 # The book leaves it to the reader: the bytes of the weights, of the caches and of the
@@ -507,8 +544,9 @@ assert m8.memory_bytes == m8.weight_bytes + m8.kv_bytes  # a decode step's memor
 # * **int4 weights and caches with their scales** (part 8's int4 row: a 2x2 slice, 67
 #   caches, 1.72 queries a second a chip).
 # * **2D weight-stationary sharding** (part 7's question 7): no strategy writes it.
-# * **Latency-bound communication** (appendix C): the bytes below which a collective's
-#   time is its hops' latency, not its bandwidth.
+# * **Latency-bound communication** (appendix C): the collectives' hop latency is counted
+#   (the draft above), but the threshold in bytes below which a collective's time is its
+#   hops' latency, the appendix's W_ici x 1 us, is not derived.
 # * **Chunked prefill** interleaved with decode steps on one server, and the evictions a
 #   step under continuous batching (part 8: B (P + G) / G tokens; arithmetic, no engine).
 # * **A decode step's peak working activations** (part 8's closing question 2, part c).
