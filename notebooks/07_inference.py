@@ -16,8 +16,8 @@
 # Here each question is put to symroof: the model is built as a program from its sizes, its
 # prefill and decode steps costed on the chip file's TPU v5e, and each figure printed is
 # the engine's. The book's answers appear only in this prose, beside the engine's, with the
-# reason wherever the two differ. Each cell checks the engine against a count written out by
-# hand in the cell.
+# reason wherever the two differ. The cells check the engine's figures against counts
+# written out by hand in them.
 #
 # Conventions, each where it changes a number:
 #
@@ -557,6 +557,6 @@ assert m8.memory_bytes == m8.weight_bytes + m8.kv_bytes  # a decode step's memor
 # * **A decode step's peak working activations** (part 8's closing question 2, part c).
 # * **The pop quiz's 30B model** with 100 kB a token: no model of those sizes is in the
 #   catalogue, and its KV size is given, not derived.
-# * **Part 7's question 4 and part 8's 405B questions**: choosing a decode sharding for
+# * **Part 7's question 4 and part 8's closing question 3**: choosing a decode sharding for
 #   the chapter's own model (`symroof plan` takes a catalogue model, not these sizes) and
 #   for 405B in int8 (`symroof plan` costs the weights in bf16) under a 15 ms target.
