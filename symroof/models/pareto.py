@@ -38,6 +38,8 @@ CONVENTIONS = (
     "latency: tpot_steady, one decode step at the steady state's mean context P + (G-1)/2 (continuous batching: "
     "every slot decoding, contexts spread over P .. P+G-1; prefill not counted)",
     "throughput: tokens/s a chip, B / tpot_steady / chips",
+    "placements: N chips (--chips) split memory and time evenly with no collectives, the most N chips could give; "
+    "a --strategy counts its sharding's collectives",
     "fits: the B sequences' KV caches at S = P + G fit the chips' usable HBM beside the weights; points that do "
     "not are off the frontier and the plot",
     "frontier: the points that fit and that no other point that fits matches or beats in both latency and "
@@ -242,6 +244,7 @@ def draw(found: Curve, ax: Axes | None = None) -> Axes:
     ax.plot([x[i] for i in line], [y[i] for i in line], "-", color="black", lw=1, label="Pareto frontier")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.margins(0.08)  # room inside the frame for the points' labels
     if found.tpot_slo is not None:
         slo = float(found.tpot_slo)
         ax.axvline(slo, color="C3", ls="--", lw=1, label=f"tpot SLO {seconds_tick(slo)}")
@@ -251,8 +254,11 @@ def draw(found: Curve, ax: Axes | None = None) -> Axes:
         ax.set_xlim(left, right)
         if found.best is not None:
             b = found.points[found.best]
+            # the note on the side of its point with more room, so that it stays inside the frame
+            (fx, fy) = ax.transAxes.inverted().transform(ax.transData.transform((x[found.best], y[found.best])))
             ax.annotate(f"best under the SLO: {b.placement}, B={b.batch}\n{plain(float(b.throughput))} tokens/s a chip",
-                        (x[found.best], y[found.best]), textcoords="offset points", xytext=(-10, -28), ha="right",
+                        (x[found.best], y[found.best]), textcoords="offset points",
+                        xytext=(-12 if fx > 0.5 else 12, -30 if fy > 0.3 else 24), ha="right" if fx > 0.5 else "left",
                         fontsize=7, arrowprops={"arrowstyle": "->", "lw": 0.8})
     log_ticks(ax.xaxis, seconds_tick)
     log_ticks(ax.yaxis, plain)
