@@ -119,6 +119,14 @@ class Curve:
     def meets(self, point: Point) -> bool | None:
         return None if self.tpot_slo is None else bool(point.latency <= self.tpot_slo)
 
+    def past_context(self) -> str | None:
+        """A warning where the request's last token is past the model's context (serving's)."""
+        r = self.points[0].request
+        if not r.past_context:
+            return None
+        return (f"WARNING: the request reaches S = {self.prompt + self.generate - 1}, past {self.name}'s context of "
+                f"{r.context} tokens, which it was not built for: the figures are what the steps would cost, no more")
+
     def excluded(self) -> list[Point]:
         return [p for p in self.points if p.fits is False]
 
@@ -134,18 +142,22 @@ class Curve:
             rows.append({"placement": p.placement, "B": p.batch, "chips": json_value(p.chips),
                          "tpot_steady": json_value(p.latency), "tokens_per_s_per_chip": json_value(p.throughput),
                          "tokens_per_s": json_value(p.request.tokens_per_s_steady),
+                         "tpot_last": json_value(p.request.tpot_at(self.prompt + self.generate - 1)),
                          "kv_caches_fit": json_value(p.request.kv_caches_fit), "fits": p.fits,
                          "on_frontier": i in self.on_frontier, "meets_slo": self.meets(p)})
         return {"model": self.name, "chip": self.chip, "prompt": self.prompt, "generate": self.generate,
                 "context": json_value(self.context), "tpot_slo": json_value(self.tpot_slo), "points": rows,
                 "frontier": list(self.on_frontier), "best": self.best,
                 "excluded": [i for i, p in enumerate(self.points) if p.fits is False],
+                "context_limit": self.points[0].request.context, "past_context": self.points[0].request.past_context,
                 "conventions": list(CONVENTIONS)}
 
     def table(self) -> str:
         """The points as text, frontier marked, then the best point and the conventions."""
         head = f"{'placement':<14} {'B':>6} {'tpot':>12} {'tokens/s/chip':>14} {'fits':>5}  frontier"
-        lines = [self.title(), "", head + ("  slo" if self.tpot_slo is not None else "")]
+        warning = self.past_context()
+        lines = [self.title(), *([warning] if warning else []), "",
+                 head + ("  slo" if self.tpot_slo is not None else "")]
         for i, p in enumerate(self.points):
             fits = "?" if p.fits is None else "yes" if p.fits else "NO"
             row = (f"{p.placement:<14} {p.batch:>6} {seconds(p.latency):>12} {number(p.throughput, 5):>14} "
@@ -268,6 +280,8 @@ def draw(found: Curve, ax: Axes | None = None) -> Axes:
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="best", title="faint: dominated", title_fontsize=7)
     notes = [f"{len(found.excluded())} point(s) left off: their KV caches do not fit"] if found.excluded() else []
+    if found.past_context():
+        notes.append(f"past {found.name}'s context of {found.points[0].request.context} tokens")
     if found.tpot_slo is not None and found.best is None:
         notes.append("no point that fits meets the SLO")
     if notes:

@@ -217,3 +217,31 @@ def test_bad_commands_around_serve() -> None:
     ]:
         code, out, err = _run(*argv)
         assert code == 2 and out == "" and message in err and err.count("\n") == 1, (argv, err)
+
+
+def test_what_the_curve_cannot_show_is_said() -> None:
+    # a symbolic chip: which roof is on top is unknown, so no curve (an error, not a crash)
+    code, out, err = _run("plot", "serve", "llama-3-8b", "--chip", "symbolic", "--prompt", "1000", "--generate", "500",
+                          "--batches", "1,4")
+    assert code == 2 and "a chip with numeric figures" in err and err.count("\n") == 1
+    # LLaMA-3 70B's 140 GB of bf16 weights (70.6e9 parameters x 2 bytes) are past one H100's usable
+    # 0.9 x 80 GB: no point fits; the table says so, a plot is refused
+    c = pareto.curve("llama-3-70b", "h100", P, G, [1, 4])
+    assert [p.fits for p in c.points] == [False, False] and c.on_frontier == ()
+    assert "2 point(s) left off the frontier" in c.table()
+    with pytest.raises(symroof.SpecError, match="no point fits"):
+        pareto.draw(c)
+    # past the model's context (8192): the warning of serving's request, in the table, the JSON and the plot
+    late = pareto.curve("llama-3-8b", "h100", 8000, 500, [1, 4])
+    assert "WARNING: the request reaches S = 8499, past LLaMA-3 8B's context of 8192" in late.table()
+    assert late.to_dict()["past_context"] is True and late.to_dict()["context_limit"] == 8192
+    assert any("past LLaMA-3 8B's context of 8192" in t.get_text() for t in pareto.draw(late).texts)
+    assert _tpot_last_is_the_engines(late)
+
+
+def _tpot_last_is_the_engines(c: pareto.Curve) -> bool:
+    """Each point's JSON gives the last token's step beside the mean's: the engine's step at S = P + G - 1."""
+    for row, p in zip(c.to_dict()["points"], c.points, strict=True):
+        last = symroof.model("llama-3-8b", "decode", "h100", {"B": p.batch, "S": c.prompt + c.generate - 1}).t_step
+        assert row["tpot_last"] == pytest.approx(float(last), rel=1e-12) and row["tpot_last"] > row["tpot_steady"]
+    return True
