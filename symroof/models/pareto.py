@@ -154,13 +154,14 @@ class Curve:
 
     def table(self) -> str:
         """The points as text, frontier marked, then the best point and the conventions."""
-        head = f"{'placement':<14} {'B':>6} {'tpot':>12} {'tokens/s/chip':>14} {'fits':>5}  frontier"
+        wide = max(14, *(len(p.placement) for p in self.points))
+        head = f"{'placement':<{wide}} {'B':>6} {'tpot':>12} {'tokens/s/chip':>14} {'fits':>5}  frontier"
         warning = self.past_context()
         lines = [self.title(), *([warning] if warning else []), "",
                  head + ("  slo" if self.tpot_slo is not None else "")]
         for i, p in enumerate(self.points):
             fits = "?" if p.fits is None else "yes" if p.fits else "NO"
-            row = (f"{p.placement:<14} {p.batch:>6} {seconds(p.latency):>12} {number(p.throughput, 5):>14} "
+            row = (f"{p.placement:<{wide}} {p.batch:>6} {seconds(p.latency):>12} {number(p.throughput, 5):>14} "
                    f"{fits:>5}  {'*' if i in self.on_frontier else ' ':>8}")
             if self.tpot_slo is not None:
                 row += "  " + ("yes" if self.meets(p) else "no")
@@ -197,7 +198,7 @@ def curve(name: str, chip: str | Machine, prompt: int, generate: int, batches: S
     if not batches:
         raise SpecError("the curve needs batches (--batches 1,2,4,...)")
     placements: list[tuple[str, dict]] = [(f"{n} chip{'s' if n > 1 else ''}", {"chips": n}) for n in chips]
-    placements += [(s, {"strategy": s, "mesh": mesh}) for s in strategies]
+    placements += [(s if mesh is None else f"{s} on {mesh}", {"strategy": s, "mesh": mesh}) for s in strategies]
     if mesh is not None and not strategies:
         raise SpecError("--mesh names the axes of a --strategy: give --strategy too")
     if not placements:

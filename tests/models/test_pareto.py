@@ -136,6 +136,9 @@ def test_strategies_are_placements() -> None:
         r = serving.request("llama-3-70b", "h100", P, G, p.batch, strategy=p.placement)
         assert p.chips == int(p.placement.split("=")[1]) == r.chips
         assert p.latency == r.tpot_steady and p.throughput == r.tokens_per_s_steady / p.chips
+    m = pareto.curve("llama-3-70b", "h100", P, G, [8], strategies=["dp=X,tp=Y"], mesh="X=2,Y=4").points[0]
+    r = serving.request("llama-3-70b", "h100", P, G, 8, strategy="dp=X,tp=Y", mesh="X=2,Y=4")
+    assert m.placement == "dp=X,tp=Y on X=2,Y=4" and m.chips == 8 and m.throughput == r.tokens_per_s_steady / 8
 
 
 def test_json_and_table_share_the_points(even: pareto.Curve) -> None:
@@ -245,3 +248,8 @@ def _tpot_last_is_the_engines(c: pareto.Curve) -> bool:
         last = symroof.model("llama-3-8b", "decode", "h100", {"B": p.batch, "S": c.prompt + c.generate - 1}).t_step
         assert row["tpot_last"] == pytest.approx(float(last), rel=1e-12) and row["tpot_last"] > row["tpot_steady"]
     return True
+
+
+def test_serve_on_a_symbolic_chip_is_an_error_in_model_too() -> None:
+    code, out, err = _run("model", "llama-3-8b", "--serve", "--chip", "symbolic", "--prompt", "1000", "--generate", "500")
+    assert code == 2 and out == "" and "a chip with numeric figures" in err and err.count("\n") == 1
