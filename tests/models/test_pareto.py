@@ -251,5 +251,6 @@ def _tpot_last_is_the_engines(c: pareto.Curve) -> bool:
 
 
 def test_serve_on_a_symbolic_chip_is_an_error_in_model_too() -> None:
-    code, out, err = _run("model", "llama-3-8b", "--serve", "--chip", "symbolic", "--prompt", "1000", "--generate", "500")
+    code, out, err = _run("model", "llama-3-8b", "--serve", "--chip", "symbolic", "--prompt", "1000",
+                          "--generate", "500")
     assert code == 2 and out == "" and "a chip with numeric figures" in err and err.count("\n") == 1
