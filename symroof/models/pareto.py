@@ -32,6 +32,7 @@ from .serving import Request, _rational, request
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+LABELS = 12  # batch labels a placement gets on the plot, at most: more overlap
 MAX_POINTS = 512  # each point is a request (three model builds): a bound keeps a sweep quick
 
 CONVENTIONS = (
@@ -209,11 +210,16 @@ def curve(name: str, chip: str | Machine, prompt: int, generate: int, batches: S
     if len(batches) * len(placements) > MAX_POINTS:
         raise SpecError(f"{len(batches)} batches x {len(placements)} placements is more than {MAX_POINTS} points")
     slo = None if tpot_slo is None else _rational(tpot_slo, "--tpot-slo")
-    points = []
+    points: list[Point] = []
     for label, where in placements:
         for b in batches:
-            r = request(name, chip, prompt, generate, b, weights=weights, kv=kv, models_file=models_file,
-                        hbm_usable=hbm_usable, **where)
+            try:
+                r = request(name, chip, prompt, generate, b, weights=weights, kv=kv, models_file=models_file,
+                            hbm_usable=hbm_usable, **where)
+            except SpecError as error:
+                if not points:  # the first point: what is wrong is the same at every point
+                    raise
+                raise SpecError(f"at B = {b} on {label}: {error.message}") from None
             if not (r.tpot_steady.is_number and Point(label, r).chips.is_number):
                 raise SpecError("the curve needs numbers: a chip whose figures are numbers (not --chip symbolic)")
             points.append(Point(label, r))
@@ -235,7 +241,7 @@ def draw(found: Curve, ax: Axes | None = None) -> Axes:
 
     from ..render.plot_labels import log_ticks, plain, seconds_tick
     if ax is None:
-        ax = Figure(figsize=(7.5, 5), dpi=150, layout="constrained").add_subplot()
+        ax = Figure(figsize=(8.5, 5), dpi=150, layout="constrained").add_subplot()
     shown = [i for i, p in enumerate(found.points) if p.fits is not False]
     if not shown:
         raise SpecError("no point fits the chips' HBM: nothing to plot (fewer batches, or more chips)")
@@ -250,7 +256,9 @@ def draw(found: Curve, ax: Axes | None = None) -> Axes:
             if pick:
                 ax.plot([x[i] for i in pick], [y[i] for i in pick], markers[k % len(markers)], color=f"C{k % 10}",
                         alpha=alpha, label=label if on or not any(i in found.on_frontier for i in mine) else None)
-        for i in mine:
+        # every point labelled where few; where many, the frontier's, at most LABELS a placement
+        named = [i for i in mine if len(shown) <= LABELS or i in found.on_frontier]
+        for i in named[::max(1, -(-len(named) // LABELS))]:
             ax.annotate(f"B={found.points[i].batch}", (x[i], y[i]), textcoords="offset points", xytext=(4, 3),
                         fontsize=6, alpha=1.0 if i in found.on_frontier else 0.35)
     line = sorted(found.on_frontier, key=lambda i: x[i])
@@ -279,12 +287,13 @@ def draw(found: Curve, ax: Axes | None = None) -> Axes:
     ax.set_ylabel("tokens/s per chip")
     ax.set_title(found.title(), fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="best", title="faint: dominated", title_fontsize=7)
-    notes = [f"{len(found.excluded())} point(s) left off: their KV caches do not fit"] if found.excluded() else []
+    # beside the frame, not over the points; the notes under it
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), title="faint: dominated", title_fontsize=7)
+    notes = [f"{len(found.excluded())} point(s) left off:\ntheir KV caches do not fit"] if found.excluded() else []
     if found.past_context():
-        notes.append(f"past {found.name}'s context of {found.points[0].request.context} tokens")
+        notes.append(f"past {found.name}'s context\nof {found.points[0].request.context} tokens")
     if found.tpot_slo is not None and found.best is None:
-        notes.append("no point that fits meets the SLO")
+        notes.append("no point that fits\nmeets the SLO")
     if notes:
-        ax.text(0.99, 0.01, "\n".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize=7)
+        ax.text(1.02, 0.0, "\n".join(notes), transform=ax.transAxes, ha="left", va="bottom", fontsize=7, wrap=True)
     return ax

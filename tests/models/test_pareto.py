@@ -186,7 +186,7 @@ def test_the_drawing(even: pareto.Curve) -> None:
     assert ticks and not any("^" in t or "e+" in t or "times" in t for t in ticks)
     assert "ms" in " ".join(ticks)
     notes = [t.get_text() for t in ax.texts]
-    assert any("3 point(s) left off" in n for n in notes)
+    assert any("3 point(s) left off:\ntheir KV caches do not fit" in n for n in notes)
     assert any("best under the SLO: 2 chips, B=256" in n for n in notes)
     assert "P = 1000, G = 500" in ax.get_title() and "S = 1249.5" in ax.get_title()
 
@@ -202,6 +202,8 @@ def test_the_drawing(even: pareto.Curve) -> None:
     (["--prompt", "1000", "--generate", "500", "--batches", "4", "--sweep", "B=1:4"], "--sweep is for plots of specs"),
     (["--prompt", "1000", "--generate", "500", "--batches", "4", "--mesh", "X=2"], "--mesh names the axes"),
     (["--prompt", "1000", "--generate", "500", "--batches", "4", "-o", "x.gif"], ".png, .svg or .pdf"),
+    # a point that cannot be costed is named: 1 x 1000 prompt tokens do not split over 3 chips
+    (["--prompt", "1000", "--generate", "500", "--batches", "1", "--chips", "1,3"], "at B = 1 on 3 chips: "),
 ])
 def test_bad_inputs_are_one_line_errors(argv: list[str], message: str) -> None:
     code, out, err = _run("plot", "serve", "llama-3-8b", "--chip", "h100", *argv)
@@ -238,7 +240,7 @@ def test_what_the_curve_cannot_show_is_said() -> None:
     late = pareto.curve("llama-3-8b", "h100", 8000, 500, [1, 4])
     assert "WARNING: the request reaches S = 8499, past LLaMA-3 8B's context of 8192" in late.table()
     assert late.to_dict()["past_context"] is True and late.to_dict()["context_limit"] == 8192
-    assert any("past LLaMA-3 8B's context of 8192" in t.get_text() for t in pareto.draw(late).texts)
+    assert any("past LLaMA-3 8B's context\nof 8192" in t.get_text() for t in pareto.draw(late).texts)
     assert _tpot_last_is_the_engines(late)
 
 
