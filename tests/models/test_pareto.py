@@ -10,6 +10,7 @@ import io
 import json
 import random
 from fractions import Fraction
+from pathlib import Path
 
 import matplotlib
 import pytest
@@ -159,8 +160,8 @@ def test_json_and_table_share_the_points(even: pareto.Curve) -> None:
 
 
 @pytest.mark.parametrize("suffix, magic", [("png", b"\x89PNG\r\n\x1a\n"), ("svg", b"<?xml")])
-def test_the_plot_file(tmp_path: object, suffix: str, magic: bytes) -> None:
-    path = tmp_path / f"pareto.{suffix}"  # type: ignore[operator]
+def test_the_plot_file(tmp_path: Path, suffix: str, magic: bytes) -> None:
+    path = tmp_path / f"pareto.{suffix}"
     code, out, err = _run("plot", "serve", "llama-3-8b", "--chip", "h100", "--prompt", str(P), "--generate", str(G),
                           "--batches", "1,8,64,256,512", "--chips", "1,2", "--tpot-slo", "0.01", "-o", str(path))
     assert code == 0, err
