@@ -119,9 +119,10 @@ def test_slo_feasible_side_and_best(even: pareto.Curve) -> None:
     fitting = [i for i, p in enumerate(even.points) if p.fits and p.latency <= slo]
     best = max(fitting, key=lambda i: even.points[i].throughput)
     assert even.best == best
-    # by hand, two chips splitting 15.01e9 bytes of weights and 131072 bytes a token of context:
-    # B = 256 reads 15.01e9 + 256 x 1249.5 x 131072 bytes in (15.01e9 + 41.9e9) / 6.7e12 = 8.5 ms, within
-    # 10 ms; B = 512, (15.01e9 + 83.9e9) / 6.7e12 = 14.8 ms, past it
+    # by hand, two chips splitting 15.01e9 bytes of weights and 131072 bytes a token of context: the
+    # reads alone take at least (15.01e9 + 512 x 1249.5 x 131072) / 6.7e12 = 14.8 ms at B = 512, past
+    # 10 ms; at B = 256, at least 8.5 ms (the engine's 9.0 ms adds activations and each op's own roof)
+    assert 0.0085 < float(even.points[9].latency) < 0.01 < 0.0148 < float(even.points[10].latency)
     assert (even.points[best].placement, even.points[best].batch) == ("2 chips", 256)
     # a target exactly at a point's latency admits it
     at = even.points[0].latency
