@@ -43,6 +43,7 @@ from ..show import human, over, seconds
 from . import from_jax as cli_jax
 from . import measure as cli_measure
 from . import model as cli_model
+from . import pareto as cli_pareto
 from . import plan as cli_plan
 from .options import Handler, machine_kwargs, machine_options, set_sizes
 
@@ -76,11 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     latex_cmd.add_argument("--format", choices=("latex", "markdown"), default="latex")
     latex_cmd.set_defaults(handler=_analyze)
 
-    plot_cmd = commands.add_parser("plot", help="a roofline plot, or a sweep of one dim (png, svg, pdf)",
+    plot_cmd = commands.add_parser("plot", help="a roofline plot, a sweep of one dim, or a served model's "
+                                                "latency-throughput curve (png, svg, pdf)",
                                    description="symroof plot roofline SPEC... --chip v5e --set B=256 -o r.png; "
-                                               "symroof plot sweep SPEC... --chip v5e --sweep B=1:512 -o s.png")
-    plot_cmd.add_argument("kind", choices=("roofline", "sweep"))
-    plot_cmd.add_argument("specs", nargs="+", metavar="SPEC", help="one or more specs")
+                                               "symroof plot sweep SPEC... --chip v5e --sweep B=1:512 -o s.png; "
+                                               "symroof plot serve MODEL --chip h100 --prompt 1000 --generate 500 "
+                                               "--batches 1,4,16,64 --chips 1,2,4 --tpot-slo 0.03 -o p.png")
+    plot_cmd.add_argument("kind", choices=("roofline", "sweep", "serve"))
+    plot_cmd.add_argument("specs", nargs="+", metavar="SPEC", help="one or more specs (serve: one model's name)")
     machine_options(plot_cmd)
     plot_cmd.add_argument("--dtype", default="bf16", help="dtype of tensors written without one (bf16)")
     plot_cmd.add_argument("--set", action="append", default=[], metavar="DIM=VALUE",
@@ -89,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     plot_cmd.add_argument("--sweep", metavar="DIM=LO:HI", help="for a sweep: the dim and its range")
     plot_cmd.add_argument("--time", action="store_true", help="for a sweep: plot T_lower, not FLOPs/s")
     plot_cmd.add_argument("--label", action="append", default=[], help="a label per spec, in order")
-    plot_cmd.add_argument("-o", "--output", required=True, metavar="FILE", help="FILE.png, .svg or .pdf")
+    plot_cmd.add_argument("-o", "--output", metavar="FILE",
+                          help="FILE.png, .svg or .pdf (serve: optional, the table or --json without it)")
+    cli_pareto.add_options(plot_cmd)
     plot_cmd.set_defaults(handler=_plot)
 
     roof_cmd = commands.add_parser("roofline", help="the roofline of bare FLOP and byte counts")
@@ -228,6 +234,11 @@ def _roofline(args: argparse.Namespace) -> str:
 def _plot(args: argparse.Namespace) -> str:
     # Imported here, not at the top: matplotlib takes longer to import than an analysis
     # takes, and only `symroof plot` needs it.
+    if args.kind == "serve":
+        return cli_pareto.run(args)
+    cli_pareto.refuse_serve_flags(args)
+    if not args.output:
+        raise SymroofError(f"symroof plot {args.kind} writes a file: give -o FILE.png, .svg or .pdf")
     from ..render import plot
     if args.label and len(args.label) != len(args.specs):
         raise SymroofError(f"{len(args.label)} labels for {len(args.specs)} specs: give one per spec")

@@ -102,7 +102,11 @@ def linear_at(step: sympy.Expr, var: sympy.Symbol, where: sympy.Expr) -> sympy.E
     forms built on it would be wrong."""
     def top(node: sympy.Expr) -> sympy.Expr:
         if isinstance(node, sympy.Max):
-            return max((top(a) for a in node.args), key=lambda a: a.subs(var, where))
+            try:
+                return max((top(a) for a in node.args), key=lambda a: a.subs(var, where))
+            except TypeError:  # roofs in the chip's symbols: which is on top is unknown
+                raise SpecError(f"the step's time is not linear in {var} with numbers for the rest ({step}): give "
+                                "every other size and a chip with numeric figures") from None
         if not node.args:
             return node
         return node.func(*(top(a) for a in node.args))
