@@ -68,6 +68,53 @@ _TABLE: list[tuple[str, object, str, bool, tuple[str, ...]]] = [
     ("bool", 1, "int8", False, ("pred",)),  # masks and comparisons' results: a byte each, as XLA stores them
 ]
 
+
+
+@dataclass(frozen=True, slots=True)
+class Scheme:
+    """A quantized storage format: elements of one dtype with a scale per block of them
+    (and a zero point where the format has one). Its `DType` counts the scales into its
+    bytes per element, spread evenly over the block (exact where the block divides the
+    tensor: models.quant checks).
+
+    Attributes:
+        name: the dtype's name ("int4_g128").
+        element: the elements' dtype ("int4").
+        block: elements one scale covers, (along the input dim, along the output dim):
+            (128, 1) is a group of 128 inputs of one output channel; (128, 128) a tile.
+        scale: bytes of one block's scale and zero point together.
+        says: the layout in words, with who ships it (printed where it changes a number).
+        uncounted: what the per-element count leaves out, or "".
+    """
+
+    name: str
+    element: str
+    block: tuple[int, int]
+    scale: sympy.Rational
+    says: str
+    uncounted: str = ""
+
+    @property
+    def bytes(self) -> sympy.Rational:
+        return _ALIASES[self.element].bytes + self.scale / (self.block[0] * self.block[1])
+
+
+# One entry a scheme: name, element, block, bytes of a block's scale (+ zero point), aliases, layout.
+_SCHEME_TABLE: list[tuple[str, str, tuple[int, int], object, tuple[str, ...], str, str]] = [
+    ("int4_g128", "int4", (128, 1), sympy.Rational(5, 2), ("int4-g128",),
+     "int4, a group of 128 inputs per fp16 scale and 4-bit zero point (AutoAWQ's and GPTQ's checkpoints: "
+     "qweight, qzeros packed 8 to an int32, scales fp16 [in/128, out])", ""),
+    ("fp8_b128", "fp8_e4m3", (128, 128), 4, ("fp8-b128", "fp8-block"),
+     "fp8 e4m3, one fp32 scale per 128x128 tile (DeepSeek-V3's weight_block_size [128, 128], weight_scale_inv)",
+     ""),
+    ("mxfp4", "fp4", (32, 1), 1, ("mx-fp4",),
+     "fp4 e2m1, a block of 32 per 8-bit e8m0 scale (OCP Microscaling Formats (MX) v1.0, MXFP4)", ""),
+    ("nvfp4", "fp4", (16, 1), 1, ("nv-fp4",),
+     "fp4 e2m1, a block of 16 per fp8 e4m3 scale, and one fp32 scale per tensor (NVIDIA NVFP4, TensorRT Model "
+     "Optimizer)", "one fp32 scale per tensor, 4 bytes a matrix"),
+]
+SCHEMES: dict[str, Scheme] = {}
+
 DTYPES: dict[str, DType] = {}
 _ALIASES: dict[str, DType] = {}
 for _name, _bytes, _rate, _is_float, _aliases in _TABLE:
@@ -75,11 +122,20 @@ for _name, _bytes, _rate, _is_float, _aliases in _TABLE:
     DTYPES[_name] = _dtype
     for _alias in (_name, *_aliases):
         _ALIASES[_alias] = _dtype
+for _name, _element, _block, _scale, _aliases, _says, _uncounted in _SCHEME_TABLE:
+    _scheme = Scheme(_name, _element, _block, sympy.Rational(_scale), _says, _uncounted)
+    SCHEMES[_name] = _scheme
+    # a scheme runs at its elements' rate; the scales only add bytes
+    _dtype = DType(_name, _scheme.bytes, _ALIASES[_element].rate, _ALIASES[_element].is_float)
+    DTYPES[_name] = _dtype
+    for _alias in (_name, *_aliases):
+        _ALIASES[_alias] = _dtype
 
 # Which of two equally wide dtypes a mixed contraction computes in, so that the answer
 # does not depend on the order of the operands: the first in this list wins.
 _PREFERENCE = ["fp64", "int64", "uint64", "fp32", "tf32", "int32", "uint32", "bf16", "fp16", "int16", "uint16", "fp8",
-               "fp8_e4m3", "fp8_e5m2", "int8", "uint8", "bool", "fp4", "int4"]
+               "fp8_e4m3", "fp8_e5m2", "int8", "uint8", "bool", "fp4", "int4",
+               "fp8_b128", "nvfp4", "mxfp4", "int4_g128"]  # the schemes, each wider than its elements
 
 _DTYPE_LIKE = re.compile(r"^(?:bf|fp|f|int|i|uint|u|float|bfloat|tf)\d|^(?:BF|FP|INT|UINT|TF)\d")
 

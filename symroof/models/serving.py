@@ -192,6 +192,7 @@ class Request:
     max_batch_bound: str | None
     speculative: Speculative | None
     context: int | None = None  # the model's context (max positions); a request past it is said
+    storage: tuple[str, ...] = ()  # the weights' and KV cache's formats and scales (models/quant.py), where not bf16
 
     @property
     def past_context(self) -> bool:
@@ -253,7 +254,7 @@ class Request:
 
     def conventions(self) -> tuple[str, ...]:
         extra = "speculative decoding: " + (Speculative.__doc__ or "").split("\n\n")[1].replace("\n    ", " ").strip()
-        return CONVENTIONS + ((extra,) if self.speculative is not None else ())
+        return CONVENTIONS + ((extra,) if self.speculative is not None else ()) + self.storage
 
     def _decode_text(self) -> str:
         formula = self.decode_formula()
@@ -370,7 +371,8 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
                    requests_per_s=batch / t_request, tpot_steady=steady, tokens_per_s_steady=batch / steady,
                    requests_per_s_steady=batch / (G * steady), kv_caches_fit=fit, tpot_slo=slo, max_batch=most,
                    max_batch_bound=bound, speculative=spec,
-                   context=(named(name, models_file) or {}).get("sizes", {}).get("context"))
+                   context=(named(name, models_file) or {}).get("sizes", {}).get("context"),
+                   storage=tuple(step.about.get("storage", ())))
 
 
 def _rational(value: float | Fraction | str, flag: str, zero: bool = False) -> sympy.Rational:

@@ -15,7 +15,6 @@ output): `--remat save=x,o,h`.
 
 from __future__ import annotations
 
-from .. import dtypes
 from ..errors import SpecError
 from ..lang.source import (
     Apply,
@@ -33,6 +32,7 @@ from ..lang.source import (
     Repeat,
     Tensor,
 )
+from . import quant
 from .backward import backward
 from .catalogue import FIELDS, MLPS, NORMS, POSITIONS
 from .strategies import Strategy, gathered, sequence_split, shard, subscripted
@@ -66,8 +66,9 @@ def _params(word: str, *entries: tuple[str, Tensor], comment: str | None = None)
 def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "bf16",
             strategy: Strategy | None = None) -> Program:
     """The program of a model configuration (a `models.json` entry) for one mode, its
-    parameters stored in `weights` (int8, fp8: weight-only quantization, computing in
-    bf16) and its KV cache in `kv`, sharded by `strategy` (strategies.parse_strategy)."""
+    layers' weight matrices stored in `weights` (a dtype or a scheme with its scales, such as
+    int4_g128 or mxfp4: weight-only quantization computing in bf16; models/quant.py) and its
+    KV cache in `kv`, sharded by `strategy` (strategies.parse_strategy)."""
     return sharded(whole(config, mode, weights, kv), mode, strategy or {})
 
 
@@ -97,13 +98,7 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
             raise SpecError(f"model {config['id']}: {field} is true or false, not {config[field]!r}")
     moe = config.get("moe")
     decode = mode == "decode"
-    stored = {}
-    for what, dtype in (("weights", weights), ("kv", kv)):
-        found = dtypes.lookup(dtype)
-        if found is None:
-            hint = dtypes.suggest(dtype)
-            raise SpecError(f"unknown {what} dtype '{dtype}'" + (f"; did you mean '{hint}'?" if hint else ""))
-        stored[what] = found.name
+    stored = {what: quant.storage(what, dtype, sizes)[0] for what, dtype in (("weights", weights), ("kv", kv))}
     seq = ("B",) if decode else ("B", "T")  # decode runs one token per sequence
     x = t("bf16", *seq, "D")
     norm, bias = choices["norm"], config.get("bias", False)
@@ -234,9 +229,10 @@ def _experts(x: Tensor, seq: tuple[str, ...], mlp: str) -> list[Item]:
             _matmul(picked, ("A",), t("bf16", *seq, "A"), x), _add(x, x, x, "residual")]
 
 
-# the weight matrices and embedding tables (norm scales, biases and the router stay in bf16)
+# the layers' weight matrices (the embedding tables, the LM head, norm scales, biases and the
+# router stay in bf16, as quantized checkpoints keep them: models/quant.py)
 _PARAM_SHAPES = frozenset({("D", "K", "G", "H"), ("D", "K", "H"), ("K", "G", "H", "D"), ("D", "F"), ("F", "D"),
-                           ("E", "D", "F"), ("E", "F", "D"), ("V", "D"), ("D", "V"), ("Tmax", "D")})
+                           ("E", "D", "F"), ("E", "F", "D")})
 
 
 def _stored_in(tensor: Tensor, dtype: str) -> Tensor:
