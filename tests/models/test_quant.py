@@ -15,6 +15,8 @@ from symroof import dtypes
 from symroof.cli.command import main
 from symroof.errors import SpecError
 from symroof.models import serving
+from symroof.models.counted import Counted
+from symroof.models.decls import Options
 
 R = sympy.Rational
 # LLaMA-3 8B (Meta's config.json): hidden 4096, 32 layers, 32 heads of 128, 8 KV heads, MLP 14336, vocab 128256
@@ -114,3 +116,9 @@ def test_blocks_must_divide() -> None:
         symroof.model("gpt2", "decode", None, {"B": 1, "S": 1}, kv="int4")
     with pytest.raises(SpecError, match=r"--kv fp8_b128 tiles weight matrices \(128x128\)"):
         symroof.model("llama-3-8b", "decode", None, {"B": 1, "S": 1}, kv="fp8_b128")
+
+
+def test_a_parameter_count_model_counts_the_scales_too() -> None:
+    # a model known by its count has no matrices to tell apart: all N weights at int4_g128's bytes
+    got = Counted(7 * 10**10, None, Options(), weights="int4").weight_bytes
+    assert got == 7 * 10**10 * INT4_G128 == 36367187500
