@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 import sympy
@@ -122,3 +123,14 @@ def test_a_parameter_count_model_counts_the_scales_too() -> None:
     # a model known by its count has no matrices to tell apart: all N weights at int4_g128's bytes
     got = Counted(7 * 10**10, None, Options(), weights="int4").weight_bytes
     assert got == 7 * 10**10 * INT4_G128 == 36367187500
+
+
+def test_the_printed_program_reads_back_with_its_scales(tmp_path: Path) -> None:
+    # --print writes the formats as dtypes (int4_g128[D, F], nvfp4[B, S, K, H]); read back, the same bytes
+    path = tmp_path / "llama.txt"
+    out = io.StringIO()
+    assert main(["model", "llama-3-8b", "--decode", "--weights", "int4", "--kv", "nvfp4", "--print"], out=out) == 0
+    path.write_text(out.getvalue(), encoding="utf-8")
+    read = symroof.model(str(path), "decode", None, {"B": 1, "S": 1})
+    assert read.weight_bytes == L * MATRICES * INT4_G128 + REST_BF16
+    assert read.kv_bytes_per_token == 2 * L * K * H * NVFP4
