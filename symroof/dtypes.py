@@ -140,13 +140,34 @@ _PREFERENCE = ["fp64", "int64", "uint64", "fp32", "tf32", "int32", "uint32", "bf
 _DTYPE_LIKE = re.compile(r"^(?:bf|fp|f|int|i|uint|u|float|bfloat|tf)\d|^(?:BF|FP|INT|UINT|TF)\d")
 
 
+# int8 with one scale per output channel: the share of a scale a weight carries is 1/(the
+# matrix's input width), so the width is in the name (int8_pc4096: 1 + 2/4096 bytes a weight).
+# The scale is bf16/fp16, the activations' dtype, as TensorRT-LLM's int8 weight-only keeps it.
+_PER_CHANNEL = re.compile(r"int8_pc([1-9][0-9]{0,8})")
+PER_CHANNEL_SCALE = sympy.Integer(2)
+
+
 def lookup(name: str) -> DType | None:
     """The dtype a name or alias stands for, or None. Names with digits match in any case
     (BF16, Float32); the word aliases (half, float, double, single) only in lower case,
-    so a tensor named `Half` or `Float` stays a tensor's name."""
+    so a tensor named `Half` or `Float` stays a tensor's name.
+
+    Examples:
+        >>> lookup("int8_pc4096").bytes
+        2049/2048
+    """
     if name in _ALIASES:
         return _ALIASES[name]
-    return _ALIASES.get(name.lower()) if any(ch.isdigit() for ch in name) else None
+    if not any(ch.isdigit() for ch in name):
+        return None
+    channel = _PER_CHANNEL.fullmatch(name.lower())
+    if channel:
+        return DType(f"int8_pc{channel[1]}", 1 + PER_CHANNEL_SCALE / int(channel[1]), "int8", False)
+    return _ALIASES.get(name.lower())
+
+
+def _rank(d: DType) -> int:
+    return _PREFERENCE.index("int8" if _PER_CHANNEL.fullmatch(d.name) else d.name)
 
 
 def suggest(name: str) -> str | None:
@@ -205,4 +226,4 @@ def compute_dtype(dtypes: Iterable[DType]) -> DType:
         >>> compute_dtype([lookup("int8"), lookup("int8")]).name
         'int8'
     """
-    return max(dtypes, key=lambda d: (d.bytes, d.is_float, -_PREFERENCE.index(d.name)))
+    return max(dtypes, key=lambda d: (d.bytes, d.is_float, -_rank(d)))

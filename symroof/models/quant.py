@@ -8,10 +8,11 @@ block does not divide is refused rather than counted short.
 
 A plain name maps to the scheme a user of it ships (`int4` is AWQ's and GPTQ's int4_g128,
 `fp4` the OCP standard's mxfp4): a 4-bit model counted without its scales would read about
-4% fewer bytes than any int4 checkpoint holds. `int8` and `fp8` stay their elements, with
-the scales they leave out said in the output: per-output-channel and per-tensor scales are
-not a fixed share of a weight (they depend on the matrix's input width), and they are
-under 0.2% of the bytes at D >= 2048.
+4% fewer bytes than any int4 checkpoint holds. `int8` weights have a scale per output
+channel, whose share of a weight depends on the matrix's input width: the template writes
+each matrix's dtype with its width (int8_pc4096, int8_pc14336). `fp8` stays its elements,
+with its one fp32 scale per matrix said in the output and not counted (4 bytes a matrix),
+as is a KV cache's per-layer scale (8 bytes a layer, nothing per token).
 
 Examples:
     >>> storage("weights", "int4", {"D": 4096, "F": 14336, "N": 32, "K": 8, "H": 128})[0]
@@ -25,16 +26,27 @@ from __future__ import annotations
 from .. import dtypes
 from ..errors import SpecError
 
-# what a plain name means, for weights and for a KV cache alike
+# what a plain name means, for weights and for a KV cache alike (and for a model known by
+# its parameter count, whose matrices' widths are unknown)
 DEFAULTS = {"int4": "int4_g128", "fp4": "mxfp4"}
+# int8 weights: a scale per output channel, its share set by each matrix's input width
+# (dtypes.lookup's int8_pc<width>): "int8_pc" stands for the family until `matrix_dtype`
+PER_CHANNEL = "int8_pc"
+_WEIGHTS = {**DEFAULTS, "int8": PER_CHANNEL, "int8-pc": PER_CHANNEL, PER_CHANNEL: PER_CHANNEL}
+# each weight matrix the template writes, by its dims: the dims its contraction sums (its inputs)
+INPUTS = {("D", "K", "G", "H"): ("D",), ("D", "K", "H"): ("D",), ("K", "G", "H", "D"): ("K", "G", "H"),
+          ("D", "F"): ("D",), ("F", "D"): ("F",), ("E", "D", "F"): ("D",), ("E", "F", "D"): ("F",)}
 
 # The scales a plain 8-bit name does not count, with where each is shipped so.
 _WEIGHTS_UNCOUNTED = {
-    "int8": "a scale per output channel (fp16 in TensorRT-LLM's int8 weight-only, fp32 in vLLM's "
-            "compressed-tensors W8A8), under 4/D_in of the weights' bytes, not counted",
     "fp8": "one fp32 scale per matrix (vLLM's --quantization fp8), 4 bytes a matrix, not counted; "
            "fp8_b128 counts DeepSeek-V3's per-tile scales",
 }
+_PER_CHANNEL_SAYS = (f"int8, one {dtypes.PER_CHANNEL_SCALE}-byte bf16 scale per output channel (TensorRT-LLM's "
+                     "int8 weight-only, W8A16): 1 + 2/width bytes a weight, the width (the matrix's inputs) "
+                     "written in its dtype (int8_pc4096), scales counted (a matrix whose inputs tp splits keeps "
+                     "all its outputs' scales on each chip: counted as its share, 2 x outputs x (1 - 1/tp) bytes "
+                     "under)")
 _KV_UNCOUNTED = ("one fp32 scale per layer's K and per layer's V (vLLM's k_scale and v_scale, TensorRT-LLM's "
                  "kv_cache_scaling_factor), 8 bytes a layer, not per token: not counted")
 _LAYERS_ONLY = ("the layers' matrices only: the embedding, the LM head, norms, biases and the router stay bf16, "
@@ -48,11 +60,16 @@ def storage(what: str, name: str, sizes: dict) -> tuple[str, str | None]:
     A scheme's blocks must divide what they tile (`sizes`: a models.json entry's): the
     weights' input widths D, F and N*H (and output widths for a tile), a KV cache's head
     dim H."""
-    found = dtypes.lookup(DEFAULTS.get(name, name))
-    if found is None:
+    found = dtypes.lookup(DEFAULTS.get(name, _WEIGHTS.get(name, name) if what == "weights" else name))
+    if found is None and not (what == "weights" and _WEIGHTS.get(name) == PER_CHANNEL):
         hint = dtypes.suggest(name)
         raise SpecError(f"unknown {what} dtype '{name}'" + (f"; did you mean '{hint}'?" if hint else "")
-                        + f" (schemes: {', '.join(dtypes.SCHEMES)})")
+                        + f" (schemes: {', '.join(dtypes.SCHEMES)}, int8-pc)")
+    if found is not None and found.name.startswith(PER_CHANNEL):  # int8_pc4096: one width for every matrix
+        raise SpecError(f"--{what} {name}: name int8 (or int8-pc) for per-channel int8 weights: the template "
+                        "writes each matrix's own input width")
+    if found is None or (what == "weights" and found.name == "int8"):  # None: int8-pc, the family's name
+        return PER_CHANNEL, f"--weights {name}: {_PER_CHANNEL_SAYS}; {_LAYERS_ONLY}"
     if found.name == "bf16":
         return found.name, None
     scheme = dtypes.SCHEMES.get(found.name)
@@ -95,3 +112,17 @@ def _check_blocks(what: str, scheme: dtypes.Scheme, sizes: dict) -> None:
 
 def _bytes(n: object) -> str:
     return "1 byte" if n == 1 else f"{n} bytes"
+
+
+def matrix_dtype(dtype: str, names: tuple[str, ...], sizes: dict) -> str:
+    """The dtype a weight matrix of these dims is stored in: `dtype`, or for the
+    per-channel family, int8_pc with the matrix's input width (G = N/K)."""
+    if dtype != PER_CHANNEL:
+        return dtype
+    if names not in INPUTS:
+        raise SpecError(f"--weights int8: a weight of dims {', '.join(names)} has no input width known "
+                        "(models/quant.py INPUTS) for its per-channel scales")
+    width = 1
+    for dim in INPUTS[names]:
+        width *= sizes["N"] // sizes["K"] if dim == "G" else sizes[dim]
+    return f"{PER_CHANNEL}{width}"

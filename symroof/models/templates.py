@@ -132,7 +132,8 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
         items += [_params("embedding", ("Wout", t("bf16", "D", "V"))), _matmul(x, ("D",), t("bf16", "D", "V"), logits)]
     p = Program(tuple(items))
     # the weight matrices (declared, and read as matmul operands) in their own dtype
-    return p if stored["weights"] == "bf16" else p.mapped(lambda tensor: _stored_in(tensor, stored["weights"]))
+    return p if stored["weights"] == "bf16" else p.mapped(
+        lambda tensor: _stored_in(tensor, stored["weights"], sizes))
 
 
 def sharded(p: Program, mode: str, strategy: Strategy) -> Program:
@@ -235,9 +236,9 @@ _PARAM_SHAPES = frozenset({("D", "K", "G", "H"), ("D", "K", "H"), ("K", "G", "H"
                            ("E", "D", "F"), ("E", "F", "D")})
 
 
-def _stored_in(tensor: Tensor, dtype: str) -> Tensor:
+def _stored_in(tensor: Tensor, dtype: str, sizes: dict) -> Tensor:
     """A weight matrix's tensor in `dtype`: every bf16 tensor of such a shape (activations
     never have one: they carry B)."""
     if tensor.dtype == "bf16" and tensor.names in _PARAM_SHAPES:
-        return Tensor(dtype, tensor.dims, tensor.name, tensor.unreduced)
+        return Tensor(quant.matrix_dtype(dtype, tensor.names, sizes), tensor.dims, tensor.name, tensor.unreduced)
     return tensor

@@ -48,9 +48,19 @@ def test_scheme_bytes_per_element() -> None:
 
 @pytest.mark.parametrize("given, per_weight", [("int4", INT4_G128), ("int4-g128", INT4_G128), ("mxfp4", MXFP4),
                                                ("fp4", MXFP4), ("nvfp4", NVFP4), ("fp8_b128", FP8_B128),
-                                               ("int8", 1), ("bf16", 2)])
+                                               ("fp8", 1), ("bf16", 2)])
 def test_weight_bytes_count_the_scales(given: str, per_weight: sympy.Rational) -> None:
     assert _decode(given).weight_bytes == L * MATRICES * per_weight + REST_BF16
+
+
+@pytest.mark.parametrize("given", ["int8", "i8", "int8-pc"])
+def test_int8_weights_carry_a_scale_per_output_channel(given: str) -> None:
+    # a bf16 scale (2 bytes) for each output of each matrix: Wq N*H outputs, Wk and Wv K*H each,
+    # Wo D, the MLP's gate and up F each, its down D
+    outputs = N * H + 2 * K * H + D + 2 * F + D
+    assert outputs == 43008
+    assert _decode(given).weight_bytes == L * (MATRICES + 2 * outputs) + REST_BF16 == 9083953152
+    assert dtypes.lookup("int8_pc14336").bytes == 1 + R(2, 14336)  # the down projection's: F inputs
 
 
 def test_int4_weights_by_hand() -> None:
@@ -115,6 +125,8 @@ def test_blocks_must_divide() -> None:
     # GPT-2's heads are 64 wide: groups of 128 along a head would split a scale's block
     with pytest.raises(SpecError, match=r"--kv int4_g128: its blocks of 128 do not divide H = 64"):
         symroof.model("gpt2", "decode", None, {"B": 1, "S": 1}, kv="int4")
+    with pytest.raises(SpecError, match=r"--weights int8_pc4096: name int8 \(or int8-pc\)"):
+        symroof.model("llama-3-8b", "decode", None, {"B": 1, "S": 1}, weights="int8_pc4096")
     with pytest.raises(SpecError, match=r"--kv fp8_b128 tiles weight matrices \(128x128\)"):
         symroof.model("llama-3-8b", "decode", None, {"B": 1, "S": 1}, kv="fp8_b128")
 
