@@ -68,6 +68,53 @@ _TABLE: list[tuple[str, object, str, bool, tuple[str, ...]]] = [
     ("bool", 1, "int8", False, ("pred",)),  # masks and comparisons' results: a byte each, as XLA stores them
 ]
 
+
+
+@dataclass(frozen=True, slots=True)
+class Scheme:
+    """A quantized storage format: elements of one dtype with a scale per block of them
+    (and a zero point where the format has one). Its `DType` counts the scales into its
+    bytes per element, spread evenly over the block (exact where the block divides the
+    tensor: models.quant checks).
+
+    Attributes:
+        name: the dtype's name ("int4_g128").
+        element: the elements' dtype ("int4").
+        block: elements one scale covers, (along the input dim, along the output dim):
+            (128, 1) is a group of 128 inputs of one output channel; (128, 128) a tile.
+        scale: bytes of one block's scale and zero point together.
+        says: the layout in words, with who ships it (printed where it changes a number).
+        uncounted: what the per-element count leaves out, or "".
+    """
+
+    name: str
+    element: str
+    block: tuple[int, int]
+    scale: sympy.Rational
+    says: str
+    uncounted: str = ""
+
+    @property
+    def bytes(self) -> sympy.Rational:
+        return _ALIASES[self.element].bytes + self.scale / (self.block[0] * self.block[1])
+
+
+# One entry a scheme: name, element, block, bytes of a block's scale (+ zero point), aliases, layout.
+_SCHEME_TABLE: list[tuple[str, str, tuple[int, int], object, tuple[str, ...], str, str]] = [
+    ("int4_g128", "int4", (128, 1), sympy.Rational(5, 2), ("int4-g128",),
+     "int4, a group of 128 inputs per fp16 scale and 4-bit zero point (AutoAWQ's and GPTQ's checkpoints: "
+     "qweight, qzeros packed 8 to an int32, scales fp16 [in/128, out])", ""),
+    ("fp8_b128", "fp8_e4m3", (128, 128), 4, ("fp8-b128", "fp8-block"),
+     "fp8 e4m3, one fp32 scale per 128x128 tile (DeepSeek-V3's weight_block_size [128, 128], weight_scale_inv)",
+     ""),
+    ("mxfp4", "fp4", (32, 1), 1, ("mx-fp4",),
+     "fp4 e2m1, a block of 32 per 8-bit e8m0 scale (OCP Microscaling Formats (MX) v1.0, MXFP4)", ""),
+    ("nvfp4", "fp4", (16, 1), 1, ("nv-fp4",),
+     "fp4 e2m1, a block of 16 per fp8 e4m3 scale, and one fp32 scale per tensor (NVIDIA NVFP4, TensorRT Model "
+     "Optimizer)", "one fp32 scale per tensor, 4 bytes a matrix"),
+]
+SCHEMES: dict[str, Scheme] = {}
+
 DTYPES: dict[str, DType] = {}
 _ALIASES: dict[str, DType] = {}
 for _name, _bytes, _rate, _is_float, _aliases in _TABLE:
@@ -75,22 +122,52 @@ for _name, _bytes, _rate, _is_float, _aliases in _TABLE:
     DTYPES[_name] = _dtype
     for _alias in (_name, *_aliases):
         _ALIASES[_alias] = _dtype
+for _name, _element, _block, _scale, _aliases, _says, _uncounted in _SCHEME_TABLE:
+    _scheme = Scheme(_name, _element, _block, sympy.Rational(_scale), _says, _uncounted)
+    SCHEMES[_name] = _scheme
+    # a scheme runs at its elements' rate; the scales only add bytes
+    _dtype = DType(_name, _scheme.bytes, _ALIASES[_element].rate, _ALIASES[_element].is_float)
+    DTYPES[_name] = _dtype
+    for _alias in (_name, *_aliases):
+        _ALIASES[_alias] = _dtype
 
 # Which of two equally wide dtypes a mixed contraction computes in, so that the answer
 # does not depend on the order of the operands: the first in this list wins.
 _PREFERENCE = ["fp64", "int64", "uint64", "fp32", "tf32", "int32", "uint32", "bf16", "fp16", "int16", "uint16", "fp8",
-               "fp8_e4m3", "fp8_e5m2", "int8", "uint8", "bool", "fp4", "int4"]
+               "fp8_e4m3", "fp8_e5m2", "int8", "uint8", "bool", "fp4", "int4",
+               "fp8_b128", "nvfp4", "mxfp4", "int4_g128"]  # the schemes, each wider than its elements
 
 _DTYPE_LIKE = re.compile(r"^(?:bf|fp|f|int|i|uint|u|float|bfloat|tf)\d|^(?:BF|FP|INT|UINT|TF)\d")
+
+
+# int8 with one scale per output channel: the share of a scale a weight carries is 1/(the
+# matrix's input width), so the width is in the name (int8_pc4096: 1 + 2/4096 bytes a weight).
+# The scale is bf16/fp16, the activations' dtype, as TensorRT-LLM's int8 weight-only keeps it.
+_PER_CHANNEL = re.compile(r"int8_pc([1-9][0-9]{0,8})")
+PER_CHANNEL_SCALE = sympy.Integer(2)
 
 
 def lookup(name: str) -> DType | None:
     """The dtype a name or alias stands for, or None. Names with digits match in any case
     (BF16, Float32); the word aliases (half, float, double, single) only in lower case,
-    so a tensor named `Half` or `Float` stays a tensor's name."""
+    so a tensor named `Half` or `Float` stays a tensor's name.
+
+    Examples:
+        >>> lookup("int8_pc4096").bytes
+        2049/2048
+    """
     if name in _ALIASES:
         return _ALIASES[name]
-    return _ALIASES.get(name.lower()) if any(ch.isdigit() for ch in name) else None
+    if not any(ch.isdigit() for ch in name):
+        return None
+    channel = _PER_CHANNEL.fullmatch(name.lower())
+    if channel:
+        return DType(f"int8_pc{channel[1]}", 1 + PER_CHANNEL_SCALE / int(channel[1]), "int8", False)
+    return _ALIASES.get(name.lower())
+
+
+def _rank(d: DType) -> int:
+    return _PREFERENCE.index("int8" if _PER_CHANNEL.fullmatch(d.name) else d.name)
 
 
 def suggest(name: str) -> str | None:
@@ -149,4 +226,4 @@ def compute_dtype(dtypes: Iterable[DType]) -> DType:
         >>> compute_dtype([lookup("int8"), lookup("int8")]).name
         'int8'
     """
-    return max(dtypes, key=lambda d: (d.bytes, d.is_float, -_PREFERENCE.index(d.name)))
+    return max(dtypes, key=lambda d: (d.bytes, d.is_float, -_rank(d)))

@@ -66,8 +66,10 @@ def add_parser(commands: Commands) -> None:
     remat_option(cmd)
     budget_options(cmd)
     cmd.add_argument("--weights", default="bf16", metavar="DTYPE",
-                     help="the weight matrices' dtype: int8 or fp8 for weight-only quantization (bf16)")
-    cmd.add_argument("--kv", default="bf16", metavar="DTYPE", help="the KV cache's dtype (bf16)")
+                     help="the layers' weight matrices' dtype or quantized format, scales counted: int8, fp8, "
+                          "int4 (int4-g128), fp4 (mxfp4), nvfp4, fp8-b128 (bf16)")
+    cmd.add_argument("--kv", default="bf16", metavar="DTYPE",
+                     help="the KV cache's dtype or quantized format: int8, fp8, int4, mxfp4, nvfp4 (bf16)")
     cmd.add_argument("--batches", metavar="B1,B2,...",
                      help="a table of throughput against latency over these batches (1,2,4,...,256)")
     cmd.add_argument("-o", "--output", metavar="FILE", help="with --batches: plot it (png, svg, pdf)")

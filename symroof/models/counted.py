@@ -49,6 +49,7 @@ from .decls import (
     usable_hbm,
     usable_text,
 )
+from .quant import DEFAULTS
 
 # the sizes a parameter-count model may carry (models.json's names), and the flags that give them
 SIZE_FLAGS = {"L": "--layers", "D": "--dim", "F": "--ffn", "N": "--heads", "V": "--vocab", "context": "--context"}
@@ -78,7 +79,7 @@ class Counted:
             raise SpecError(f"--remat chooses the activations kept: they need {NEEDS_CONFIG}")
         if isinstance(params, bool) or not isinstance(params, int) or not 0 < params <= 10**18:
             raise SpecError(f"--params is a whole number of parameters up to 1e18, not {params!r}")
-        dtype = lookup(weights)
+        dtype = lookup(DEFAULTS.get(weights, weights))  # int4 is int4_g128, scales counted (models/quant.py)
         if dtype is None:
             raise SpecError(f"--weights takes a dtype (bf16, fp32, int8, fp8), not {weights!r}")
         self.N = sympy.Integer(params)

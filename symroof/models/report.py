@@ -21,7 +21,7 @@ from ..render.json_report import json_value
 from ..render.tex import TexPrinter, tex_name, tex_words
 from ..roofline.solve import Region
 from ..show import beside, human, number, pretty, seconds, wrapped
-from . import accumulation, kinds, latency_bound, pipeline, strategy_costs
+from . import accumulation, kinds, latency_bound, pipeline, quant, strategy_costs
 from . import context as contexts
 from .catalogue import get_model, models
 from .counted import NEEDS_CONFIG, is_counted
@@ -150,6 +150,9 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
         found = strategy_of(strategy, mesh, mode, config, chips, target)
         built = program(config, mode, weights, kv, found)
         about = {"model": config["id"], "name": config["name"], "context_limit": config["sizes"]["context"]}
+        said = [quant.storage(what, given, config["sizes"])[1] for what, given in (("weights", weights), ("kv", kv))]
+        if any(said):
+            about["storage"] = [s for s in said if s]
         if found:
             about["strategy"] = {kind: "".join(a for a, *_ in axes) for kind, axes in found.items()}
         if kinds.stages().name in found:
@@ -395,7 +398,8 @@ def table(model: Model, formulas: Model | None, title: str, total_tokens: int | 
     for name, text in rows(model, formulas, total_tokens, price):
         lines.append(f"{name:<22} {text}")
     lines.append("")
-    lines += wrapped("conventions: " + "; ".join(conventions(model.options, model.structured)))
+    lines += wrapped("conventions: " + "; ".join(conventions(model.options, model.structured)
+                                                + model.about.get("storage", [])))
     return "\n".join(lines)
 
 

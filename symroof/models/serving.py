@@ -212,6 +212,7 @@ class Request:
     touched_experts: bool = False  # a mixture's decode reads only the experts its batch touches (stated)
     latency: tuple[LatencyBound, ...] | None = None  # under a strategy: the decode step's collectives
     chunked: chunking.Chunked | None = None  # with a chunk size: chunked prefill (chunked.py)
+    storage: tuple[str, ...] = ()  # the weights' and KV cache's formats and scales (models/quant.py), where not bf16
 
     @property
     def past_context(self) -> bool:
@@ -322,7 +323,8 @@ class Request:
         extra = "speculative decoding: " + (Speculative.__doc__ or "").split("\n\n")[1].replace("\n    ", " ").strip()
         return (CONVENTIONS + ((TOUCHED_EXPERTS,) if self.touched_experts else ())
                 + ((extra,) if self.speculative is not None else ())
-                + (chunking.CONVENTIONS if self.chunked is not None else ()))
+                + (chunking.CONVENTIONS if self.chunked is not None else ())
+                + self.storage)
 
     def _decode_text(self) -> str:
         formula = self.decode_formula()
@@ -450,7 +452,8 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
                    max_batch_bound=bound, speculative=spec,
                    context=(named(name, models_file) or {}).get("sizes", {}).get("context"),
                    touched_experts=touches_experts(step.structured),
-                   latency=None if strategy is None else bounds(last, batch), chunked=mixed)
+                   latency=None if strategy is None else bounds(last, batch), chunked=mixed,
+                   storage=tuple(step.about.get("storage", ())))
 
 
 def _rational(value: float | Fraction | str, flag: str, zero: bool = False) -> sympy.Rational:

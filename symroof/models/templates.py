@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 
-from .. import dtypes
 from ..errors import SpecError
 from ..ir import dim_symbol
 from ..lang.source import (
@@ -43,7 +42,7 @@ from ..lang.source import (
     Tensor,
 )
 from ..lang.structure import Structured
-from . import kinds
+from . import kinds, quant
 from .backward import backward
 from .catalogue import FIELDS, MLPS, NORMS, POSITIONS
 from .strategies import Strategy, gathered, sequence_split, shard, subscripted
@@ -77,8 +76,9 @@ def _params(word: str, *entries: tuple[str, Tensor], comment: str | None = None)
 def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "bf16",
             strategy: Strategy | None = None) -> Program:
     """The program of a model configuration (a `models.json` entry) for one mode, its
-    parameters stored in `weights` (int8, fp8: weight-only quantization, computing in
-    bf16) and its KV cache in `kv`, sharded by `strategy` (strategies.parse_strategy)."""
+    layers' weight matrices stored in `weights` (a dtype or a scheme with its scales, such as
+    int4_g128 or mxfp4: weight-only quantization computing in bf16; models/quant.py) and its
+    KV cache in `kv`, sharded by `strategy` (strategies.parse_strategy)."""
     return sharded(whole(config, mode, weights, kv), mode, strategy or {})
 
 
@@ -108,13 +108,7 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
             raise SpecError(f"model {config['id']}: {field} is true or false, not {config[field]!r}")
     moe = config.get("moe")
     decode = mode == "decode"
-    stored = {}
-    for what, dtype in (("weights", weights), ("kv", kv)):
-        found = dtypes.lookup(dtype)
-        if found is None:
-            hint = dtypes.suggest(dtype)
-            raise SpecError(f"unknown {what} dtype '{dtype}'" + (f"; did you mean '{hint}'?" if hint else ""))
-        stored[what] = found.name
+    stored = {what: quant.storage(what, dtype, sizes)[0] for what, dtype in (("weights", weights), ("kv", kv))}
     seq = ("B",) if decode else ("B", "T")  # decode runs one token per sequence
     x = t("bf16", *seq, "D")
     norm, bias = choices["norm"], config.get("bias", False)
@@ -150,7 +144,8 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
         items += [_params("embedding", ("Wout", t("bf16", "D", "V"))), _matmul(x, ("D",), t("bf16", "D", "V"), logits)]
     p = Program(tuple(items))
     # the weight matrices (declared, and read as matmul operands) in their own dtype
-    return p if stored["weights"] == "bf16" else p.mapped(lambda tensor: _stored_in(tensor, stored["weights"]))
+    return p if stored["weights"] == "bf16" else p.mapped(
+        lambda tensor: _stored_in(tensor, stored["weights"], sizes))
 
 
 def sharded(p: Program, mode: str, strategy: Strategy) -> Program:
@@ -289,15 +284,15 @@ def _experts(x: Tensor, seq: tuple[str, ...], mlp: str, run: tuple[str, str]) ->
             _matmul(picked, ("A",), t("bf16", *seq, "A"), x), _add(x, x, x, "residual")]
 
 
-# the weight matrices and embedding tables (norm scales, biases and the router stay in bf16)
+# the layers' weight matrices (the embedding tables, the LM head, norm scales, biases and the
+# router stay in bf16, as quantized checkpoints keep them: models/quant.py)
 _PARAM_SHAPES = frozenset({("D", "K", "G", "H"), ("D", "K", "H"), ("K", "G", "H", "D"), ("D", "F"), ("F", "D"),
-                           ("E", "D", "F"), ("E", "F", "D"), ("Et", "D", "F"), ("Et", "F", "D"),
-                           ("V", "D"), ("D", "V"), ("Tmax", "D")})
+                           ("E", "D", "F"), ("E", "F", "D"), ("Et", "D", "F"), ("Et", "F", "D")})
 
 
-def _stored_in(tensor: Tensor, dtype: str) -> Tensor:
+def _stored_in(tensor: Tensor, dtype: str, sizes: dict) -> Tensor:
     """A weight matrix's tensor in `dtype`: every bf16 tensor of such a shape (activations
     never have one: they carry B)."""
     if tensor.dtype == "bf16" and tensor.names in _PARAM_SHAPES:
-        return Tensor(dtype, tensor.dims, tensor.name, tensor.unreduced)
+        return Tensor(quant.matrix_dtype(dtype, tensor.names, sizes), tensor.dims, tensor.name, tensor.unreduced)
     return tensor
