@@ -33,6 +33,7 @@ from ..lang.source import (
     Repeat,
     Tensor,
 )
+from . import mla
 from .backward import backward
 from .catalogue import FIELDS, MLPS, NORMS, POSITIONS
 from .strategies import Strategy, gathered, sequence_split, shard, subscripted
@@ -68,6 +69,7 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
     """The program of a model configuration (a `models.json` entry) for one mode, its
     parameters stored in `weights` (int8, fp8: weight-only quantization, computing in
     bf16) and its KV cache in `kv`, sharded by `strategy` (strategies.parse_strategy)."""
+    mla.check_strategy(config, strategy or {})
     return sharded(whole(config, mode, weights, kv), mode, strategy or {})
 
 
@@ -116,6 +118,8 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
     if moe:
         items.append(Let((("E", str(moe["experts"])), ("A", str(moe["active"])), ("C", "tokens*A/E"),
                           ("slots", "E*C"))))
+    if mla.uses(config):
+        items += mla.lets(config)
     if learned:
         items.append(Let((("Tmax", str(sizes["context"])),)))
     indices = t("int32", *seq)
@@ -127,9 +131,13 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
     # qkv_bias: biases on the query, key and value projections only (Qwen2's), none on the
     # output projection or the MLP
     qkv_bias = bias or config.get("qkv_bias", False)
-    layer = (Part("attention", _attention(x, seq, norm, bias, qkv_bias, decode, stored["kv"], _CACHE[mode])),
-             Part("mlp", _mlp(x, seq, norm, bias, choices["mlp"], moe)))
-    items += [Blank(), Repeat("L", layer), Blank(), *_norm(x, norm, bias, "Wnf", "bnf")]
+    if mla.uses(config):
+        blocks = mla.layers(config, x, seq, mode, stored["kv"], _CACHE[mode])
+    else:
+        blocks = [Repeat("L", (Part("attention", _attention(x, seq, norm, bias, qkv_bias, decode, stored["kv"],
+                                                             _CACHE[mode])),
+                               Part("mlp", _mlp(x, seq, norm, bias, choices["mlp"], moe))))]
+    items += [Blank(), *blocks, Blank(), *_norm(x, norm, bias, "Wnf", "bnf")]
     logits = t("bf16", *seq, "V")
     if config.get("tied_embeddings", False):
         items.append(_matmul(x, ("D",), t("bf16", "V", "D"), logits, "tied: the embedding table again"))
@@ -137,7 +145,8 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
         items += [_params("embedding", ("Wout", t("bf16", "D", "V"))), _matmul(x, ("D",), t("bf16", "D", "V"), logits)]
     p = Program(tuple(items))
     # the weight matrices (declared, and read as matmul operands) in their own dtype
-    return p if stored["weights"] == "bf16" else p.mapped(lambda tensor: _stored_in(tensor, stored["weights"]))
+    shapes = _PARAM_SHAPES | mla.PARAM_SHAPES if mla.uses(config) else _PARAM_SHAPES
+    return p if stored["weights"] == "bf16" else p.mapped(lambda tensor: _stored_in(tensor, stored["weights"], shapes))
 
 
 def sharded(p: Program, mode: str, strategy: Strategy) -> Program:
@@ -216,10 +225,10 @@ def _mlp(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, mlp: str, moe: 
     return tuple(items + [_add(x, x, x, "residual")])
 
 
-def _experts(x: Tensor, seq: tuple[str, ...], mlp: str) -> list[Item]:
+def _experts(x: Tensor, seq: tuple[str, ...], mlp: str, width: str = "F") -> list[Item]:
     act = "silu" if mlp == "swiglu" else "gelu"
-    h, routed = t("bf16", "E", "C", "F"), t("bf16", "E", "C", "D")
-    up, down = t("bf16", "E", "D", "F"), t("bf16", "E", "F", "D")
+    h, routed = t("bf16", "E", "C", width), t("bf16", "E", "C", "D")
+    up, down = t("bf16", "E", "D", width), t("bf16", "E", width, "D")
     router, gates = t("fp32", *seq, "E"), t("bf16", *seq, "E")
     picked = t("bf16", *seq, "A", "D")
     return [_params("param", ("Wr", t("bf16", "D", "E")), ("Wg", up), ("Wu", up), ("Wd", down)),
@@ -228,7 +237,7 @@ def _experts(x: Tensor, seq: tuple[str, ...], mlp: str) -> list[Item]:
             Apply("gather", (), "prefix", (t("bf16", "tokens", "D"), t("int32", "E", "C")), routed,
                   "dispatch: each expert its C tokens"),
             _matmul(routed, ("D",), up, h), _matmul(routed, ("D",), up, h),
-            Apply(act, (), "call", (h,), h), Contraction((h, h), (Op("*"),), h), _matmul(h, ("F",), down, routed),
+            Apply(act, (), "call", (h,), h), Contraction((h, h), (Op("*"),), h), _matmul(h, (width,), down, routed),
             Apply("gather", (), "prefix", (t("bf16", "slots", "D"), t("int32", *seq, "A")), picked,
                   "combine: each token its A experts"),
             _matmul(picked, ("A",), t("bf16", *seq, "A"), x), _add(x, x, x, "residual")]
@@ -239,9 +248,9 @@ _PARAM_SHAPES = frozenset({("D", "K", "G", "H"), ("D", "K", "H"), ("K", "G", "H"
                            ("E", "D", "F"), ("E", "F", "D"), ("V", "D"), ("D", "V"), ("Tmax", "D")})
 
 
-def _stored_in(tensor: Tensor, dtype: str) -> Tensor:
+def _stored_in(tensor: Tensor, dtype: str, shapes: frozenset = _PARAM_SHAPES) -> Tensor:
     """A weight matrix's tensor in `dtype`: every bf16 tensor of such a shape (activations
     never have one: they carry B)."""
-    if tensor.dtype == "bf16" and tensor.names in _PARAM_SHAPES:
+    if tensor.dtype == "bf16" and tensor.names in shapes:
         return Tensor(dtype, tensor.dims, tensor.name, tensor.unreduced)
     return tensor
