@@ -63,6 +63,14 @@ def check_strategy(config: dict, strategy: dict) -> None:
                         "is not written yet; run it on one chip (no --strategy)")
 
 
+def check_plan(config: dict) -> None:
+    """A plan shards the model: refused for MLA (see `check_strategy`)."""
+    if uses(config):
+        raise SpecError(f"model {config['id']}: a plan shards the model, and sharding multi-head latent attention "
+                        f"(MLA) and its shared experts is not written yet; cost it on one chip (symroof model "
+                        f"{config['id']})")
+
+
 def lets(config: dict) -> list[Item]:
     """The sizes of MLA and of the experts, as `let` lines."""
     mla, moe = config["mla"], config.get("moe") or {}
@@ -283,3 +291,18 @@ def from_hf(data: dict, kind: str, whole: Callable[[str], int], fail: Callable[[
     if topk == "noaux_tc":
         moe[ROUTER_BIAS] = True
     return {"mla": mla, "moe": moe}
+
+
+# the conventions a model with MLA states beside the template's (report.py)
+CONVENTIONS = ("MLA: the KV cache holds each token's latent and rope key ((kv_lora_rank + qk_rope_head_dim) a "
+               "layer, shared by every head); decode counts the absorbed form (W_UK folded into the query, W_UV "
+               "after the attention over the latent), as DeepSeek's and FlashMLA's kernels run it; training and "
+               "prefill the expanded form (each head's keys and values up-projected from the latent)",
+               "no multi-token-prediction module is counted (DeepSeek-V3's published 671B leaves its out too)")
+
+
+def stated(model: Model) -> list[str]:
+    """The conventions of a model whose program has MLA's latent cache, else none."""
+    latent = dim_symbol("Ckv")
+    found = any(d.word == "cache" and latent in d.dims for d in model.structured.declared)
+    return list(CONVENTIONS) if found else []

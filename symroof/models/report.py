@@ -21,7 +21,7 @@ from ..render.json_report import json_value
 from ..render.tex import TexPrinter, tex_name, tex_words
 from ..roofline.solve import Region
 from ..show import beside, human, number, pretty, seconds, wrapped
-from . import accumulation, kinds, pipeline, strategy_costs
+from . import accumulation, kinds, mla, pipeline, strategy_costs
 from .catalogue import get_model, models
 from .counted import NEEDS_CONFIG, is_counted
 from .decls import MODEL_QUANTITY, Options, budget_json, budget_rows, state_bytes, state_json, state_text, usable_text
@@ -385,7 +385,7 @@ def table(model: Model, formulas: Model | None, title: str, total_tokens: int | 
     for name, text in rows(model, formulas, total_tokens, price):
         lines.append(f"{name:<22} {text}")
     lines.append("")
-    lines += wrapped("conventions: " + "; ".join(conventions(model.options)))
+    lines += wrapped("conventions: " + "; ".join(conventions(model.options) + mla.stated(model)))
     return "\n".join(lines)
 
 
@@ -441,5 +441,5 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
     out.update(strategy_costs.as_json(model, json_value))
     if model.options.mode == "train":
         out["training_state"] = state_json(model.options)
-    out["conventions"] = conventions(model.options)
+    out["conventions"] = conventions(model.options) + mla.stated(model)
     return out

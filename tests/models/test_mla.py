@@ -251,6 +251,15 @@ def test_the_cli_decodes_serves_and_refuses_a_strategy():
     assert code == 0 and "tpot" in out
     code, _, err = _run("model", "deepseek-v3", "--decode", "--chip", "h100", "--strategy", "ep=8")
     assert code == 2 and "sharding multi-head latent attention (MLA) and its shared experts is not written yet" in err
+    code, _, err = _run("plan", "deepseek-v3", "--decode", "--chip", "h100", "--chips", "64", "--batch", "64")
+    assert code == 2 and "a plan shards the model, and sharding multi-head latent attention (MLA)" in err
+
+
+def test_the_absorbed_form_is_stated_where_mla_is():
+    code, out, _ = _run("model", "deepseek-v2-lite", "--decode", "--chip", "h100", "--json")
+    assert code == 0 and any("absorbed form" in c for c in json.loads(out)["conventions"])
+    code, out, _ = _run("model", "llama-3-8b", "--decode", "--chip", "h100", "--json")
+    assert code == 0 and not any("absorbed" in c for c in json.loads(out)["conventions"])
 
 
 def test_the_config_files_are_the_published_ones():
