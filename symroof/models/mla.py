@@ -46,6 +46,7 @@ MAX_RANK = 10**9
 PARAM_SHAPES = frozenset({("D", "Cq"), ("Cq", "N", "Hq"), ("D", "N", "Hq"), ("D", "Ckv"), ("D", "Hr"),
                           ("Ckv", "N", "Hn"), ("Ckv", "N", "Hv"), ("N", "Hv", "D"), ("D", "Fs"), ("Fs", "D"),
                           ("E", "D", "Fe"), ("E", "Fe", "D")})
+GATED = ("swiglu", "geglu")  # the MLPs DeepSeek's layers are written with (the experts gated)
 # the routed experts' matrices: a token reads A of their E
 EXPERT_MATRICES = ("Wg", "Wu", "Wd")
 
@@ -232,6 +233,8 @@ def check_entry(model: dict, fail: Callable[[str], NoReturn]) -> None:
             fail(f"moe.{extra[0]}: shared experts, dense-first layers and a router bias are written with MLA "
                  "only (give an 'mla' object)")
         return
+    if model.get("mlp") not in GATED:
+        fail(f"mlp: MLA's experts are gated ({', '.join(GATED)}), not {str(model.get('mlp'))[:40]!r}")
     if not isinstance(mla, dict) or set(mla) != set(MLA_KEYS):
         fail(f"'mla' must be an object with exactly {', '.join(MLA_KEYS)}, not {str(mla)[:80]}")
     for key in MLA_KEYS:
