@@ -18,7 +18,10 @@ Conventions, stated where they change a number:
   latent and the rope key, W_UV applied after it; its FLOPs are counted in that form;
 * training and prefill run the expanded form: each head's keys and values
   up-projected from the latent, then attention over them;
-* the router's score-correction bias (V3's e_score_correction_bias) is an fp32 vector of E.
+* the router's score-correction bias (V3's e_score_correction_bias) is an fp32 vector of E;
+  the router's scores are written as the template's softmax over E (V3 scores with a
+  sigmoid: the same E elements a token, a few FLOPs each, either way); group-limited
+  routing (n_group, topk_group) changes which experts, not how many, and is not written.
 """
 
 from __future__ import annotations

@@ -266,3 +266,21 @@ def test_the_absorbed_form_is_stated_where_mla_is():
 def test_the_config_files_are_the_published_ones():
     # the three entries carry their sources, and the MTP module is stated as left out
     assert "multi-token-prediction" in get_model("deepseek-v3")["sources"]["params_published"]
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "deepseek-v2-lite"])
+@pytest.mark.parametrize("mode", ["train", "prefill", "decode"])
+def test_the_printed_program_reads_back_as_the_objects(name, mode):
+    # `symroof model NAME --print > my.sr` and back: the same program, the same numbers
+    from symroof.hardware.machines import machine
+    from symroof.lang.structure import read_source, read_structured
+    from symroof.models.decls import Options
+    from symroof.models.templates import program
+    from symroof.models.whole import Model
+
+    p = program(get_model(name), mode, "int8", "fp8")
+    direct, read = read_source(p), read_structured(str(p))
+    assert direct.program == read.program
+    sizes = {"B": 8, ("S" if mode == "decode" else "T"): 2048}
+    a, b = (Model(s, machine("h100"), sizes, Options(mode=mode)) for s in (direct, read))
+    assert a.params == b.params and a.quantities() == b.quantities()
