@@ -10,6 +10,9 @@ rank (kv_lora_rank), Hn, Hr and Hv the no-rope and rope parts of a query/key hea
 value head, Ld the dense-first layers (of width F), Fe one expert's width, Es the shared
 experts (written as one gated MLP of width Es*Fe: the same weights and FLOPs).
 
+Sharding: dp and ep (`SHARDED_BY`) split the batch as for any attention, ep the routed
+experts too; tp, fsdp, sp and pp are refused (MLA's heads are N, not the K that tp splits).
+
 Conventions, stated where they change a number:
 * the cache holds, per token and layer, the compressed latent and the rope key:
   (Ckv + Hr) elements, shared by every head;
@@ -59,20 +62,27 @@ def uses(config: dict) -> bool:
     return config.get("mla") is not None
 
 
+# the kinds that shard MLA as they shard any attention: each splits the batch (and ep the
+# routed experts, the shared ones copied on every chip); MLA's heads are N, not K, and a
+# kind that splits heads, widths, the sequence or the layers is refused, never costed as
+# another attention's
+SHARDED_BY = ("dp", "ep")
+
+
 def check_strategy(config: dict, strategy: dict) -> None:
-    """Sharding MLA and its shared experts is not written yet: refused, never costed as
-    another attention's."""
-    if uses(config) and strategy:
-        raise SpecError(f"model {config['id']}: sharding multi-head latent attention (MLA) and its shared experts "
-                        "is not written yet; run it on one chip (no --strategy)")
+    """A strategy of kinds other than `SHARDED_BY` on an MLA model: refused in one line."""
+    other = [kind for kind in strategy if kind not in SHARDED_BY]
+    if uses(config) and other:
+        raise SpecError(f"model {config['id']}: {other[0]} on multi-head latent attention (MLA) is not written yet; "
+                        f"MLA models shard by {' and '.join(SHARDED_BY)} only")
 
 
 def check_plan(config: dict) -> None:
-    """A plan shards the model: refused for MLA (see `check_strategy`)."""
+    """A plan of an MLA model: refused (see `check_strategy`)."""
     if uses(config):
-        raise SpecError(f"model {config['id']}: a plan shards the model, and sharding multi-head latent attention "
-                        f"(MLA) and its shared experts is not written yet; cost it on one chip (symroof model "
-                        f"{config['id']})")
+        raise SpecError(f"model {config['id']}: a plan searches every kind of sharding, and only "
+                        f"{' and '.join(SHARDED_BY)} are written for multi-head latent attention (MLA); cost those "
+                        f"with symroof model {config['id']} --strategy")
 
 
 def lets(config: dict) -> list[Item]:

@@ -250,10 +250,42 @@ def test_the_cli_decodes_serves_and_refuses_a_strategy():
     assert code == 0 and json.loads(out)["kv_bytes_per_token"] == 70272
     code, out, _ = _run("model", "deepseek-v3", "--serve", "--chip", "h100", "--prompt", "1000", "--generate", "100")
     assert code == 0 and "tpot" in out
-    code, _, err = _run("model", "deepseek-v3", "--decode", "--chip", "h100", "--strategy", "ep=8")
-    assert code == 2 and "sharding multi-head latent attention (MLA) and its shared experts is not written yet" in err
+    for mode, text in (("--decode", "tp=8"), ("--decode", "dp=2,tp=4"), ("--train", "fsdp=2"),
+                       ("--prefill", "sp=2"), ("--train", "dp=2,pp=2")):
+        code, _, err = _run("model", "deepseek-v3", mode, "--chip", "h100", "--strategy", text)
+        kind = text.split(",")[-1].split("=")[0]
+        assert code == 2 and f"{kind} on multi-head latent attention (MLA) is not written yet; MLA models shard by " \
+            "dp and ep only" in err
     code, _, err = _run("plan", "deepseek-v3", "--decode", "--chip", "h100", "--chips", "64", "--batch", "64")
-    assert code == 2 and "a plan shards the model, and sharding multi-head latent attention (MLA)" in err
+    assert code == 2 and "a plan searches every kind of sharding, and only dp and ep are written" in err
+
+
+def test_dp_and_ep_shard_mla_as_any_batch():
+    """dp: each chip half the batch (FLOPs and cache halved), every weight whole; ep=8: an
+    eighth of the batch and of the routed experts' weights a chip, the shared experts, the
+    attention and the dense layer whole on each, the tokens sent to their experts and back."""
+    from symroof.hardware.machines import machine
+    from symroof.lang.structure import read_source
+    from symroof.models.decls import Options
+    from symroof.models.strategies import parse_strategy
+    from symroof.models.templates import program
+    from symroof.models.whole import Model
+
+    config = get_model("deepseek-v2-lite")
+
+    def at(text: str, B: int) -> Model:
+        p = program(config, "decode", strategy=parse_strategy(text, None, 256) if text else {})
+        return Model(read_source(p), machine("h100"), {"B": B, "S": 1024}, Options(mode="decode"))
+
+    whole, dp = at("", 16), at("dp=2", 16)
+    # a chip's FLOPs (Model.flops is the whole step's, over the chips, each counted once)
+    assert dp.analysis.flops * 2 == whole.flops == dp.flops and dp.kv_bytes * 2 == whole.kv_bytes
+    assert dp.weight_bytes == whole.weight_bytes == 2 * by_hand(V2_LITE)[0]
+    whole, ep = at("", 256), at("ep=8", 256)  # C = 256 x 6 / 64 = 24 tokens an expert, 3 a chip
+    routed = 26 * 64 * 3 * 2048 * 1408  # the MoE layers' routed experts
+    assert ep.weight_bytes == 2 * (by_hand(V2_LITE)[0] - routed + routed // 8)
+    assert ep.analysis.flops * 8 == whole.flops == ep.flops and ep.kv_bytes * 8 == whole.kv_bytes
+    assert "AllToAll" in str(program(config, "decode", strategy=parse_strategy("ep=8", None, 256)))
 
 
 def test_the_absorbed_form_is_stated_where_mla_is():
