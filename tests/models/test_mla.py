@@ -180,6 +180,21 @@ def test_a_small_hand_written_config_of_each_type(tmp_path):
     assert symroof.model(str(path)).params == 2 * (mla_layer + 128) + 18432 + moe + 2 * 100 * 64 + 64
 
 
+def test_mla_without_experts_or_with_every_layer_dense(tmp_path):
+    small = {"model_type": "deepseek_v2", "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 96,
+             "num_attention_heads": 4, "q_lora_rank": None, "kv_lora_rank": 32, "qk_nope_head_dim": 8,
+             "qk_rope_head_dim": 4, "v_head_dim": 8, "vocab_size": 100, "max_position_embeddings": 256,
+             "hidden_act": "silu"}
+    # the small config's MLA layer (9504) and norms (128) as above; a dense MLP (18432) a layer
+    by_hand = 2 * (9504 + 128 + 18432) + 2 * 100 * 64 + 64
+    for fields in (small, {**small, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+                           "first_k_dense_replace": 2}):
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(fields), encoding="utf-8")
+        m = symroof.model(str(path), "decode", sizes={"B": 1, "S": 10})
+        assert m.params == by_hand and m.kv_bytes_per_token == 2 * (32 + 4) * 2
+
+
 @pytest.mark.parametrize("change, message", [
     ({"moe_layer_freq": 2}, "moe_layer_freq: 2: experts in every 2th layer only"),
     ({"kv_lora_rank": None}, "missing field 'kv_lora_rank'"),
