@@ -314,11 +314,24 @@ CONVENTIONS = ("MLA: the KV cache holds each token's latent and rope key ((kv_lo
                "layer, shared by every head); decode counts the absorbed form (W_UK folded into the query, W_UV "
                "after the attention over the latent), as DeepSeek's and FlashMLA's kernels run it; training and "
                "prefill the expanded form (each head's keys and values up-projected from the latent)",
-               "no multi-token-prediction module is counted (DeepSeek-V3's published 671B leaves its out too)")
+               "no multi-token-prediction module is counted (DeepSeek-V3's published 671B leaves its out too)",
+               "params_activated: the parameters one token reads (A of the E routed experts a layer, one row of "
+               "the embedding table); where the first layers are dense, params_per_block and per_block are a "
+               "dense-first layer's")
+
+
+def _has_mla(model: Model) -> bool:
+    """Whether the model's program has MLA's latent cache."""
+    latent = dim_symbol("Ckv")
+    return any(d.word == "cache" and latent in d.dims for d in model.structured.declared)
 
 
 def stated(model: Model) -> list[str]:
-    """The conventions of a model whose program has MLA's latent cache, else none."""
-    latent = dim_symbol("Ckv")
-    found = any(d.word == "cache" and latent in d.dims for d in model.structured.declared)
-    return list(CONVENTIONS) if found else []
+    """The conventions of a model with MLA, else none."""
+    return list(CONVENTIONS) if _has_mla(model) else []
+
+
+def activated(model: Model) -> dict[str, sympy.Expr]:
+    """The report's row of a model with MLA, `params_activated` (else none: the other
+    models' reports are as they were)."""
+    return {"params_activated": activated_params(model)} if _has_mla(model) else {}

@@ -281,6 +281,7 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
         if isinstance(formula, sympy.Expr) and not formula.is_number and formula != value:
             text += f"   = {pretty(formula)}"
         out.append((name, text))
+    out += [(name, beside(value, "")) for name, value in mla.activated(model).items()]
     block = model.per_block()
     if block:
         out.append(("per_block", f"params {beside(block['params'], '')}, FLOPs {beside(block['flops'], 'FLOPs')}, "
@@ -441,5 +442,6 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
     out.update(strategy_costs.as_json(model, json_value))
     if model.options.mode == "train":
         out["training_state"] = state_json(model.options)
+    out.update({name: json_value(value) for name, value in mla.activated(model).items()})
     out["conventions"] = conventions(model.options) + mla.stated(model)
     return out

@@ -308,6 +308,14 @@ def test_the_absorbed_form_is_stated_where_mla_is():
     assert code == 0 and any("absorbed form" in c for c in json.loads(out)["conventions"])
     code, out, _ = _run("model", "llama-3-8b", "--decode", "--chip", "h100", "--json")
     assert code == 0 and not any("absorbed" in c for c in json.loads(out)["conventions"])
+    assert "params_activated" not in json.loads(out)
+
+
+def test_the_report_gives_the_activated_count():
+    code, out, _ = _run("model", "deepseek-v3", "--decode", "--chip", "h100", "--json")
+    assert code == 0 and json.loads(out)["params_activated"] == by_hand(V3)[1]
+    code, out, _ = _run("model", "deepseek-v3", "--decode", "--chip", "h100")
+    assert code == 0 and "params_activated       36625625600 (36.63 G)" in out
 
 
 def test_the_config_files_are_the_published_ones():
