@@ -246,6 +246,9 @@ def check_entry(model: dict, fail: Callable[[str], NoReturn]) -> None:
             fail(f"moe.{extra[0]}: shared experts, dense-first layers and a router bias are written with MLA "
                  "only (give an 'mla' object)")
         return
+    for flag in ("bias", "qkv_bias"):
+        if model.get(flag):
+            fail(f"{flag}: MLA's projections have no biases in the template (DeepSeek's have none); give false")
     if model.get("mlp") not in GATED:
         fail(f"mlp: MLA's experts are gated ({', '.join(GATED)}), not {str(model.get('mlp'))[:40]!r}")
     if not isinstance(mla, dict) or set(mla) != set(MLA_KEYS):

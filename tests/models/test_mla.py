@@ -220,6 +220,8 @@ def _entry(**change: object) -> dict:
     ({"mla": {"q_rank": 0, "kv_rank": 512, "nope": 128, "rope": 64, "v": 128}}, "mla.q_rank must be a positive"),
     ({"mla": {"q_rank": None, "kv_rank": True, "nope": 128, "rope": 64, "v": 128}}, "mla.kv_rank must be"),
     ({"mla": None}, "mla: an object of the latent attention's ranks, not null"),
+    ({"qkv_bias": True}, "qkv_bias: MLA's projections have no biases in the template"),
+    ({"bias": True}, "bias: MLA's projections have no biases in the template"),
     ({"mlp": "gelu"}, "mlp: MLA's experts are gated \\(swiglu, geglu\\), not 'gelu'"),
     ({"moe": {"experts": 256, "active": 8, "shared": -1}}, "moe.shared must be a whole number"),
     ({"moe": {"experts": 256, "active": 8, "width": 0}}, "moe.width must be a whole number up to .*, above 0"),
