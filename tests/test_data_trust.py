@@ -105,6 +105,9 @@ def test_more_experts_active_than_there_are_is_refused(tmp_path):
     assert "model llama-3-8b: moe.active: 8 experts active per token, more than moe.experts = 2" in line
     line = refused("model", "llama-3-8b", "--models",
                    models_file(tmp_path, llama(moe={"experts": 8, "active": 2, "shared": 1})))
+    assert "moe.shared: shared experts, dense-first layers and a router bias are written with MLA only" in line
+    line = refused("model", "llama-3-8b", "--models",
+                   models_file(tmp_path, llama(moe={"experts": 8, "active": 2, "experts_": 1})))
     assert "'moe' must be an object with whole numbers 'experts' and 'active'" in line
 
 

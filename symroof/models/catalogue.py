@@ -25,7 +25,7 @@ from typing import NoReturn
 
 from ..errors import SpecError
 from ..resources import describe, did_you_mean, load_json, read_bounded, resource_path
-from . import hf_config
+from . import hf_config, mla
 
 FIELDS = ("D", "L", "N", "K", "H", "F", "V", "context")  # the sizes the transformer template reads
 MLPS = ("swiglu", "geglu", "gelu")
@@ -37,16 +37,16 @@ _FLAGS = ("tied_embeddings", "bias")
 # puts them on every projection), and a published count the publisher rounded ("7.61B"),
 # which the tests hold to 1% where a checkpoint's exact sum is held to 0.5%
 _OPTIONAL_FLAGS = ("qkv_bias", "params_rounded")
-_MODEL_KEYS = ("id", "name", "aliases", "sizes", *_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "params_published",
+_MODEL_KEYS = ("id", "name", "aliases", "sizes", *_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "mla", "params_published",
                "params", "sources")
 _REQUIRED = ("id", "name", "sizes", *_CHOICES, *_FLAGS, "params_published", "sources")
 # A model given by its parameter count (`params`) and the sizes known of it, if any
 # (models/counted.py): no template, so none of its fields
 _COUNTED_REQUIRED = ("id", "name", "params", "sources")
-_TEMPLATE_ONLY = (*_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "params_published")
+_TEMPLATE_ONLY = (*_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "mla", "params_published")
 _COUNTED_SOURCE_KEYS = ("params", "sizes")
 _FILE_KEYS = ("about", "models")
-_SOURCE_KEYS = ("sizes", "params_published", "moe")
+_SOURCE_KEYS = ("sizes", "params_published", "moe", "mla")
 _MOE_KEYS = ("experts", "active")
 
 MAX_FILE_BYTES = 1_000_000  # the shipped file is under 10 kB
@@ -165,12 +165,14 @@ def _check_model(path: str, k: int, model: object) -> None:
         fail("qkv_bias: 'bias' already puts biases on q, k and v (and every other projection); give one of them")
     moe = model.get("moe")
     if moe is not None:
-        if not isinstance(moe, dict) or set(moe) != set(_MOE_KEYS) or \
+        if not isinstance(moe, dict) or not set(_MOE_KEYS) <= set(moe) <= {*_MOE_KEYS, *mla.SHARED_KEYS,
+                                                                           mla.ROUTER_BIAS} or \
                 not all(_whole(moe[key], MAX_SIZE) for key in _MOE_KEYS):
             fail(f"'moe' must be an object with whole numbers 'experts' and 'active' (and nothing else), "
                  f"not {json.dumps(moe)[:80] if isinstance(moe, (dict, list)) else _describe(moe)}")
         if moe["active"] > moe["experts"]:
             fail(f"moe.active: {moe['active']} experts active per token, more than moe.experts = {moe['experts']}")
+    mla.check_entry(model, fail)
     if not _whole(model["params_published"], MAX_PARAMS):
         fail(f"params_published must be a positive whole number, got {_describe(model['params_published'])}")
     _check_sources(model["sources"], _SOURCE_KEYS, ("sizes", "params_published"), fail)

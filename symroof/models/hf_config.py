@@ -5,7 +5,8 @@ Each `model_type` the template writes exactly has one row in `FAMILIES`: its MLP
 positions and biases, and the field names of its sizes. Anything else is refused in one
 line naming it, never guessed: an unknown `model_type`, a missing size, and a field that
 changes the architecture in a way the template cannot write (a sliding window that binds,
-logit soft-capping, MLA's low-rank projections, biases the template has no place for).
+logit soft-capping, MLA's low-rank projections outside DeepSeek's model types, biases the
+template has no place for). DeepSeek-V2/V3's MLA and experts are read by mla.py.
 Fields that change no count (rope_scaling, rope_theta, the norms' epsilon, token ids) are
 read past. The file is input: its size is bounded and every value read is type-checked.
 """
@@ -19,6 +20,7 @@ from typing import NoReturn
 
 from ..errors import SpecError
 from ..resources import describe, load_json, read_bounded
+from . import mla
 
 MAX_BYTES = 1_000_000  # a config.json is a few kB
 MAX_SIZE = 10**12
@@ -36,6 +38,7 @@ class Family:
     qkv_bias: bool = False        # biases on q, k and v only (Qwen2)
     attention_bias: bool = False  # attention_bias (q, k, v and o) is a field of this family
     moe: bool = False
+    mla: bool = False             # DeepSeek's latent attention and experts (mla.py)
     sizes: tuple[tuple[str, str], ...] = (("D", "hidden_size"), ("L", "num_hidden_layers"),
                                           ("N", "num_attention_heads"), ("F", "intermediate_size"),
                                           ("V", "vocab_size"), ("context", "max_position_embeddings"))
@@ -50,14 +53,14 @@ FAMILIES = {
     "gemma": Family(True, "rmsnorm", "rope", tied=True, attention_bias=True),
     "phi3": Family(True, "rmsnorm", "rope", tied=False, window=True),
     "gpt2": Family(False, "layernorm", "learned", tied=True, sizes=_GPT2_SIZES),
+    "deepseek_v2": Family(True, "rmsnorm", "rope", tied=False, mla=True),
+    "deepseek_v3": Family(True, "rmsnorm", "rope", tied=False, mla=True),
 }
 # model types whose attention the template cannot write yet: what they need
 _NOT_YET = {
     "gemma2": "local/global sliding-window layers and logit soft-capping",
     "gemma3": "local/global sliding-window layers and QK-norm",
     "gemma3_text": "local/global sliding-window layers and QK-norm",
-    "deepseek_v2": "multi-head latent attention (MLA) and shared experts",
-    "deepseek_v3": "multi-head latent attention (MLA) and shared experts",
     "olmo2": "QK-norm and norms after each sublayer",
     "phi3small": "block-sparse attention",
     "qwen2_moe": "shared experts",
@@ -122,7 +125,7 @@ def read(path: str) -> dict:
         fail(f"model_type {_shown(kind)} is not one symroof reads (it reads {', '.join(FAMILIES)})")
     family = FAMILIES[kind]
     for field, what in _REFUSED.items():
-        if data.get(field) not in (None, False, 0):
+        if data.get(field) not in (None, False, 0) and not (family.mla and field in mla.HF_FIELDS):
             fail(f"{field}: {what}, which the transformer template cannot write")
 
     # newer configs list each layer's kind; only full attention in every layer is the template's
@@ -150,7 +153,9 @@ def read(path: str) -> dict:
     # HF's own defaults where the class has one: as many KV heads as query heads,
     # head_dim = hidden_size / heads, GPT-2's MLP four times its width
     sizes["K"] = whole("num_key_value_heads") if data.get("num_key_value_heads") is not None else heads
-    if data.get("head_dim") is not None:
+    if family.mla:  # MLA's heads are its own fields (mla.py): K and H only name them
+        sizes["K"], sizes["H"] = heads, whole("v_head_dim")
+    elif data.get("head_dim") is not None:
         sizes["H"] = whole("head_dim")
     elif sizes["D"] % heads:
         fail(f"hidden_size {sizes['D']} does not split over {heads} heads and no head_dim is given")
@@ -184,6 +189,8 @@ def read(path: str) -> dict:
         if active > experts:
             fail(f"num_experts_per_tok: {active} experts a token, more than num_local_experts = {experts}")
         config["moe"] = {"experts": experts, "active": active}
+    if family.mla:
+        config.update(mla.from_hf(data, kind, whole, fail))
     return config
 
 

@@ -44,7 +44,7 @@ from ..render.chip_card import estimates_text
 from ..render.json_report import json_value
 from ..render.tex import tex_number, tex_words
 from ..show import number, seconds, wrapped
-from . import kinds, strategies, strategy_costs
+from . import kinds, mla, strategies, strategy_costs
 from .catalogue import get_model
 from .counted import NEEDS_CONFIG, is_counted
 from .decls import (
@@ -363,6 +363,7 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
     if is_counted(config):
         raise SpecError(f"a plan costs strategies on the model's tensors: {config['id']} is given by its parameter "
                         f"count only, and a plan needs {NEEDS_CONFIG}")
+    mla.check_plan(config)
     if price is not None:
         price_exact(price)  # checked before the search
         if total_tokens is None:

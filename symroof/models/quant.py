@@ -36,7 +36,13 @@ _WEIGHTS = {**DEFAULTS, "int8": PER_CHANNEL, "int8-pc": PER_CHANNEL, PER_CHANNEL
 # each weight matrix the template writes, by its dims: the dims its contraction sums (its inputs)
 INPUTS = {("D", "K", "G", "H"): ("D",), ("D", "K", "H"): ("D",), ("K", "G", "H", "D"): ("K", "G", "H"),
           ("D", "F"): ("D",), ("F", "D"): ("F",), ("E", "D", "F"): ("D",), ("E", "F", "D"): ("F",),
-          ("Et", "D", "F"): ("D",), ("Et", "F", "D"): ("F",)}  # decode's experts touched (templates.py)
+          ("Et", "D", "F"): ("D",), ("Et", "F", "D"): ("F",),  # decode's experts touched (templates.py)
+          # MLA's (models/mla.py): the query's and the latent's down- and up-projections, the
+          # output, the shared and the routed experts
+          ("D", "Cq"): ("D",), ("Cq", "N", "Hq"): ("Cq",), ("D", "N", "Hq"): ("D",), ("D", "Ckv"): ("D",),
+          ("D", "Hr"): ("D",), ("Ckv", "N", "Hn"): ("Ckv",), ("Ckv", "N", "Hv"): ("Ckv",),
+          ("N", "Hv", "D"): ("N", "Hv"), ("D", "Fs"): ("D",), ("Fs", "D"): ("Fs",),
+          ("E", "D", "Fe"): ("D",), ("E", "Fe", "D"): ("Fe",), ("Et", "D", "Fe"): ("D",), ("Et", "Fe", "D"): ("Fe",)}
 
 # The scales a plain 8-bit name does not count, with where each is shipped so.
 _WEIGHTS_UNCOUNTED = {

@@ -21,7 +21,7 @@ from ..render.json_report import json_value
 from ..render.tex import TexPrinter, tex_name, tex_words
 from ..roofline.solve import Region
 from ..show import beside, human, number, pretty, seconds, wrapped
-from . import accumulation, kinds, latency_bound, pipeline, quant, strategy_costs
+from . import accumulation, kinds, latency_bound, mla, pipeline, quant, strategy_costs
 from . import context as contexts
 from .catalogue import get_model, models
 from .counted import NEEDS_CONFIG, is_counted
@@ -291,6 +291,7 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
         if isinstance(formula, sympy.Expr) and not formula.is_number and formula != value:
             text += f"   = {pretty(formula)}"
         out.append((name, text))
+    out += [(name, beside(value, "")) for name, value in mla.activated(model).items()]
     block = model.per_block()
     if block:
         out.append(("per_block", f"params {beside(block['params'], '')}, FLOPs {beside(block['flops'], 'FLOPs')}, "
@@ -399,7 +400,7 @@ def table(model: Model, formulas: Model | None, title: str, total_tokens: int | 
         lines.append(f"{name:<22} {text}")
     lines.append("")
     lines += wrapped("conventions: " + "; ".join(conventions(model.options, model.structured)
-                                                + model.about.get("storage", [])))
+                                                + model.about.get("storage", []) + mla.stated(model)))
     return "\n".join(lines)
 
 
@@ -462,5 +463,6 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
     out.update(strategy_costs.as_json(model, json_value))
     if model.options.mode == "train":
         out["training_state"] = state_json(model.options)
-    out["conventions"] = conventions(model.options, model.structured)
+    out.update({name: json_value(value) for name, value in mla.activated(model).items()})
+    out["conventions"] = conventions(model.options, model.structured) + mla.stated(model)
     return out

@@ -243,8 +243,9 @@ def subscripted(p: Program, strategy: Strategy) -> Program:
 
     def split(t: Tensor) -> Tensor:
         parameter = is_parameter(t)
-        # an expert's weights (they have F) and its tokens (C, Ct) are split by expert; the router's are not
-        by_expert = "C" in t.names or "Ct" in t.names or (parameter and "F" in t.names)
+        # an expert's weights (they have F, or MLA's experts' Fe) and its tokens (C, Ct) are
+        # split by expert; the router's are not
+        by_expert = "C" in t.names or "Ct" in t.names or (parameter and ("F" in t.names or "Fe" in t.names))
         # the vocabulary: the output layer's, and the input embedding table's (its lookup's
         # partial sums the engine reduces), over every tp axis, KV heads' copies' included
         axes = {"B": batch, "K": heads, "G": copies, "F": tensor, "D": fsdp if parameter else "",

@@ -42,7 +42,7 @@ from ..lang.source import (
     Tensor,
 )
 from ..lang.structure import Structured
-from . import kinds, quant
+from . import kinds, mla, quant
 from .backward import backward
 from .catalogue import FIELDS, MLPS, NORMS, POSITIONS
 from .strategies import Strategy, gathered, sequence_split, shard, subscripted
@@ -79,6 +79,7 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
     layers' weight matrices stored in `weights` (a dtype or a scheme with its scales, such as
     int4_g128 or mxfp4: weight-only quantization computing in bf16; models/quant.py) and its
     KV cache in `kv`, sharded by `strategy` (strategies.parse_strategy)."""
+    mla.check_strategy(config, strategy or {})
     return sharded(whole(config, mode, weights, kv), mode, strategy or {})
 
 
@@ -123,6 +124,8 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
                           ("slots", "E*C"))))
         if decode:
             items.append(Let(_touched()))
+    if mla.uses(config):
+        items += mla.lets(config)
     if learned:
         items.append(Let((("Tmax", str(sizes["context"])),)))
     indices = t("int32", *seq)
@@ -134,9 +137,13 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
     # qkv_bias: biases on the query, key and value projections only (Qwen2's), none on the
     # output projection or the MLP
     qkv_bias = bias or config.get("qkv_bias", False)
-    layer = (Part("attention", _attention(x, seq, norm, bias, qkv_bias, decode, stored["kv"], _CACHE[mode])),
-             Part("mlp", _mlp(x, seq, norm, bias, choices["mlp"], moe, decode)))
-    items += [Blank(), Repeat("L", layer), Blank(), *_norm(x, norm, bias, "Wnf", "bnf")]
+    if mla.uses(config):
+        blocks = mla.layers(config, x, seq, mode, stored["kv"], _CACHE[mode])
+    else:
+        blocks = [Repeat("L", (Part("attention", _attention(x, seq, norm, bias, qkv_bias, decode, stored["kv"],
+                                                             _CACHE[mode])),
+                               Part("mlp", _mlp(x, seq, norm, bias, choices["mlp"], moe, decode))))]
+    items += [Blank(), *blocks, Blank(), *_norm(x, norm, bias, "Wnf", "bnf")]
     logits = t("bf16", *seq, "V")
     if config.get("tied_embeddings", False):
         items.append(_matmul(x, ("D",), t("bf16", "V", "D"), logits, "tied: the embedding table again"))
@@ -144,8 +151,10 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
         items += [_params("embedding", ("Wout", t("bf16", "D", "V"))), _matmul(x, ("D",), t("bf16", "D", "V"), logits)]
     p = Program(tuple(items))
     # the weight matrices (declared, and read as matmul operands) in their own dtype
+    shapes, widths = (_PARAM_SHAPES | mla.PARAM_SHAPES, {**sizes, **mla.widths(config)}) if mla.uses(config) \
+        else (_PARAM_SHAPES, sizes)
     return p if stored["weights"] == "bf16" else p.mapped(
-        lambda tensor: _stored_in(tensor, stored["weights"], sizes))
+        lambda tensor: _stored_in(tensor, stored["weights"], widths, shapes))
 
 
 def sharded(p: Program, mode: str, strategy: Strategy) -> Program:
@@ -261,14 +270,16 @@ def touches_experts(structured: Structured) -> bool:
     return dim_symbol("Et") in structured.relations
 
 
-def _experts(x: Tensor, seq: tuple[str, ...], mlp: str, run: tuple[str, str]) -> list[Item]:
-    """The experts' layer, its matmuls over the experts `run` names and their tokens each:
-    (E, C), all of them, or (Et, Ct), those a decode step touches."""
+def _experts(x: Tensor, seq: tuple[str, ...], mlp: str, run: tuple[str, str] = ("E", "C"),
+             width: str = "F") -> list[Item]:
+    """The experts' layer, each expert `width` wide (F; MLA's models' Fe), its matmuls over
+    the experts `run` names and their tokens each: (E, C), all of them, or (Et, Ct), those
+    a decode step touches."""
     act = "silu" if mlp == "swiglu" else "gelu"
     experts, each = run
-    h, routed = t("bf16", experts, each, "F"), t("bf16", experts, each, "D")
-    up, down = t("bf16", "E", "D", "F"), t("bf16", "E", "F", "D")
-    read_up, read_down = t("bf16", experts, "D", "F"), t("bf16", experts, "F", "D")
+    h, routed = t("bf16", experts, each, width), t("bf16", experts, each, "D")
+    up, down = t("bf16", "E", "D", width), t("bf16", "E", width, "D")
+    read_up, read_down = t("bf16", experts, "D", width), t("bf16", experts, width, "D")
     router, gates = t("fp32", *seq, "E"), t("bf16", *seq, "E")
     picked = t("bf16", *seq, "A", "D")
     return [_params("param", ("Wr", t("bf16", "D", "E")), ("Wg", up), ("Wu", up), ("Wd", down)),
@@ -278,7 +289,7 @@ def _experts(x: Tensor, seq: tuple[str, ...], mlp: str, run: tuple[str, str]) ->
                   f"dispatch: each expert its {each} tokens"),
             _matmul(routed, ("D",), read_up, h), _matmul(routed, ("D",), read_up, h),
             Apply(act, (), "call", (h,), h), Contraction((h, h), (Op("*"),), h),
-            _matmul(h, ("F",), read_down, routed),
+            _matmul(h, (width,), read_down, routed),
             Apply("gather", (), "prefix", (t("bf16", "slots", "D"), t("int32", *seq, "A")), picked,
                   "combine: each token its A experts"),
             _matmul(picked, ("A",), t("bf16", *seq, "A"), x), _add(x, x, x, "residual")]
@@ -290,9 +301,9 @@ _PARAM_SHAPES = frozenset({("D", "K", "G", "H"), ("D", "K", "H"), ("K", "G", "H"
                            ("E", "D", "F"), ("E", "F", "D"), ("Et", "D", "F"), ("Et", "F", "D")})
 
 
-def _stored_in(tensor: Tensor, dtype: str, sizes: dict) -> Tensor:
+def _stored_in(tensor: Tensor, dtype: str, sizes: dict, shapes: frozenset = _PARAM_SHAPES) -> Tensor:
     """A weight matrix's tensor in `dtype`: every bf16 tensor of such a shape (activations
     never have one: they carry B)."""
-    if tensor.dtype == "bf16" and tensor.names in _PARAM_SHAPES:
+    if tensor.dtype == "bf16" and tensor.names in shapes:
         return Tensor(quant.matrix_dtype(dtype, tensor.names, sizes), tensor.dims, tensor.name, tensor.unreduced)
     return tensor

@@ -133,7 +133,7 @@ def test_llama_attention_bias_puts_a_bias_on_every_projection(tmp_path):
     ({**GEMMA_7B, "model_type": "gemma2", "attn_logit_softcapping": 50.0},
      "model_type 'gemma2': its local/global sliding-window layers and logit soft-capping the transformer "
      "template cannot write yet"),
-    ({"model_type": "deepseek_v3", "q_lora_rank": 1536}, "model_type 'deepseek_v3': its multi-head latent"),
+    ({"model_type": "qwen2_moe", "n_shared_experts": 1}, "model_type 'qwen2_moe': its shared experts"),
     ({**MISTRAL_7B_V03, "sliding_window": 4096}, "sliding_window: 4096: attention over a sliding window"),
     ({**PHI3_MINI_128K, "max_position_embeddings": 4096, "sliding_window": 2047},
      "sliding_window: 2047: attention over a sliding window"),

@@ -197,3 +197,16 @@ def test_chunked_prefill_of_a_mixture_is_refused_not_undercounted():
     # the decode step reads the experts its batch touches; a chunk's tokens touch others
     with pytest.raises(symroof.SpecError, match="chunked prefill of a mixture of experts is not costed"):
         symroof.serving.request("mixtral-8x7b", "h100", 1000, 500, 8, chips=2, chunk=256)
+
+
+def test_deepseek_v3_at_one_sequence_reads_its_eight_routed_experts_a_layer():
+    config = get_model("deepseek-v3")
+    D, L, Ld = config["sizes"]["D"], config["sizes"]["L"], config["moe"]["dense_layers"]
+    E, A, Fe = config["moe"]["experts"], config["moe"]["active"], config["moe"]["width"]
+    p = templates.program(config, "decode")
+    now, before = (Model(read_source(q), machine("h200"), {"B": 1, "S": 4096}, Options(mode="decode"))
+                   for q in (p, _reading_all(p)))
+    # one token touches its A experts: E*(1 - (1 - A/E)) = A; the other E - A experts' gate, up
+    # and down (3 x D x Fe in bf16) are not read in any of the L - Ld layers with experts
+    assert before.step_analysis.bytes - now.step_analysis.bytes == (E - A) * 3 * D * Fe * 2 * (L - Ld)
+    assert now.flops == before.flops and now.weight_bytes == before.weight_bytes
