@@ -32,18 +32,24 @@ MLPS = ("swiglu", "geglu", "gelu")
 NORMS = ("rmsnorm", "layernorm")
 POSITIONS = ("rope", "learned")
 _CHOICES = {"mlp": MLPS, "norm": NORMS, "positions": POSITIONS}
+# Optional choices (the first when left out): where a layer's norms sit (OLMo 2 normalizes
+# each sublayer's output before the residual, not its input), and an RMSNorm over the whole
+# query and key projections (OLMo 2's q_norm, k_norm) before attention
+NORM_POSITIONS = ("pre", "post")
+QK_NORMS = ("none", "whole")
+OPTIONAL_CHOICES = {"norm_position": NORM_POSITIONS, "qk_norm": QK_NORMS}
 _FLAGS = ("tied_embeddings", "bias")
 # Optional flags (false when left out): biases on q, k and v only (Qwen2's attention; `bias`
 # puts them on every projection), and a published count the publisher rounded ("7.61B"),
 # which the tests hold to 1% where a checkpoint's exact sum is held to 0.5%
 _OPTIONAL_FLAGS = ("qkv_bias", "params_rounded")
-_MODEL_KEYS = ("id", "name", "aliases", "sizes", *_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "mla", "params_published",
-               "params", "sources")
+_MODEL_KEYS = ("id", "name", "aliases", "sizes", *_CHOICES, *OPTIONAL_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "mla",
+               "params_published", "params", "sources")
 _REQUIRED = ("id", "name", "sizes", *_CHOICES, *_FLAGS, "params_published", "sources")
 # A model given by its parameter count (`params`) and the sizes known of it, if any
 # (models/counted.py): no template, so none of its fields
 _COUNTED_REQUIRED = ("id", "name", "params", "sources")
-_TEMPLATE_ONLY = (*_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "mla", "params_published")
+_TEMPLATE_ONLY = (*_CHOICES, *OPTIONAL_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "mla", "params_published")
 _COUNTED_SOURCE_KEYS = ("params", "sizes")
 _FILE_KEYS = ("about", "models")
 _SOURCE_KEYS = ("sizes", "params_published", "moe", "mla")
@@ -154,7 +160,7 @@ def _check_model(path: str, k: int, model: object) -> None:
             fail(f"sizes.{field} must be a positive whole number up to {MAX_SIZE:.0e}, got {_describe(value)}")
     if sizes["N"] % sizes["K"]:
         fail(f"sizes.N: {sizes['N']} query heads do not group evenly over sizes.K = {sizes['K']} KV heads")
-    for field, choices in _CHOICES.items():
+    for field, choices in (*_CHOICES.items(), *((f, c) for f, c in OPTIONAL_CHOICES.items() if f in model)):
         if model[field] not in choices:
             fail(f"{field} is one of {', '.join(choices)}, got {_describe(model[field])}"
                  + (did_you_mean(model[field], choices) if isinstance(model[field], str) else ""))

@@ -39,6 +39,8 @@ class Family:
     attention_bias: bool = False  # attention_bias (q, k, v and o) is a field of this family
     moe: bool = False
     mla: bool = False             # DeepSeek's latent attention and experts (mla.py)
+    post_norm: bool = False       # the norms on each sublayer's output, before the residual (OLMo 2)
+    qk_norm: bool = False         # an RMSNorm over the whole q and k projections (OLMo 2's q_norm, k_norm)
     sizes: tuple[tuple[str, str], ...] = (("D", "hidden_size"), ("L", "num_hidden_layers"),
                                           ("N", "num_attention_heads"), ("F", "intermediate_size"),
                                           ("V", "vocab_size"), ("context", "max_position_embeddings"))
@@ -55,13 +57,13 @@ FAMILIES = {
     "gpt2": Family(False, "layernorm", "learned", tied=True, sizes=_GPT2_SIZES),
     "deepseek_v2": Family(True, "rmsnorm", "rope", tied=False, mla=True),
     "deepseek_v3": Family(True, "rmsnorm", "rope", tied=False, mla=True),
+    "olmo2": Family(True, "rmsnorm", "rope", tied=False, attention_bias=True, post_norm=True, qk_norm=True),
 }
 # model types whose attention the template cannot write yet: what they need
 _NOT_YET = {
     "gemma2": "local/global sliding-window layers and logit soft-capping",
     "gemma3": "local/global sliding-window layers and QK-norm",
     "gemma3_text": "local/global sliding-window layers and QK-norm",
-    "olmo2": "QK-norm and norms after each sublayer",
     "phi3small": "block-sparse attention",
     "qwen2_moe": "shared experts",
 }
@@ -184,6 +186,10 @@ def read(path: str) -> dict:
                     "norm": family.norm, "positions": family.positions,
                     "tied_embeddings": flag("tie_word_embeddings", family.tied), "bias": bias,
                     "qkv_bias": family.qkv_bias and not bias}
+    if family.post_norm:
+        config["norm_position"] = "post"
+    if family.qk_norm:
+        config["qk_norm"] = "whole"
     if family.moe:
         experts, active = whole("num_local_experts"), whole("num_experts_per_tok")
         if active > experts:

@@ -44,7 +44,7 @@ from ..lang.source import (
 from ..lang.structure import Structured
 from . import kinds, mla, quant
 from .backward import backward
-from .catalogue import FIELDS, MLPS, NORMS, POSITIONS
+from .catalogue import FIELDS, MLPS, NORM_POSITIONS, NORMS, POSITIONS, QK_NORMS
 from .strategies import Strategy, gathered, sequence_split, shard, subscripted
 
 
@@ -100,7 +100,8 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
                             f"not {config.get(field)!r}")
     choices = {}
     for field, known, default in (("mlp", MLPS, "swiglu"), ("norm", NORMS, "rmsnorm"),
-                                  ("positions", POSITIONS, "rope")):
+                                  ("positions", POSITIONS, "rope"), ("norm_position", NORM_POSITIONS, "pre"),
+                                  ("qk_norm", QK_NORMS, "none")):
         choices[field] = config.get(field, default)  # a config from models.json has each (catalogue.py)
         if choices[field] not in known:
             raise SpecError(f"model {config['id']}: {field} is one of {', '.join(known)}, not {choices[field]!r}")
@@ -137,12 +138,16 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
     # qkv_bias: biases on the query, key and value projections only (Qwen2's), none on the
     # output projection or the MLP
     qkv_bias = bias or config.get("qkv_bias", False)
+    post, qk_norm = choices["norm_position"] == "post", choices["qk_norm"] == "whole"
+    if (post or qk_norm) and (mla.uses(config) or moe):
+        raise SpecError(f"model {config['id']}: norm_position post and qk_norm are written for dense, non-MLA "
+                        "models only (OLMo 2's)")
     if mla.uses(config):
         blocks = mla.layers(config, x, seq, mode, stored["kv"], _CACHE[mode])
     else:
         blocks = [Repeat("L", (Part("attention", _attention(x, seq, norm, bias, qkv_bias, decode, stored["kv"],
-                                                             _CACHE[mode])),
-                               Part("mlp", _mlp(x, seq, norm, bias, choices["mlp"], moe, decode))))]
+                                                             _CACHE[mode], post, qk_norm)),
+                               Part("mlp", _mlp(x, seq, norm, bias, choices["mlp"], moe, decode, post))))]
     items += [Blank(), *blocks, Blank(), *_norm(x, norm, bias, "Wnf", "bnf")]
     logits = t("bf16", *seq, "V")
     if config.get("tied_embeddings", False):
@@ -202,21 +207,29 @@ _CACHE = {"train": "a cache's keys and values (kv_bytes_per_token; training keep
 
 
 def _attention(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, qkv_bias: bool, decode: bool, cache: str,
-               says: str) -> tuple[Item, ...]:
+               says: str, post: bool = False, qk_norm: bool = False) -> tuple[Item, ...]:
+    """A layer's attention: its norm on the input (`post`: on the output, before the
+    residual, as OLMo 2's), and with `qk_norm` an RMSNorm over the whole query and key
+    projections (OLMo 2's q_norm and k_norm)."""
     q, kv = t("bf16", *seq, "K", "G", "H"), t(cache, "B", "S", "K", "H")
     new_kv = t(cache, "B", "K", "H") if decode else kv
     wq, wkv, wo = t("bf16", "D", "K", "G", "H"), t("bf16", "D", "K", "H"), t("bf16", "K", "G", "H", "D")
-    items = _norm(x, norm, bias, "Wn1", "bn1", "x")  # x: the block's input
+    items = [] if post else _norm(x, norm, bias, "Wn1", "bn1", "x")  # x: the block's input
     items.append(_params("param", ("Wq", wq), ("Wk", wkv), ("Wv", wkv), ("Wo", wo)))
     qb, kvb, ob = t("bf16", "K", "G", "H"), t("bf16", "K", "H"), t("bf16", "D")
     if qkv_bias:
         items.append(_params("param", ("bq", qb), ("bk", kvb), ("bv", kvb), *((("bo", ob),) if bias else ())))
     items.append(_params("cache", ("Kc", kv), ("Vc", kv), comment=says))
     source = x if decode else t("bf16", "B", "S", "D")
-    items += [_matmul(x, ("D",), wq, named(q, "q")), _matmul(source, ("D",), wkv, named(new_kv, "k")),
-              _matmul(source, ("D",), wkv, named(new_kv, "v"))]
+    items += [_matmul(named(x, "x") if post else x, ("D",), wq, named(q, "q")),
+              _matmul(source, ("D",), wkv, named(new_kv, "k")), _matmul(source, ("D",), wkv, named(new_kv, "v"))]
     if qkv_bias:
         items += [_add(q, qb, q), _add(new_kv, kvb, new_kv), _add(new_kv, kvb, new_kv)]
+    if qk_norm:
+        qn, kn = t("bf16", "K", "G", "H"), t("bf16", "K", "H")
+        items += [_params("param", ("Wqn", qn), ("Wkn", kn), comment="QK-norm: over the whole q and k projections"),
+                  Apply(norm, ("K", "G", "H"), "prefix", (q, qn), q),
+                  Apply(norm, ("K", "H"), "prefix", (new_kv, kn), new_kv)]
     scores = t("fp32", "B", "K", "G", *seq[1:], "S")
     probs = Tensor("bf16", scores.dims)
     items += [Fused((_matmul(q, ("H",), kv, scores), Apply("softmax", ("S",), "prefix", (scores,), probs),
@@ -224,13 +237,16 @@ def _attention(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, qkv_bias:
               _matmul(q, ("K", "G", "H"), wo, named(x, "a"))]
     if bias:
         items.append(_add(x, ob, x))
+    if post:
+        items += _norm(x, norm, bias, "Wn1", "bn1")
     items.append(_add(x, x, x, "residual"))
     return tuple(items)
 
 
 def _mlp(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, mlp: str, moe: dict | None,
-         decode: bool = False) -> tuple[Item, ...]:
-    items = _norm(x, norm, bias, "Wn2", "bn2")
+         decode: bool = False, post: bool = False) -> tuple[Item, ...]:
+    """A layer's MLP (or experts), its norm on the input (`post`: on the output)."""
+    items = [] if post else _norm(x, norm, bias, "Wn2", "bn2")
     if moe:
         return tuple(items + _experts(x, seq, mlp, ("Et", "Ct") if decode else ("E", "C")))
     h = t("bf16", *seq, "F")
@@ -249,7 +265,7 @@ def _mlp(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, mlp: str, moe: 
                   _matmul(x, ("D",), up, named(h, "g")), _matmul(x, ("D",), up, named(h, "u")),
                   Apply(act, (), "call", (h,), h), Contraction((h, h), (Op("*"),), named(h, "h")),
                   _matmul(h, ("F",), down, named(x, "m"))]
-    return tuple(items + [_add(x, x, x, "residual")])
+    return tuple(items + (_norm(x, norm, bias, "Wn2", "bn2") if post else []) + [_add(x, x, x, "residual")])
 
 
 def _touched(tokens: str = "tokens") -> tuple[tuple[str, str], ...]:

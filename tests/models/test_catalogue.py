@@ -76,6 +76,12 @@ PHI3_MINI_128K = {"architectures": ["Phi3ForCausalLM"], "hidden_act": "silu", "h
                   "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-05,
                   "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]},
                   "sliding_window": 262144, "tie_word_embeddings": False, "vocab_size": 32064}
+# allenai/OLMo-2-1124-13B's config.json (norms after each sublayer, q_norm and k_norm)
+OLMO2_13B = {"architectures": ["Olmo2ForCausalLM"], "attention_bias": False, "hidden_act": "silu",
+             "hidden_size": 5120, "intermediate_size": 13824, "max_position_embeddings": 4096,
+             "model_type": "olmo2", "num_attention_heads": 40, "num_hidden_layers": 40, "num_key_value_heads": 40,
+             "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 500000, "tie_word_embeddings": False,
+             "torch_dtype": "float32", "vocab_size": 100352}
 
 CASES = {
     # Hugging Face's "Model size" of the checkpoint: 8.03B (rounded)
@@ -90,6 +96,10 @@ CASES = {
     "gpt2": (GPT2, _gpt2(768, 12, 50257, 1024), 124e6, 0.01),
     # keras-hub's preset: 3821079552
     "phi-3-mini-128k": (PHI3_MINI_128K, _dense(3072, 32, 32, 32, 96, 8192, 32064), 3_821_079_552, 0.005),
+    # the checkpoint's sum: its index's total_size, 54864793600 bytes at float32, over 4; a
+    # layer's two norms sit after its sublayers (the same count), plus q_norm (N*H) and k_norm (K*H)
+    "olmo-2-13b": (OLMO2_13B, _dense(5120, 40, 40, 40, 128, 13824, 100352) + 40 * (40 * 128 + 40 * 128),
+                   54_864_793_600 // 4, 0.005),
 }
 
 
