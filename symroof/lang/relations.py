@@ -25,7 +25,7 @@ import sympy
 from ..errors import SpecError
 from ..ir import dim_symbol
 
-_TOKEN = re.compile(r"\s*(?:(?P<name>[^\W\d_][^\W_]*)|(?P<int>\d+)|(?P<op>\*\*|[-+*/()]))")
+_TOKEN = re.compile(r"\s*(?:(?P<name>[^\W\d_][^\W_]*)|(?P<int>\d+)|(?P<op>\*\*|[-+*/(),]))")
 
 
 def expression(text: str, where: tuple[str, int] | None = None) -> sympy.Expr:
@@ -145,6 +145,20 @@ class _Reader:
             _fail("zero to a power that is not positive in a size expression", self.where, at)
         return Power(base, exponent)
 
+    def _min(self, at: int) -> sympy.Expr:
+        """min(a, b, ...): the least of its arguments (a sliding window's keys, min(S, W))."""
+        self.i += 1  # the '('
+        args = [self.sum()]
+        while self._peek() == ",":
+            self.i += 1
+            args.append(self.sum())
+        if self._peek() != ")":
+            _fail("a 'min(' is not closed", self.where, at)
+        self.i += 1
+        if len(args) < 2:
+            _fail("min takes two or more sizes", self.where, at)
+        return sympy.Min(*args)
+
     def atom(self) -> sympy.Expr:
         if self.i >= len(self.tokens):
             end = self.tokens[-1][2] + len(self.tokens[-1][1]) if self.tokens else 0
@@ -153,6 +167,8 @@ class _Reader:
         self.i += 1
         if kind == "int":
             return sympy.Integer(int(text))
+        if kind == "name" and text == "min" and self._peek() == "(":
+            return self._min(at)
         if kind == "name":
             return dim_symbol(text)
         if text == "(":

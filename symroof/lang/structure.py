@@ -519,7 +519,7 @@ class _Scan:
 
     def _let(self, rest: str, at: int) -> None:
         pos = 0
-        for part in rest.split(","):
+        for part in _top_level(rest):
             name, eq, value = part.partition("=")
             here = at + pos + len(name) - len(name.lstrip())
             if not eq or not re.fullmatch(_NAME, name.strip()):
@@ -563,3 +563,15 @@ class _Scan:
             self.declared.append((word, match.group("name"), dtype, tuple(dims), tuple(axes),
                                   at + match.start("name")))
             pos = match.end()
+
+
+def _top_level(text: str) -> list[str]:
+    """`text` split at its commas outside parentheses: a let line's relations, one of which
+    may be min(S, W)."""
+    parts, depth, start = [], 0, 0
+    for k, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:k])
+            start = k + 1
+    return [*parts, text[start:]]

@@ -25,7 +25,7 @@ from typing import NoReturn
 
 from ..errors import SpecError
 from ..resources import describe, did_you_mean, load_json, read_bounded, resource_path
-from . import hf_config, mla
+from . import hf_config, mla, windows
 
 FIELDS = ("D", "L", "N", "K", "H", "F", "V", "context")  # the sizes the transformer template reads
 MLPS = ("swiglu", "geglu", "gelu")
@@ -35,7 +35,7 @@ _CHOICES = {"mlp": MLPS, "norm": NORMS, "positions": POSITIONS}
 # Optional choices (the first when left out): where a layer's norms sit (OLMo 2 normalizes
 # each sublayer's output before the residual, not its input), and an RMSNorm over the whole
 # query and key projections (OLMo 2's q_norm, k_norm) before attention
-NORM_POSITIONS = ("pre", "post")
+NORM_POSITIONS = ("pre", "post", "both")
 QK_NORMS = ("none", "whole")
 OPTIONAL_CHOICES = {"norm_position": NORM_POSITIONS, "qk_norm": QK_NORMS}
 _FLAGS = ("tied_embeddings", "bias")
@@ -44,12 +44,13 @@ _FLAGS = ("tied_embeddings", "bias")
 # which the tests hold to 1% where a checkpoint's exact sum is held to 0.5%
 _OPTIONAL_FLAGS = ("qkv_bias", "params_rounded")
 _MODEL_KEYS = ("id", "name", "aliases", "sizes", *_CHOICES, *OPTIONAL_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "mla",
-               "params_published", "params", "sources")
+               "sliding_window", "softcap", "params_published", "params", "sources")
 _REQUIRED = ("id", "name", "sizes", *_CHOICES, *_FLAGS, "params_published", "sources")
 # A model given by its parameter count (`params`) and the sizes known of it, if any
 # (models/counted.py): no template, so none of its fields
 _COUNTED_REQUIRED = ("id", "name", "params", "sources")
-_TEMPLATE_ONLY = (*_CHOICES, *OPTIONAL_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "mla", "params_published")
+_TEMPLATE_ONLY = (*_CHOICES, *OPTIONAL_CHOICES, *_FLAGS, *_OPTIONAL_FLAGS, "moe", "mla", "sliding_window", "softcap",
+                  "params_published")
 _COUNTED_SOURCE_KEYS = ("params", "sizes")
 _FILE_KEYS = ("about", "models")
 _SOURCE_KEYS = ("sizes", "params_published", "moe", "mla")
@@ -179,6 +180,7 @@ def _check_model(path: str, k: int, model: object) -> None:
         if moe["active"] > moe["experts"]:
             fail(f"moe.active: {moe['active']} experts active per token, more than moe.experts = {moe['experts']}")
     mla.check_entry(model, fail)
+    windows.check_entry(model, fail)
     if not _whole(model["params_published"], MAX_PARAMS):
         fail(f"params_published must be a positive whole number, got {_describe(model['params_published'])}")
     _check_sources(model["sources"], _SOURCE_KEYS, ("sizes", "params_published"), fail)

@@ -6,7 +6,8 @@ positions and biases, and the field names of its sizes. Anything else is refused
 line naming it, never guessed: an unknown `model_type`, a missing size, and a field that
 changes the architecture in a way the template cannot write (a sliding window that binds,
 logit soft-capping, MLA's low-rank projections outside DeepSeek's model types, biases the
-template has no place for). DeepSeek-V2/V3's MLA and experts are read by mla.py.
+template has no place for). DeepSeek-V2/V3's MLA and experts are read by mla.py; Mistral's
+and Gemma 2's sliding windows and Gemma 2's soft-capping by windows.py.
 Fields that change no count (rope_scaling, rope_theta, the norms' epsilon, token ids) are
 read past. The file is input: its size is bounded and every value read is type-checked.
 """
@@ -20,7 +21,7 @@ from typing import NoReturn
 
 from ..errors import SpecError
 from ..resources import describe, load_json, read_bounded
-from . import mla
+from . import mla, windows
 
 MAX_BYTES = 1_000_000  # a config.json is a few kB
 MAX_SIZE = 10**12
@@ -39,8 +40,9 @@ class Family:
     attention_bias: bool = False  # attention_bias (q, k, v and o) is a field of this family
     moe: bool = False
     mla: bool = False             # DeepSeek's latent attention and experts (mla.py)
-    post_norm: bool = False       # the norms on each sublayer's output, before the residual (OLMo 2)
+    norm_position: str = "pre"    # the layer's norms: on each sublayer's input, output (OLMo 2) or both (Gemma 2)
     qk_norm: bool = False         # an RMSNorm over the whole q and k projections (OLMo 2's q_norm, k_norm)
+    local: bool = False           # a binding sliding_window and soft-capping are read (windows.py)
     sizes: tuple[tuple[str, str], ...] = (("D", "hidden_size"), ("L", "num_hidden_layers"),
                                           ("N", "num_attention_heads"), ("F", "intermediate_size"),
                                           ("V", "vocab_size"), ("context", "max_position_embeddings"))
@@ -49,7 +51,7 @@ class Family:
 _GPT2_SIZES = (("D", "n_embd"), ("L", "n_layer"), ("N", "n_head"), ("V", "vocab_size"), ("context", "n_positions"))
 FAMILIES = {
     "llama": Family(True, "rmsnorm", "rope", tied=False, attention_bias=True),
-    "mistral": Family(True, "rmsnorm", "rope", tied=False, window=True),
+    "mistral": Family(True, "rmsnorm", "rope", tied=False, window=True, local=True),
     "mixtral": Family(True, "rmsnorm", "rope", tied=False, window=True, moe=True),
     "qwen2": Family(True, "rmsnorm", "rope", tied=False, window=True, window_switch=True, qkv_bias=True),
     "gemma": Family(True, "rmsnorm", "rope", tied=True, attention_bias=True),
@@ -57,11 +59,12 @@ FAMILIES = {
     "gpt2": Family(False, "layernorm", "learned", tied=True, sizes=_GPT2_SIZES),
     "deepseek_v2": Family(True, "rmsnorm", "rope", tied=False, mla=True),
     "deepseek_v3": Family(True, "rmsnorm", "rope", tied=False, mla=True),
-    "olmo2": Family(True, "rmsnorm", "rope", tied=False, attention_bias=True, post_norm=True, qk_norm=True),
+    "olmo2": Family(True, "rmsnorm", "rope", tied=False, attention_bias=True, norm_position="post", qk_norm=True),
+    "gemma2": Family(True, "rmsnorm", "rope", tied=True, attention_bias=True, window=True, norm_position="both",
+                     local=True),
 }
 # model types whose attention the template cannot write yet: what they need
 _NOT_YET = {
-    "gemma2": "local/global sliding-window layers and logit soft-capping",
     "gemma3": "local/global sliding-window layers and QK-norm",
     "gemma3_text": "local/global sliding-window layers and QK-norm",
     "phi3small": "block-sparse attention",
@@ -127,12 +130,15 @@ def read(path: str) -> dict:
         fail(f"model_type {_shown(kind)} is not one symroof reads (it reads {', '.join(FAMILIES)})")
     family = FAMILIES[kind]
     for field, what in _REFUSED.items():
-        if data.get(field) not in (None, False, 0) and not (family.mla and field in mla.HF_FIELDS):
+        if data.get(field) not in (None, False, 0) and not (family.mla and field in mla.HF_FIELDS) \
+                and not (family.local and field in windows.HF_FIELDS):
             fail(f"{field}: {what}, which the transformer template cannot write")
 
     # newer configs list each layer's kind; only full attention in every layer is the template's
+    # (Mistral's and Gemma 2's sliding layers are counted by windows.py)
     kinds = data.get("layer_types")
-    if kinds is not None and (not isinstance(kinds, list) or any(k != "full_attention" for k in kinds)):
+    if kinds is not None and not family.local and \
+            (not isinstance(kinds, list) or any(k != "full_attention" for k in kinds)):
         fail(f"layer_types: {describe(kinds, 40)}: layers other than full attention, which the transformer "
              "template cannot write yet")
 
@@ -186,8 +192,10 @@ def read(path: str) -> dict:
                     "norm": family.norm, "positions": family.positions,
                     "tied_embeddings": flag("tie_word_embeddings", family.tied), "bias": bias,
                     "qkv_bias": family.qkv_bias and not bias}
-    if family.post_norm:
-        config["norm_position"] = "post"
+    if family.norm_position != "pre":
+        config["norm_position"] = family.norm_position
+    if family.local:
+        config.update(windows.from_hf(data, kind, sizes["L"], sizes["context"], fail))
     if family.qk_norm:
         config["qk_norm"] = "whole"
     if family.moe:
@@ -204,7 +212,7 @@ def _window(data: dict, family: Family, context: int, fail: Callable[[str], NoRe
     """A sliding window must not bind: null, switched off (Qwen2's use_sliding_window,
     false by default), or at least the context (Phi-3 mini 128k's 262144)."""
     window = data.get("sliding_window")
-    if window is None or (family.window_switch and data.get("use_sliding_window", False) is False):
+    if family.local or window is None or (family.window_switch and data.get("use_sliding_window", False) is False):
         return
     if not family.window:
         fail(f"sliding_window: {_shown(window)}, a field this model_type does not have")

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, NoReturn
 import sympy
 
 from ..errors import SpecError
-from ..lang.source import Apply, Comment, Contraction, Declare, Fused, Item, Let, Op, Part, Repeat, Tensor
+from ..lang.source import Apply, Comment, Contraction, Fused, Item, Let, Op, Part, Repeat, Tensor
 from ..symbols import dim_symbol
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def layers(config: dict, x: Tensor, seq: tuple[str, ...], mode: str, cache: str,
     out: list[Item] = []
     if moe.get("dense_layers", 0):
         dense = (attention, Part("mlp", tp._mlp(x, seq, norm, bias, mlp, None)))
-        out.append(Repeat("Ld", tuple(_renamed(part, "d") for part in dense), "the dense-first layers"))
+        out.append(Repeat("Ld", tuple(tp.renamed(part, "d") for part in dense), "the dense-first layers"))
     experts = [*tp._norm(x, norm, bias, "Wn2", "bn2")]
     if moe.get("shared", 0):
         experts += _shared(x, seq, mlp)
@@ -145,14 +145,6 @@ def layers(config: dict, x: Tensor, seq: tuple[str, ...], mode: str, cache: str,
         return out  # every layer dense
     out.append(Repeat("L-Ld" if moe.get("dense_layers", 0) else "L", (attention, Part("mlp", tuple(experts + routed)))))
     return out
-
-
-def _renamed(part: Part, suffix: str) -> Part:
-    """A part with its declared tensors renamed (a name is declared once per program: the
-    dense-first layers' own weights beside the others')."""
-    return Part(part.name, tuple(Declare(i.word, tuple(Tensor(d.dtype, d.dims, f"{d.name}{suffix}", d.unreduced)
-                                                       for d in i.tensors), i.comment)
-                                 if isinstance(i, Declare) else i for i in part.body))
 
 
 def _shared(x: Tensor, seq: tuple[str, ...], mlp: str) -> list[Item]:

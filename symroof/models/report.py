@@ -21,7 +21,7 @@ from ..render.json_report import json_value
 from ..render.tex import TexPrinter, tex_name, tex_words
 from ..roofline.solve import Region
 from ..show import beside, human, number, pretty, seconds, wrapped
-from . import accumulation, kinds, latency_bound, mla, pipeline, quant, strategy_costs
+from . import accumulation, kinds, latency_bound, mla, pipeline, quant, strategy_costs, windows
 from . import context as contexts
 from .catalogue import get_model, models
 from .counted import NEEDS_CONFIG, is_counted
@@ -400,7 +400,8 @@ def table(model: Model, formulas: Model | None, title: str, total_tokens: int | 
         lines.append(f"{name:<22} {text}")
     lines.append("")
     lines += wrapped("conventions: " + "; ".join(conventions(model.options, model.structured)
-                                                + model.about.get("storage", []) + mla.stated(model)))
+                                                + model.about.get("storage", []) + mla.stated(model)
+                                                + windows.stated(model.structured)))
     return "\n".join(lines)
 
 
@@ -464,5 +465,6 @@ def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int
     if model.options.mode == "train":
         out["training_state"] = state_json(model.options)
     out.update({name: json_value(value) for name, value in mla.activated(model).items()})
-    out["conventions"] = conventions(model.options, model.structured) + mla.stated(model)
+    out["conventions"] = conventions(model.options, model.structured) + mla.stated(model) \
+        + windows.stated(model.structured)
     return out

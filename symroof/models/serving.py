@@ -48,6 +48,7 @@ from ..render.json_report import json_value
 from ..show import number, pretty, seconds
 from . import chunked as chunking
 from . import context as contexts
+from . import windows
 from .accumulation import replicas
 from .latency_bound import NO_MEMORY_LATENCY, LatencyBound, bounds, step_bound
 from .latency_bound import rows as latency_rows
@@ -86,7 +87,7 @@ def crossings(step: sympy.Expr, var: sympy.Symbol) -> set[sympy.Expr]:
     which two of its arguments (linear in `var`) are equal. Between them `step` is linear."""
     found: set[sympy.Expr] = set()
     for node in sympy.preorder_traversal(step):
-        if isinstance(node, sympy.Max):
+        if isinstance(node, (sympy.Max, sympy.Min)):  # Min: a sliding window's keys, min(S, W)
             for a, b in itertools.combinations(node.args, 2):
                 gap = sympy.expand(a - b)
                 slope = gap.coeff(var, 1) if gap.is_polynomial(var) else None
@@ -101,9 +102,10 @@ def linear_at(step: sympy.Expr, var: sympy.Symbol, where: sympy.Expr) -> sympy.E
     Refused where it is not linear in `var` with numbers for the rest: else the closed
     forms built on it would be wrong."""
     def top(node: sympy.Expr) -> sympy.Expr:
-        if isinstance(node, sympy.Max):
+        if isinstance(node, (sympy.Max, sympy.Min)):  # Min: a sliding window's keys, min(S, W)
+            pick = max if isinstance(node, sympy.Max) else min
             try:
-                return max((top(a) for a in node.args), key=lambda a: a.subs(var, where))
+                return pick((top(a) for a in node.args), key=lambda a: a.subs(var, where))
             except TypeError:  # roofs in the chip's symbols: which is on top is unknown
                 raise SpecError(f"the step's time is not linear in {var} with numbers for the rest ({step}): give "
                                 "every other size and a chip with numeric figures") from None
@@ -212,6 +214,7 @@ class Request:
     touched_experts: bool = False  # a mixture's decode reads only the experts its batch touches (stated)
     latency: tuple[LatencyBound, ...] | None = None  # under a strategy: the decode step's collectives
     chunked: chunking.Chunked | None = None  # with a chunk size: chunked prefill (chunked.py)
+    windowed: tuple[str, ...] = ()  # a sliding window's and soft caps' conventions (windows.py)
     storage: tuple[str, ...] = ()  # the weights' and KV cache's formats and scales (models/quant.py), where not bf16
 
     @property
@@ -324,7 +327,7 @@ class Request:
         return (CONVENTIONS + ((TOUCHED_EXPERTS,) if self.touched_experts else ())
                 + ((extra,) if self.speculative is not None else ())
                 + (chunking.CONVENTIONS if self.chunked is not None else ())
-                + self.storage)
+                + self.storage + self.windowed)
 
     def _decode_text(self) -> str:
         formula = self.decode_formula()
@@ -453,7 +456,7 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
                    context=(named(name, models_file) or {}).get("sizes", {}).get("context"),
                    touched_experts=touches_experts(step.structured),
                    latency=None if strategy is None else bounds(last, batch), chunked=mixed,
-                   storage=tuple(step.about.get("storage", ())))
+                   storage=tuple(step.about.get("storage", ())), windowed=tuple(windows.stated(step.structured)))
 
 
 def _rational(value: float | Fraction | str, flag: str, zero: bool = False) -> sympy.Rational:

@@ -21,6 +21,7 @@ output): `--remat save=x,o,h`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..errors import SpecError
@@ -42,7 +43,7 @@ from ..lang.source import (
     Tensor,
 )
 from ..lang.structure import Structured
-from . import kinds, mla, quant
+from . import kinds, mla, quant, windows
 from .backward import backward
 from .catalogue import FIELDS, MLPS, NORM_POSITIONS, NORMS, POSITIONS, QK_NORMS
 from .strategies import Strategy, gathered, sequence_split, shard, subscripted
@@ -80,6 +81,7 @@ def program(config: dict, mode: str = "train", weights: str = "bf16", kv: str = 
     int4_g128 or mxfp4: weight-only quantization computing in bf16; models/quant.py) and its
     KV cache in `kv`, sharded by `strategy` (strategies.parse_strategy)."""
     mla.check_strategy(config, strategy or {})
+    windows.check_strategy(config, strategy or {})
     return sharded(whole(config, mode, weights, kv), mode, strategy or {})
 
 
@@ -129,6 +131,8 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
         items += mla.lets(config)
     if learned:
         items.append(Let((("Tmax", str(sizes["context"])),)))
+    if windows.uses(config):
+        items.append(windows.lets(config))
     indices = t("int32", *seq)
     items += [Blank(), _params("embedding", ("Emb", t("bf16", "V", "D"))),
               Apply("gather", (), "prefix", (t("bf16", "V", "D"), indices), x)]
@@ -138,22 +142,33 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
     # qkv_bias: biases on the query, key and value projections only (Qwen2's), none on the
     # output projection or the MLP
     qkv_bias = bias or config.get("qkv_bias", False)
-    post, qk_norm = choices["norm_position"] == "post", choices["qk_norm"] == "whole"
-    if (post or qk_norm) and (mla.uses(config) or moe):
-        raise SpecError(f"model {config['id']}: norm_position post and qk_norm are written for dense, non-MLA "
-                        "models only (OLMo 2's)")
+    style = Style(pre=choices["norm_position"] != "post", post=choices["norm_position"] != "pre",
+                  qk_norm=choices["qk_norm"] == "whole", softcap=windows.softcap(config, "attention"))
+    if style != Style() and (mla.uses(config) or moe):
+        raise SpecError(f"model {config['id']}: norm_position, qk_norm and softcap are written for dense, non-MLA "
+                        "models only")
+
+    def layer(style: Style) -> tuple[Part, Part]:
+        return (Part("attention", _attention(x, seq, norm, bias, qkv_bias, decode, stored["kv"], _CACHE[mode], style)),
+                Part("mlp", _mlp(x, seq, norm, bias, choices["mlp"], moe, decode, style)))
+
     if mla.uses(config):
         blocks = mla.layers(config, x, seq, mode, stored["kv"], _CACHE[mode])
+    elif windows.uses(config):
+        everywhere, local = windows.counts(config)
+        blocks = [*([Repeat(everywhere, layer(style), "the global layers")] if everywhere else []),
+                  Repeat(local, tuple(renamed(part, "l") for part in layer(dataclasses.replace(style, keys="Sl"))),
+                         "the local layers: each query over the W tokens before it")]
     else:
-        blocks = [Repeat("L", (Part("attention", _attention(x, seq, norm, bias, qkv_bias, decode, stored["kv"],
-                                                             _CACHE[mode], post, qk_norm)),
-                               Part("mlp", _mlp(x, seq, norm, bias, choices["mlp"], moe, decode, post))))]
+        blocks = [Repeat("L", layer(style))]
     items += [Blank(), *blocks, Blank(), *_norm(x, norm, bias, "Wnf", "bnf")]
     logits = t("bf16", *seq, "V")
     if config.get("tied_embeddings", False):
         items.append(_matmul(x, ("D",), t("bf16", "V", "D"), logits, "tied: the embedding table again"))
     else:
         items += [_params("embedding", ("Wout", t("bf16", "D", "V"))), _matmul(x, ("D",), t("bf16", "D", "V"), logits)]
+    if windows.softcap(config, "logits"):
+        items += _capped(logits)
     p = Program(tuple(items))
     # the weight matrices (declared, and read as matmul operands) in their own dtype
     shapes, widths = (_PARAM_SHAPES | mla.PARAM_SHAPES, {**sizes, **mla.widths(config)}) if mla.uses(config) \
@@ -191,6 +206,14 @@ def _touched_per_replica(p: Program, strategy: Strategy) -> Program:
     return Program(tuple(each(item) for item in p.items))
 
 
+def renamed(part: Part, suffix: str) -> Part:
+    """A part with its declared tensors renamed (a name is declared once per program: a
+    second repeat block's own weights beside the first's)."""
+    return Part(part.name, tuple(Declare(i.word, tuple(Tensor(d.dtype, d.dims, f"{d.name}{suffix}", d.unreduced)
+                                                       for d in i.tensors), i.comment)
+                                 if isinstance(i, Declare) else i for i in part.body))
+
+
 def _norm(x: Tensor, norm: str, bias: bool, w: str, b: str, name: str | None = None) -> list[Item]:
     scale = t("bf16", "D")
     source = named(x, name) if name else x
@@ -206,47 +229,73 @@ _CACHE = {"train": "a cache's keys and values (kv_bytes_per_token; training keep
           "prefill": "the keys and values this step writes", "decode": "the context's keys and values"}
 
 
+@dataclasses.dataclass(frozen=True)
+class Style:
+    """How a layer is written beyond its sizes: its norms before (`pre`) and/or after
+    (`post`: on each sublayer's output, before the residual; OLMo 2's alone, Gemma 2's
+    beside the pre-norms) its sublayers, an RMSNorm over the whole q and k projections
+    (`qk_norm`, OLMo 2's), the keys its queries attend (`keys`: S, or a local layer's Sl,
+    windows.py) and a soft cap on its attention scores (`softcap`, Gemma 2's)."""
+
+    pre: bool = True
+    post: bool = False
+    qk_norm: bool = False
+    keys: str = "S"
+    softcap: bool = False
+
+    def post_names(self, k: int) -> tuple[str, str]:
+        """The post-norm's scale and bias names in sublayer `k` (1 attention, 2 MLP)."""
+        return (f"Wp{k}", f"bp{k}") if self.pre else (f"Wn{k}", f"bn{k}")
+
+
+def _capped(x: Tensor) -> list[Item]:
+    """cap * tanh(x / cap), elementwise (windows.py's soft-capping)."""
+    cap = Tensor("fp32", ())
+    return [Contraction((x, cap), (Op("*"),), x, windows.CAP_COMMENT), Apply("tanh", (), "call", (x,), x),
+            Contraction((x, cap), (Op("*"),), x, "... * cap")]
+
+
 def _attention(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, qkv_bias: bool, decode: bool, cache: str,
-               says: str, post: bool = False, qk_norm: bool = False) -> tuple[Item, ...]:
-    """A layer's attention: its norm on the input (`post`: on the output, before the
-    residual, as OLMo 2's), and with `qk_norm` an RMSNorm over the whole query and key
-    projections (OLMo 2's q_norm and k_norm)."""
-    q, kv = t("bf16", *seq, "K", "G", "H"), t(cache, "B", "S", "K", "H")
-    new_kv = t(cache, "B", "K", "H") if decode else kv
+               says: str, style: Style = Style()) -> tuple[Item, ...]:
+    """A layer's attention, written in `style`."""
+    keys = style.keys
+    q, kv = t("bf16", *seq, "K", "G", "H"), t(cache, "B", keys, "K", "H")
+    new_kv = t(cache, "B", "K", "H") if decode else t(cache, "B", "S", "K", "H")
     wq, wkv, wo = t("bf16", "D", "K", "G", "H"), t("bf16", "D", "K", "H"), t("bf16", "K", "G", "H", "D")
-    items = [] if post else _norm(x, norm, bias, "Wn1", "bn1", "x")  # x: the block's input
+    items = _norm(x, norm, bias, "Wn1", "bn1", "x") if style.pre else []  # x: the block's input
     items.append(_params("param", ("Wq", wq), ("Wk", wkv), ("Wv", wkv), ("Wo", wo)))
     qb, kvb, ob = t("bf16", "K", "G", "H"), t("bf16", "K", "H"), t("bf16", "D")
     if qkv_bias:
         items.append(_params("param", ("bq", qb), ("bk", kvb), ("bv", kvb), *((("bo", ob),) if bias else ())))
     items.append(_params("cache", ("Kc", kv), ("Vc", kv), comment=says))
     source = x if decode else t("bf16", "B", "S", "D")
-    items += [_matmul(named(x, "x") if post else x, ("D",), wq, named(q, "q")),
+    items += [_matmul(x if style.pre else named(x, "x"), ("D",), wq, named(q, "q")),
               _matmul(source, ("D",), wkv, named(new_kv, "k")), _matmul(source, ("D",), wkv, named(new_kv, "v"))]
     if qkv_bias:
         items += [_add(q, qb, q), _add(new_kv, kvb, new_kv), _add(new_kv, kvb, new_kv)]
-    if qk_norm:
+    if style.qk_norm:
         qn, kn = t("bf16", "K", "G", "H"), t("bf16", "K", "H")
         items += [_params("param", ("Wqn", qn), ("Wkn", kn), comment="QK-norm: over the whole q and k projections"),
                   Apply(norm, ("K", "G", "H"), "prefix", (q, qn), q),
                   Apply(norm, ("K", "H"), "prefix", (new_kv, kn), new_kv)]
-    scores = t("fp32", "B", "K", "G", *seq[1:], "S")
+    scores = t("fp32", "B", "K", "G", *seq[1:], keys)
     probs = Tensor("bf16", scores.dims)
-    items += [Fused((_matmul(q, ("H",), kv, scores), Apply("softmax", ("S",), "prefix", (scores,), probs),
-                     _matmul(probs, ("S",), kv, named(q, "o"))), "attention: the scores stay on chip"),
+    items += [Fused((_matmul(q, ("H",), kv, scores), *(_capped(scores) if style.softcap else ()),
+                     Apply("softmax", (keys,), "prefix", (scores,), probs),
+                     _matmul(probs, (keys,), kv, named(q, "o"))), "attention: the scores stay on chip"),
               _matmul(q, ("K", "G", "H"), wo, named(x, "a"))]
     if bias:
         items.append(_add(x, ob, x))
-    if post:
-        items += _norm(x, norm, bias, "Wn1", "bn1")
+    if style.post:
+        items += _norm(x, norm, bias, *style.post_names(1))
     items.append(_add(x, x, x, "residual"))
     return tuple(items)
 
 
 def _mlp(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, mlp: str, moe: dict | None,
-         decode: bool = False, post: bool = False) -> tuple[Item, ...]:
-    """A layer's MLP (or experts), its norm on the input (`post`: on the output)."""
-    items = [] if post else _norm(x, norm, bias, "Wn2", "bn2")
+         decode: bool = False, style: Style = Style()) -> tuple[Item, ...]:
+    """A layer's MLP (or experts), its norms as `style` places them."""
+    items = _norm(x, norm, bias, "Wn2", "bn2") if style.pre else []
     if moe:
         return tuple(items + _experts(x, seq, mlp, ("Et", "Ct") if decode else ("E", "C")))
     h = t("bf16", *seq, "F")
@@ -265,7 +314,8 @@ def _mlp(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, mlp: str, moe: 
                   _matmul(x, ("D",), up, named(h, "g")), _matmul(x, ("D",), up, named(h, "u")),
                   Apply(act, (), "call", (h,), h), Contraction((h, h), (Op("*"),), named(h, "h")),
                   _matmul(h, ("F",), down, named(x, "m"))]
-    return tuple(items + (_norm(x, norm, bias, "Wn2", "bn2") if post else []) + [_add(x, x, x, "residual")])
+    return tuple(items + (_norm(x, norm, bias, *style.post_names(2)) if style.post else [])
+                 + [_add(x, x, x, "residual")])
 
 
 def _touched(tokens: str = "tokens") -> tuple[tuple[str, str], ...]:

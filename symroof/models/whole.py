@@ -43,7 +43,7 @@ from ..errors import SpecError
 from ..hardware.machines import Machine
 from ..ir import Program, dim_symbol
 from ..lang.relations import check_sizes
-from ..lang.structure import Block, Structured
+from ..lang.structure import Block, Declared, Structured
 from ..roofline.cost import Cost, combine, cost, repeated
 from ..roofline.sized import ratio
 from ..roofline.solve import Region, cleared, positive_region
@@ -269,7 +269,15 @@ class Model:
         if not caches:
             return sympy.Integer(0)
         B, S = dim_symbol("B"), dim_symbol("S")
-        if any(B not in d.dims or S not in d.dims for d in caches):
+        # a sliding window's cache holds Sl = min(S, W) tokens (windows.py): its bytes per
+        # token of context are its bytes over S, at the S given
+        relations = self.structured.relations
+        dims = {S} | relations.get(S, S).free_symbols  # S, or what it is (T in training and prefill)
+
+        def context(d: Declared) -> bool:
+            return any(relations.get(x, x).free_symbols & dims for x in d.dims)
+
+        if any(B not in d.dims or not context(d) for d in caches):
             raise SpecError("a KV cache's bytes per token need its batch and context dims named B and S")
         return sympy.expand(self.at(sympy.Add(*(d.count * d.bytes / (B * S) for d in caches))))
 

@@ -312,7 +312,10 @@ def ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
         return fraction_expr(*polys(num, den))
     except (ValueError, CoercionFailed):  # a symbol in a denominator
         (n1, d1), (n2, d2) = sympy.fraction(sympy.together(num)), sympy.fraction(sympy.together(den))
-        return fraction_expr(*polys(n1 * d2, d1 * n2))
+        try:
+            return fraction_expr(*polys(n1 * d2, d1 * n2))
+        except (ValueError, CoercionFailed):  # not a polynomial: a sliding window's min(S, W), a power
+            return sympy.cancel(num / den)
 
 
 def pick_max(a: sympy.Expr, b: sympy.Expr, pick: Callable[..., sympy.Expr] = sympy.Max) -> sympy.Expr:

@@ -140,11 +140,12 @@ def test_llama_attention_bias_puts_a_bias_on_every_projection(tmp_path):
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({**GEMMA_7B, "model_type": "gemma2", "attn_logit_softcapping": 50.0},
-     "model_type 'gemma2': its local/global sliding-window layers and logit soft-capping the transformer "
+    ({**GEMMA_7B, "model_type": "gemma3_text"},
+     "model_type 'gemma3_text': its local/global sliding-window layers and QK-norm the transformer "
      "template cannot write yet"),
+    ({**GEMMA_7B, "model_type": "gemma2", "sliding_window": 4096, "layer_types": ["sliding_attention"] * 3},
+     "layer_types: .*one of sliding_attention or full_attention a layer"),
     ({"model_type": "qwen2_moe", "n_shared_experts": 1}, "model_type 'qwen2_moe': its shared experts"),
-    ({**MISTRAL_7B_V03, "sliding_window": 4096}, "sliding_window: 4096: attention over a sliding window"),
     ({**PHI3_MINI_128K, "max_position_embeddings": 4096, "sliding_window": 2047},
      "sliding_window: 2047: attention over a sliding window"),
     ({**QWEN25_7B, "use_sliding_window": True, "sliding_window": 4096},
