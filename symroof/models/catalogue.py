@@ -36,7 +36,7 @@ _CHOICES = {"mlp": MLPS, "norm": NORMS, "positions": POSITIONS}
 # each sublayer's output before the residual, not its input), and an RMSNorm over the whole
 # query and key projections (OLMo 2's q_norm, k_norm) before attention
 NORM_POSITIONS = ("pre", "post", "both")
-QK_NORMS = ("none", "whole")
+QK_NORMS = ("none", "whole", "head")
 OPTIONAL_CHOICES = {"norm_position": NORM_POSITIONS, "qk_norm": QK_NORMS}
 _FLAGS = ("tied_embeddings", "bias")
 # Optional flags (false when left out): biases on q, k and v only (Qwen2's attention; `bias`

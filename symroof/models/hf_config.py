@@ -41,7 +41,7 @@ class Family:
     moe: bool = False
     mla: bool = False             # DeepSeek's latent attention and experts (mla.py)
     norm_position: str = "pre"    # the layer's norms: on each sublayer's input, output (OLMo 2) or both (Gemma 2)
-    qk_norm: bool = False         # an RMSNorm over the whole q and k projections (OLMo 2's q_norm, k_norm)
+    qk_norm: str = "none"         # an RMSNorm over the whole q and k projections (OLMo 2's) or each head (Gemma 3's)
     local: bool = False           # a binding sliding_window and soft-capping are read (windows.py)
     sizes: tuple[tuple[str, str], ...] = (("D", "hidden_size"), ("L", "num_hidden_layers"),
                                           ("N", "num_attention_heads"), ("F", "intermediate_size"),
@@ -59,14 +59,15 @@ FAMILIES = {
     "gpt2": Family(False, "layernorm", "learned", tied=True, sizes=_GPT2_SIZES),
     "deepseek_v2": Family(True, "rmsnorm", "rope", tied=False, mla=True),
     "deepseek_v3": Family(True, "rmsnorm", "rope", tied=False, mla=True),
-    "olmo2": Family(True, "rmsnorm", "rope", tied=False, attention_bias=True, norm_position="post", qk_norm=True),
+    "olmo2": Family(True, "rmsnorm", "rope", tied=False, attention_bias=True, norm_position="post", qk_norm="whole"),
     "gemma2": Family(True, "rmsnorm", "rope", tied=True, attention_bias=True, window=True, norm_position="both",
                      local=True),
+    "gemma3_text": Family(True, "rmsnorm", "rope", tied=True, attention_bias=True, window=True, norm_position="both",
+                          qk_norm="head", local=True),
 }
 # model types whose attention the template cannot write yet: what they need
 _NOT_YET = {
-    "gemma3": "local/global sliding-window layers and QK-norm",
-    "gemma3_text": "local/global sliding-window layers and QK-norm",
+    "gemma3": "vision tower (its text_config, written as a gemma3_text config of its own, is read)",
     "phi3small": "block-sparse attention",
     "qwen2_moe": "shared experts",
 }
@@ -196,8 +197,8 @@ def read(path: str) -> dict:
         config["norm_position"] = family.norm_position
     if family.local:
         config.update(windows.from_hf(data, kind, sizes["L"], sizes["context"], fail))
-    if family.qk_norm:
-        config["qk_norm"] = "whole"
+    if family.qk_norm != "none":
+        config["qk_norm"] = family.qk_norm
     if family.moe:
         experts, active = whole("num_local_experts"), whole("num_experts_per_tok")
         if active > experts:

@@ -143,7 +143,7 @@ def whole(config: dict, mode: str = "train", weights: str = "bf16", kv: str = "b
     # output projection or the MLP
     qkv_bias = bias or config.get("qkv_bias", False)
     style = Style(pre=choices["norm_position"] != "post", post=choices["norm_position"] != "pre",
-                  qk_norm=choices["qk_norm"] == "whole", softcap=windows.softcap(config, "attention"))
+                  qk_norm=choices["qk_norm"], softcap=windows.softcap(config, "attention"))
     if style != Style() and (mla.uses(config) or moe):
         raise SpecError(f"model {config['id']}: norm_position, qk_norm and softcap are written for dense, non-MLA "
                         "models only")
@@ -233,13 +233,14 @@ _CACHE = {"train": "a cache's keys and values (kv_bytes_per_token; training keep
 class Style:
     """How a layer is written beyond its sizes: its norms before (`pre`) and/or after
     (`post`: on each sublayer's output, before the residual; OLMo 2's alone, Gemma 2's
-    beside the pre-norms) its sublayers, an RMSNorm over the whole q and k projections
-    (`qk_norm`, OLMo 2's), the keys its queries attend (`keys`: S, or a local layer's Sl,
+    beside the pre-norms) its sublayers, an RMSNorm over the whole q and k projections or
+    over each head (`qk_norm` whole, OLMo 2's, or head, Gemma 3's), the keys its queries
+    attend (`keys`: S, or a local layer's Sl,
     windows.py) and a soft cap on its attention scores (`softcap`, Gemma 2's)."""
 
     pre: bool = True
     post: bool = False
-    qk_norm: bool = False
+    qk_norm: str = "none"
     keys: str = "S"
     softcap: bool = False
 
@@ -273,11 +274,15 @@ def _attention(x: Tensor, seq: tuple[str, ...], norm: str, bias: bool, qkv_bias:
               _matmul(source, ("D",), wkv, named(new_kv, "k")), _matmul(source, ("D",), wkv, named(new_kv, "v"))]
     if qkv_bias:
         items += [_add(q, qb, q), _add(new_kv, kvb, new_kv), _add(new_kv, kvb, new_kv)]
-    if style.qk_norm:
+    if style.qk_norm == "whole":
         qn, kn = t("bf16", "K", "G", "H"), t("bf16", "K", "H")
         items += [_params("param", ("Wqn", qn), ("Wkn", kn), comment="QK-norm: over the whole q and k projections"),
                   Apply(norm, ("K", "G", "H"), "prefix", (q, qn), q),
                   Apply(norm, ("K", "H"), "prefix", (new_kv, kn), new_kv)]
+    elif style.qk_norm == "head":
+        scale = t("bf16", "H")
+        items += [_params("param", ("Wqn", scale), ("Wkn", scale), comment="QK-norm: over each head"),
+                  Apply(norm, ("H",), "prefix", (q, scale), q), Apply(norm, ("H",), "prefix", (new_kv, scale), new_kv)]
     scores = t("fp32", "B", "K", "G", *seq[1:], keys)
     probs = Tensor("bf16", scores.dims)
     items += [Fused((_matmul(q, ("H",), kv, scores), *(_capped(scores) if style.softcap else ()),

@@ -122,9 +122,10 @@ def check_strategy(config: dict, strategy: dict) -> None:
 
 
 def from_hf(data: dict, kind: str, layers: int, context: int, fail: Callable[[str], NoReturn]) -> dict:
-    """The `sliding_window` and `softcap` objects of a Mistral or Gemma 2 config.json: a
-    Mistral's window binds in every layer; Gemma 2's in every other, from the first (as
-    its `layer_types` lists them where given)."""
+    """The `sliding_window` and `softcap` objects of a Mistral, Gemma 2 or Gemma 3 config.json:
+    a Mistral's window binds in every layer, Gemma 2's in every other from the first, Gemma
+    3's in all but every sliding_window_pattern-th (6: 5 local to 1 global); `layer_types`,
+    where given, lists them."""
     out: dict = {}
     window = data.get("sliding_window")
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
@@ -136,6 +137,11 @@ def from_hf(data: dict, kind: str, layers: int, context: int, fail: Callable[[st
                     any(k not in ("sliding_attention", "full_attention") for k in kinds):
                 fail(f"layer_types: {str(kinds)[:60]}: one of sliding_attention or full_attention a layer")
             local = sum(k == "sliding_attention" for k in kinds)
+        elif kind == "gemma3_text":  # every sliding_window_pattern-th layer global, the rest local
+            pattern = data.get("sliding_window_pattern", 6)
+            if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
+                fail(f"sliding_window_pattern must be a whole number of layers, not {str(pattern)[:40]}")
+            local = layers - layers // pattern
         else:
             local = (layers + 1) // 2 if kind == "gemma2" else layers
         if local:

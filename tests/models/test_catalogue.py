@@ -140,9 +140,9 @@ def test_llama_attention_bias_puts_a_bias_on_every_projection(tmp_path):
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({**GEMMA_7B, "model_type": "gemma3_text"},
-     "model_type 'gemma3_text': its local/global sliding-window layers and QK-norm the transformer "
-     "template cannot write yet"),
+    ({**GEMMA_7B, "model_type": "gemma3"},
+     "model_type 'gemma3': its vision tower \\(its text_config, written as a gemma3_text config of its own, is "
+     "read\\) the transformer template cannot write yet"),
     ({**GEMMA_7B, "model_type": "gemma2", "sliding_window": 4096, "layer_types": ["sliding_attention"] * 3},
      "layer_types: .*one of sliding_attention or full_attention a layer"),
     ({"model_type": "qwen2_moe", "n_shared_experts": 1}, "model_type 'qwen2_moe': its shared experts"),

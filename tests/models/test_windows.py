@@ -149,3 +149,33 @@ def test_a_bad_entry_is_refused_naming_the_field(tmp_path, capsys, fields, messa
     assert main(["model", "gemma-2-9b", "--models", str(path)]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+# google/gemma-3-27b's text_config, as a config of its own
+GEMMA3_27B_TEXT = {"architectures": ["Gemma3ForCausalLM"], "attention_bias": False, "head_dim": 128,
+                   "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 5376, "intermediate_size": 21504,
+                   "max_position_embeddings": 131072, "model_type": "gemma3_text", "num_attention_heads": 32,
+                   "num_hidden_layers": 62, "num_key_value_heads": 16, "query_pre_attn_scalar": 168,
+                   "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000.0, "rope_theta": 1000000.0,
+                   "sliding_window": 1024, "sliding_window_pattern": 6, "vocab_size": 262208}
+
+
+def test_gemma_3_counts_by_hand_and_reads_from_its_config(tmp_path):
+    D3, L3, N3, K3, H3, F3, V3 = 5376, 62, 32, 16, 128, 21504, 262208
+    # four norms and a q_norm and k_norm of one head's width (H) a layer; tied embeddings
+    layer = 2 * D3 * N3 * H3 + 2 * D3 * K3 * H3 + 3 * D3 * F3 + 4 * D3 + 2 * H3
+    entry = symroof.model("gemma-3-27b", "decode", "h200", {"B": 2, "S": 32768})
+    assert entry.params == L3 * layer + V3 * D3 + D3
+    # every sixth layer global (10 of 62), the other 52 holding a window of 1024
+    assert entry.kv_bytes == 2 * 2 * K3 * H3 * 2 * (10 * 32768 + 52 * 1024)
+    m = symroof.model(_write(tmp_path, GEMMA3_27B_TEXT), "decode", "h200", {"B": 2, "S": 32768})
+    assert (m.params, m.kv_bytes, m.flops) == (entry.params, entry.kv_bytes, entry.flops)
+
+
+def test_a_per_head_qk_norm_needs_no_collective_under_tp():
+    config = get_model("gemma-3-27b")
+    plain = {**json.loads(json.dumps(config)), "qk_norm": "none"}
+    from symroof.models import strategy_costs
+    count = [sum(c.count for c in strategy_costs.collectives(_model(c, "decode", {"B": 8, "S": 4096}, "tp=8")))
+             for c in (config, plain)]
+    assert count[0] == count[1]  # each head's norm is whole on its chip
