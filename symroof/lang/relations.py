@@ -213,9 +213,10 @@ def resolve_relations(lets: list[tuple[str, sympy.Expr]], spans: list[tuple[str,
         expr = defined[symbol]
         inner = {s: value_of(s, (*path, symbol)) for s in expr.free_symbols if s in defined}
         value = sympy.expand(expr.xreplace(inner)) if inner else expr
-        if value.is_Float:
-            raise _error(f"{symbol.name} = {sympy.Float(value, 6)}: too large to be a size (past {EXACT_BITS} bits)",
-                         where[symbol])
+        if value.is_Float:  # a power past EXACT_BITS: huge, or a fraction's tiny power (never whole)
+            said = (f"too large to be a size (past {EXACT_BITS} bits)" if abs(value) >= 1
+                    else "a size is a positive whole number")
+            raise _error(f"{symbol.name} = {sympy.Float(value, 6)}: {said}", where[symbol])
         if value.is_number and not (value.is_Integer and value > 0):
             raise _error(f"{symbol.name} = {value}: a size is a positive whole number", where[symbol])
         resolved[symbol] = value
