@@ -564,6 +564,65 @@ assert m8.min_chips == sympy.ceiling(m8.memory_bytes / usable)
 assert m8.memory_bytes == m8.weight_bytes + m8.kv_bytes  # a decode step's memory: its activations not held
 
 # %% [markdown]
+# ## Appendix C: the bytes below which a collective is latency-bound
+#
+# A ring AllReduce over n chips takes 2 (n - 1) hops, each at least the chip file's hop
+# latency (1 us on the v5e, an estimate), and sends 2 (n - 1)/n of its V bytes over one
+# direction of one link. Its bandwidth time passes its hops' latency above V* = n W_link
+# x 1 us: the book's "W_ici x 1 us" a hop, times the ring's n chips. Decode's AllReduce of
+# bf16[B, D] moves 2 B D bytes, so V* is a batch, B*. LLaMA 3-70B in bf16 on a 4x2
+# (tp = 8): the engine's threshold (`symroof model llama-3-70b --decode --strategy tp=8`,
+# the `latency_bound` rows):
+
+# %%
+from symroof.models import latency_bound
+
+tp8 = model("llama-3-70b", "decode", "tpu-v5e", {"B": 1, "S": 8192}, strategy="tp=8")
+(found,) = latency_bound.of_model(tp8)
+print(f"{int(found.count)} x {found.kind} of {found.bytes} bytes; latency floor {float(found.floor) * 1e6:.1f} us; "
+      f"V* = {float(found.threshold_bytes) / 1e3:.0f} kB, B* = {float(found.threshold_batch):.1f}; "
+      f"latency-bound at B = 1: {found.latency_bound}")
+# by hand: floor 2 (n - 1) hops; bandwidth time 2 (n - 1)/n V / W_link; equal at V* = n W_link hop
+n, hop = 8, v5e.figure("interconnect.hop_latency_s")
+assert found.floor == 2 * (n - 1) * hop
+assert found.threshold_bytes == n * W_link * hop
+assert found.threshold_batch == n * W_link * hop / (2 * z["D"])
+print(f"  by hand: V* = {n} x {float(W_link):.3g} x {float(hop) * 1e6:.0f} us "
+      f"= {float(n * W_link * hop) / 1e3:.0f} kB; "
+      f"B* = V* / (2 D) = {float(n * W_link * hop / (2 * z['D'])):.1f}")
+
+# %% [markdown]
+# ## Part 7's questions 5 and 6: a mixture of experts' decode reads only the experts it touches
+#
+# At a small batch a mixture of experts' decode step reads the weights of only the experts
+# its tokens pick: with A of E picked by each of B tokens, uniformly and independently (the
+# engine's assumption, an estimate: real routers are skewed and touch fewer), the expected
+# number touched is Et = E (1 - (1 - A/E)^B). For the chapter's E = 16, A = 2 nearly all
+# are read (95%) from B = 23; for Mixtral 8x7B (E = 8, A = 2) from B = 11. Below that the
+# step reads fewer bytes than the stored weights. Mixtral in bf16 on one chip's roofline
+# (it does not fit one v5e; the step's bytes are the point), S = 4096:
+
+# %%
+mx = named("mixtral-8x7b")["sizes"]
+E, A = named("mixtral-8x7b")["moe"]["experts"], named("mixtral-8x7b")["moe"]["active"]
+for e, label in ((16, "the chapter's E = 16"), (E, "Mixtral")):
+    b95 = next(b for b in range(1, 100) if 1 - (1 - sympy.Rational(2, e)) ** b >= sympy.Rational(95, 100))
+    print(f"{label}, A = 2: 95% of the experts touched from B = {b95}")
+assert 1 - (1 - sympy.Rational(2, 16)) ** 23 >= 0.95 > 1 - (1 - sympy.Rational(2, 16)) ** 22
+for b in (1, 4, 16):
+    m = model("mixtral-8x7b", "decode", "tpu-v5e", {"B": b, "S": 4096})
+    touched = E * (1 - (1 - sympy.Rational(A, E)) ** b)
+    # by hand: every weight but the input embedding (a lookup) and the experts' read in bf16,
+    # plus Et experts' three D x F matrices a layer, plus the B caches
+    experts = mx["L"] * E * 3 * mx["D"] * mx["F"]
+    read = 2 * (m.params - mx["V"] * mx["D"] - experts) + 2 * experts * touched / E
+    hand = (read + b * 4096 * m.kv_bytes_per_token) / W_hbm
+    print(f"B = {b:2}: Et = {float(touched):.2f} of {E}; step {ms(m.t_step)}, by hand {ms(hand)} "
+          f"(all experts read: {ms(hand + 2 * experts * (1 - touched / E) / W_hbm)})")
+    assert 1 <= m.t_step / hand < 1.03, (b, float(m.t_step), float(hand))
+
+
+# %% [markdown]
 # ## Not yet answered here
 #
 # These questions need what symroof cannot yet say, or what other work on it is building
