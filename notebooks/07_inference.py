@@ -309,7 +309,7 @@ for name, (strategy, mesh, n, copies) in slices.items():
 #
 # The book: fewest chips 8.75 in bf16 and 4.38 in int8, so slices of 4x4 and 4x2, holding
 # 43 and 52 caches at 8k; each step about 16 GB / 8.2e11 = 19 ms; 0.27 and 0.66 queries a
-# second a chip (int4: 2x2, 67 caches, 1.72). Doubling each slice (bf16 on 4x8, int8 on
+# second a chip (int4: 2x2, in the next cell). Doubling each slice (bf16 on 4x8, int8 on
 # 4x4) holds more caches at the same step time: 0.51 and 1.03 a chip.
 #
 # The engine's answers differ, for two reasons. It fills 90% of 16 GiB (15.5e9 bytes; the
@@ -351,6 +351,43 @@ for dtype, name, strategy, mesh, n, copies in setups:
 # with the KV heads copied, a wider slice does not shrink a chip's share of a cache: the batch
 # grows only by the weights' HBM freed, and the queries a chip fall
 assert qps[("bf16", "4x8")] < qps[("bf16", "4x4")] and qps[("int8", "4x4")] < qps[("int8", "4x2")]
+
+
+# %% [markdown]
+# ### The int4 row: a 2x2, with the scales counted
+#
+# The book's table puts LLaMA 3-70B in int4 (weights and caches) on a 2x2: 35e9 bytes of
+# weights at half a byte a parameter, 29e9 left of 4 x 16e9 for caches of 8192 tokens at
+# 81 kB a token, 43 caches (an earlier edition printed 45e9, 19e9 and 67, which do not
+# agree with each other). symroof's int4 is what AWQ and GPTQ checkpoints ship, int4_g128:
+# each group of 128 weights along a matrix's inputs carries a bf16 scale and a 4-bit zero,
+# 1/2 + 2.5/128 bytes a weight (3.9% over half a byte), and the input embedding and the LM
+# head stay bf16 (4.2e9 bytes, not 1.05e9). A KV cache in int4 carries the same per 128 of a
+# head's H = 128 values. So the weights are 39.8e9 bytes, and 90% of 4 x 16 GiB leaves room
+# for 31 caches, not 43. Tensor parallelism over the 4 chips splits the 8 KV heads 2 a chip,
+# nothing copied. Each step reads about a chip's HBM (19 ms, as the book's), and the queries
+# a second a chip are 0.79 (the earlier edition's 1.72 followed its 67 caches).
+
+# %%
+one4 = model("llama-3-70b", "decode", "tpu-v5e", {"B": 1, "S": 8192}, weights="int4", kv="int4")
+fits4 = serving.request("llama-3-70b", "tpu-v5e", P, G, 1, strategy="tp=4", weights="int4", kv="int4").kv_caches_fit
+r4 = serving.request("llama-3-70b", "tpu-v5e", P, G, int(fits4), strategy="tp=4", weights="int4", kv="int4")
+print(f"int4 weights {float(one4.weight_bytes) / 1e9:.2f} GB, KV {one4.kv_bytes_per_token} bytes a token; "
+      f"fewest chips {one4.min_chips}; on a 2x2: {fits4} caches of 8192, step {ms(r4.tpot_steady)} (mean context), "
+      f"{float(r4.requests_per_s_steady / 4):.2f} queries/s a chip")
+# by hand: int4_g128 is 1/2 + (2 + 1/2)/128 bytes a weight of each layer's matrices; the
+# embedding, the LM head and the norms bf16; the cache's K H values a layer likewise
+g128 = sympy.Rational(1, 2) + sympy.Rational(5, 2) / 128
+layers = z["L"] * (z["D"] * (z["N"] * z["H"] + 2 * z["K"] * z["H"]) + z["N"] * z["H"] * z["D"] + 3 * z["D"] * z["F"])
+hand_w = layers * g128 + 2 * 2 * z["V"] * z["D"] + 2 * (2 * z["L"] * z["D"] + z["D"])
+assert one4.weight_bytes == hand_w, (one4.weight_bytes, hand_w)
+assert one4.kv_bytes_per_token == 2 * z["L"] * z["K"] * z["H"] * g128
+hand_fits = sympy.floor((usable - hand_w / 4) / (8192 * one4.kv_bytes_per_token / 4))
+hand_step = (hand_w / 4 + fits4 * (P + sympy.Rational(G - 1, 2)) * one4.kv_bytes_per_token / 4) / W_hbm
+print(f"  by hand: weights {float(hand_w) / 1e9:.2f} GB ({float(layers / 2) / 1e9:.2f} at half a byte, the "
+      f"embedding and LM head {float(4 * z['V'] * z['D']) / 1e9:.2f}); {int(hand_fits)} caches; step {ms(hand_step)}")
+assert abs(fits4 - hand_fits) <= 1, (fits4, hand_fits)
+assert 1 <= r4.tpot_steady / hand_step < 1.15, (float(r4.tpot_steady), float(hand_step))
 
 
 # %% [markdown]
