@@ -559,7 +559,8 @@ assert abs(m405.flops_per_token / hand - 1) < 0.001
 # all-reduces its 4 kB activations twice a layer, and each AllReduce is bound by its hops'
 # latency, 2 x 7 hops of the chip file's 1 us estimate, not its bytes. (The book's
 # appendix C: a ring collective is latency-bound below about W_ici x 1 us of bytes a
-# hop; the book's bidirectional ring takes half the hops.)
+# hop; the book's bidirectional ring takes half the hops. The threshold is derived at the
+# end of this notebook.)
 
 # %%
 r = serving.request("llama-3-70b", "tpu-v5e", 8192, 512, 1, strategy="tp=8", weights="int8", kv="int8",
@@ -714,17 +715,20 @@ for b in (1, 4, 16):
 #   with its two AllToAlls a layer): part 7's question 2 (the largest batch on a 4x4 in
 #   int8 with the cache fully sharded, with 8 KV heads and with 1) and part 8's doubled
 #   slices. symroof's tensor parallelism copies the KV heads on a slice wider than K.
-# * **Mixtures of experts** (part 7's questions 5 and 6: E = 16, k = 2; expert sharding on
-#   an 8x16): a decode step that reads only the experts its tokens touch, and the batch at
-#   which that stops mattering.
-# * **int4 weights and caches with their scales** (part 8's int4 row: a 2x2 slice, 67
-#   caches, 1.72 queries a second a chip).
+# * **Mixtures of experts, beyond the experts touched** (part 7's questions 5 and 6): the
+#   experts a decode step reads and the batch at which nearly all are read are answered
+#   above; expert sharding on an 8x16 is not (the engine's `ep` strategy writes it; it is
+#   not yet worked here against a hand count), nor a hand derivation of the whole MoE
+#   step's compute-bound batch: the engine's (986 for Mixtral at S = 4096) sits 22% above
+#   the weights-only count (809) by the activations' bytes, which grow with the batch and
+#   which a hand count would have to copy from the engine.
 # * **2D weight-stationary sharding** (part 7's question 7): no strategy writes it.
-# * **Latency-bound communication** (appendix C): the collectives' hop latency is counted
-#   (the draft above), but the threshold in bytes below which a collective's time is its
-#   hops' latency, the appendix's W_ici x 1 us, is not derived.
-# * **Chunked prefill** interleaved with decode steps on one server, and the evictions a
-#   step under continuous batching (part 8: B (P + G) / G tokens; arithmetic, no engine).
+# * **Latency-bound HBM reads**: appendix C's threshold is derived above for the
+#   collectives only; the chip files carry no per-step (kernel launch) latency for memory.
+# * **Chunked prefill under a strategy, or of a mixture of experts** (the engine refuses
+#   both: a mixed step's collectives, and the experts both the chunk's and the batch's
+#   tokens touch, are not costed), and the evictions a step under continuous batching
+#   (part 8: B (P + G) / G tokens; arithmetic, no engine).
 # * **A decode step's peak working activations** (part 8's closing question 2, part c).
 # * **The pop quiz's 30B model** with 100 kB a token: no model of those sizes is in the
 #   catalogue, and its KV size is given, not derived.
