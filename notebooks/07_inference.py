@@ -62,6 +62,15 @@ def show(figure):
     display(Image(buffer.getvalue()))
 
 
+def int8_weights(z, tied):
+    """By hand, a LLaMA's int8 weights: each layer's matrices a byte a parameter and a bf16
+    scale per output channel; the embedding, the LM head (unless tied) and the norms bf16."""
+    L, D, F, N, K, H, V = (z[k] for k in "LDFNKHV")
+    layers = L * (D * (N * H + 2 * K * H) + N * H * D + 3 * D * F)
+    scales = 2 * L * (N * H + 2 * K * H + D + 2 * F + D)
+    return layers + scales + 2 * V * D * (1 if tied else 2) + 2 * (2 * L * D + D)
+
+
 # %% [markdown]
 # ## The critical batch: when does a decode step's matmul stop waiting on HBM?
 #
@@ -77,7 +86,9 @@ def show(figure):
 # alone leaves out, and, pulling the other way, each token's activations' HBM traffic; the
 # ratio C / W_hbm is the book's 240. symroof's int8 weights are weight-only quantization
 # (the matmuls run in bf16), so the int8 x int8 case is the chip file's int8 ratio alone:
-# 480 OPs a byte, over 2 OPs a one-byte weight, 240.
+# 480 OPs a byte, over 2 OPs a one-byte weight, 240. Its int8 weights are not one byte a
+# parameter: each layer's matrices carry a bf16 scale per output channel and the LM head
+# stays bf16, 1.5% more bytes a step, which raise the int8 threshold by as much.
 
 # %%
 print(f"C / W_hbm = {float(v5e.critical_intensity('bf16')):.2f} FLOPs/byte (bf16), "
@@ -87,14 +98,19 @@ for weights in ("bf16", "int8"):
     step = model("llama-3-70b", "decode", "tpu-v5e", {"S": 8192}, weights=weights)
     b_crit[weights] = step.decode_batch(with_kv=False).root
     print(f"LLaMA 3-70B decode, {weights} weights: compute-bound above B = {float(b_crit[weights]):.1f}")
-# by hand: each weight matrix (all but the input embedding, a lookup) is read once, b bytes
-# a parameter, and used for 2 FLOPs a token; attention adds 4 S N H FLOPs a token a layer
-# (scores and mix) whose cache reads are left out here
+# by hand: each weight matrix (all but the input embedding, a lookup) is read once and used
+# for 2 FLOPs a token; attention adds 4 S N H FLOPs a token a layer (scores and mix) whose
+# cache reads are left out here. The bytes read: bf16, 2 a parameter; int8, the layers'
+# matrices a byte a parameter with their scales, the LM head and norms bf16 (int8_weights,
+# less the input embedding), 1.5% over a byte a parameter, mostly the LM head's second byte
 z = named("llama-3-70b")["sizes"]
 matrices = step.params - z["V"] * z["D"]
-for weights, b in (("bf16", 2), ("int8", 1)):
+read = {"bf16": 2 * matrices, "int8": int8_weights(z, tied=False) - 2 * z["V"] * z["D"]}
+print(f"  int8 bytes read a step: {float(read['int8']) / 1e9:.2f}e9; "
+      f"at a byte a parameter {float(matrices) / 1e9:.2f}e9")
+for weights in ("bf16", "int8"):
     flops_per_token = 2 * matrices + 4 * 8192 * z["N"] * z["H"] * z["L"]
-    hand = v5e.critical_intensity("bf16") * b * matrices / flops_per_token
+    hand = v5e.critical_intensity("bf16") * read[weights] / flops_per_token
     print(f"  by hand ({weights}): {float(hand):.1f}")
     # the engine also reads and writes each token's activations, bytes that grow with B: its
     # memory roof rises with the batch, so its threshold sits a little above the weights-only one
@@ -251,15 +267,6 @@ assert m32.kv_bytes_per_token == 2 * z["K"] * z["H"] * z["L"] * 1
 usable = sympy.Rational(9, 10) * M_hbm
 assert m32.min_chips == sympy.ceiling(m32.memory_bytes / usable)
 assert abs(m32.memory_bytes - (caches + m32.weight_bytes)) < 1e-3 * m32.memory_bytes  # activations: a few MB
-
-
-def int8_weights(z, tied):
-    """By hand, a LLaMA's int8 weights: each layer's matrices a byte a parameter and a bf16
-    scale per output channel; the embedding, the LM head (unless tied) and the norms bf16."""
-    L, D, F, N, K, H, V = (z[k] for k in "LDFNKHV")
-    layers = L * (D * (N * H + 2 * K * H) + N * H * D + 3 * D * F)
-    scales = 2 * L * (N * H + 2 * K * H + D + 2 * F + D)
-    return layers + scales + 2 * V * D * (1 if tied else 2) + 2 * (2 * L * D + D)
 
 
 assert m32.weight_bytes == int8_weights(z, tied=False)
