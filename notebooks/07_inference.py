@@ -298,8 +298,11 @@ for name, (strategy, mesh, n, copies) in slices.items():
     step = r.tpot_at(8192)
     print(f"{name} ({r.chips} chips): step {ms(step)} at S = 8192, {32 / float(step):.0f} tokens/s, "
           f"{32 / float(step) / n:.0f} a chip")
-    # by hand: each chip reads its share of the weights and its share of the caches
-    hand = (m32.weight_bytes / n + 32 * 8192 * m32.kv_bytes_per_token * copies / n) / W_hbm
+    # by hand: each chip reads its share of the int8 weights (with their scales; the bf16
+    # LM head; not the input embedding, a lookup; the K and V projections on `copies`
+    # chips) and its share of the caches (each KV head on `copies` chips)
+    weights_read = m32.weight_bytes - embedding8 + (copies - 1) * kv_proj8
+    hand = (weights_read / n + 32 * 8192 * m32.kv_bytes_per_token * copies / n) / W_hbm
     print(f"  by hand: {ms(hand)}")
     assert 1 <= step / hand < 1.1, (name, float(step), float(hand))
 
@@ -351,8 +354,11 @@ for dtype, name, strategy, mesh, n, copies in setups:
     weights_chip = (one.weight_bytes + (copies - 1) * kv_proj) / n
     hand_fits = sympy.floor((usable - weights_chip) / (kv_seq * copies / n))
     assert abs(fits - hand_fits) <= 1, (dtype, name, fits, hand_fits)
-    # the step reads each chip's weights and its caches at the mean context
-    hand_step = (weights_chip + fits * (P + sympy.Rational(G - 1, 2)) * one.kv_bytes_per_token * copies / n) / W_hbm
+    # the step reads each chip's weights (not the input embedding, a lookup) and its caches
+    # at the mean context
+    embedding = z["V"] * z["D"] * 2  # bf16 in both cases
+    caches_read = fits * (P + sympy.Rational(G - 1, 2)) * one.kv_bytes_per_token * copies / n
+    hand_step = (weights_chip - embedding / n + caches_read) / W_hbm
     print(f"  by hand: {int(hand_fits)} caches, step {ms(hand_step)}")
     assert 1 <= r.tpot_steady / hand_step < 1.15, (dtype, name, float(r.tpot_steady), float(hand_step))
 # with the KV heads copied, a wider slice does not shrink a chip's share of a cache: the batch
@@ -383,14 +389,16 @@ print(f"int4 weights {float(one4.weight_bytes) / 1e9:.2f} GB, KV {one4.kv_bytes_
       f"fewest chips {one4.min_chips}; on a 2x2: {fits4} caches of 8192, step {ms(r4.tpot_steady)} (mean context), "
       f"{float(r4.requests_per_s_steady / 4):.2f} queries/s a chip")
 # by hand: int4_g128 is 1/2 + (2 + 1/2)/128 bytes a weight of each layer's matrices; the
-# embedding, the LM head and the norms bf16; the cache's K H values a layer likewise
+# embedding, the LM head and the norms bf16; the cache's K H values a layer likewise. A
+# step reads all but the input embedding (a lookup)
 g128 = sympy.Rational(1, 2) + sympy.Rational(5, 2) / 128
 layers = z["L"] * (z["D"] * (z["N"] * z["H"] + 2 * z["K"] * z["H"]) + z["N"] * z["H"] * z["D"] + 3 * z["D"] * z["F"])
 hand_w = layers * g128 + 2 * 2 * z["V"] * z["D"] + 2 * (2 * z["L"] * z["D"] + z["D"])
 assert one4.weight_bytes == hand_w, (one4.weight_bytes, hand_w)
 assert one4.kv_bytes_per_token == 2 * z["L"] * z["K"] * z["H"] * g128
 hand_fits = sympy.floor((usable - hand_w / 4) / (8192 * one4.kv_bytes_per_token / 4))
-hand_step = (hand_w / 4 + fits4 * (P + sympy.Rational(G - 1, 2)) * one4.kv_bytes_per_token / 4) / W_hbm
+hand_step = ((hand_w - 2 * z["V"] * z["D"]) / 4
+             + fits4 * (P + sympy.Rational(G - 1, 2)) * one4.kv_bytes_per_token / 4) / W_hbm
 print(f"  by hand: weights {float(hand_w) / 1e9:.2f} GB ({float(layers / 2) / 1e9:.2f} at half a byte, the "
       f"embedding and LM head {float(4 * z['V'] * z['D']) / 1e9:.2f}); {int(hand_fits)} caches; step {ms(hand_step)}")
 assert abs(fits4 - hand_fits) <= 1, (fits4, hand_fits)
