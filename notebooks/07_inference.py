@@ -318,7 +318,8 @@ for name, (strategy, mesh, n, copies) in slices.items():
 # 8192).
 #
 # The book: fewest chips 8.75 in bf16 and 4.38 in int8, so slices of 4x4 and 4x2, holding
-# 43 and 52 caches at 8k; each step about 16 GB / 8.2e11 = 19 ms; 0.27 and 0.66 queries a
+# 43 and 52 caches at 8k (a later edition's table: 58e9 bytes left on the 4x2, 43 caches);
+# each step about 16 GB / 8.2e11 = 19 ms; 0.27 and 0.66 queries a
 # second a chip (int4: 2x2, in the next cell). Doubling each slice (bf16 on 4x8, int8 on
 # 4x4) holds more caches at the same step time: 0.51 and 1.03 a chip.
 #
