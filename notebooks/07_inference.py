@@ -62,6 +62,15 @@ def show(figure):
     display(Image(buffer.getvalue()))
 
 
+def int8_weights(z, tied):
+    """By hand, a LLaMA's int8 weights: each layer's matrices a byte a parameter and a bf16
+    scale per output channel; the embedding, the LM head (unless tied) and the norms bf16."""
+    L, D, F, N, K, H, V = (z[k] for k in "LDFNKHV")
+    layers = L * (D * (N * H + 2 * K * H) + N * H * D + 3 * D * F)
+    scales = 2 * L * (N * H + 2 * K * H + D + 2 * F + D)
+    return layers + scales + 2 * V * D * (1 if tied else 2) + 2 * (2 * L * D + D)
+
+
 # %% [markdown]
 # ## The critical batch: when does a decode step's matmul stop waiting on HBM?
 #
@@ -72,12 +81,14 @@ def show(figure):
 # bf16, then int8 with bf16 FLOPs):
 #
 # The book: 240 in bf16, 120 with int8 weights and bf16 FLOPs, 240 again with int8 FLOPs.
-# The engine's thresholds are lower, 219 and 110, because it counts the attention's FLOPs
+# The engine's thresholds are lower, 219 and 111, because it counts the attention's FLOPs
 # at S = 8192 (4 S N H a token a layer, about 15% beside 2 x 70e9), which the book's matmul
 # alone leaves out, and, pulling the other way, each token's activations' HBM traffic; the
 # ratio C / W_hbm is the book's 240. symroof's int8 weights are weight-only quantization
 # (the matmuls run in bf16), so the int8 x int8 case is the chip file's int8 ratio alone:
-# 480 OPs a byte, over 2 OPs a one-byte weight, 240.
+# 480 OPs a byte, over 2 OPs a one-byte weight, 240. Its int8 weights are not one byte a
+# parameter: each layer's matrices carry a bf16 scale per output channel and the LM head
+# stays bf16, 1.5% more bytes a step, which raise the int8 threshold by as much.
 
 # %%
 print(f"C / W_hbm = {float(v5e.critical_intensity('bf16')):.2f} FLOPs/byte (bf16), "
@@ -87,14 +98,19 @@ for weights in ("bf16", "int8"):
     step = model("llama-3-70b", "decode", "tpu-v5e", {"S": 8192}, weights=weights)
     b_crit[weights] = step.decode_batch(with_kv=False).root
     print(f"LLaMA 3-70B decode, {weights} weights: compute-bound above B = {float(b_crit[weights]):.1f}")
-# by hand: each weight matrix (all but the input embedding, a lookup) is read once, b bytes
-# a parameter, and used for 2 FLOPs a token; attention adds 4 S N H FLOPs a token a layer
-# (scores and mix) whose cache reads are left out here
+# by hand: each weight matrix (all but the input embedding, a lookup) is read once and used
+# for 2 FLOPs a token; attention adds 4 S N H FLOPs a token a layer (scores and mix) whose
+# cache reads are left out here. The bytes read: bf16, 2 a parameter; int8, the layers'
+# matrices a byte a parameter with their scales, the LM head and norms bf16 (int8_weights,
+# less the input embedding), 1.5% over a byte a parameter, mostly the LM head's second byte
 z = named("llama-3-70b")["sizes"]
 matrices = step.params - z["V"] * z["D"]
-for weights, b in (("bf16", 2), ("int8", 1)):
+read = {"bf16": 2 * matrices, "int8": int8_weights(z, tied=False) - 2 * z["V"] * z["D"]}
+print(f"  int8 bytes read a step: {float(read['int8']) / 1e9:.2f}e9; "
+      f"at a byte a parameter {float(matrices) / 1e9:.2f}e9")
+for weights in ("bf16", "int8"):
     flops_per_token = 2 * matrices + 4 * 8192 * z["N"] * z["H"] * z["L"]
-    hand = v5e.critical_intensity("bf16") * b * matrices / flops_per_token
+    hand = v5e.critical_intensity("bf16") * read[weights] / flops_per_token
     print(f"  by hand ({weights}): {float(hand):.1f}")
     # the engine also reads and writes each token's activations, bytes that grow with B: its
     # memory roof rises with the batch, so its threshold sits a little above the weights-only one
@@ -132,14 +148,24 @@ assert book_decode.kv_bytes_per_token == 2 * L * K * H * 2  # keys and values, e
 # Part 7's question 3, the time to read every weight once from HBM on a 4x4 slice in int8
 # (16 chips, each reading its sixteenth): the lower bound on a decode step while the batch
 # is small. The chapter leaves it unanswered; the engine's weight bytes, in int8, over 16
-# chips' bandwidth:
+# chips' bandwidth. Its int8 is not the book's one byte a parameter: each layer's matrices
+# carry a 2-byte bf16 scale per output channel (weight-only int8 as TensorRT-LLM ships it,
+# 6.8e6 bytes here), and the shared embedding stays bf16 (0.13e9 bytes more), so the read
+# is 18.52e9 bytes against 18.39e9, 0.76% more; the hand count below writes each part.
 
 # %%
 book_int8 = model(str(templates.program(book, "decode", weights="int8")), "decode", "tpu-v5e", {"B": 1, "S": 8192})
 load = book_int8.weight_bytes / (16 * W_hbm)
 print(f"int8 weights {float(book_int8.weight_bytes) / 1e9:.2f} GB; read over 16 chips in {ms(load)}")
-# by hand: the matrices in one byte a parameter, the norms' scales kept in bf16
-assert book_int8.weight_bytes == matrices + 2 * norms, (book_int8.weight_bytes, matrices + 2 * norms)
+# by hand: each layer's matrices one byte a parameter plus a 2-byte bf16 scale per output
+# channel (Q's N H, K's and V's K H each, O's D, gate's and up's F each, down's D); the
+# shared embedding / LM head and the norms stay bf16
+layer_matrices = L * D * (3 * F + 2 * H * (N + K))
+scales = 2 * L * (N * H + 2 * K * H + D + 2 * F + D)
+hand = layer_matrices + scales + 2 * D * V + 2 * norms
+print(f"  by hand: {layer_matrices} + {scales} (scales) + {2 * D * V} (bf16 embedding) + {2 * norms} (norms) "
+      f"= {hand}; the book's 1 byte a parameter: {matrices}, {float(hand / matrices - 1) * 100:.2f}% more")
+assert book_int8.weight_bytes == hand, (book_int8.weight_bytes, hand)
 
 # %% [markdown]
 # ## LLaMA 2-13B's KV cache, and its decode step on 8 chips
@@ -223,9 +249,12 @@ print({label: [round(float(r) / 8, 1) for _, _, r in points] for label, points i
 #
 # The book: 2 K H L = 160 kB a token in int8 (it writes 160e3 and 162e3 for 163,840
 # bytes); 41.9e9 bytes of cache for 32 sequences of 8192, plus 70e9 of weights, 112e9 in
-# all, so at least 7 chips: a 4x2 slice, tight. The engine's weights are 70.56e9 (the
-# published count, norms in bf16 included) and it asks for 8 chips: 113.5e9 bytes over
-# 90% of 16 GiB a chip is 7.3.
+# all, so at least 7 chips: a 4x2 slice, tight. The engine asks for 8 chips: 115.6e9 bytes
+# over 90% of 16 GiB a chip is 7.5. Its int8 weights are 72.67e9 bytes, not the book's one
+# byte a parameter (70.55e9, the published count): each layer's matrices are one byte a
+# parameter plus a 2-byte bf16 scale per output channel (int8 weight-only, as TensorRT-LLM
+# ships it: 0.02% more), and the input embedding and the LM head stay bf16, as the
+# checkpoints keep them (2 x 1.05e9 bytes, not 1.05e9: 3% more). Counted below by hand.
 
 # %%
 z = named("llama-3-70b")["sizes"]
@@ -238,6 +267,13 @@ assert m32.kv_bytes_per_token == 2 * z["K"] * z["H"] * z["L"] * 1
 usable = sympy.Rational(9, 10) * M_hbm
 assert m32.min_chips == sympy.ceiling(m32.memory_bytes / usable)
 assert abs(m32.memory_bytes - (caches + m32.weight_bytes)) < 1e-3 * m32.memory_bytes  # activations: a few MB
+
+
+assert m32.weight_bytes == int8_weights(z, tied=False)
+print(f"  by hand: {float(int8_weights(z, tied=False)) / 1e9:.3f} GB of int8 weights; at the book's byte a "
+      f"parameter {float(m32.params) / 1e9:.3f} GB")
+embedding8 = 2 * z["V"] * z["D"]  # the input embedding, bf16, a lookup: not read whole in a decode step
+kv_proj8 = 2 * z["L"] * (z["D"] * z["K"] * z["H"] + 2 * z["K"] * z["H"])  # K and V projections, int8 + scales
 
 # %% [markdown]
 # ### A decode step on a 4x2 and a 4x4
@@ -262,8 +298,11 @@ for name, (strategy, mesh, n, copies) in slices.items():
     step = r.tpot_at(8192)
     print(f"{name} ({r.chips} chips): step {ms(step)} at S = 8192, {32 / float(step):.0f} tokens/s, "
           f"{32 / float(step) / n:.0f} a chip")
-    # by hand: each chip reads its share of the weights and its share of the caches
-    hand = (m32.weight_bytes / n + 32 * 8192 * m32.kv_bytes_per_token * copies / n) / W_hbm
+    # by hand: each chip reads its share of the int8 weights (with their scales; the bf16
+    # LM head; not the input embedding, a lookup; the K and V projections on `copies`
+    # chips) and its share of the caches (each KV head on `copies` chips)
+    weights_read = m32.weight_bytes - embedding8 + (copies - 1) * kv_proj8
+    hand = (weights_read / n + 32 * 8192 * m32.kv_bytes_per_token * copies / n) / W_hbm
     print(f"  by hand: {ms(hand)}")
     assert 1 <= step / hand < 1.1, (name, float(step), float(hand))
 
@@ -279,16 +318,18 @@ for name, (strategy, mesh, n, copies) in slices.items():
 # 8192).
 #
 # The book: fewest chips 8.75 in bf16 and 4.38 in int8, so slices of 4x4 and 4x2, holding
-# 43 and 52 caches at 8k; each step about 16 GB / 8.2e11 = 19 ms; 0.27 and 0.66 queries a
-# second a chip (int4: 2x2, 67 caches, 1.72). Doubling each slice (bf16 on 4x8, int8 on
+# 43 and 52 caches at 8k (a later edition's table: 58e9 bytes left on the 4x2, 43 caches);
+# each step about 16 GB / 8.2e11 = 19 ms; 0.27 and 0.66 queries a
+# second a chip (int4: 2x2, in the next cell). Doubling each slice (bf16 on 4x8, int8 on
 # 4x4) holds more caches at the same step time: 0.51 and 1.03 a chip.
 #
 # The engine's answers differ, for two reasons. It fills 90% of 16 GiB (15.5e9 bytes; the
-# book 16e9), so int8 on the 4x2 holds 39 caches, not 52. And on a slice wider than the 8
+# book 16e9) and its int8 weights carry their scales and a bf16 embedding and LM head
+# (above), so int8 on the 4x2 holds 38 caches, not 52. And on a slice wider than the 8
 # KV heads its tensor parallelism copies each head (and its cache) on 2 or 4 chips, so bf16
 # on the 4x4 holds 19, not 43, and a chip's share of a cache does not shrink as the
 # slice doubles: the batch grows only by the weights' freed HBM, and the queries a chip
-# fall (0.12 to 0.10 in bf16, 0.48 to 0.39 in int8) where the book's rise. The book's
+# fall (0.12 to 0.10 in bf16, 0.47 to 0.39 in int8) where the book's rise. The book's
 # doubling shards each cache over every chip, over the batch as well as the heads (its
 # KV-sharding algorithm, with two AllToAlls a layer); symroof's strategies cannot write
 # that yet (the last cell). The step times agree: each is about a chip's full HBM read.
@@ -310,17 +351,59 @@ for dtype, name, strategy, mesh, n, copies in setups:
     # by hand: the caches that fit beside a chip's share of the weights (each KV head on
     # `copies` chips, the K and V projections too), 90% of the chip's HBM
     kv_seq = 8192 * one.kv_bytes_per_token
-    kv_proj = 2 * z["L"] * z["D"] * z["K"] * z["H"] * (2 if dtype == "bf16" else 1)
+    kv_proj = 2 * z["L"] * z["D"] * z["K"] * z["H"] * 2 if dtype == "bf16" else kv_proj8
     weights_chip = (one.weight_bytes + (copies - 1) * kv_proj) / n
     hand_fits = sympy.floor((usable - weights_chip) / (kv_seq * copies / n))
     assert abs(fits - hand_fits) <= 1, (dtype, name, fits, hand_fits)
-    # the step reads each chip's weights and its caches at the mean context
-    hand_step = (weights_chip + fits * (P + sympy.Rational(G - 1, 2)) * one.kv_bytes_per_token * copies / n) / W_hbm
+    # the step reads each chip's weights (not the input embedding, a lookup) and its caches
+    # at the mean context
+    embedding = z["V"] * z["D"] * 2  # bf16 in both cases
+    caches_read = fits * (P + sympy.Rational(G - 1, 2)) * one.kv_bytes_per_token * copies / n
+    hand_step = (weights_chip - embedding / n + caches_read) / W_hbm
     print(f"  by hand: {int(hand_fits)} caches, step {ms(hand_step)}")
     assert 1 <= r.tpot_steady / hand_step < 1.15, (dtype, name, float(r.tpot_steady), float(hand_step))
 # with the KV heads copied, a wider slice does not shrink a chip's share of a cache: the batch
 # grows only by the weights' HBM freed, and the queries a chip fall
 assert qps[("bf16", "4x8")] < qps[("bf16", "4x4")] and qps[("int8", "4x4")] < qps[("int8", "4x2")]
+
+
+# %% [markdown]
+# ### The int4 row: a 2x2, with the scales counted
+#
+# The book's table puts LLaMA 3-70B in int4 (weights and caches) on a 2x2: 35e9 bytes of
+# weights at half a byte a parameter, 29e9 left of 4 x 16e9 for caches of 8192 tokens at
+# 81 kB a token, 43 caches (an earlier edition printed 45e9, 19e9 and 67, which do not
+# agree with each other). symroof's int4 is what AWQ and GPTQ checkpoints ship, int4_g128:
+# each group of 128 weights along a matrix's inputs carries a bf16 scale and a 4-bit zero,
+# 1/2 + 2.5/128 bytes a weight (3.9% over half a byte), and the input embedding and the LM
+# head stay bf16 (4.2e9 bytes, not 1.05e9). A KV cache in int4 carries the same per 128 of a
+# head's H = 128 values. So the weights are 39.8e9 bytes, and 90% of 4 x 16 GiB leaves room
+# for 31 caches, not 43. Tensor parallelism over the 4 chips splits the 8 KV heads 2 a chip,
+# nothing copied. Each step reads about a chip's HBM (19 ms, as the book's), and the queries
+# a second a chip are 0.79 (the earlier edition's 1.72 followed its 67 caches).
+
+# %%
+one4 = model("llama-3-70b", "decode", "tpu-v5e", {"B": 1, "S": 8192}, weights="int4", kv="int4")
+fits4 = serving.request("llama-3-70b", "tpu-v5e", P, G, 1, strategy="tp=4", weights="int4", kv="int4").kv_caches_fit
+r4 = serving.request("llama-3-70b", "tpu-v5e", P, G, int(fits4), strategy="tp=4", weights="int4", kv="int4")
+print(f"int4 weights {float(one4.weight_bytes) / 1e9:.2f} GB, KV {one4.kv_bytes_per_token} bytes a token; "
+      f"fewest chips {one4.min_chips}; on a 2x2: {fits4} caches of 8192, step {ms(r4.tpot_steady)} (mean context), "
+      f"{float(r4.requests_per_s_steady / 4):.2f} queries/s a chip")
+# by hand: int4_g128 is 1/2 + (2 + 1/2)/128 bytes a weight of each layer's matrices; the
+# embedding, the LM head and the norms bf16; the cache's K H values a layer likewise. A
+# step reads all but the input embedding (a lookup)
+g128 = sympy.Rational(1, 2) + sympy.Rational(5, 2) / 128
+layers = z["L"] * (z["D"] * (z["N"] * z["H"] + 2 * z["K"] * z["H"]) + z["N"] * z["H"] * z["D"] + 3 * z["D"] * z["F"])
+hand_w = layers * g128 + 2 * 2 * z["V"] * z["D"] + 2 * (2 * z["L"] * z["D"] + z["D"])
+assert one4.weight_bytes == hand_w, (one4.weight_bytes, hand_w)
+assert one4.kv_bytes_per_token == 2 * z["L"] * z["K"] * z["H"] * g128
+hand_fits = sympy.floor((usable - hand_w / 4) / (8192 * one4.kv_bytes_per_token / 4))
+hand_step = ((hand_w - 2 * z["V"] * z["D"]) / 4
+             + fits4 * (P + sympy.Rational(G - 1, 2)) * one4.kv_bytes_per_token / 4) / W_hbm
+print(f"  by hand: weights {float(hand_w) / 1e9:.2f} GB ({float(layers / 2) / 1e9:.2f} at half a byte, the "
+      f"embedding and LM head {float(4 * z['V'] * z['D']) / 1e9:.2f}); {int(hand_fits)} caches; step {ms(hand_step)}")
+assert abs(fits4 - hand_fits) <= 1, (fits4, hand_fits)
+assert 1 <= r4.tpot_steady / hand_step < 1.15, (float(r4.tpot_steady), float(hand_step))
 
 
 # %% [markdown]
@@ -424,7 +507,8 @@ assert not found.ranked
 # The book (from its plot): about 5.5 ms a step at small batches; at 2048 tokens the
 # throughput levels off near 1 token a ms a chip once B reaches 120, the int8 critical
 # batch; at longer contexts the largest batch that fits stops short of it, and the caches'
-# reads dominate the step. The engine agrees at B = 1 (5.48 ms) and on the shape, but its
+# reads dominate the step. The engine agrees at B = 1 (5.57 ms; its LM head stays bf16)
+# and on the shape, but its
 # plateau is about half the book's, for two reasons the book's formula leaves out. With 8
 # KV heads on 16 chips, each chip holds and reads two chips' share of the caches (the
 # copied heads). And tensor parallelism keeps the B x D activations whole on every chip,
@@ -446,8 +530,7 @@ for S in (2048, 8192):
             # by hand: a chip's share of the int8 weights but the input embedding (a lookup of
             # B rows), the K, V projections on 2 chips each, and of one cache (each KV head
             # on 2 chips), read at the bandwidth
-            kv_proj = 2 * z["L"] * z["D"] * z["K"] * z["H"] * 1
-            read = m32.weight_bytes - z["V"] * z["D"] + kv_proj
+            read = m32.weight_bytes - embedding8 + kv_proj8
             hand = (read / 16 + S * m32.kv_bytes_per_token * 2 / 16) / W_hbm
             print(f"  by hand: {ms(hand)}")
             assert 1 <= m.t_step / hand < 1.03, (S, float(m.t_step), float(hand))
@@ -492,7 +575,8 @@ assert abs(m405.flops_per_token / hand - 1) < 0.001
 # all-reduces its 4 kB activations twice a layer, and each AllReduce is bound by its hops'
 # latency, 2 x 7 hops of the chip file's 1 us estimate, not its bytes. (The book's
 # appendix C: a ring collective is latency-bound below about W_ici x 1 us of bytes a
-# hop; the book's bidirectional ring takes half the hops.)
+# hop; the book's bidirectional ring takes half the hops. The threshold is derived at the
+# end of this notebook.)
 
 # %%
 r = serving.request("llama-3-70b", "tpu-v5e", 8192, 512, 1, strategy="tp=8", weights="int8", kv="int8",
@@ -511,7 +595,7 @@ z1 = named("llama-3.2-1b")["sizes"]
 assert sp.t_draft == k_ * (2 * z1["L"] + 1) * 2 * 7 * hop
 # by hand, the verify: the target's weights read once (but the input embedding) and the
 # 5 rows' caches, an eighth a chip (8 KV heads on 8 chips: nothing copied)
-hand = ((m32.weight_bytes - z["V"] * z["D"]) / 8 + (k_ + 1) * sp.context * m32.kv_bytes_per_token / 8) / W_hbm
+hand = ((m32.weight_bytes - embedding8) / 8 + (k_ + 1) * sp.context * m32.kv_bytes_per_token / 8) / W_hbm
 print(f"  by hand: verify {ms(hand)}")
 assert 1 <= sp.t_verify / hand < 1.03, (float(sp.t_verify), float(hand))
 
@@ -534,6 +618,110 @@ assert m8.min_chips == sympy.ceiling(m8.memory_bytes / usable)
 assert m8.memory_bytes == m8.weight_bytes + m8.kv_bytes  # a decode step's memory: its activations not held
 
 # %% [markdown]
+# ## Part 8: chunked prefill, interleaved with decode on one server
+#
+# Instead of separate prefill servers, a generate server can prefill each new prompt a
+# chunk of C tokens at a time, each chunk riding in a decode step of the B sequences already
+# decoding (Sarathi-Serve, vLLM's chunked prefill): the weights are read once for both, but
+# a step carrying a chunk does the chunk's FLOPs too. The book describes the idea without
+# numbers. LLaMA 3-8B, int8 weights and caches, on one v5e; prompts of 2048 tokens in
+# chunks of 512, 512 tokens generated, 8 sequences decoding (`symroof model llama-3-8b
+# --serve --chunk 512`; the engine takes the decoding sequences at their mean context
+# P + (G - 1)/2 and one prefill in flight at a time). A step carrying a chunk is bound by
+# its FLOPs: about 4x a plain decode step, which is bound by reading the weights. Its
+# prompt's time to first token, four such steps, is a little under the same prompt's
+# prefill alone: each chunk attends only to the chunks before it.
+
+# %%
+r8 = serving.request("llama-3-8b", "tpu-v5e", 2048, 512, 8, weights="int8", kv="int8", chunk=512)
+ch = r8.chunked
+print(f"{ch.chunks} chunks of {ch.chunk}; mixed steps {ms(ch.step_at(0))} .. {ms(ch.step_at(ch.chunks - 1))}; "
+      f"plain decode step {ms(ch.tpot_plain)}; ttft {ms(ch.ttft)} (the prompt prefilled alone: {ms(ch.ttft_alone)})")
+print(f"steps carrying a chunk: {ch.busy} of them; {float(ch.tokens_per_s):.0f} tokens/s")
+# by hand, a mixed step's FLOPs: 2 a matrix parameter (not the input embedding) for each of
+# the B decoding tokens and the C chunk tokens; attention's 4 N H L a query a key: the B
+# queries over their mean context, the chunk's C over its own C (the whole square, as the
+# template counts a prefill) and the c C prompt tokens before it
+z8 = named("llama-3-8b")["sizes"]
+matrices8 = model("llama-3-8b", "decode", "tpu-v5e", {"B": 1, "S": 8}).params - z8["V"] * z8["D"]
+att = 4 * z8["N"] * z8["H"] * z8["L"]
+Bd, Cc, ctx = 8, 512, sympy.Rational(2 * 2048 + 512 - 1, 2)
+hand_steps = [(2 * matrices8 * (Bd + Cc) + Bd * att * ctx + att * Cc * (Cc + c * Cc)) / C for c in range(4)]
+for c in range(4):
+    # the engine's is a little more: the element-wise work at the vector units' lower peak
+    assert 1 <= ch.step_at(c) / hand_steps[c] < 1.05, (c, float(ch.step_at(c)), float(hand_steps[c]))
+# a plain decode step reads the int8 weights (but the bf16 input embedding) and 8 caches
+m8one = model("llama-3-8b", "decode", "tpu-v5e", {"B": 1, "S": 8}, weights="int8", kv="int8")
+hand_plain = (m8one.weight_bytes - 2 * z8["V"] * z8["D"] + Bd * ctx * m8one.kv_bytes_per_token) / W_hbm
+assert 1 <= ch.tpot_plain / hand_plain < 1.05, (float(ch.tpot_plain), float(hand_plain))
+# the steady state: B/G requests start a step, each ceil(P/C) = 4 chunks: a fraction 8 x 4/512
+# of the steps carry a chunk; a step on average (B/G) ttft + (1 - that) plain, B tokens each
+busy = sympy.Rational(Bd * 4, 512)
+hand_tokens = Bd / (sympy.Rational(Bd, 512) * sum(hand_steps) + (1 - busy) * hand_plain)
+print(f"  by hand: mixed steps {ms(hand_steps[0])} .. {ms(hand_steps[3])}; plain {ms(hand_plain)}; "
+      f"{float(hand_tokens):.0f} tokens/s")
+assert ch.busy == busy and 0.95 < ch.tokens_per_s / hand_tokens <= 1
+
+# %% [markdown]
+# ## Appendix C: the bytes below which a collective is latency-bound
+#
+# A ring AllReduce over n chips takes 2 (n - 1) hops, each at least the chip file's hop
+# latency (1 us on the v5e, an estimate), and sends 2 (n - 1)/n of its V bytes over one
+# direction of one link. Its bandwidth time passes its hops' latency above V* = n W_link
+# x 1 us: the book's "W_ici x 1 us" a hop, times the ring's n chips. Decode's AllReduce of
+# bf16[B, D] moves 2 B D bytes, so V* is a batch, B*. LLaMA 3-70B in bf16 on a 4x2
+# (tp = 8): the engine's threshold (`symroof model llama-3-70b --decode --strategy tp=8`,
+# the `latency_bound` rows):
+
+# %%
+from symroof.models import latency_bound
+
+tp8 = model("llama-3-70b", "decode", "tpu-v5e", {"B": 1, "S": 8192}, strategy="tp=8")
+(found,) = latency_bound.of_model(tp8)
+print(f"{int(found.count)} x {found.kind} of {found.bytes} bytes; latency floor {float(found.floor) * 1e6:.1f} us; "
+      f"V* = {float(found.threshold_bytes) / 1e3:.0f} kB, B* = {float(found.threshold_batch):.1f}; "
+      f"latency-bound at B = 1: {found.latency_bound}")
+# by hand: floor 2 (n - 1) hops; bandwidth time 2 (n - 1)/n V / W_link; equal at V* = n W_link hop
+n, hop = 8, v5e.figure("interconnect.hop_latency_s")
+assert found.floor == 2 * (n - 1) * hop
+assert found.threshold_bytes == n * W_link * hop
+assert found.threshold_batch == n * W_link * hop / (2 * z["D"])
+print(f"  by hand: V* = {n} x {float(W_link):.3g} x {float(hop) * 1e6:.0f} us "
+      f"= {float(n * W_link * hop) / 1e3:.0f} kB; "
+      f"B* = V* / (2 D) = {float(n * W_link * hop / (2 * z['D'])):.1f}")
+
+# %% [markdown]
+# ## Part 7's questions 5 and 6: a mixture of experts' decode reads only the experts it touches
+#
+# At a small batch a mixture of experts' decode step reads the weights of only the experts
+# its tokens pick: with A of E picked by each of B tokens, uniformly and independently (the
+# engine's assumption, an estimate: real routers are skewed and touch fewer), the expected
+# number touched is Et = E (1 - (1 - A/E)^B). For the chapter's E = 16, A = 2 nearly all
+# are read (95%) from B = 23; for Mixtral 8x7B (E = 8, A = 2) from B = 11. Below that the
+# step reads fewer bytes than the stored weights. Mixtral in bf16 on one chip's roofline
+# (it does not fit one v5e; the step's bytes are the point), S = 4096:
+
+# %%
+mx = named("mixtral-8x7b")["sizes"]
+E, A = named("mixtral-8x7b")["moe"]["experts"], named("mixtral-8x7b")["moe"]["active"]
+for e, label in ((16, "the chapter's E = 16"), (E, "Mixtral")):
+    b95 = next(b for b in range(1, 100) if 1 - (1 - sympy.Rational(2, e)) ** b >= sympy.Rational(95, 100))
+    print(f"{label}, A = 2: 95% of the experts touched from B = {b95}")
+assert 1 - (1 - sympy.Rational(2, 16)) ** 23 >= 0.95 > 1 - (1 - sympy.Rational(2, 16)) ** 22
+for b in (1, 4, 16):
+    m = model("mixtral-8x7b", "decode", "tpu-v5e", {"B": b, "S": 4096})
+    touched = E * (1 - (1 - sympy.Rational(A, E)) ** b)
+    # by hand: every weight but the input embedding (a lookup) and the experts' read in bf16,
+    # plus Et experts' three D x F matrices a layer, plus the B caches
+    experts = mx["L"] * E * 3 * mx["D"] * mx["F"]
+    read = 2 * (m.params - mx["V"] * mx["D"] - experts) + 2 * experts * touched / E
+    hand = (read + b * 4096 * m.kv_bytes_per_token) / W_hbm
+    print(f"B = {b:2}: Et = {float(touched):.2f} of {E}; step {ms(m.t_step)}, by hand {ms(hand)} "
+          f"(all experts read: {ms(hand + 2 * experts * (1 - touched / E) / W_hbm)})")
+    assert 1 <= m.t_step / hand < 1.03, (b, float(m.t_step), float(hand))
+
+
+# %% [markdown]
 # ## Not yet answered here
 #
 # These questions need what symroof cannot yet say, or what other work on it is building
@@ -543,17 +731,20 @@ assert m8.memory_bytes == m8.weight_bytes + m8.kv_bytes  # a decode step's memor
 #   with its two AllToAlls a layer): part 7's question 2 (the largest batch on a 4x4 in
 #   int8 with the cache fully sharded, with 8 KV heads and with 1) and part 8's doubled
 #   slices. symroof's tensor parallelism copies the KV heads on a slice wider than K.
-# * **Mixtures of experts** (part 7's questions 5 and 6: E = 16, k = 2; expert sharding on
-#   an 8x16): a decode step that reads only the experts its tokens touch, and the batch at
-#   which that stops mattering.
-# * **int4 weights and caches with their scales** (part 8's int4 row: a 2x2 slice, 67
-#   caches, 1.72 queries a second a chip).
+# * **Mixtures of experts, beyond the experts touched** (part 7's questions 5 and 6): the
+#   experts a decode step reads and the batch at which nearly all are read are answered
+#   above; expert sharding on an 8x16 is not (the engine's `ep` strategy writes it; it is
+#   not yet worked here against a hand count), nor a hand derivation of the whole MoE
+#   step's compute-bound batch: the engine's (986 for Mixtral at S = 4096) sits 22% above
+#   the weights-only count (809) by the activations' bytes, which grow with the batch and
+#   which a hand count would have to copy from the engine.
 # * **2D weight-stationary sharding** (part 7's question 7): no strategy writes it.
-# * **Latency-bound communication** (appendix C): the collectives' hop latency is counted
-#   (the draft above), but the threshold in bytes below which a collective's time is its
-#   hops' latency, the appendix's W_ici x 1 us, is not derived.
-# * **Chunked prefill** interleaved with decode steps on one server, and the evictions a
-#   step under continuous batching (part 8: B (P + G) / G tokens; arithmetic, no engine).
+# * **Latency-bound HBM reads**: appendix C's threshold is derived above for the
+#   collectives only; the chip files carry no per-step (kernel launch) latency for memory.
+# * **Chunked prefill under a strategy, or of a mixture of experts** (the engine refuses
+#   both: a mixed step's collectives, and the experts both the chunk's and the batch's
+#   tokens touch, are not costed), and the evictions a step under continuous batching
+#   (part 8: B (P + G) / G tokens; arithmetic, no engine).
 # * **A decode step's peak working activations** (part 8's closing question 2, part c).
 # * **The pop quiz's 30B model** with 100 kB a token: no model of those sizes is in the
 #   catalogue, and its KV size is given, not derived.
