@@ -81,6 +81,9 @@ _REFUSED = {
     "mlp_bias": "biases on the gated MLP",
     "use_qk_norm": "QK-norm",
     "add_cross_attention": "cross-attention layers",
+    # a quantized checkpoint: its scheme is the --weights flag's (quant.py), not read from here
+    "quantization_config": "a quantized checkpoint's scheme: remove the field and name the scheme with --weights "
+                           "(fp8-b128 for DeepSeek-V3's 128x128 blocks, int4-g128 for AWQ and GPTQ, mxfp4, nvfp4)",
 }
 _GATED = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu", "gelu_new": "geglu"}
 _GPT2_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")

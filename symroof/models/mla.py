@@ -204,9 +204,14 @@ def _attention(config: dict, x: Tensor, seq: tuple[str, ...], decode: bool, cach
         absorbed = t("bf16", "B", "N", "Ckv")
         items += [Comment("absorbed: W_UK folded into the query, W_UV after the attention over the latent"),
                   mm(q_nope, ("Hn",), uk, absorbed),
-                  Fused((mm(absorbed, ("Ckv",), latent, scores), mm(q_rope, ("Hr",), rope_key, scores),
+                  # the latent is the keys and the values both: read from HBM once (the copy), then
+                  # on chip for both matmuls, as FlashMLA's kernel loads it
+                  Fused((Apply("copy", (), "call", (latent,), named(latent, "lat"), "the latent, read once"),
+                         mm(absorbed, ("Ckv",), named(latent, "lat"), scores),
+                         mm(q_rope, ("Hr",), rope_key, scores),
                          Apply("softmax", ("S",), "prefix", (scores,), probs),
-                         mm(probs, ("S",), latent, absorbed)), "attention over the latent: the scores stay on chip"),
+                         mm(probs, ("S",), named(latent, "lat"), absorbed)),
+                        "attention over the latent: the scores stay on chip"),
                   mm(absorbed, ("Ckv",), uv, named(o, "o"))]
     else:
         keys, values = t("bf16", "B", "S", "N", "Hn"), t("bf16", "B", "S", "N", "Hv")

@@ -141,8 +141,9 @@ class Curve:
         rows = []
         for i, p in enumerate(self.points):
             rows.append({"placement": p.placement, "B": p.batch, "chips": json_value(p.chips),
-                         "tpot_steady": json_value(p.latency), "tokens_per_s_per_chip": json_value(p.throughput),
-                         "tokens_per_s": json_value(p.request.tokens_per_s_steady),
+                         "tpot_steady": json_value(p.latency),
+                         "tokens_per_s_steady_per_chip": json_value(p.throughput),
+                         "tokens_per_s_steady": json_value(p.request.tokens_per_s_steady),
                          "tpot_last": json_value(p.request.tpot_at(self.prompt + self.generate - 1)),
                          "kv_caches_fit": json_value(p.request.kv_caches_fit), "fits": p.fits,
                          "on_frontier": i in self.on_frontier, "meets_slo": self.meets(p)})

@@ -48,7 +48,7 @@ from ..render.json_report import json_value
 from ..show import number, pretty, seconds
 from . import chunked as chunking
 from . import context as contexts
-from . import windows
+from . import strategy_costs, windows
 from .accumulation import replicas
 from .latency_bound import NO_MEMORY_LATENCY, LatencyBound, bounds, step_bound
 from .latency_bound import rows as latency_rows
@@ -58,6 +58,9 @@ from .whole import Model
 
 CONVENTIONS = (
     "ttft: one prefill step of the P prompt tokens for each of the B sequences together",
+    "under a strategy every step's time is its t_step_exposed: the activations' collectives (tensor parallelism's "
+    "AllReduces) wait on the critical path after the work, each at least its hops' latency floor; the parameters' "
+    "overlap",
     "tpot(S): one decode step of the B sequences at a context of S tokens; the g-th generated token "
     "(g = 0 .. G-1) is decoded at S = P + g",
     "t_request = ttft + the sum of tpot(P + g) over g = 0 .. G-1, summed in closed form",
@@ -400,7 +403,7 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
         True
     """
     for what, value in (("the prompt", prompt), ("the tokens generated", generate), ("the batch", batch)):
-        if not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SpecError(f"{what} must be a whole number of at least 1, got {value!r}")
     for who in (name, draft):
         if who is not None and named(who, models_file) is None:
@@ -421,8 +424,8 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
         return model(who, "decode", target, {"B": b, "S": s}, **common)  # type: ignore[arg-type]
 
     step = decode(batch, None)
-    tpot = step.t_step
-    ttft = model(name, "prefill", target, {"B": batch, "T": P}, **common).t_step  # type: ignore[arg-type]
+    tpot = step_time(step)
+    ttft = step_time(model(name, "prefill", target, {"B": batch, "T": P}, **common))  # type: ignore[arg-type]
     summed, pieces = series(tpot, S, P, P + G - 1)
     t_request = ttft + summed
     n_chips = step._chips_in_all
@@ -433,7 +436,7 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
     fit = last.max_batch()
     fit = None if fit is None else fit - fit % split
     slo = None if tpot_slo is None else _rational(tpot_slo, "--tpot-slo")
-    most, bound = (None, None) if slo is None else _max_batch(last.t_step, B, slo, fit)
+    most, bound = (None, None) if slo is None else _max_batch(step_time(last), B, slo, fit)
     most = None if most is None else most - most % split
     spec = None
     if draft is not None:
@@ -457,6 +460,13 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
                    touched_experts=touches_experts(step.structured),
                    latency=None if strategy is None else bounds(last, batch), chunked=mixed,
                    storage=tuple(step.about.get("storage", ())), windowed=tuple(windows.stated(step.structured)))
+
+
+def step_time(m: Model) -> sympy.Expr:
+    """A step's time as a request waits it: the roofline's t_step, and under a strategy
+    t_step_exposed (the activations' collectives, tensor parallelism's AllReduces, on the
+    critical path after the work; strategy_costs.py), as an engine's tpot measures them."""
+    return strategy_costs.times(m)["t_step_exposed"] if strategy_costs.collectives(m) else m.t_step
 
 
 def _rational(value: float | Fraction | str, flag: str, zero: bool = False) -> sympy.Rational:
@@ -557,9 +567,13 @@ def _speculative(draft: str, k: int, accept: sympy.Rational, context: int, batch
                         f"ahead), got {k!r}")
     if accept > 1:
         raise SpecError(f"--accept is a probability: at most 1, got {number(accept)}")
+    vocab = [m.at(dim_symbol("V")) for m in (decode(batch, context), decode(batch, context, draft))]
+    if vocab[0] != vocab[1]:
+        raise SpecError(f"--draft {draft}: its vocabulary of {vocab[1]} tokens is not the target's {vocab[0]}: a draft "
+                        "proposes the target's tokens, so the two share one tokenizer")
     S = dim_symbol("S")
-    t_draft, _ = series(decode(batch, None, draft).t_step, S, context, context + k - 1)
-    t_verify = decode(batch * (k + 1), context).t_step
+    t_draft, _ = series(step_time(decode(batch, None, draft)), S, context, context + k - 1)
+    t_verify = step_time(decode(batch * (k + 1), context))
     # a chip's KV bytes for the batch at this context: the B-proportional part of its memory
     per_chip = decode(None, context).hbm_per_chip
     kv_chip = sympy.expand(per_chip).coeff(dim_symbol("B"), 1) * batch

@@ -166,6 +166,8 @@ def test_llama_attention_bias_puts_a_bias_on_every_projection(tmp_path):
     ({**LLAMA_31_8B, "model_type": ["llama"]}, "model_type must be text, not a list"),
     ({**QWEN25_7B, "attention_bias": True}, "attention_bias: not a field a qwen2 model reads"),
     ({**GPT2, "add_cross_attention": True}, "add_cross_attention: cross-attention layers"),
+    ({**LLAMA_31_8B, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}},
+     "quantization_config: a quantized checkpoint's scheme: remove the field and name the scheme with --weights"),
     ({**QWEN25_7B, "layer_types": ["full_attention", "sliding_attention"]}, "layer_types: .*layers other than full"),
 ])
 def test_a_config_the_template_cannot_write_is_refused_naming_why(tmp_path, fields, message):

@@ -348,3 +348,11 @@ def test_the_printed_program_reads_back_as_the_objects(name, mode):
     sizes = {"B": 8, ("S" if mode == "decode" else "T"): 2048}
     a, b = (Model(s, machine("h100"), sizes, Options(mode=mode)) for s in (direct, read))
     assert a.params == b.params and a.quantities() == b.quantities()
+
+
+def test_a_decode_step_reads_the_latent_cache_once_a_token():
+    # FlashMLA's kernel loads each token's latent and rope key once and uses the latent as
+    # the keys and the values both: the step's bytes grow by the cache's bytes a token
+    # (L x (Ckv + Hr) x 2 bytes = 61 x 576 x 2 for V3), not twice the latent's
+    a, b = (symroof.model("deepseek-v3", "decode", "h200", {"B": 4, "S": s}) for s in (4096, 4097))
+    assert b.step_analysis.bytes - a.step_analysis.bytes == 4 * 61 * (512 + 64) * 2 == 4 * a.kv_bytes_per_token

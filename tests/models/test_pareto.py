@@ -152,7 +152,7 @@ def test_json_and_table_share_the_points(even: pareto.Curve) -> None:
     assert data["context"] == 1249.5 and data["tpot_slo"] == 0.01
     for row, p in zip(data["points"], even.points, strict=True):
         assert row["tpot_steady"] == pytest.approx(float(p.latency), rel=1e-12)
-        assert row["tokens_per_s_per_chip"] == pytest.approx(float(p.throughput), rel=1e-12)
+        assert row["tokens_per_s_steady_per_chip"] == pytest.approx(float(p.throughput), rel=1e-12)
         assert row["fits"] is p.fits
     code, out, _ = _run("plot", "serve", "llama-3-8b", "--chip", "h100", "--prompt", str(P), "--generate", str(G),
                         "--batches", "1,8,64,256,512,1024", "--chips", "1,2", "--tpot-slo", "0.01")

@@ -171,8 +171,9 @@ def test_on_a_mesh() -> None:
     # llama-3-70b, dp=2 x tp=4 on 8 H100s: the step adds compute and network terms, each a Max
     P, G, B = 1000, 40, 8
     r = serving.request("llama-3-70b", "h100", P, G, B, strategy="dp=2,tp=4", tpot_slo=0.03)
-    steps = [symroof.model("llama-3-70b", "decode", "h100", {"B": B, "S": P + g}, strategy="dp=2,tp=4").t_step
-             for g in range(G)]
+    # each step as a request waits it: t_step_exposed, the AllReduces on the critical path
+    steps = [serving.step_time(symroof.model("llama-3-70b", "decode", "h100", {"B": B, "S": P + g},
+                                             strategy="dp=2,tp=4")) for g in range(G)]
     assert r.t_request == r.ttft + sympy.Add(*steps)
     assert r.chips == 8
     # memory: a chip holds a quarter of the weights (tp=4) and its replica's half of the batch's
@@ -422,3 +423,21 @@ def test_the_decode_report_gives_each_collectives_latency_bound_batch() -> None:
     # dp alone has no collective in decode: no rows
     assert "latency_bound" not in symroof.model("llama-3-8b", "decode", "h100", {"B": 64, "S": 4096},
                                                 strategy="dp=8").table()
+
+
+def test_under_tensor_parallelism_a_requests_steps_wait_for_their_allreduces():
+    from symroof.models import serving as serving_module
+    r = symroof.serving.request("llama-3-70b", "h100", 1000, 500, 1, strategy="tp=8")
+    step = symroof.model("llama-3-70b", "decode", "h100", {"B": 1, "S": 1000}, strategy="tp=8")
+    # at B = 1 each of the 161 AllReduces (2 a layer, 80 layers, and the logits') takes its
+    # latency floor, 2 hops of the NVLink's 1 us, on the critical path after the work
+    assert r.tpot_at(1000) - step.t_step == 161 * 2 * sympy.Rational(1, 10**6)
+    assert r.tpot_at(1000) == serving_module.step_time(step)
+    assert any("t_step_exposed" in c for c in r.conventions())
+
+
+def test_a_draft_of_another_vocabulary_and_a_bool_are_refused():
+    with pytest.raises(symroof.SpecError, match="vocabulary of 32000 tokens is not the target's 128256"):
+        serving.request("llama-3-8b", "h100", 100, 50, draft="llama-2-7b")
+    with pytest.raises(symroof.SpecError, match="the prompt must be a whole number"):
+        serving.request("llama-3-8b", "h100", True, 50)  # type: ignore[arg-type]
