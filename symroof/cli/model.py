@@ -102,7 +102,7 @@ def _serving_options(cmd: argparse.ArgumentParser) -> None:
     group.add_argument("--tpot-slo", metavar="SECONDS",
                        help="with --serve: the largest batch whose time per output token stays within SECONDS")
     group.add_argument("--draft", metavar="NAME", help="with --serve: speculative decoding with this draft model")
-    group.add_argument("--draft-tokens", type=int, default=4, metavar="K", help="with --draft: tokens drafted (4)")
+    group.add_argument("--draft-tokens", type=int, metavar="K", help="with --draft: tokens drafted (4)")
     group.add_argument("--accept", metavar="ALPHA", help="with --draft: each draft token's acceptance rate (0.8)")
     group.add_argument("--chunk", type=int, metavar="C",
                        help="with --serve: chunked prefill, C prompt tokens a step mixed into the decode steps")
@@ -114,6 +114,8 @@ def _serve(args: argparse.Namespace, target: Machine | None) -> str:
         raise SpecError(f"--serve costs a request's prefill and decode steps itself: drop --{args.mode}")
     if args.prompt is None or args.generate is None:
         raise SpecError("--serve needs --prompt P and --generate G (tokens in and out)")
+    if args.draft is None and args.draft_tokens is not None:
+        raise SpecError("--draft-tokens goes with --draft MODEL: the tokens the draft proposes a step")
     if target is None:
         raise SpecError("--serve times a request: it needs a chip (--chip)")
     sizes = _sizes(args.set)
@@ -122,7 +124,8 @@ def _serve(args: argparse.Namespace, target: Machine | None) -> str:
                         f"got {', '.join(sorted(set(sizes) - {'B'}))}")
     found = serving.request(args.name, target, args.prompt, args.generate, sizes.get("B", 1),
                             strategy=args.strategy, mesh=args.mesh, chips=args.chips, weights=args.weights,
-                            kv=args.kv, tpot_slo=args.tpot_slo, draft=args.draft, draft_tokens=args.draft_tokens,
+                            kv=args.kv, tpot_slo=args.tpot_slo, draft=args.draft,
+                            draft_tokens=4 if args.draft_tokens is None else args.draft_tokens,
                             accept=args.accept, models_file=args.models, hbm_usable=training_kwargs(args)["hbm_usable"],
                             chunk=args.chunk)
     return json.dumps(found.to_dict(), indent=2) if args.json else found.table()
@@ -145,7 +148,8 @@ def run(args: argparse.Namespace) -> str:
     if args.serve:
         return _serve(args, target)
     serving = [f for f, v in (("--prompt", args.prompt), ("--generate", args.generate), ("--tpot-slo", args.tpot_slo),
-                              ("--draft", args.draft), ("--accept", args.accept), ("--chunk", args.chunk))
+                              ("--draft", args.draft), ("--draft-tokens", args.draft_tokens),
+                              ("--accept", args.accept), ("--chunk", args.chunk))
                if v is not None]
     if serving:
         raise SpecError(f"{serving[0]} goes with --serve")

@@ -161,6 +161,9 @@ def test_cli_serve_prints_the_request_and_its_conventions() -> None:
     (("--serve", "--decode", "--chip", "h100", "--prompt", "10", "--generate", "5"), "drop --decode"),
     (("--serve", "--chip", "h100", "--prompt", "10", "--generate", "5", "--set", "S=4"), "--set B=... only"),
     (("--serve", "--chip", "h100", "--prompt", "10", "--generate", "5", "--tpot-slo", "x"), "--tpot-slo takes"),
+    (("--serve", "--chip", "h100", "--prompt", "10", "--generate", "5", "--draft-tokens", "3"),
+     "--draft-tokens goes with --draft MODEL"),
+    (("--chip", "h100", "--draft-tokens", "3"), "--draft-tokens goes with --serve"),
 ])
 def test_cli_serve_bad_input(argv: tuple[str, ...], message: str) -> None:
     code, _, err = _cli("model", "llama-3-8b", *argv)
