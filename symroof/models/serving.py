@@ -214,6 +214,7 @@ class Request:
     max_batch_bound: str | None
     speculative: Speculative | None
     context: int | None = None  # the model's context (max positions); a request past it is said
+    weights_fit: bool = True  # the weights alone within the chips' usable HBM
     touched_experts: bool = False  # a mixture's decode reads only the experts its batch touches (stated)
     latency: tuple[LatencyBound, ...] | None = None  # under a strategy: the decode step's collectives
     chunked: chunking.Chunked | None = None  # with a chunk size: chunked prefill (chunked.py)
@@ -275,6 +276,7 @@ class Request:
                           for p in self.pieces]}
         out.update({k: json_value(v) for k, v in self.quantities().items()})
         out["context_limit"], out["past_context"] = self.context, self.past_context
+        out["weights_fit"] = self.weights_fit
         if self.tpot_slo is not None:
             out["tpot_slo"] = json_value(self.tpot_slo)
             out["max_batch_bound"] = self.max_batch_bound
@@ -358,7 +360,12 @@ class Request:
                                           "prefill not counted)")]
         if self.kv_caches_fit is not None:
             rows.append(("kv_caches_fit", f"{self.kv_caches_fit}  (sequences at S = {P + G} beside the weights)"))
-            if self.kv_caches_fit < B:
+            if not self.weights_fit:
+                rows.append(("fits", "NO: the weights alone are more than the chips' usable HBM: more chips, a "
+                                     "strategy, or smaller --weights"))
+            elif self.kv_caches_fit == 0:
+                rows.append(("fits", f"NO: not one sequence's KV cache at S = {P + G} fits beside the weights"))
+            elif self.kv_caches_fit < B:
                 rows.append(("fits", f"NO: B = {B} sequences at S = {P + G} need more HBM than the weights leave"))
         if self.tpot_slo is not None:
             rows.append(("max_batch", f"{self.max_batch}  (tpot at S = {P + G} at most {seconds(self.tpot_slo)}; "
@@ -438,6 +445,9 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
     slo = None if tpot_slo is None else _rational(tpot_slo, "--tpot-slo")
     most, bound = (None, None) if slo is None else _max_batch(step_time(last), B, slo, fit)
     most = None if most is None else most - most % split
+    weights_fit = not bool(last.hbm_left_per_chip.subs(B, 0) < 0)
+    if not weights_fit and bound is not None and bound.startswith("memory"):
+        bound = "memory (the weights alone are more than the chips' usable HBM)"
     spec = None
     if draft is not None:
         rate = _rational(accept if accept is not None else 0.8, "--accept", zero=True)
@@ -457,6 +467,7 @@ def request(name: str, chip: str | Machine, prompt: int, generate: int, batch: i
                    requests_per_s_steady=batch / (G * steady), kv_caches_fit=fit, tpot_slo=slo, max_batch=most,
                    max_batch_bound=bound, speculative=spec,
                    context=(named(name, models_file) or {}).get("sizes", {}).get("context"),
+                   weights_fit=weights_fit,
                    touched_experts=touches_experts(step.structured),
                    latency=None if strategy is None else bounds(last, batch), chunked=mixed,
                    storage=tuple(step.about.get("storage", ())), windowed=tuple(windows.stated(step.structured)))
@@ -511,6 +522,8 @@ def _max_batch(step: sympy.Expr, B: sympy.Symbol, slo: sympy.Expr,
 
 def _within_fit(best: sympy.Expr | None, fit: sympy.Expr | None) -> tuple[sympy.Expr, str]:
     if fit is not None and (best is None or fit < best):
+        if fit == 0:
+            return fit, "memory (not one sequence's KV cache fits beside the weights in the usable HBM)"
         return fit, "memory (the KV caches and weights fit the usable HBM)"
     if best is None:
         raise SpecError("the decode step's time does not grow with the batch, and memory gives no bound")

@@ -444,3 +444,14 @@ def test_a_draft_of_another_vocabulary_and_a_bool_are_refused():
         serving.request("llama-3-8b", "h100", 100, 50, draft="llama-2-7b")
     with pytest.raises(symroof.SpecError, match="the prompt must be a whole number"):
         serving.request("llama-3-8b", "h100", True, 50)  # type: ignore[arg-type]
+
+
+def test_weights_that_do_not_fit_are_said_so_not_their_caches():
+    # LLaMA-3 70B's 141 GB of bf16 weights against one H100's usable 72 GB
+    r = serving.request("llama-3-70b", "h100", 1000, 500, 1, tpot_slo=1)
+    assert not r.weights_fit and r.kv_caches_fit == 0 and r.max_batch == 0
+    assert "weights alone are more than" in r.table() and "weights alone" in (r.max_batch_bound or "")
+    assert r.to_dict()["weights_fit"] is False
+    # on two, the weights fit and the caches bound the batch
+    two = serving.request("llama-3-70b", "h100", 1000, 500, 1, chips=2, tpot_slo=1)
+    assert two.weights_fit and two.kv_caches_fit > 0
