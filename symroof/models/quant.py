@@ -67,9 +67,11 @@ def storage(what: str, name: str, sizes: dict) -> tuple[str, str | None]:
     A scheme's blocks must divide what they tile (`sizes`: a models.json entry's): the
     weights' input widths D, F and N*H (and output widths for a tile), a KV cache's head
     dim H."""
-    # a scheme's name in any case: INT4 is int4's group-of-128 scheme, never bare 4-bit
-    if isinstance(name, str) and name.lower() in {*DEFAULTS, *_WEIGHTS}:
-        name = name.lower()
+    # a plain name by any of its spellings (INT4, i4): the dtype's own name picks the scheme,
+    # so none reads as bare 4-bit without the scales int4 counts
+    plain = dtypes.lookup(name) if isinstance(name, str) else None
+    if plain is not None and plain.name in {*DEFAULTS, *_WEIGHTS}:
+        name = plain.name
     found = dtypes.lookup(DEFAULTS.get(name, _WEIGHTS.get(name, name) if what == "weights" else name))
     if found is None and not (what == "weights" and _WEIGHTS.get(name) == PER_CHANNEL):
         hint = dtypes.suggest(name)

@@ -148,8 +148,9 @@ def test_the_printed_program_reads_back_with_its_scales(tmp_path: Path) -> None:
     assert read.kv_bytes_per_token == 2 * L * K * H * NVFP4
 
 
-@pytest.mark.parametrize(("upper", "lower"), [("INT4", "int4"), ("Int4", "int4"), ("FP4", "fp4"), ("INT8", "int8")])
+@pytest.mark.parametrize(("upper", "lower"), [("INT4", "int4"), ("Int4", "int4"), ("FP4", "fp4"), ("INT8", "int8"),
+                                            ("i4", "int4"), ("f4", "fp4")])
 def test_a_schemes_name_in_capitals_is_the_same_scheme(upper, lower):
-    # INT4 once read as bare 4-bit, without the scales int4 counts
+    # INT4 and i4 once read as bare 4-bit, without the scales int4 counts
     a, b = (symroof.model("llama-3-8b", "decode", "h100", {"B": 1, "S": 1000}, weights=w, kv=w) for w in (upper, lower))
     assert (a.weight_bytes, a.kv_bytes_per_token) == (b.weight_bytes, b.kv_bytes_per_token)
