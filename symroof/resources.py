@@ -74,6 +74,12 @@ def describe(value: object, longest: int | None = None) -> str:
     return containers.get(type(value), type(value).__name__)
 
 
+def whole(value: object, limit: int) -> bool:
+    """Whether a value read from a data file is a whole number from 1 to `limit` (JSON's
+    true and false are not numbers, though Python counts them as ints)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= limit
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """"; did you mean 'x'?" for the closest of `choices` to a misspelt word, or nothing."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)

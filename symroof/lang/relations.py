@@ -68,7 +68,7 @@ class Power(sympy.Function):
     nargs = 2
 
     @classmethod
-    def eval(cls, base: sympy.Expr, exponent: sympy.Expr) -> sympy.Expr | None:
+    def eval(cls, base: sympy.Expr, exponent: sympy.Expr) -> sympy.Expr | None:  # safe: sympy's Function hook, no text
         if not (base.is_number and exponent.is_number and base.is_real and exponent.is_real):
             return None
         if exponent == 0:

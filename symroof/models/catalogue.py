@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from ..errors import SpecError
-from ..resources import describe, did_you_mean, load_json, read_bounded, resource_path
+from ..resources import describe, did_you_mean, load_json, read_bounded, resource_path, whole
 from . import hf_config, mla, windows
 
 FIELDS = ("D", "L", "N", "K", "H", "F", "V", "context")  # the sizes the transformer template reads
@@ -157,7 +157,7 @@ def _check_model(path: str, k: int, model: object) -> None:
             fail(f"sizes.{field}: unknown size{did_you_mean(field, FIELDS)} (the sizes: {', '.join(FIELDS)})")
     for field in FIELDS:
         value = sizes.get(field)
-        if not _whole(value, MAX_SIZE):
+        if not whole(value, MAX_SIZE):
             fail(f"sizes.{field} must be a positive whole number up to {MAX_SIZE:.0e}, got {_describe(value)}")
     if sizes["N"] % sizes["K"]:
         fail(f"sizes.N: {sizes['N']} query heads do not group evenly over sizes.K = {sizes['K']} KV heads")
@@ -174,14 +174,14 @@ def _check_model(path: str, k: int, model: object) -> None:
     if moe is not None:
         if not isinstance(moe, dict) or not set(_MOE_KEYS) <= set(moe) <= {*_MOE_KEYS, *mla.SHARED_KEYS,
                                                                            mla.ROUTER_BIAS} or \
-                not all(_whole(moe[key], MAX_SIZE) for key in _MOE_KEYS):
+                not all(whole(moe[key], MAX_SIZE) for key in _MOE_KEYS):
             fail(f"'moe' must be an object with whole numbers 'experts' and 'active' (and nothing else), "
                  f"not {json.dumps(moe)[:80] if isinstance(moe, (dict, list)) else _describe(moe)}")
         if moe["active"] > moe["experts"]:
             fail(f"moe.active: {moe['active']} experts active per token, more than moe.experts = {moe['experts']}")
     mla.check_entry(model, fail)
     windows.check_entry(model, fail)
-    if not _whole(model["params_published"], MAX_PARAMS):
+    if not whole(model["params_published"], MAX_PARAMS):
         fail(f"params_published must be a positive whole number, got {_describe(model['params_published'])}")
     _check_sources(model["sources"], _SOURCE_KEYS, ("sizes", "params_published"), fail)
 
@@ -193,7 +193,7 @@ def _check_counted(model: dict, fail: Callable[[str], NoReturn]) -> None:
         if field in model:
             fail(f"{field}: a model given by 'params' has no template to choose for; drop {field} (or give every "
                  "size and the template's fields, with params_published, in place of params)")
-    if not _whole(model["params"], MAX_PARAMS):
+    if not whole(model["params"], MAX_PARAMS):
         fail(f"params must be a positive whole number up to {MAX_PARAMS:.0e}, got {_describe(model['params'])}")
     sizes = model.get("sizes", {})
     if not isinstance(sizes, dict):
@@ -201,7 +201,7 @@ def _check_counted(model: dict, fail: Callable[[str], NoReturn]) -> None:
     for field, value in sizes.items():
         if field not in FIELDS:
             fail(f"sizes.{field}: unknown size{did_you_mean(field, FIELDS)} (the sizes: {', '.join(FIELDS)})")
-        if not _whole(value, MAX_SIZE):
+        if not whole(value, MAX_SIZE):
             fail(f"sizes.{field} must be a positive whole number up to {MAX_SIZE:.0e}, got {_describe(value)}")
     if "N" in sizes and "K" in sizes and sizes["N"] % sizes["K"]:
         fail(f"sizes.N: {sizes['N']} query heads do not group evenly over sizes.K = {sizes['K']} KV heads")
@@ -222,10 +222,6 @@ def _check_sources(sources: object, keys: tuple[str, ...], required: tuple[str, 
     for field in required:
         if field not in sources:
             fail(f"sources.{field} is missing: every figure carries its source")
-
-
-def _whole(value: object, limit: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= limit
 
 
 def models(path: str | None = None) -> tuple[dict, ...]:

@@ -17,6 +17,8 @@ import sympy
 
 from ..errors import SpecError
 from ..ir import dim_symbol
+from ..render.json_report import json_value
+from ..show import number, pretty, seconds
 from .strategy_costs import Collective, collectives
 from .whole import Model
 
@@ -38,7 +40,6 @@ class LatencyBound:
     latency_bound: bool | None  # at the batch given (None where the floor is unknown)
 
     def to_dict(self) -> dict:
-        from ..render.json_report import json_value
         return {"kind": self.kind, "axes": self.axes, "tensor": self.tensor, "count": json_value(self.count),
                 "bytes": str(self.bytes), "latency_floor": json_value(self.floor),
                 "threshold_bytes": json_value(self.threshold_bytes),
@@ -79,7 +80,6 @@ NO_MEMORY_LATENCY = ("none for the HBM: the chips' figures carry no per-step (ke
 
 def rows(found: tuple[LatencyBound, ...], chip: str, batch: int | None) -> list[tuple[str, str]]:
     """The report's rows: each collective's V, V* and B*, and the HBM's lack of a figure."""
-    from ..show import number, pretty, seconds
     if not found:  # no collectives (a strategy that only copies the weights): nothing to weigh
         return []
     out = []

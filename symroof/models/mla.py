@@ -36,6 +36,7 @@ import sympy
 
 from ..errors import SpecError
 from ..lang.source import Apply, Comment, Contraction, Fused, Item, Let, Op, Part, Repeat, Tensor
+from ..resources import whole
 from ..symbols import dim_symbol
 
 if TYPE_CHECKING:
@@ -267,7 +268,7 @@ def check_entry(model: dict, fail: Callable[[str], NoReturn]) -> None:
         value = mla[key]
         if key == "q_rank" and value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_RANK:
+        if not whole(value, MAX_RANK):
             fail(f"mla.{key} must be a positive whole number up to {MAX_RANK}"
                  f"{' (or null: the query straight from D)' if key == 'q_rank' else ''}, not {value!r}"[:200])
     for key in extra:

@@ -31,6 +31,7 @@ from ..errors import SpecError
 from ..ir import dim_symbol
 from ..lang.source import Let
 from ..lang.structure import Structured
+from ..resources import whole
 
 WINDOW_KEYS = ("window", "layers")
 # the config.json fields of soft-capping, read here (hf_config.py refuses them elsewhere)
@@ -88,7 +89,7 @@ def check_entry(model: dict, fail: Callable[[str], NoReturn]) -> None:
     window = model.get("sliding_window")
     if "sliding_window" in model:
         if not isinstance(window, dict) or set(window) != set(WINDOW_KEYS) or \
-                not all(_whole(window[k], MAX_WINDOW) for k in WINDOW_KEYS):
+                not all(whole(window[k], MAX_WINDOW) for k in WINDOW_KEYS):
             fail("'sliding_window' must be an object of whole numbers 'window' (tokens) and 'layers' (how many "
                  "layers are local), and nothing else")
         if window["layers"] > model["sizes"]["L"]:
@@ -102,8 +103,7 @@ def check_entry(model: dict, fail: Callable[[str], NoReturn]) -> None:
     cap = model.get("softcap")
     if "softcap" in model:
         if not isinstance(cap, dict) or not cap or not set(cap) <= set(SOFTCAP_KEYS) or \
-                not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_CAP
-                        for v in cap.values()):
+                not all(_cap(v) for v in cap.values()):
             fail("'softcap' must be an object of positive caps 'attention' and/or 'logits' (numbers up to "
                  f"{MAX_CAP}), and nothing else")
         if model.get("moe") or model.get("mla"):
@@ -151,7 +151,7 @@ def from_hf(data: dict, kind: str, layers: int, context: int, fail: Callable[[st
         value = data.get(field)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_CAP:
+        if not _cap(value):
             fail(f"{field} must be a positive number or null, not {str(value)[:40]}")
         caps[key] = value
     if caps:
@@ -159,5 +159,6 @@ def from_hf(data: dict, kind: str, layers: int, context: int, fail: Callable[[st
     return out
 
 
-def _whole(value: object, limit: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= limit
+def _cap(value: object) -> bool:
+    """Whether a soft cap is a positive number up to MAX_CAP (not a JSON boolean)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MAX_CAP
