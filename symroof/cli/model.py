@@ -32,6 +32,7 @@ from .options import (
     remat_option,
     training_kwargs,
     training_options,
+    whole_numbers,
 )
 
 
@@ -254,13 +255,7 @@ def _batches(args: argparse.Namespace, model: Model, about: dict) -> str:
     from ..models import plot as model_plot
     if model.machine is None:
         raise SpecError("throughput against latency needs a chip (--chip)")
-    try:
-        batches = sorted({int(b) for b in args.batches.split(",")})
-    except ValueError:
-        raise SpecError(f"--batches takes whole numbers, e.g. 1,8,64,256; got {args.batches!r}") from None
-    if not batches or batches[0] < 1 or len(batches) > 64:
-        raise SpecError("--batches takes 1 to 64 positive batch sizes")
-    rows = model_plot.sweep(model, batches)
+    rows = model_plot.sweep(model, whole_numbers(args.batches, "--batches", 64))
     if not all(r["t_step"].is_number for r in rows):
         raise SpecError("throughput against latency needs numbers: give every dim but B a size (--set) and a "
                         "chip whose figures are numbers (not --chip symbolic)")

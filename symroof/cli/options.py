@@ -72,6 +72,18 @@ def set_sizes(items: Iterable[str]) -> dict[str, int]:
     return values
 
 
+def whole_numbers(text: str, flag: str, most: int) -> list[int]:
+    """A list flag's whole numbers (--batches 1,8,64), sorted and each once: 1 to `most`
+    of them, each at least 1; an empty item (1,,8) is refused, not dropped."""
+    try:
+        values = sorted({int(part) for part in text.split(",")})
+    except ValueError:
+        raise SpecError(f"{flag} takes whole numbers, e.g. 1,8,64; got {text!r}") from None
+    if not values or values[0] < 1 or len(values) > most:
+        raise SpecError(f"{flag} takes 1 to {most} whole numbers of at least 1, got {text!r}")
+    return values
+
+
 def remat_option(parser: argparse.ArgumentParser) -> None:
     """--remat: what a training step keeps of its activations, and so what it recomputes."""
     parser.add_argument("--remat", default="full",

@@ -9,7 +9,7 @@ import json
 
 from ..errors import SpecError
 from ..hardware.machines import machine
-from .options import machine_kwargs
+from .options import machine_kwargs, whole_numbers
 
 MAX_BATCHES = 64
 
@@ -42,16 +42,6 @@ def refuse_serve_flags(args: argparse.Namespace) -> None:
         raise SpecError(f"{given[0]} goes with 'symroof plot serve MODEL'")
 
 
-def _whole_numbers(text: str, flag: str, most: int) -> list[int]:
-    try:
-        values = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise SpecError(f"{flag} takes whole numbers, e.g. 1,8,64; got {text!r}") from None
-    if not values or values[0] < 1 or len(values) > most:
-        raise SpecError(f"{flag} takes 1 to {most} whole numbers of at least 1, got {text!r}")
-    return values
-
-
 def run(args: argparse.Namespace) -> str:
     from ..models import pareto
     if len(args.specs) != 1:
@@ -66,8 +56,8 @@ def run(args: argparse.Namespace) -> str:
     target = machine(**machine_kwargs(args))
     if target is None:
         raise SpecError("'symroof plot serve' times each point: it needs a chip (--chip)")
-    batches = _whole_numbers(args.batches, "--batches", MAX_BATCHES)
-    chips = _whole_numbers(args.chips, "--chips", 16) if args.chips is not None else []
+    batches = whole_numbers(args.batches, "--batches", MAX_BATCHES)
+    chips = whole_numbers(args.chips, "--chips", 16) if args.chips is not None else []
     found = pareto.curve(args.specs[0], target, args.prompt, args.generate, batches, chips=chips,
                          strategies=args.strategy, mesh=args.mesh, tpot_slo=args.tpot_slo, weights=args.weights,
                          kv=args.kv, models_file=args.models)

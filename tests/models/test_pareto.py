@@ -196,6 +196,7 @@ def test_the_drawing(even: pareto.Curve) -> None:
 @pytest.mark.parametrize("argv, message", [
     (["--prompt", "1000", "--generate", "500"], "needs --prompt P, --generate G and --batches"),
     (["--prompt", "1000", "--generate", "500", "--batches", "1,x"], "--batches takes whole numbers"),
+    (["--prompt", "1000", "--generate", "500", "--batches", "1,,2"], "--batches takes whole numbers"),
     (["--prompt", "1000", "--generate", "500", "--batches", "0,4"], "--batches takes 1 to 64"),
     (["--prompt", "1000", "--generate", "500", "--batches", "4", "--chips", "0"], "--chips takes 1 to 16"),
     (["--prompt", "1000", "--generate", "500", "--batches", "4", "--tpot-slo", "-1"], "--tpot-slo must be positive"),
