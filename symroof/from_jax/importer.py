@@ -266,7 +266,7 @@ def _declarations(weights: list[tuple[Argument, int]], converter: Context) -> li
     lines = []
     for a, array in weights:
         parts = a.name.split(".")
-        name = _declared_name(parts[1:] if len(parts) > 1 else parts, taken)
+        name = source.declared_name(parts[1:] if len(parts) > 1 else parts, taken)
         dims = tuple(source.Dim(d, s) for d, s in zip(a.dims, _held(converter, array, len(a.dims))))
         lines.append(source.Declare("param", (source.Tensor(a.dtype, dims, name),), f"argument {a.name}"))
     k = 0
@@ -275,7 +275,8 @@ def _declarations(weights: list[tuple[Argument, int]], converter: Context) -> li
         if shape and read:
             k += 1
             dims = tuple(source.Dim(str(d), s) for d, s in zip(shape, _held(converter, read[0], len(shape))))
-            lines.append(source.Declare("param", (source.Tensor(dtype, dims, _declared_name([f"const{k}"], taken)),),
+            name = source.declared_name([f"const{k}"], taken)
+            lines.append(source.Declare("param", (source.Tensor(dtype, dims, name),),
                                         "an array the function closes over"))
     return lines
 
@@ -289,19 +290,6 @@ def _held(converter: Context, array: int, n: int) -> list[str]:
         return [split[k] if k < len(split) else "" for k in range(n)]
     written = converter.written.get(array, {})
     return [split_label(converter.locals.get(written[k], written[k]))[1] if k in written else "" for k in range(n)]
-
-
-def _declared_name(parts: list[str], taken: set[str]) -> str:
-    """A name for a declaration: `w_up` -> wUp, `dense.kernel` -> denseKernel, once each."""
-    words = [w for p in parts for w in re.split(r"[_\W]+", p) if w]
-    name = "".join(w if i == 0 else w[:1].upper() + w[1:] for i, w in enumerate(words)) or "p"
-    if not re.match(r"[^\W\d_]", name):
-        name = "p" + name
-    base, n = name, 2
-    while name in taken:
-        name, n = f"{base}{n}", n + 1
-    taken.add(name)
-    return name
 
 
 def _price(ctx: Context, lines: list[tuple[int, Line]]) -> dict[str, sympy.Expr]:

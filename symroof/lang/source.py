@@ -17,6 +17,7 @@ Examples:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
@@ -322,3 +323,23 @@ def map_items(items: tuple[Item, ...], f: Callable[[Item], tuple[Item, ...]]) ->
         else:
             out += f(item)
     return tuple(out)
+
+
+def declared_name(parts: list[str], taken: set[str]) -> str:
+    """A name for a declaration, from the path an importer found it at (a pytree's keys, a
+    module's state_dict name), that symroof reads (no `_`, which subscripts), once each.
+
+    Examples:
+        >>> taken = set()
+        >>> declared_name(["w_up"], taken), declared_name(["dense", "kernel"], taken), declared_name(["w_up"], taken)
+        ('wUp', 'denseKernel', 'wUp2')
+    """
+    words = [w for p in parts for w in re.split(r"[_\W]+", p) if w]
+    name = "".join(w if i == 0 else w[:1].upper() + w[1:] for i, w in enumerate(words)) or "p"
+    if not re.match(r"[^\W\d_]", name):
+        name = "p" + name
+    base, n = name, 2
+    while name in taken:
+        name, n = f"{base}{n}", n + 1
+    taken.add(name)
+    return name
