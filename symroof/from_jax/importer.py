@@ -14,15 +14,12 @@ JAX is optional: it is imported here, when a function is imported, never by the 
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import math
 import re
-import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy
@@ -38,6 +35,7 @@ from ..lang.structure import Structured, read_source
 from ..models.decls import Options
 from ..models.report import with_defaults
 from ..models.whole import Model
+from ..targets import load_target
 from .cond import COUNTS
 from .context import Context
 from .convert import walk
@@ -107,28 +105,7 @@ def read_shapes(text: str | Mapping[str, str]) -> list[Argument]:
 
 def load_function(target: str) -> Callable:
     """`MODULE:FUNCTION` (a dotted module on the path, or a .py file) as the function."""
-    module_name, sep, attr = target.rpartition(":")
-    if not sep or not module_name or not attr:
-        raise SymroofError(f"{target!r}: expected MODULE:FUNCTION (my_model:block, or path/to/file.py:block)")
-    try:
-        if module_name.endswith(".py"):
-            spec = importlib.util.spec_from_file_location(Path(module_name).stem, module_name)
-            if spec is None or spec.loader is None:
-                raise SymroofError(f"cannot read {module_name}")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            sys.path.insert(0, ".")
-            try:
-                module = importlib.import_module(module_name)
-            finally:
-                sys.path.remove(".")
-    except (ImportError, OSError, SyntaxError) as error:
-        raise SymroofError(f"cannot import {module_name}: {error}") from None
-    function = getattr(module, attr, None)
-    if not callable(function):
-        raise SymroofError(f"{module_name} has no function {attr!r}")
-    return function
+    return load_target(target, "FUNCTION")
 
 
 def _jax() -> Any:

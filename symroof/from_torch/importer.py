@@ -1,0 +1,313 @@
+"""Import a PyTorch module: export it with symbolic dims (`torch.export.export`, the dims
+named through `torch.export.Dim`), write its ATen graph as a symroof program (each op by
+its rule: rules.py; the program as the spec's objects, resolved without reading text;
+its text printed only for the person), and analyse that; at concrete sizes, check the
+FLOPs against torch's own `FlopCounterMode` run on the module.
+
+    >>> import torch                                                   # doctest: +SKIP
+    >>> from torch.export import Dim                                    # doctest: +SKIP
+    >>> mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+    >>> imported = from_torch(mlp, (torch.randn(8, 64),), ({0: Dim("B")},))  # doctest: +SKIP
+    >>> imported.analysis.flops                                         # doctest: +SKIP
+    65856*B
+
+A factory for the command line (`symroof from-torch my_model.py:make`) returns the module,
+its example inputs and their dynamic shapes: `(module, args, dynamic_shapes)`, as
+`torch.export.export` takes them. The module is exported in eval mode as it is given
+(call `.eval()` in the factory: dropout in training mode is not costed, and said).
+
+PyTorch is optional: it is imported here, when a module is imported, never by the core.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from .. import dtypes
+from ..analysis import Analysis
+from ..errors import SpecError, SymroofError, SymroofWarning
+from ..hardware.machines import machine
+from ..lang import source
+from ..lang.structure import Structured, read_source
+from ..models.decls import Options
+from ..models.report import with_defaults
+from ..models.whole import Model
+from .program import Value, Writer
+from .rules import LAYOUT, RULES
+
+# torch dtype (its str without "torch.") -> symroof's name
+_DTYPES = {"float64": "fp64", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int64": "int64",
+           "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool",
+           "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2", "complex64": None, "complex128": None}
+# FlopCounterMode's matrix-unit ops, and symroof's: it counts these and nothing else
+_COUNTED = "mm, bmm, addmm, baddbmm, convolution and scaled_dot_product_attention"
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise SymroofError("importing a PyTorch module needs PyTorch: pip install 'symroof[torch]'") from None
+    return torch
+
+
+@dataclass
+class Imported:
+    """A PyTorch module as a symroof program, with what could not be costed."""
+
+    module: Any
+    args: tuple
+    dynamic_shapes: Any
+    program: source.Program
+    axes: dict[str, tuple[int, int]]  # each user dim's name -> (the input, its axis) it was read from
+    nodes: int  # ATen op nodes in the exported graph
+    writer: Writer
+    params: int  # the module's parameters and buffers declared
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return str(self.program)
+
+    @functools.cached_property
+    def structured(self) -> Structured:
+        return read_source(self.program)
+
+    def model(self, chip: Any = None, sizes: Mapping[str, int] | None = None) -> Model:
+        """The program analysed (symroof.models.whole in prefill: the module run once)."""
+        target = chip if chip is None or hasattr(chip, "hbm_bw") else machine(chip)
+        return Model(self.structured, target, with_defaults(self.structured, "prefill", None, dict(sizes or {})),
+                     Options(mode="prefill"))
+
+    @functools.cached_property
+    def analysis(self) -> Analysis:
+        return self.model().analysis
+
+    @property
+    def dims(self) -> list[str]:
+        """The user's dim names, in the order the inputs give them."""
+        return list(self.axes)
+
+    def _repr_latex_(self) -> str:
+        return self.analysis._repr_latex_()
+
+    def flop_counter(self, sizes: Mapping[str, int]) -> dict:
+        """symroof's matrix-unit FLOPs at these sizes beside torch's FlopCounterMode, run on
+        the module with inputs of these sizes (check.py says what each counts)."""
+        from .check import cross_check
+        return cross_check(self, sizes)
+
+
+def from_torch(module: Any, args: Sequence, dynamic_shapes: Any = None, kwargs: Mapping | None = None) -> Imported:
+    """Export `module` on `args` with `dynamic_shapes` (torch.export's: each dynamic axis a
+    `torch.export.Dim`, its name the dim's name in the program) and write it as a symroof
+    program. Parameters and buffers become `param` declarations (a tied weight once).
+    Ops without a rule are named in `warnings` with their counts (and warned,
+    SymroofWarning), never dropped silently."""
+    torch = _torch()
+    if not isinstance(module, torch.nn.Module):
+        raise SymroofError(f"from-torch imports a torch.nn.Module, not {type(module).__name__}")
+    args = tuple(args) if isinstance(args, list | tuple) else (args,)
+    try:
+        exported = torch.export.export(module, args, kwargs=dict(kwargs or {}), dynamic_shapes=dynamic_shapes,
+                                       strict=False)
+    except Exception as error:  # torch's export errors are many classes; each is the user's to act on
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise SymroofError(f"torch.export could not export the module: {first}") from None
+    return _convert(module, args, dynamic_shapes, exported)
+
+
+def _convert(module: Any, args: tuple, dynamic_shapes: Any, exported: Any) -> Imported:
+    graph, signature = exported.graph, exported.graph_signature
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    user, names, axes = _user_dims(exported, placeholders, dynamic_shapes)
+    w = Writer()
+    w.name_symbols(names)
+    env: dict[Any, Any] = {}
+    declarations, taken, count = [], set(), 0
+    kinds = {spec.arg.name: spec for spec in signature.input_specs}
+    held: dict[str, str] = {}
+    for node in placeholders:
+        spec = kinds.get(node.name)
+        value = _value(node.meta.get("val"), names)
+        if spec is not None and spec.target is not None and spec.kind.name in ("PARAMETER", "BUFFER",
+                                                                              "CONSTANT_TENSOR"):
+            data = _state(module, spec.target)
+            key = id(data) if data is not None else spec.target
+            if key not in held:  # a tied weight is one array: declared once
+                held[key] = source.declared_name(spec.target.split("."), taken)
+                labels = w.labels(value.shape) if value.rank else []
+                declarations.append(source.Declare("param", (source.Tensor(value.dtype, tuple(
+                    source.Dim(label) for label, d in zip(labels, value.shape) if d != 1), held[key]),),
+                    spec.target))
+                count += 1
+            value = Value(value.dtype, value.shape, held[key])
+        env[node] = value
+    nodes = 0
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        nodes += 1
+        out = _value(node.meta.get("val"), names)
+        env[node] = out
+        op = _op_name(node.target)
+        packet = op.split(".")[0]
+        if packet in LAYOUT or not _costs(out):
+            w.layout[packet] += 1
+            continue
+        found = RULES.get(op) or RULES.get(packet)
+        if found is None:
+            w.skipped[op] += 1
+            continue
+        operands = [_read(a, env, names) for a in node.args]
+        options = {k: _read(v, env, names) for k, v in node.kwargs.items()}
+        if packet == "dropout" or (packet in ("native_dropout",) and operands[-1]):
+            w.skipped[op] += 1
+            continue
+        try:
+            found(w, operands, options, out, packet)
+        except NotImplementedError as error:
+            w.skipped[op] += 1
+            w.said(f"{op}: {error}")
+    warned = [f"not costed: {name} x {n} (no rule; left out of every figure)" for name, n in
+              sorted(w.skipped.items())] + w.notes
+    for message in warned:
+        warnings.warn(message, SymroofWarning, stacklevel=3)
+    if not w.statements:
+        raise SpecError("the module computes nothing symroof can cost"
+                        + (f" (not costed: {', '.join(w.skipped)})" if w.skipped else ""))
+    header = [f"imported from {type(module).__module__}.{type(module).__name__} by symroof from-torch",
+              "inputs: " + ", ".join(f"{n.name}: {_shown(env[n], w)}" for n in placeholders if n.name in user)]
+    if w.layout:
+        header.append("free (layout, no statement): " + ", ".join(f"{k} x {n}" for k, n in sorted(w.layout.items())))
+    if w.skipped:
+        header.append("NOT COSTED: " + ", ".join(f"{k} x {n}" for k, n in sorted(w.skipped.items())))
+    program = w.program(declarations, header)
+    return Imported(module, args, dynamic_shapes, program, axes, nodes, w, count, warned)
+
+
+def _shown(value: Value, w: Writer) -> str:
+    return f"{value.dtype}[{', '.join(w.dim_name(d) for d in value.shape)}]"
+
+
+def _state(module: Any, target: str) -> Any:
+    """The parameter or buffer at a state_dict name (its tensor: tied weights are one)."""
+    try:
+        return module.get_parameter(target)
+    except AttributeError:
+        try:
+            return module.get_buffer(target)
+        except AttributeError:
+            return None
+
+
+def _op_name(target: Any) -> str:
+    """`aten.linear.default` -> `linear.default`; a Python builtin (operator.mul on SymInts)
+    its name with `_sym` (layout)."""
+    name = getattr(target, "__name__", str(target))
+    overload = getattr(target, "_overloadname", None)
+    packet = getattr(getattr(target, "overloadpacket", None), "__name__", None)
+    if packet is not None:
+        return f"{packet}.{overload}"
+    return {"getitem": "getitem"}.get(name, f"{name}_sym")
+
+
+def _costs(value: Any) -> bool:
+    """Whether a node makes a tensor (a SymInt or a tuple of none makes no statement)."""
+    return isinstance(value, Value) or isinstance(value, tuple) and any(isinstance(v, Value) for v in value)
+
+
+def _user_dims(exported: Any, placeholders: list, dynamic_shapes: Any) -> tuple[dict[str, str], dict, dict]:
+    """Each of torch's shape symbols (s0, s1) -> the name the user gave it with
+    torch.export.Dim, read off the user inputs' axes; the user inputs by node name; and
+    each name -> (the input, its axis) it was first read from."""
+    torch = _torch()
+    user_specs = [s for s in exported.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    user = {s.arg.name: s.arg.name for s in user_specs}
+    flat_dims = _flat_dims(dynamic_shapes)
+    names: dict[sympy.Symbol, str] = {}
+    where: dict[str, tuple[int, int]] = {}
+    inputs = [n for n in placeholders if n.name in user]
+    for k, (node, axes) in enumerate(zip(inputs, flat_dims)):
+        shape = getattr(node.meta.get("val"), "shape", ())
+        for axis, dim in (axes or {}).items():
+            if axis >= len(shape):
+                continue
+            expr = _expr(shape[axis])
+            name = getattr(dim, "__name__", None) or str(dim)
+            if isinstance(expr, sympy.Symbol):
+                if expr in names and names[expr] != name:
+                    continue  # torch found two Dims equal: the first name stands
+                names.setdefault(expr, _dim_name(name))
+                where.setdefault(names[expr], (k, axis))
+            elif expr.is_Integer and isinstance(dim, torch.export.Dim):
+                raise SymroofError(f"torch.export specialized dim {name} to {int(expr)}: the module's code fixes "
+                                   "its size (a shape check or a constant), so it cannot be symbolic")
+    return user, names, where
+
+
+def _dim_name(name: str) -> str:
+    if not name.isidentifier() or "_" in name:
+        raise SymroofError(f"dim name {name!r}: a symroof dim is a name without '_' (which subscripts): "
+                           f"try {name.replace('_', '') or 'D'!r}")
+    return name
+
+
+def _flat_dims(dynamic_shapes: Any) -> list[dict]:
+    """The dynamic-shape spec of each tensor input in order, as {axis: Dim}."""
+    if dynamic_shapes is None:
+        return []
+    if isinstance(dynamic_shapes, dict) and all(isinstance(k, int) for k in dynamic_shapes):
+        return [dynamic_shapes]
+    if isinstance(dynamic_shapes, dict):
+        return [d for v in dynamic_shapes.values() for d in _flat_dims(v)] or [{}]
+    if isinstance(dynamic_shapes, list | tuple):
+        if all(not isinstance(x, dict | list | tuple) and x is not None for x in dynamic_shapes):
+            return [dict(enumerate(dynamic_shapes))]  # a tuple of Dims, one per axis
+        return [d for v in dynamic_shapes for d in (_flat_dims(v) if v is not None else [{}])]
+    return [{}]
+
+
+def _expr(dim: Any) -> sympy.Expr:
+    """A SymInt's expression (torch's own sympy), or an int."""
+    node = getattr(dim, "node", None)
+    return sympy.sympify(node.expr) if node is not None else sympy.Integer(int(dim))
+
+
+def _value(val: Any, names: dict[sympy.Symbol, str]) -> Any:
+    """A node's FakeTensor as a Value (its shape in the user's dim symbols), a tuple of
+    them as a tuple, a SymInt as its expression, anything else as itself."""
+    if isinstance(val, list | tuple):
+        return tuple(_value(v, names) for v in val)
+    if hasattr(val, "shape") and hasattr(val, "dtype"):
+        return Value(_dtype(val.dtype), tuple(_expr(d) for d in val.shape))
+    if hasattr(val, "node"):
+        return _expr(val)
+    return val
+
+
+def _dtype(dtype: Any) -> str:
+    name = str(dtype).removeprefix("torch.")
+    found = _DTYPES.get(name, "")
+    if found is None or (not found and dtypes.lookup(name) is None):
+        raise SymroofError(f"a tensor of the exported graph has dtype {name}, which symroof does not know")
+    return found or dtypes.lookup(name).name  # type: ignore[union-attr]
+
+
+def _read(arg: Any, env: dict, names: dict) -> Any:
+    """An op's argument as a rule reads it: a node as its value, a list of them as a list."""
+    if isinstance(arg, list | tuple):
+        return [_read(a, env, names) for a in arg]
+    if hasattr(arg, "op") and hasattr(arg, "meta"):  # an fx Node
+        if arg.op == "call_function" and _op_name(arg.target) == "getitem":
+            return env.get(arg)
+        return env.get(arg)
+    if hasattr(arg, "node"):
+        return _expr(arg)
+    return arg

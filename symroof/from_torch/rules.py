@@ -1,0 +1,349 @@
+"""The table of rules: an ATen op's name (`aten.linear.default`'s packet, `linear`) -> the
+rule that writes its statements, one family per function, as from_jax registers a rule
+per jaxpr primitive. A rule is `(writer, args, kwargs, out) -> None`: its operands are
+`Value`s (a tensor), sympy expressions (a SymInt) or plain Python values, as the graph
+gives them; it writes statements (lang.source objects) into the writer, whose counts come
+from ops/, never a second copy. An op without a rule is named in a warning with its
+count, never dropped silently.
+
+What costs what (README: from-torch):
+* layout, no statement: views, reshapes, permutes, transposes, expands, squeezes,
+  contiguous and clone (a copy XLA-style fusion would not make; torch eager does for a
+  non-contiguous tensor), slices and selects (a view: the consumer reads what it reads),
+  dropout in eval mode, the constants made on the fly (arange, ones, full), SymInt
+  arithmetic and asserts;
+* a cast (`_to_copy`, `to`) to another dtype: bytes, no FLOPs (ops/copy.py);
+* contractions on the matrix unit, 2 FLOPs per multiply-add; a bias add its own
+  elementwise statement (1 FLOP per element);
+* scaled_dot_product_attention fused, as flash kernels run it: the scores and
+  probabilities stay on chip; the causal mask and the scale cost nothing (applied as
+  the scores are made), an explicit mask is read and added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..lang import source
+from .program import Value, Writer, tensor
+
+Rule = Callable[[Writer, list, dict, Any, str], None]
+RULES: dict[str, Rule] = {}
+
+# ops with no statement: a view of the same data, or a value made on the fly
+LAYOUT = ("view", "_unsafe_view", "reshape", "transpose", "t", "permute", "unsqueeze", "squeeze", "expand",
+          "expand_as", "view_as", "contiguous", "clone", "alias", "detach", "flatten", "unflatten", "select",
+          "slice", "split", "split_with_sizes", "chunk", "unbind", "getitem", "dropout", "lift_fresh_copy",
+          "arange", "ones", "zeros", "full", "empty", "scalar_tensor", "ones_like", "zeros_like", "full_like",
+          "sym_size", "sym_numel", "sym_stride", "_assert_scalar", "_assert_tensor_metadata", "sym_constrain_range",
+          "sym_constrain_range_for_size", "mul_sym", "add_sym", "floordiv_sym", "sub_sym", "repeat_interleave_sym",
+          "_set_grad_enabled", "_enter_autocast", "_exit_autocast", "native_dropout_eval")
+
+BINARY = {"add": "+", "sub": "-", "rsub": "-", "mul": "*", "div": "/", "maximum": "max", "minimum": "min",
+          "pow": "pow", "eq": "compare", "ne": "compare", "lt": "compare", "le": "compare", "gt": "compare",
+          "ge": "compare", "bitwise_and": "and", "bitwise_or": "or", "logical_and": "and", "logical_or": "or",
+          "remainder": "rem", "fmod": "rem", "atan2": "atan2", "max": "max", "min": "min"}
+UNARY = {"exp": "exp", "log": "log", "tanh": "tanh", "rsqrt": "rsqrt", "sqrt": "sqrt", "relu": "relu",
+         "abs": "abs", "neg": "neg", "reciprocal": "recip", "sigmoid": "sigmoid", "silu": "silu", "sin": "sin",
+         "cos": "cos", "erf": "erf", "square": "square", "logical_not": "not", "bitwise_not": "not",
+         "floor": "floor", "ceil": "ceil", "round": "round", "sign": "sign", "expm1": "expm1", "log1p": "log1p"}
+REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "prod": "prod", "any": "any", "all": "all",
+          "argmax": "argmax", "argmin": "argmin", "max": "max", "min": "min"}
+_INFIX = ("+", "-", "*", "/")
+
+
+def rule(*names: str) -> Callable[[Rule], Rule]:
+    def register(f: Rule) -> Rule:
+        for name in names:
+            RULES[name] = f
+        return f
+    return register
+
+
+def is_tensor(x: Any) -> bool:
+    return isinstance(x, Value)
+
+
+def _scalar(dtype: str) -> Value:
+    return Value(dtype, ())
+
+
+def _aligned(w: Writer, operands: Sequence[Value], out: Value) -> tuple[list[source.Tensor], source.Tensor]:
+    """Operands broadcast against the result as torch broadcasts (aligned from the right),
+    written with the result's labels; a broadcast (size-1) axis left out."""
+    out_labels: list[str | None] = [None if d == 1 else label
+                                    for d, label in zip(out.shape, w.labels(out.shape))]
+    written = []
+    for v in operands:
+        lead = out.rank - v.rank
+        written.append(tensor(v, [None if d == 1 else out_labels[lead + j] for j, d in enumerate(v.shape)]))
+    return written, tensor(out, out_labels)
+
+
+def _operand(x: Any, out: Value) -> Value:
+    """A Python number operand as a scalar of the result's dtype (bool results: fp32)."""
+    return x if is_tensor(x) else _scalar(out.dtype if out.dtype != "bool" else "fp32")
+
+
+def _name(op: str) -> str:
+    return op.split(".")[0]
+
+
+@rule(*BINARY, "max.other", "min.other")
+def binary(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    word = BINARY[op]
+    a, b = (_operand(x, out) for x in args[:2])
+    if op == "rsub":
+        a, b = b, a
+    if kwargs.get("alpha", 1) != 1 or (len(args) > 2 and args[2] != 1):  # add(x, y, alpha=2): y * 2 first
+        scaled, _ = _aligned(w, [b, _scalar(b.dtype)], b)
+        (bt,), _ = _aligned(w, [b], b)
+        w.emit(source.Contraction(tuple(scaled), (source.Op("*"),), bt), "alpha")
+    operands, result = _aligned(w, [a, b], out)
+    if word in _INFIX:
+        w.emit(source.Contraction(tuple(operands), (source.Op(word),), result), op)
+    else:
+        w.emit(source.Apply(word, (), "call", tuple(operands), result), op)
+
+
+@rule(*UNARY)
+def unary(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    operands, result = _aligned(w, [args[0]], out)
+    w.emit(source.Apply(UNARY[op], (), "call", tuple(operands), result), op)
+
+
+@rule("gelu")
+def gelu(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """approximate='none' is the erf form (`gelu_erf`), 'tanh' the tanh form (`gelu`)."""
+    word = "gelu" if kwargs.get("approximate", args[1] if len(args) > 1 else "none") == "tanh" else "gelu_erf"
+    operands, result = _aligned(w, [args[0]], out)
+    w.emit(source.Apply(word, (), "call", tuple(operands), result), op)
+
+
+@rule("pow")
+def power(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """x ** 2 is one multiply (`square`); x ** 0.5 a sqrt; any other exponent `pow`."""
+    x, e = args[0], args[1]
+    if is_tensor(x) and not is_tensor(e) and e in (2, 0.5, -0.5, 1):
+        if e == 1:
+            w.layout[op] += 1
+            return
+        operands, result = _aligned(w, [x], out)
+        w.emit(source.Apply({2: "square", 0.5: "sqrt", -0.5: "rsqrt"}[e], (), "call", tuple(operands), result), op)
+        return
+    binary(w, args, kwargs, out, op)
+
+
+@rule("where")
+def where(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    operands, result = _aligned(w, [_operand(x, out) for x in args[:3]], out)
+    w.emit(source.Apply("select", (), "call", tuple(operands), result), op)
+
+
+@rule("masked_fill")
+def masked_fill(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    x, mask, fill = args[:3]
+    operands, result = _aligned(w, [mask, _operand(fill, out), x], out)
+    w.emit(source.Apply("select", (), "call", tuple(operands), result), op)
+
+
+@rule("clamp", "clamp_min", "clamp_max", "hardtanh")
+def clamp(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    operands, result = _aligned(w, [_scalar(out.dtype), args[0], _scalar(out.dtype)], out)
+    w.emit(source.Apply("clamp", (), "call", tuple(operands), result), op)
+
+
+@rule("tril", "triu")
+def triangle(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """A select against the diagonal: one FLOP per element, the mask made on the fly."""
+    operands, result = _aligned(w, [args[0]], out)
+    w.emit(source.Apply("select", (), "call", (tensor(Value("bool", ()), []), operands[0], tensor(_scalar(
+        out.dtype), [])), result), op)
+
+
+@rule("_to_copy", "to", "type_as", "_to_dtype")
+def cast(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    x = args[0]
+    if x.dtype == out.dtype:
+        w.layout[op] += 1
+        return
+    operands, result = _aligned(w, [x], out)
+    w.emit(source.Contraction(tuple(operands), (), result), op)
+
+
+@rule("cat")
+def concatenate(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """Each operand read once and the result written: a copy (ops/copy.py) per operand,
+    into its slice of the result."""
+    for x in args[0]:
+        operands, result = _aligned(w, [x], x)
+        w.emit(source.Apply("copy", (), "call", tuple(operands), result), op)
+
+
+def _axes(dims: Any, rank: int) -> list[int]:
+    if dims is None or dims == []:
+        return list(range(rank))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    return sorted(d % rank for d in dims)
+
+
+@rule(*REDUCE)
+def reduce(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
+    x = args[0]
+    over = _axes(args[1] if len(args) > 1 and not isinstance(args[1], bool) else kwargs.get("dim"), x.rank)
+    over = [j for j in over if x.shape[j] != 1]
+    value = out[0] if isinstance(out, tuple | list) else out
+    if not over:  # over size-1 axes only: the array itself
+        w.layout[op] += 1
+        return
+    labels = w.labels(x.shape, named=over)
+    kept = [label if x.shape[j] != 1 else None for j, label in enumerate(labels) if j not in over]
+    result = tensor(value, kept if value.rank == len(kept) else [None if j in over else labels[j]
+                                                                 for j in range(x.rank)])
+    operand = tensor(x, [None if d == 1 else label for d, label in zip(x.shape, labels)])
+    w.emit(source.Apply(REDUCE[op], tuple(labels[j] for j in over), "prefix", (operand,), result), op)
+
+
+@rule("_softmax", "softmax", "_log_softmax", "log_softmax")
+def softmax(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    x, dim = args[0], args[1] % args[0].rank
+    labels = w.labels(x.shape, named=[dim])
+    written = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+    word = "logsoftmax" if "log" in op else "softmax"
+    w.emit(source.Apply(word, (labels[dim],), "prefix", (tensor(x, written),), tensor(out, written)), op)
+
+
+@rule("layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm")
+def norm(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
+    x, shape = args[0], args[1]
+    value = out[0] if isinstance(out, tuple | list) else out
+    over = list(range(x.rank - len(shape), x.rank))
+    labels = w.labels(x.shape, named=over)
+    written = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+    scales = [tensor(v, [labels[j] for j in over]) for v in args[2:4 if "layer" in op else 3] if is_tensor(v)]
+    word = "layernorm" if "layer" in op else "rmsnorm"
+    w.emit(source.Apply(word, tuple(labels[j] for j in over), "prefix", (tensor(x, written), *scales),
+                        tensor(value, written)), op)
+
+
+@rule("embedding")
+def embedding(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    table, indices = args[0], args[1]
+    labels = w.labels((*indices.shape, *table.shape))
+    rows, cols = labels[indices.rank], labels[indices.rank + 1:]
+    w.emit(source.Apply("gather", (), "prefix", (tensor(table, [rows, *cols]), tensor(indices, labels[:indices.rank])),
+                        tensor(out, [*labels[:indices.rank], *cols])), op)
+
+
+def contraction(w: Writer, a: Value, a_axes: str, b: Value, b_axes: str, out: Value, out_axes: str,
+                op: str) -> None:
+    """An einsum of two operands, axes as letters (`bmk,kn->bmn`): each letter one label,
+    the summed ones (in no result axis) named; a letter of size 1 left out."""
+    letters = list(dict.fromkeys(a_axes + b_axes + out_axes))
+    size = {**dict(zip(b_axes, b.shape)), **dict(zip(a_axes, a.shape)), **dict(zip(out_axes, out.shape))}
+    summed = [i for i, letter in enumerate(letters) if letter not in out_axes]
+    labels = dict(zip(letters, w.labels([size[letter] for letter in letters], named=summed)))
+
+    def written(v: Value, axes: str, name: str | None = None) -> source.Tensor:
+        return tensor(v, [None if d == 1 else labels[letter] for d, letter in zip(v.shape, axes)])
+
+    over = tuple(labels[letters[i]] for i in summed if size[letters[i]] != 1)
+    w.emit(source.Contraction((written(a, a_axes), written(b, b_axes)), (source.Op("*", over),),
+                              written(out, out_axes)), op)
+
+
+def _matmul_axes(a: int, b: int) -> tuple[str, str, str]:
+    """torch.matmul's broadcasting as einsum letters: a [..., M, K] @ b [..., K, N]."""
+    batch = "abcdefgh"[:max(a, b) - 2] if max(a, b) > 2 else ""
+    ka = (batch[len(batch) - (a - 2):] if a > 2 else "") + ("mk" if a >= 2 else "k")
+    kb = (batch[len(batch) - (b - 2):] if b > 2 else "") + ("kn" if b >= 2 else "k")
+    ko = batch + ("m" if a >= 2 else "") + ("n" if b >= 2 else "")
+    return ka, kb, ko
+
+
+@rule("mm", "bmm", "matmul")
+def matmul(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    a, b = args[:2]
+    ka, kb, ko = _matmul_axes(a.rank, b.rank)
+    contraction(w, a, ka, b, kb, out, ko, op)
+
+
+def _bias(w: Writer, bias: Value, out: Value, op: str) -> None:
+    operands, result = _aligned(w, [out, bias], out)
+    w.emit(source.Contraction(tuple(operands), (source.Op("+"),), result), op + " bias")
+
+
+@rule("linear")
+def linear(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """x [..., K] against weight [N, K], then + bias [N]."""
+    x, weight = args[:2]
+    bias = args[2] if len(args) > 2 else kwargs.get("bias")
+    batch = "abcdefgh"[:x.rank - 1]
+    contraction(w, x, batch + "k", weight, "nk", out, batch + "n", op)
+    if is_tensor(bias):
+        _bias(w, bias, out, op)
+
+
+@rule("addmm", "baddbmm", "addmv")
+def add_product(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """beta * c + alpha * (a @ b): the product, then + c (the scalings, where not 1, not
+    counted: said)."""
+    c, a, b = args[:3]
+    if kwargs.get("beta", 1) != 1 or kwargs.get("alpha", 1) != 1:
+        w.said(f"{op}'s alpha and beta scalings are not counted (one multiply per element each)")
+    ka, kb, ko = _matmul_axes(a.rank, b.rank)
+    contraction(w, a, ka, b, kb, out, ko, op)
+    _bias(w, c, out, op)
+
+
+@rule("einsum")
+def einsum(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    equation, operands = args[0].replace(" ", ""), list(args[1])
+    inputs, _, output = equation.partition("->")
+    terms = inputs.split(",")
+    if len(operands) != 2 or "." in equation:
+        raise NotImplementedError("an einsum of other than two operands, or with an ellipsis")
+    contraction(w, operands[0], terms[0], operands[1], terms[1], out, output, op)
+
+
+@rule("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+      "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention_for_cpu")
+def attention(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
+    """q [..., S, E] against k [..., T, E], softmax over T, against v [..., T, Ev], fused:
+    the scores and probabilities stay on chip. The scale and a causal mask cost nothing
+    (applied as the scores are made); an explicit mask is read and added."""
+    q, k, v = args[:3]
+    value = out[0] if isinstance(out, tuple | list) else out
+    mask = args[3] if len(args) > 3 and is_tensor(args[3]) else kwargs.get("attn_mask")
+    batch = "abcdefgh"[:q.rank - 2]
+    if k.shape[:-2] != q.shape[:-2]:
+        raise NotImplementedError("attention whose keys have other batch or head dims than its queries (enable_gqa)")
+    letters = batch + "ste" + "f"
+    size = dict(zip(batch + "se", q.shape)) | dict(zip(batch + "te", k.shape)) | {"f": v.shape[-1]}
+    names = dict(zip(letters, w.labels([size[c] for c in letters], named=[len(batch) + 1, len(batch) + 2])))
+    if v.shape[-1] == q.shape[-1]:
+        names["f"] = names["e"]
+
+    def t(x: Value, axes: str, dtype: str | None = None) -> source.Tensor:
+        labels = [None if d == 1 else names[c] for d, c in zip(x.shape, axes)]
+        return tensor(Value(dtype or x.dtype, x.shape), labels)
+
+    scores_value = Value(q.dtype, tuple(size[c] for c in batch + "st"))
+    scores = t(scores_value, batch + "st")
+    items: list[source.Contraction | source.Apply] = [
+        source.Contraction((t(q, batch + "se"), t(k, batch + "te")), (source.Op("*", (names["e"],)),), scores)]
+    if is_tensor(mask):
+        (m, s), r = _aligned_to(mask, scores_value, names, batch + "st"), scores
+        items.append(source.Contraction((s, m), (source.Op("+"),), r) if mask.dtype != "bool" else
+                     source.Apply("select", (), "call", (m, s, tensor(_scalar(q.dtype), [])), r))
+    items.append(source.Apply("softmax", (names["t"],), "prefix", (scores,), scores))
+    items.append(source.Contraction((scores, t(v, batch + "tf")), (source.Op("*", (names["t"],)),),
+                                    t(value, batch + "sf")))
+    w.emit(source.Fused(tuple(items)), op)
+
+
+def _aligned_to(mask: Value, scores: Value, names: dict[str, str], axes: str) -> tuple[source.Tensor, source.Tensor]:
+    lead = scores.rank - mask.rank
+    labels = [None if d == 1 else names[axes[lead + j]] for j, d in enumerate(mask.shape)]
+    return tensor(mask, labels), tensor(scores, [None if d == 1 else names[c] for d, c in zip(scores.shape, axes)])

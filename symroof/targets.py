@@ -1,0 +1,41 @@
+"""`MODULE:NAME`, as the command line names user code (a JAX function for from-jax, a
+factory for from-torch): a dotted module on the path or a .py file, and the callable in it.
+Importing it runs the user's code, as `python -c "import MODULE"` would."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import SymroofError
+
+
+def load_target(target: str, what: str) -> Callable:
+    """The callable `target` names; `what` says what it should be (FUNCTION, FACTORY) in
+    the one-line error for a target that names none."""
+    module_name, sep, attr = target.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise SymroofError(f"{target!r}: expected MODULE:{what} (my_model:{what.lower()}, or "
+                           f"path/to/file.py:{what.lower()})")
+    try:
+        if module_name.endswith(".py"):
+            spec = importlib.util.spec_from_file_location(Path(module_name).stem, module_name)
+            if spec is None or spec.loader is None:
+                raise SymroofError(f"cannot read {module_name}")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            sys.path.insert(0, ".")
+            try:
+                module = importlib.import_module(module_name)
+            finally:
+                sys.path.remove(".")
+    except (ImportError, OSError, SyntaxError) as error:
+        raise SymroofError(f"cannot import {module_name}: {error}") from None
+    found = getattr(module, attr, None)
+    if not callable(found):
+        raise SymroofError(f"{module_name} has no {what.lower()} {attr!r}")
+    return found
