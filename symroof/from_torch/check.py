@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import sympy
 
 from ..errors import SymroofError
+from ..symbols import dim_symbol
 
 if TYPE_CHECKING:
     from .importer import Imported
@@ -76,9 +77,13 @@ def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
     by_op = {str(op).removeprefix("aten."): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items()}
     torch_flops = int(counter.get_total_flops())
     a = imported.model(None, {k: int(v) for k, v in sizes.items() if k in imported.dims}).analysis
-    matrix = sympy.Integer(a.flops - a.flops_vector)
-    vector = sympy.Integer(a.flops_vector)
-    return {"sizes": dict(sizes), "symroof_matrix_flops": int(matrix), "symroof_vector_flops": int(vector),
+    matrix = int(a.flops - a.flops_vector)
+    at = {dim_symbol(k): int(v) for k, v in sizes.items()}
+    explained: dict[str, int] = {}
+    for flops, why in imported.writer.differences:
+        explained[why] = explained.get(why, 0) + int(sympy.sympify(flops).xreplace(at))
+    unexplained = matrix - torch_flops - sum(explained.values())
+    return {"sizes": dict(sizes), "symroof_matrix_flops": matrix, "symroof_vector_flops": int(a.flops_vector),
             "symroof_flops": int(a.flops), "flop_counter": torch_flops, "flop_counter_by_op": by_op,
-            "flops_agree": int(matrix) == torch_flops, "ratio": float(matrix / torch_flops) if torch_flops else None,
-            "convention": MATRIX_ONLY}
+            "explained_flops": explained, "flops_unexplained": unexplained, "flops_agree": unexplained == 0,
+            "ratio": matrix / torch_flops if torch_flops else None, "convention": MATRIX_ONLY}

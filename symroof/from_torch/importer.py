@@ -38,8 +38,8 @@ from ..lang.structure import Structured, read_source
 from ..models.decls import Options
 from ..models.report import with_defaults
 from ..models.whole import Model
-from .program import Value, Writer
-from .rules import LAYOUT, RULES
+from .program import Value, Writer, batched, full, vmapped
+from .rules import ELEMENTWISE, LAYOUT, RULES, SUBGRAPHS, VMAP
 
 # torch dtype (its str without "torch.") -> symroof's name
 _DTYPES = {"float64": "fp64", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int64": "int64",
@@ -136,45 +136,22 @@ def _convert(module: Any, args: tuple, dynamic_shapes: Any, exported: Any) -> Im
     for node in placeholders:
         spec = kinds.get(node.name)
         value = _value(node.meta.get("val"), names)
-        if spec is not None and spec.target is not None and spec.kind.name in ("PARAMETER", "BUFFER",
-                                                                              "CONSTANT_TENSOR"):
+        kind = spec.kind.name if spec is not None else "USER_INPUT"
+        if kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR") and spec.target is not None:
+            # a parameter always (the model's own count); a buffer where the graph reads it (its bytes
+            # are read as a weight's: rotary frequencies, BatchNorm's running statistics)
             data = _state(module, spec.target)
             key = id(data) if data is not None else spec.target
-            if key not in held:  # a tied weight is one array: declared once
+            if key not in held and (kind == "PARAMETER" or node.users):
                 held[key] = source.declared_name(spec.target.split("."), taken)
                 labels = w.labels(value.shape) if value.rank else []
+                what = spec.target if kind == "PARAMETER" else f"{spec.target} (a buffer the module reads)"
                 declarations.append(source.Declare("param", (source.Tensor(value.dtype, tuple(
-                    source.Dim(label) for label, d in zip(labels, value.shape) if d != 1), held[key]),),
-                    spec.target))
+                    source.Dim(label) for label, d in zip(labels, value.shape) if d != 1), held[key]),), what))
                 count += 1
-            value = Value(value.dtype, value.shape, held[key])
+            value = Value(value.dtype, value.shape, held.get(key))
         env[node] = value
-    nodes = 0
-    for node in graph.nodes:
-        if node.op != "call_function":
-            continue
-        nodes += 1
-        out = _value(node.meta.get("val"), names)
-        env[node] = out
-        op = _op_name(node.target)
-        packet = op.split(".")[0]
-        if packet in LAYOUT or not _costs(out):
-            w.layout[packet] += 1
-            continue
-        found = RULES.get(op) or RULES.get(packet)
-        if found is None:
-            w.skipped[op] += 1
-            continue
-        operands = [_read(a, env, names) for a in node.args]
-        options = {k: _read(v, env, names) for k, v in node.kwargs.items()}
-        if packet == "dropout" or (packet in ("native_dropout",) and operands[-1]):
-            w.skipped[op] += 1
-            continue
-        try:
-            found(w, operands, options, out, packet)
-        except NotImplementedError as error:
-            w.skipped[op] += 1
-            w.said(f"{op}: {error}")
+    nodes = _walk(w, exported.graph_module, graph, env, names)
     warned = [f"not costed: {name} x {n} (no rule; left out of every figure)" for name, n in
               sorted(w.skipped.items())] + w.notes
     for message in warned:
@@ -190,6 +167,58 @@ def _convert(module: Any, args: tuple, dynamic_shapes: Any, exported: Any) -> Im
         header.append("NOT COSTED: " + ", ".join(f"{k} x {n}" for k, n in sorted(w.skipped.items())))
     program = w.program(declarations, header)
     return Imported(module, args, dynamic_shapes, program, axes, nodes, w, count, warned)
+
+
+def _walk(w: Writer, owner: Any, graph: Any, env: dict, names: dict) -> int:
+    """Write each op node of `graph` (the module's, or a subgraph's: a region under
+    torch.no_grad is one, its own subgraphs held by its GraphModule, `owner`), its inputs'
+    values already in `env`; how many op nodes."""
+    nodes = 0
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        nodes += 1
+        op = _op_name(node.target)
+        packet = op.split(".")[0]
+        operands = [_read(a, env) for a in node.args]
+        options = {k: _read(v, env) for k, v in node.kwargs.items()}
+        out = _value(node.meta.get("val"), names)
+        env[node] = out
+        if packet in SUBGRAPHS:
+            inner = owner.get_submodule(node.args[SUBGRAPHS[packet]].target)
+            inputs = [n for n in inner.graph.nodes if n.op == "placeholder"]
+            inner_env = dict(zip(inputs, operands[SUBGRAPHS[packet] + 1:]))
+            nodes += _walk(w, inner, inner.graph, inner_env, names)
+            w.layout[packet] += 1
+            continue
+        if packet in VMAP:
+            env[node] = VMAP[packet](operands, out)
+            w.layout[packet] += 1
+            continue
+        levels = vmapped([*operands, *options.values()])
+        if levels:
+            out = batched(out, levels)
+            env[node] = out
+        if packet in LAYOUT or not _costs(out):
+            w.layout[packet] += 1
+            continue
+        found = RULES.get(op) or RULES.get(packet)
+        if found is None or packet in ("dropout", "native_dropout") and operands[2:3] == [True] \
+                or levels and found not in ELEMENTWISE:
+            w.skipped[op] += 1
+            if levels and found is not None:
+                w.said(f"{op} under torch.vmap is not costed (only elementwise ops are, there)")
+            continue
+        try:
+            if levels:
+                found(w, [full(x, levels) if isinstance(x, Value) else x for x in operands], options, full(out, levels),
+                      packet)
+            else:
+                found(w, operands, options, out, packet)
+        except NotImplementedError as error:
+            w.skipped[op] += 1
+            w.said(f"{op}: {error}")
+    return nodes
 
 
 def _shown(value: Value, w: Writer) -> str:
@@ -300,14 +329,12 @@ def _dtype(dtype: Any) -> str:
     return found or dtypes.lookup(name).name  # type: ignore[union-attr]
 
 
-def _read(arg: Any, env: dict, names: dict) -> Any:
+def _read(arg: Any, env: dict) -> Any:
     """An op's argument as a rule reads it: a node as its value, a list of them as a list."""
     if isinstance(arg, list | tuple):
-        return [_read(a, env, names) for a in arg]
+        return [_read(a, env) for a in arg]
     if hasattr(arg, "op") and hasattr(arg, "meta"):  # an fx Node
-        if arg.op == "call_function" and _op_name(arg.target) == "getitem":
-            return env.get(arg)
-        return env.get(arg)
+        return env.get(arg, arg)
     if hasattr(arg, "node"):
         return _expr(arg)
     return arg

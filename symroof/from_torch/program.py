@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import sympy
 
 from ..errors import SpecError
 from ..lang import source
+from ..symbols import dim_symbol
 
 Statement = source.Contraction | source.Apply | source.Fused
 
@@ -29,10 +31,34 @@ class Value:
     dtype: str
     shape: tuple[sympy.Expr, ...]
     param: str | None = None
+    # under torch.vmap: the dims vmapped away, (level, size) by level; `shape` is then what
+    # the function vmapped sees (an element's), `full()` the whole
+    levels: tuple[tuple[int, sympy.Expr], ...] = ()
 
     @property
     def rank(self) -> int:
         return len(self.shape)
+
+
+def vmapped(operands: Sequence) -> tuple[tuple[int, sympy.Expr], ...]:
+    """The vmapped dims of an op's operands, together (by level)."""
+    found = {level: size for x in operands if isinstance(x, Value) for level, size in x.levels}
+    return tuple(sorted(found.items()))
+
+
+def batched(value: Any, levels: tuple[tuple[int, sympy.Expr], ...]) -> Any:
+    """An op's result under vmap: vmapped over its operands' levels."""
+    if isinstance(value, tuple):
+        return tuple(batched(v, levels) for v in value)
+    return Value(value.dtype, value.shape, value.param, levels) if isinstance(value, Value) else value
+
+
+def full(value: Value, levels: tuple[tuple[int, sympy.Expr], ...]) -> Value:
+    """A vmapped value whole: the op's levels first, in order (size 1 where this operand
+    is not vmapped over one: broadcast), then its own dims."""
+    own = dict(value.levels)
+    return Value(value.dtype, tuple(own.get(level, sympy.Integer(1)) for level, _ in levels) + value.shape,
+                 value.param)
 
 
 @dataclass
@@ -46,6 +72,9 @@ class Writer:
     layout: Counter = field(default_factory=Counter)
     skipped: Counter = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
+    # FLOPs torch's FlopCounterMode counts otherwise (check.py): (symroof's less its, in
+    # the user's dims; why), by statement
+    differences: list[tuple[sympy.Expr, str]] = field(default_factory=list)
     # a dim's expression -> its name, and every alias of it
     _names: dict[sympy.Expr, str] = field(default_factory=dict)
     _aliases: dict[sympy.Expr, list[str]] = field(default_factory=dict)
@@ -58,6 +87,11 @@ class Writer:
 
     def emit(self, item: Statement, op: str) -> None:
         self.statements.append((item, op))
+
+    def differs(self, flops: sympy.Expr, why: str) -> None:
+        """FLOPs symroof counts and FlopCounterMode does not (negative: it counts more)."""
+        user = {s: dim_symbol(self._names[s]) for s in sympy.sympify(flops).free_symbols if s in self._names}
+        self.differences.append((sympy.sympify(flops).xreplace(user), why))
 
     def said(self, note: str) -> None:
         if note not in self.notes:

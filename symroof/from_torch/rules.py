@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sympy
+
 from ..lang import source
 from .program import Value, Writer, tensor
 
@@ -38,9 +40,14 @@ LAYOUT = ("view", "_unsafe_view", "reshape", "transpose", "t", "permute", "unsqu
           "arange", "ones", "zeros", "full", "empty", "scalar_tensor", "ones_like", "zeros_like", "full_like",
           "sym_size", "sym_numel", "sym_stride", "_assert_scalar", "_assert_tensor_metadata", "sym_constrain_range",
           "sym_constrain_range_for_size", "mul_sym", "add_sym", "floordiv_sym", "sub_sym", "repeat_interleave_sym",
-          "_set_grad_enabled", "_enter_autocast", "_exit_autocast", "native_dropout_eval")
+          "_set_grad_enabled", "_enter_autocast", "_exit_autocast", "native_dropout_eval", "new_ones", "new_zeros",
+          "new_full", "new_empty", "lazy_load_decompositions_sym", "_vmap_increment_nesting_sym",
+          "_vmap_decrement_nesting_sym")
+# higher-order ops that run a subgraph (get_attr'd at this argument; its operands follow)
+SUBGRAPHS = {"wrap_with_set_grad_enabled_sym": 1, "wrap_with_autocast_sym": 4}
 
-BINARY = {"add": "+", "sub": "-", "rsub": "-", "mul": "*", "div": "/", "maximum": "max", "minimum": "min",
+BINARY = {"add": "+", "add_": "+", "mul_": "*", "sub_": "-", "div_": "/", "__and__": "and", "__or__": "or",
+          "sub": "-", "rsub": "-", "mul": "*", "div": "/", "maximum": "max", "minimum": "min",
           "pow": "pow", "eq": "compare", "ne": "compare", "lt": "compare", "le": "compare", "gt": "compare",
           "ge": "compare", "bitwise_and": "and", "bitwise_or": "or", "logical_and": "and", "logical_or": "or",
           "remainder": "rem", "fmod": "rem", "atan2": "atan2", "max": "max", "min": "min"}
@@ -51,6 +58,9 @@ UNARY = {"exp": "exp", "log": "log", "tanh": "tanh", "rsqrt": "rsqrt", "sqrt": "
 REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "prod": "prod", "any": "any", "all": "all",
           "argmax": "argmax", "argmin": "argmin", "max": "max", "min": "min"}
 _INFIX = ("+", "-", "*", "/")
+OUTER = ("a matmul with no dim summed (K = 1: an outer product, as LLaMA's rotary frequencies) is an "
+         "elementwise multiply in symroof, 1 FLOP per element on the vector unit; FlopCounterMode counts it a "
+         "matrix op, 2*M*N*K")
 
 
 def rule(*names: str) -> Callable[[Rule], Rule]:
@@ -249,6 +259,8 @@ def contraction(w: Writer, a: Value, a_axes: str, b: Value, b_axes: str, out: Va
         return tensor(v, [None if d == 1 else labels[letter] for d, letter in zip(v.shape, axes)])
 
     over = tuple(labels[letters[i]] for i in summed if size[letters[i]] != 1)
+    if not over:  # nothing summed: an outer product, one multiply per element
+        w.differs(-2 * sympy.Mul(*out.shape), OUTER)
     w.emit(source.Contraction((written(a, a_axes), written(b, b_axes)), (source.Op("*", over),),
                               written(out, out_axes)), op)
 
@@ -347,3 +359,51 @@ def _aligned_to(mask: Value, scores: Value, names: dict[str, str], axes: str) ->
     lead = scores.rank - mask.rank
     labels = [None if d == 1 else names[axes[lead + j]] for j, d in enumerate(mask.shape)]
     return tensor(mask, labels), tensor(scores, [None if d == 1 else names[c] for d, c in zip(scores.shape, axes)])
+
+
+@rule("cumsum", "cumprod")
+def cumulative(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    x, dim = args[0], args[1] % args[0].rank
+    labels = w.labels(x.shape, named=[dim])
+    written = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+    w.emit(source.Apply(op, (labels[dim],), "prefix", (tensor(x, written),), tensor(out, written)), op)
+
+
+@rule("diff")
+def difference(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """x[1:] - x[:-1] along its dim (a prepended value first): one subtraction per result
+    element, each reading two of x's."""
+    operands, result = _aligned(w, [out, out], out)
+    w.emit(source.Contraction(tuple(operands), (source.Op("-"),), result), op)
+
+
+@rule("flat_apply_sym")
+def indexed(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """A Python function applied to tensors (torch.export's flat_apply: transformers'
+    masks index with one, `x[b, i]`): read as a gather of the elements it returns, no
+    FLOPs; each element read and written."""
+    tensors = [x for x in args if isinstance(x, Value)]
+    if not tensors:
+        raise NotImplementedError("a flat_apply of no tensor")
+    source_value = Value(tensors[0].dtype, out.shape)
+    operands, result = _aligned(w, [source_value], out)
+    w.emit(source.Apply("copy", (), "call", tuple(operands), result), "flat_apply (an index)")
+
+
+def _add_batch_dim(operands: list, out: Any) -> Value:
+    """torch.vmap's _add_batch_dim(x, dim, level): x with dim vmapped away at `level`."""
+    x, dim, level = operands[:3]
+    shape = list(x.shape)
+    size = shape.pop(dim % x.rank)
+    return Value(x.dtype, tuple(shape), x.param, tuple(sorted((*x.levels, (int(level), size)))))
+
+
+def _remove_batch_dim(operands: list, out: Any) -> Value:
+    """_remove_batch_dim(x, level, size, out_dim): x whole again along `level`'s dim."""
+    x, level = operands[:2]
+    return Value(out.dtype, out.shape, x.param, tuple(entry for entry in x.levels if entry[0] != int(level)))
+
+
+VMAP = {"_add_batch_dim_sym": _add_batch_dim, "_remove_batch_dim_sym": _remove_batch_dim}
+# the rules that may run under vmap: elementwise (the vmapped dims broadcast as any other)
+ELEMENTWISE = (binary, unary, gelu, power, where, masked_fill, clamp, cast, difference, indexed)
