@@ -41,6 +41,7 @@ from ..sharding.layout import fix_message
 from ..sharding.lowering import ShardingError
 from ..show import human, over, seconds
 from . import from_jax as cli_jax
+from . import from_torch as cli_torch
 from . import measure as cli_measure
 from . import model as cli_model
 from . import pareto as cli_pareto
@@ -142,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_plan.add_parser(commands)
     cli_measure.add_parser(commands)
     cli_jax.add_parser(commands)
+    cli_torch.add_parser(commands)
     return parser
 
 

@@ -130,22 +130,25 @@ def _convert(module: Any, args: tuple, dynamic_shapes: Any, exported: Any) -> Im
     w = Writer()
     w.name_symbols(names)
     env: dict[Any, Any] = {}
-    declarations, taken, count = [], set(), 0
+    declarations: list[source.Declare] = []
+    taken: set[str] = set()
+    count = 0
     kinds = {spec.arg.name: spec for spec in signature.input_specs}
-    held: dict[str, str] = {}
+    held: dict[Any, str] = {}
     for node in placeholders:
         spec = kinds.get(node.name)
         value = _value(node.meta.get("val"), names)
         kind = spec.kind.name if spec is not None else "USER_INPUT"
-        if kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR") and spec.target is not None:
+        target = getattr(spec, "target", None)
+        if kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR") and target is not None:
             # a parameter always (the model's own count); a buffer where the graph reads it (its bytes
             # are read as a weight's: rotary frequencies, BatchNorm's running statistics)
-            data = _state(module, spec.target)
-            key = id(data) if data is not None else spec.target
+            data = _state(module, target)
+            key = id(data) if data is not None else target
             if key not in held and (kind == "PARAMETER" or node.users):
-                held[key] = source.declared_name(spec.target.split("."), taken)
+                held[key] = source.declared_name(target.split("."), taken)
                 labels = w.labels(value.shape) if value.rank else []
-                what = spec.target if kind == "PARAMETER" else f"{spec.target} (a buffer the module reads)"
+                what = target if kind == "PARAMETER" else f"{target} (a buffer the module reads)"
                 declarations.append(source.Declare("param", (source.Tensor(value.dtype, tuple(
                     source.Dim(label) for label, d in zip(labels, value.shape) if d != 1), held[key]),), what))
                 count += 1

@@ -293,7 +293,7 @@ def linear(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> Non
     bias = args[2] if len(args) > 2 else kwargs.get("bias")
     batch = "abcdefgh"[:x.rank - 1]
     contraction(w, x, batch + "k", weight, "nk", out, batch + "n", op)
-    if is_tensor(bias):
+    if isinstance(bias, Value):
         _bias(w, bias, out, op)
 
 
@@ -345,7 +345,7 @@ def attention(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> No
     scores = t(scores_value, batch + "st")
     items: list[source.Contraction | source.Apply] = [
         source.Contraction((t(q, batch + "se"), t(k, batch + "te")), (source.Op("*", (names["e"],)),), scores)]
-    if is_tensor(mask):
+    if isinstance(mask, Value):
         (m, s), r = _aligned_to(mask, scores_value, names, batch + "st"), scores
         items.append(source.Contraction((s, m), (source.Op("+"),), r) if mask.dtype != "bool" else
                      source.Apply("select", (), "call", (m, s, tensor(_scalar(q.dtype), [])), r))
