@@ -183,6 +183,8 @@ def _walk(w: Writer, owner: Any, graph: Any, env: dict, names: dict) -> int:
         nodes += 1
         op = _op_name(node.target)
         packet = op.split(".")[0]
+        if packet.endswith("_") and not packet.startswith("_"):  # in place (add_, masked_fill_): the same count
+            packet = packet[:-1]
         operands = [_read(a, env) for a in node.args]
         options = {k: _read(v, env) for k, v in node.kwargs.items()}
         out = _value(node.meta.get("val"), names)

@@ -46,8 +46,8 @@ LAYOUT = ("view", "_unsafe_view", "reshape", "transpose", "t", "permute", "unsqu
 # higher-order ops that run a subgraph (get_attr'd at this argument; its operands follow)
 SUBGRAPHS = {"wrap_with_set_grad_enabled_sym": 1, "wrap_with_autocast_sym": 4}
 
-BINARY = {"add": "+", "add_": "+", "mul_": "*", "sub_": "-", "div_": "/", "__and__": "and", "__or__": "or",
-          "sub": "-", "rsub": "-", "mul": "*", "div": "/", "maximum": "max", "minimum": "min",
+BINARY = {"add": "+", "__and__": "and", "__or__": "or", "sub": "-",
+          "rsub": "-", "mul": "*", "div": "/", "maximum": "max", "minimum": "min",
           "pow": "pow", "eq": "compare", "ne": "compare", "lt": "compare", "le": "compare", "gt": "compare",
           "ge": "compare", "bitwise_and": "and", "bitwise_or": "or", "logical_and": "and", "logical_or": "or",
           "remainder": "rem", "fmod": "rem", "atan2": "atan2", "max": "max", "min": "min"}
