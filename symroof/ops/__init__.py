@@ -8,10 +8,24 @@ test it (tests/ops/test_ops.py).
 
 from __future__ import annotations
 
-from . import contraction, copy, cumulative, elementwise, gather, norm, pad, reduce, scatter, select, softmax, unary
+from . import (
+    contraction,
+    conv,
+    copy,
+    cumulative,
+    elementwise,
+    gather,
+    norm,
+    pad,
+    reduce,
+    scatter,
+    select,
+    softmax,
+    unary,
+)
 from .base import MATRIX, NONE, VECTOR, Counted, Kind, ShapeError
 
-_MODULES = (contraction, elementwise, unary, select, reduce, cumulative, softmax, norm, gather, scatter, pad,
+_MODULES = (contraction, conv, elementwise, unary, select, reduce, cumulative, softmax, norm, gather, scatter, pad,
             copy)
 
 KINDS: dict[str, Kind] = {m.KIND.name: m.KIND for m in _MODULES}

@@ -123,8 +123,8 @@ def test_every_word_names_a_kind_and_every_kind_says_what_it_counts():
     for word, kinds in WORDS.items():
         for kind in kinds:
             assert kind.describe(word), (word, kind.name)
-    assert set(KINDS) == {"contract", "elementwise", "unary", "select", "reduce", "softmax", "norm", "gather", "copy",
-                          "cumulative", "scatter", "pad"}
+    assert set(KINDS) == {"contract", "conv", "elementwise", "unary", "select", "reduce", "softmax", "norm", "gather",
+                          "copy", "cumulative", "scatter", "pad"}
 
 
 # ---- units -----------------------------------------------------------------------------
