@@ -407,3 +407,76 @@ def _remove_batch_dim(operands: list, out: Any) -> Value:
 VMAP = {"_add_batch_dim_sym": _add_batch_dim, "_remove_batch_dim_sym": _remove_batch_dim}
 # the rules that may run under vmap: elementwise (the vmapped dims broadcast as any other)
 ELEMENTWISE = (binary, unary, gelu, power, where, masked_fill, clamp, cast, difference, indexed)
+
+
+@rule("convolution", "conv1d", "conv2d", "conv3d", "_convolution")
+def convolution(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """x [N, C, *S] against weight [F, C/g, *K] -> [N, F, *S2] (ops/conv.py), then + bias
+    [F]. Grouped (g > 1): the channels written as g groups of C/g (a view), the kernel's F
+    as g groups of F/g; depthwise leaves out the group's one input channel."""
+    x, weight = args[:2]
+    bias = args[2] if len(args) > 2 else kwargs.get("bias")
+    if op in ("convolution", "_convolution") and (args[6] if len(args) > 6 else kwargs.get("transposed")):
+        raise NotImplementedError("a transposed convolution")
+    groups = int((args[-1] if op in ("conv1d", "conv2d", "conv3d") and len(args) > 6 else
+                  args[8] if len(args) > 8 else kwargs.get("groups", 1)) or 1)
+    spatial = x.rank - 2
+    g = sympy.Integer(groups)
+    n, c, f = x.shape[0], x.shape[1], weight.shape[0]
+    dims = [n, g, c / g, f / g, *x.shape[2:], *weight.shape[2:], *out.shape[2:]]
+    window = list(range(4 + spatial, 4 + 2 * spatial))
+    labels = w.labels(dims, named=[2, *window])
+    keep = [None if d == 1 else label for d, label in zip(dims, labels)]
+    ln, lg, lc, lm = keep[:4]
+    ls, lk, lo = keep[4:4 + spatial], keep[4 + spatial:4 + 2 * spatial], keep[4 + 2 * spatial:]
+    over = tuple(label for label in labels[4:4 + spatial])
+    if any(label is None for label in ls):
+        raise NotImplementedError("a convolution over a spatial dim of size 1")
+    x_t = tensor(Value(x.dtype, (n, g, c / g, *x.shape[2:])), [ln, lg, lc, *ls])
+    w_t = tensor(Value(weight.dtype, (g, f / g, c / g, *weight.shape[2:]), weight.param), [lg, lm, lc, *lk])
+    o_t = tensor(Value(out.dtype, (n, g, f / g, *out.shape[2:])), [ln, lg, lm, *lo])
+    w.emit(source.Apply("conv", over, "prefix", (x_t, w_t), o_t), op)
+    if isinstance(bias, Value):
+        b_t = tensor(Value(bias.dtype, (g, f / g), bias.param), [lg, lm])
+        w.emit(source.Contraction((o_t, b_t), (source.Op("+"),), o_t), op + " bias")
+
+
+@rule("batch_norm", "_native_batch_norm_legit_no_training", "native_batch_norm", "_batch_norm_with_update")
+def batch_norm(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
+    """Inference (running statistics): per channel, 1/sqrt(var + eps) times the weight (2
+    ops over C, one a transcendental); per element, (x - mean) * scale + bias (3 FLOPs)."""
+    x, weight, bias, mean, var = args[:5]
+    training = args[5] if op in ("batch_norm", "native_batch_norm") and len(args) > 5 else False
+    if training or not isinstance(mean, Value) or not isinstance(var, Value):
+        raise NotImplementedError("batch norm in training mode (its statistics computed): call .eval()")
+    value = out[0] if isinstance(out, tuple | list) else out
+    channel = Value(var.dtype, var.shape)
+    (c_t,), c_out = _aligned(w, [var], channel)
+    w.emit(source.Apply("rsqrt", (), "call", (c_t,), c_out), op + " (1/sqrt(var + eps))")
+    if isinstance(weight, Value):
+        w.emit(source.Contraction((c_out, tensor(weight, c_out.names)), (source.Op("*"),), c_out), op + " (scale)")
+    lead = [sympy.Integer(1)] * (x.rank - 2)  # [C] against [N, C, *S]: C is axis 1
+    for symbol, operand in (("-", mean), ("*", Value(var.dtype, var.shape)), ("+", bias)):
+        if not isinstance(operand, Value):
+            continue
+        shaped = Value(operand.dtype, (*operand.shape, *lead), operand.param)
+        operands, result = _aligned(w, [x, shaped], value)
+        w.emit(source.Contraction(tuple(operands), (source.Op(symbol),), result), op)
+
+
+@rule("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d",
+      "adaptive_max_pool2d", "avg_pool2d", "max_pool2d", "max_pool2d_with_indices")
+def pool(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
+    """A global pool (every spatial dim to 1): a mean (max) over the spatial dims. A pool
+    with a window of its own is not costed here (said)."""
+    x = args[0]
+    value = out[0] if isinstance(out, tuple | list) else out
+    spatial = range(2, x.rank)
+    if any(value.shape[j] != 1 for j in spatial if j < value.rank):
+        raise NotImplementedError("a pool with a window smaller than the whole (only a global pool is costed)")
+    labels = w.labels(x.shape, named=list(spatial))
+    written = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+    kept = [written[j] for j in range(x.rank) if j not in spatial]
+    word = "max" if "max" in op else "mean"
+    w.emit(source.Apply(word, tuple(labels[j] for j in spatial if x.shape[j] != 1), "prefix",
+                        (tensor(x, written),), tensor(value, kept + [None] * (value.rank - len(kept)))), op)

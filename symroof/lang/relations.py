@@ -145,16 +145,21 @@ class _Reader:
             _fail("zero to a power that is not positive in a size expression", self.where, at)
         return Power(base, exponent)
 
-    def _min(self, at: int) -> sympy.Expr:
-        """min(a, b, ...): the least of its arguments (a sliding window's keys, min(S, W))."""
+    def _call(self, name: str, at: int) -> sympy.Expr:
+        """min(a, b, ...): the least of its arguments (a sliding window's keys, min(S, W));
+        floor(a): a rounded down (a strided convolution's output, floor((H - 3)/2) + 1)."""
         self.i += 1  # the '('
         args = [self.sum()]
         while self._peek() == ",":
             self.i += 1
             args.append(self.sum())
         if self._peek() != ")":
-            _fail("a 'min(' is not closed", self.where, at)
+            _fail(f"a '{name}(' is not closed", self.where, at)
         self.i += 1
+        if name == "floor":
+            if len(args) != 1:
+                _fail("floor takes one size", self.where, at)
+            return sympy.floor(args[0])
         if len(args) < 2:
             _fail("min takes two or more sizes", self.where, at)
         return sympy.Min(*args)
@@ -167,8 +172,8 @@ class _Reader:
         self.i += 1
         if kind == "int":
             return sympy.Integer(int(text))
-        if kind == "name" and text == "min" and self._peek() == "(":
-            return self._min(at)
+        if kind == "name" and text in ("min", "floor") and self._peek() == "(":
+            return self._call(text, at)
         if kind == "name":
             return dim_symbol(text)
         if text == "(":

@@ -214,3 +214,38 @@ def test_the_command(tmp_path, capsys):
     assert main(["model", str(out_file), "--prefill", "--set", "B=2,T=8"]) == 0
     assert main(["from-torch", f"{module}:make", "--check"]) == 2  # no sizes to run at
     assert "--set" in capsys.readouterr().err
+
+
+class _CNN(torch.nn.Module):
+    """Two convolutions (padded; strided and grouped), a depthwise one, batch norm in eval
+    mode, a global pool and a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.c2 = torch.nn.Conv2d(8, 16, 3, stride=2, groups=4)
+        self.dw = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)
+        self.fc = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.c1(x)))
+        x = self.dw(torch.relu(self.c2(x)))
+        return self.fc(torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def test_a_small_cnn():
+    model = _CNN().eval()
+    dims = ({0: Dim("B"), 2: Dim("H", min=8, max=512), 3: Dim("W", min=8, max=512)},)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymroofWarning)
+        im = from_torch(model, (torch.randn(2, 3, 16, 16),), dims)
+    h, w = symroof.dim_symbol("H"), symroof.dim_symbol("W")
+    assert im.analysis.flops.free_symbols == {B, h, w}
+    # by hand: c1 2·8·3·9 per pixel (padding 1 keeps H x W); c2 grouped 4 ways (2 input channels a group),
+    # stride 2 and no padding: floor((H - 3)/2) + 1 rows; the depthwise 2·16·9 on that grid; the head 2·16·10
+    h2, w2 = sympy.floor((h - 3) / 2) + 1, sympy.floor((w - 3) / 2) + 1
+    matrix = B * h * w * 2 * 8 * 3 * 9 + B * h2 * w2 * (2 * 16 * 2 * 9 + 2 * 16 * 9) + B * 2 * 16 * 10
+    assert sympy.simplify(im.analysis.flops - im.analysis.flops_vector - matrix) == 0
+    assert im.model(None, {"B": 1, "H": 8, "W": 8}).params == _numel(model) + 2 * 8  # + BatchNorm's running stats
+    _agrees(im, {"B": 2, "H": 16, "W": 16}, {"B": 1, "H": 21, "W": 18})
