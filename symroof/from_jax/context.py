@@ -186,13 +186,13 @@ class Context:
         """The name (or literal) a jaxpr dim is written with."""
         if isinstance(dim, int):
             return str(dim)
-        text = self.dim_text(dim)
+        text = _floors(self.dim_text(dim))
         if text in self.names:
             return self.names[text]
         if _NAME.fullmatch(text):
             name = text
         else:
-            if "//" in text or "mod" in text or "max" in text or "min" in text:
+            if "//" in text or "mod" in text or "max" in text or "min" in text or "floordiv" in text:
                 raise SpecError(f"the dim {dim} cannot be written in symroof notation (only +, -, * of dims "
                                 "and integers): give sizes that divide evenly, or concrete ones")
             base = "".join(ch for ch in text if ch.isalnum()) or "N"
@@ -357,3 +357,24 @@ def with_split(label: str, axes: str) -> str:
     """A label split over more mesh axes: 'B', 'X' -> 'B_X'."""
     name, had = split_label(label)
     return join_label(name, union(had, axes))
+
+
+def _floors(text: str) -> str:
+    """JAX's `floordiv(a, b)` in a dim (a strided convolution's output) as symroof's
+    `floor((a)/(b))`."""
+    while (at := text.find("floordiv(")) >= 0:
+        depth, comma, k = 0, -1, at + len("floordiv(")
+        for k in range(at + len("floordiv("), len(text)):
+            if text[k] == "(":
+                depth += 1
+            elif text[k] == ")":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif text[k] == "," and depth == 0:
+                comma = k
+        if comma < 0:
+            return text
+        a, b = text[at + len("floordiv("):comma], text[comma + 1:k]
+        text = f"{text[:at]}floor(({a})/({b})){text[k + 1:]}"
+    return text

@@ -56,7 +56,7 @@ from dataclasses import replace
 
 from .. import dtypes
 from ..lang import source
-from . import cond, data, loops, scans, scatter, shard  # noqa: F401 (each registers its family's rules)
+from . import cond, conv, data, loops, scans, scatter, shard  # noqa: F401 (each registers its family's rules)
 from .context import Context
 from .gspmd import operands, read_shardings, reshaped, result_text
 from .program import Env, Eqn, View, split_label, union

@@ -409,33 +409,36 @@ VMAP = {"_add_batch_dim_sym": _add_batch_dim, "_remove_batch_dim_sym": _remove_b
 ELEMENTWISE = (binary, unary, gelu, power, where, masked_fill, clamp, cast, difference, indexed)
 
 
-@rule("convolution", "conv1d", "conv2d", "conv3d", "_convolution")
+@rule("convolution", "conv1d", "conv2d", "conv3d", "_convolution", "conv_transpose1d", "conv_transpose2d",
+      "conv_transpose3d")
 def convolution(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
     """x [N, C, *S] against weight [F, C/g, *K] -> [N, F, *S2] (ops/conv.py), then + bias
-    [F]. Grouped (g > 1): the channels written as g groups of C/g (a view), the kernel's F
-    as g groups of F/g; depthwise leaves out the group's one input channel."""
+    [F]; transposed (ConvTranspose: weight [C, F/g, *K]) as `conv_transpose`. Grouped
+    (g > 1): the channels written as g groups (a view), and the kernel's too; depthwise
+    leaves out the group's one input channel."""
     x, weight = args[:2]
     bias = args[2] if len(args) > 2 else kwargs.get("bias")
-    if op in ("convolution", "_convolution") and (args[6] if len(args) > 6 else kwargs.get("transposed")):
-        raise NotImplementedError("a transposed convolution")
-    groups = int((args[-1] if op in ("conv1d", "conv2d", "conv3d") and len(args) > 6 else
-                  args[8] if len(args) > 8 else kwargs.get("groups", 1)) or 1)
+    transposed = op.startswith("conv_transpose") or (
+        op in ("convolution", "_convolution") and bool(args[6] if len(args) > 6 else kwargs.get("transposed")))
+    # convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups);
+    # conv2d(x, w, b, stride, padding, dilation, groups); conv_transpose2d(x, w, b, stride, padding,
+    # output_padding, groups, dilation)
+    at = 8 if op in ("convolution", "_convolution") else 6
+    groups = args[at] if len(args) > at else kwargs.get("groups", 1)
     spatial = x.rank - 2
-    g = sympy.Integer(groups)
-    n, c, f = x.shape[0], x.shape[1], weight.shape[0]
+    g = sympy.Integer(int(groups or 1))
+    n, c = x.shape[0], x.shape[1]
+    f = weight.shape[1] * g if transposed else weight.shape[0]
     dims = [n, g, c / g, f / g, *x.shape[2:], *weight.shape[2:], *out.shape[2:]]
-    window = list(range(4 + spatial, 4 + 2 * spatial))
-    labels = w.labels(dims, named=[2, *window])
+    labels = w.labels(dims, named=[2, *range(4, 4 + 3 * spatial)])
     keep = [None if d == 1 else label for d, label in zip(dims, labels)]
     ln, lg, lc, lm = keep[:4]
     ls, lk, lo = keep[4:4 + spatial], keep[4 + spatial:4 + 2 * spatial], keep[4 + 2 * spatial:]
-    over = tuple(label for label in labels[4:4 + spatial])
-    if any(label is None for label in ls):
-        raise NotImplementedError("a convolution over a spatial dim of size 1")
+    over = tuple(labels[4:4 + spatial])
     x_t = tensor(Value(x.dtype, (n, g, c / g, *x.shape[2:])), [ln, lg, lc, *ls])
-    w_t = tensor(Value(weight.dtype, (g, f / g, c / g, *weight.shape[2:]), weight.param), [lg, lm, lc, *lk])
+    w_t = tensor(Value(weight.dtype, (g, c / g, f / g, *weight.shape[2:]), weight.param), [lg, lc, lm, *lk])
     o_t = tensor(Value(out.dtype, (n, g, f / g, *out.shape[2:])), [ln, lg, lm, *lo])
-    w.emit(source.Apply("conv", over, "prefix", (x_t, w_t), o_t), op)
+    w.emit(source.Apply("conv_transpose" if transposed else "conv", over, "prefix", (x_t, w_t), o_t), op)
     if isinstance(bias, Value):
         b_t = tensor(Value(bias.dtype, (g, f / g), bias.param), [lg, lm])
         w.emit(source.Contraction((o_t, b_t), (source.Op("+"),), o_t), op + " bias")

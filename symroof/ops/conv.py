@@ -11,6 +11,12 @@ axis. Dims are matched by name, as everywhere (NCHW and NHWC alike):
 * a dim of all three is a group (`conv_{H,W} bf16[B, H, W, G, Cg], bf16[KH, KW, G, Cg, M]
   -> bf16[B, H2, W2, G, M]`; depthwise is Cg = 1, written without the Cg dim).
 
+`conv_transpose_{H,W}` (the same shapes: the input's gradient of a strided convolution,
+torch's ConvTranspose) counts per input element instead: 2 x size(input) x size(window) x
+size(output features), the products a transposed convolution makes; the zeros of its
+input dilated by the stride, which a `conv` over the dilated input would multiply, are
+not counted (torch's FlopCounterMode and XLA skip them too).
+
 FLOPs: 2 per multiply-add over the dense window, 2 x size(result) x size(window) x
 size(input features) (exact: one add fewer per result element), on the matrix unit. The
 padding's positions are counted: the hardware multiplies the zeros (torch's
@@ -35,7 +41,7 @@ from .base import MATRIX, Counted, Kind, ShapeError, Size, shown
 class Convolution(Kind):
     name = "conv"
     unit = MATRIX
-    words = ("conv",)
+    words = ("conv", "conv_transpose")
     arity = (2, 2)
     takes_dims = True
     over_word = "sums"
@@ -67,19 +73,26 @@ class Convolution(Kind):
         if lost:
             raise ShapeError(f"{word}: the input's dim {lost[0]} is neither spatial, summed with the kernel, nor in "
                              "the result", 0)
-        out_features = [d for d in w if d in output and d not in x]
-        if not out_features and not any(d in x for d in w if d in output):
-            raise ShapeError(f"{word}: the kernel has no output-feature dim (F, in the kernel and the result)", 1)
         return (*window, *features)
 
     def count(self, step: Step, size: Size) -> Counted:
         out, summed = size(step.output.labels), size(step.summed)
+        if step.fn == "conv_transpose":
+            # each input element times each tap and each output feature, added into the result
+            x, w = (t.labels for t in step.inputs)
+            features = size(tuple(d for d in w if d in step.output.labels and d not in x))
+            window = size(tuple(d for d in w if d not in x and d not in step.output.labels))
+            products = size(x) * window * features
+            return Counted(2 * products, 2 * products - out)
         return Counted(2 * out * summed, out * (2 * summed - 1))
 
     def whole(self, step: Step) -> tuple[str, ...]:
         return tuple(step.over)
 
     def describe(self, word: str) -> str:
+        if word == "conv_transpose":
+            return ("2 FLOPs per multiply-add, per input element: 2·window·output features (a transposed "
+                    "convolution scatters each input element; the zeros a dilated input would hold are not counted)")
         return ("2 FLOPs per multiply-add over the dense window (padding counted), per result element: "
                 "2·window·input features (exact: one add fewer)")
 

@@ -249,3 +249,25 @@ def test_a_small_cnn():
     assert sympy.simplify(im.analysis.flops - im.analysis.flops_vector - matrix) == 0
     assert im.model(None, {"B": 1, "H": 8, "W": 8}).params == _numel(model) + 2 * 8  # + BatchNorm's running stats
     _agrees(im, {"B": 2, "H": 16, "W": 16}, {"B": 1, "H": 21, "W": 18})
+
+
+@pytest.mark.parametrize("layer", [
+    torch.nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1),  # a transposed convolution: per input element
+    torch.nn.ConvTranspose2d(8, 4, 4, stride=2, groups=2),
+    torch.nn.Conv1d(4, 6, 5, dilation=2, padding=2),
+    torch.nn.Conv3d(2, 3, 3),
+], ids=["transpose", "transpose-grouped", "conv1d-dilated", "conv3d"])
+def test_convolutions_of_every_kind_against_flop_counter(layer):
+    n = layer.weight.dim() - 2
+    names = "HWD"[:n]
+    dims = {0: Dim("B"), **{2 + i: Dim(names[i], min=6, max=64) for i in range(n)}}
+    im = from_torch(layer.eval(), (torch.randn(2, layer.in_channels, *[10] * n),), (dims,))
+    assert not im.warnings
+    assert im.analysis.flops.free_symbols == {B, *(symroof.dim_symbol(d) for d in names)}
+    _agrees(im, {"B": 2, **dict.fromkeys(names, 10)}, {"B": 3, **dict.fromkeys(names, 13)})
+    if isinstance(layer, torch.nn.ConvTranspose2d):
+        # by hand: each input element times each tap (k x k) and each output channel of its group
+        k, groups = layer.kernel_size[0], layer.groups
+        h, w = symroof.dim_symbol("H"), symroof.dim_symbol("W")
+        products = B * layer.in_channels * h * w * k * k * (layer.out_channels // groups)
+        assert sympy.expand(im.analysis.flops - im.analysis.flops_vector - 2 * products) == 0
