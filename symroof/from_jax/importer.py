@@ -56,20 +56,28 @@ class Argument:
     name: str
     dtype: str  # symroof's name
     dims: tuple[str, ...]  # dim names or literal sizes
+    # a leaf of a pytree given whole (a model's params): the tree's structure, shared by its
+    # leaves, which are in its flattening order
+    treedef: Any = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"{self.name}: {self.dtype}[{', '.join(self.dims)}]"
 
 
-def read_shapes(text: str | Mapping[str, str]) -> list[Argument]:
-    """`"x=bf16[B, D]; w=bf16[D, F]"` (or {"x": "bf16[B, D]", ...}) as arguments.
+def read_shapes(text: str | Mapping[str, Any]) -> list[Argument]:
+    """`"x=bf16[B, D]; w=bf16[D, F]"` (or {"x": "bf16[B, D]", ...}) as arguments. In a
+    mapping, an argument may be a pytree of arrays (a model's params, concrete: their
+    shapes and dtypes are read, not their values), its leaves named by their paths
+    (`p.transformer.h.0.attn.c_attn.kernel`) and its structure kept as it is.
 
     Examples:
         >>> [str(a) for a in read_shapes("x=bf16[B, D]; w=int8[D, 4096]")]
         ['x: bf16[B, D]', 'w: int8[D, 4096]']
     """
     if isinstance(text, Mapping):
-        text = "; ".join(f"{k}={v}" for k, v in text.items())
+        trees = [(k, v) for k, v in text.items() if not isinstance(v, str)]
+        texts = "; ".join(f"{k}={v}" for k, v in text.items() if isinstance(v, str))
+        return (read_shapes(texts) if texts else []) + [a for k, v in trees for a in _pytree(k, v)]
     out: list[Argument] = []
     at = 0
     for part in text.split(";"):
@@ -100,6 +108,30 @@ def read_shapes(text: str | Mapping[str, str]) -> list[Argument]:
         at += len(part) + 1
     if not out:
         raise SpecError("--shapes gives no argument: write x=bf16[B, D]; w=bf16[D, F]")
+    return out
+
+
+def _pytree(root: str, tree: Any) -> list[Argument]:
+    """A pytree argument's leaves as arguments: an array at its concrete shape, a string
+    as the shape it writes (`"fp32[B, S, 4, 16]"`: a KV cache's leaves with symbolic dims)."""
+    jax = _jax()
+    names = {v: k for k, v in _JAX_DTYPES.items()}
+    flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    if not flat:
+        raise SpecError(f"{root}: the pytree given has no array")
+    out = []
+    for path, leaf in flat:
+        name = ".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path)
+        if isinstance(leaf, str):
+            (written,) = read_shapes(f"leaf={leaf}")
+            out.append(Argument(f"{root}.{name}" if name else root, written.dtype, written.dims, treedef))
+            continue
+        shape, dtype = getattr(leaf, "shape", None), str(getattr(leaf, "dtype", ""))
+        if shape is None or dtype not in names:
+            raise SpecError(f"{root}: a leaf at {jax.tree_util.keystr(path)} is not an array of a dtype symroof "
+                            f"knows ({type(leaf).__name__}{', ' + dtype if dtype else ''})")
+        out.append(Argument(f"{root}.{name}" if name else root, names[dtype], tuple(str(int(d)) for d in shape),
+                            treedef))
     return out
 
 
@@ -159,20 +191,28 @@ class Imported:
         return cross_check(self, sizes)
 
 
-def from_jax(function: Callable, shapes: str | Mapping[str, str], params: str | Iterable[str] = ()) -> Imported:
+def from_jax(function: Callable, shapes: str | Mapping[str, Any], params: str | Iterable[str] = (),
+             most: Mapping[str, int] | None = None, least: Mapping[str, int] | None = None) -> Imported:
     """Trace `function` with symbolic shapes (`"x=bf16[B, D]; w=bf16[D, F]"`: its parameters
-    by name; a pytree argument by its leaves, `p.w=bf16[D, F]; p.b=bf16[F]`) and write it as
+    by name; a pytree argument by its leaves, `p.w=bf16[D, F]; p.b=bf16[F]`, or, in a
+    mapping, whole: `{"p": model.params, "ids": "int32[B, T]"}`) and write it as
     a symroof program. Primitives it cannot cost are named, with their counts, in
     `warnings` (and warned, SymroofWarning), never dropped silently.
 
     `params` names the arguments that are the model's parameters (its weights: `"w_up,
     w_down"`, or a pytree argument whole, `"p"`): each is declared `param` in the program,
     as is each array the function closes over, so `symroof model` counts them (params,
-    weight_bytes)."""
+    weight_bytes).
+
+    `most` bounds dims (`{"T": 1024}`: T <= 1024) for JAX's symbolic shapes, where the
+    function takes the least of a dim and a number (transformers' causal LMs slice their
+    position mask to min(n_positions, T)): the program holds for sizes within them.
+    `least` likewise from below (`{"T": 2}`: a loss over the shifted sequence, T - 1)."""
     jax = _jax()
     arguments = read_shapes(shapes)
     weights = _weights(arguments, params)
-    traced, rename = _trace(jax, function, arguments)
+    bounds = _bounds(arguments, most or {}, "<=") + _bounds(arguments, least or {}, ">=")
+    traced, rename = _trace(jax, function, arguments, bounds)
     closed, dead = _live(traced)
     # what XLA folds marked before counting (xla.py); a conditional's branches priced to find the costliest (cond.py)
     ctx = Context(rename, folds(closed), _price)
@@ -305,12 +345,25 @@ def _equations(jaxpr: Any) -> int:
 GRAIN = 2**12 * 3**2 * 5 * 7
 
 
-def _trace(jax: Any, function: Callable,
-           arguments: list[Argument]) -> tuple[Any, Callable[[str], str] | None]:
+def _bounds(arguments: list[Argument], most: Mapping[str, int], relation: str) -> tuple[str, ...]:
+    """Bounds as JAX's constraints on symbolic dims (`T <= 1024`), each dim one of the shapes'."""
+    names = {d for a in arguments for d in a.dims if not d.isdigit()}
+    out = []
+    for name, value in most.items():
+        if name not in names:
+            raise SpecError(f"a bound on {name}, which no shape has (its dims: {', '.join(sorted(names))})")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise SpecError(f"the bound on {name} is {value!r}: a whole number of 1 or more")
+        out.append(f"{name} {relation} {value}")
+    return tuple(out)
+
+
+def _trace(jax: Any, function: Callable, arguments: list[Argument],
+           bounds: tuple[str, ...] = ()) -> tuple[Any, Callable[[str], str] | None]:
     """The function's jaxpr with symbolic dims, and how to read its dims back where they
     had to be traced as multiples (None where not)."""
     try:
-        return jax.make_jaxpr(function)(*_structs(jax, function, arguments, None)), None
+        return jax.make_jaxpr(function)(*_structs(jax, function, arguments, None, bounds=bounds)), None
     except SymroofError:
         raise
     except Exception as error:  # JAX's own complaint about the function at these shapes
@@ -318,7 +371,7 @@ def _trace(jax: Any, function: Callable,
         if "divisible" not in str(error) and "evenly divide" not in str(error):  # shard_map's; jit's
             raise SpecError(f"JAX could not trace it at these shapes: {first}") from None
     try:
-        closed = jax.make_jaxpr(function)(*_structs(jax, function, arguments, None, GRAIN))
+        closed = jax.make_jaxpr(function)(*_structs(jax, function, arguments, None, GRAIN, bounds))
     except Exception as error:  # noqa: BLE001 (scaling mended the splits: what JAX says now stands)
         text = str(error).replace(f"{GRAIN}*", "")
         raise SpecError(f"JAX could not trace it at these shapes: {text.splitlines()[0] if text else first}") from None
@@ -331,7 +384,7 @@ def _trace(jax: Any, function: Callable,
 
 
 def _structs(jax: Any, function: Callable, arguments: list[Argument], sizes: Mapping[str, int] | None,
-             grain: int = 1) -> list:
+             grain: int = 1, bounds: tuple[str, ...] = ()) -> list:
     """The function's arguments as ShapeDtypeStructs, in its parameters' order: symbolic
     dims (one scope for all; each `grain` times its symbol) or, with `sizes`, concrete ones."""
     import jax.numpy as jnp
@@ -346,8 +399,10 @@ def _structs(jax: Any, function: Callable, arguments: list[Argument], sizes: Map
         raise SpecError(f"--shapes does not give {', '.join(missing)} (its parameters: {', '.join(params)})")
     names = list(dict.fromkeys(d for a in arguments for d in a.dims if not d.isdigit()))
     if sizes is None:
+        scaled = tuple(b if grain == 1 else re.sub(r"^(\w+) (<=|>=) ", rf"{grain}*\1 \2 {grain}*", b)
+                       for b in bounds)
         symbols = dict(zip(names, jax.export.symbolic_shape(
-            ", ".join(n if grain == 1 else f"{grain}*{n}" for n in names)))) if names else {}
+            ", ".join(n if grain == 1 else f"{grain}*{n}" for n in names), constraints=scaled))) if names else {}
     else:
         unknown = [n for n in names if n not in sizes]
         if unknown:
@@ -365,7 +420,11 @@ def _root(name: str) -> str:
 
 def _tree(arguments: list[Argument], root: str, leaf: Callable[[Argument], object]) -> object:
     """The parameter `root` as the function takes it: one array, or a pytree of its leaves
-    (`p.dense.w`: dicts, a level whose keys are 0, 1, ... n-1 a list), each `leaf(argument)`."""
+    (`p.dense.w`: dicts, a level whose keys are 0, 1, ... n-1 a list; a pytree given whole
+    its own structure), each `leaf(argument)`."""
+    given = [a for a in arguments if _root(a.name) == root and a.treedef is not None]
+    if given:
+        return _jax().tree_util.tree_unflatten(given[0].treedef, [leaf(a) for a in given])
     tree: dict = {}
     for a in arguments:
         if a.name == root:
