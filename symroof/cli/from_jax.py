@@ -39,6 +39,11 @@ def add_parser(commands: Commands) -> None:
                      help="the arguments that are the model's weights (w_up,w_down; a pytree argument whole: p): "
                           "declared `param` in the program, as are the arrays the function closes over, so "
                           "`symroof model FILE` counts params and weight_bytes")
+    cmd.add_argument("--max", action="append", default=[], metavar="DIM=N",
+                     help="bound a dim for JAX's symbolic shapes (T=1024: T <= 1024), where the function takes the "
+                          "least of it and a number (a causal LM's min(n_positions, T))")
+    cmd.add_argument("--min", action="append", default=[], metavar="DIM=N",
+                     help="bound a dim from below (T=2: T >= 2), where the function slices it (T - 1)")
     machine_options(cmd)
     cmd.add_argument("--set", action="append", default=[], metavar="DIM=VALUE", help="sizes for the dims (B=8,D=512)")
     cmd.add_argument("--xla", action="store_true",
@@ -51,7 +56,8 @@ def add_parser(commands: Commands) -> None:
 def run(args: argparse.Namespace) -> str:
     sizes = set_sizes(args.set)
     imported = importer.from_jax(importer.load_function(args.target), args.shapes,
-                                   [name for given in args.params for name in given.split(",")])
+                                   [name for given in args.params for name in given.split(",")],
+                                   most=set_sizes(args.max), least=set_sizes(args.min))
     if args.xla and imported.dims() and not sizes:
         raise SymroofError(f"--xla compares at concrete sizes: give them with --set "
                            f"({','.join(f'{d}=...' for d in imported.dims())})")

@@ -192,3 +192,19 @@ def _batched(eqx, static):
             return jax.vmap(lambda s: layer(s, s, s))(x)
         return jax.vmap(layer)(x)
     return run
+
+
+def test_the_command_bounds_a_dim(tmp_path, capsys):
+    from symroof.cli.command import main
+    module = tmp_path / "sliced.py"
+    # a table of 64 rows sliced to T: JAX must know T <= 64 to trace it
+    module.write_text("import jax.numpy as jnp\nfrom jax import lax\n"
+                      "def f(x):\n    return x * lax.dynamic_slice_in_dim(jnp.arange(64.0), 0, x.shape[1])[None, :]\n")
+    assert main(["from-jax", f"{module}:f", "--shapes", "x=fp32[B, T]"]) == 2
+    assert "inconclusive" in capsys.readouterr().err
+    assert main(["from-jax", f"{module}:f", "--shapes", "x=fp32[B, T]", "--max", "T=64", "--set", "B=2,T=8",
+                 "--xla"]) == 0
+    out = capsys.readouterr().out
+    assert "FLOPs: agree" in out and any(line.split()[:2] == ["flops", "16"] for line in out.splitlines())
+    assert main(["from-jax", f"{module}:f", "--shapes", "x=fp32[B, T]", "--max", "Q=64"]) == 2
+    assert "a bound on Q, which no shape has" in capsys.readouterr().err
