@@ -16,6 +16,7 @@ from .analysis import Analysis, analyze, roofline
 from .claims.models import check_case
 from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
 from .from_jax.importer import from_jax
+from .from_torch.importer import from_torch
 from .hardware.chips import Chip, get_chip, list_chips, load_hardware
 from .ir import Program, dim_symbol
 from .lang.expr import read_expression
@@ -32,6 +33,6 @@ from .roofline.thresholds import Threshold
 __all__ = [
     "Analysis", "CONVENTIONS", "Chip", "Cost", "HardwareError", "Program", "QUANTITIES", "Quantity", "SpecError",
     "StepCost", "SymroofError", "SymroofWarning", "Threshold", "analyze", "check_case", "cost", "counted", "derive",
-    "dim_symbol", "from_jax",
+    "dim_symbol", "from_jax", "from_torch",
     "get_chip", "list_chips", "load_hardware", "model", "parse", "plan", "read_expression", "roofline", "serving",
 ]

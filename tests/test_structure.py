@@ -98,7 +98,8 @@ def test_a_package_name_is_not_hidden_by_what_it_exports():
     """A package's `__init__` exporting a function named as one of its modules hides the
     module (`symroof.lang.parse` would be the function, and `import symroof.lang.parse as
     p` would give it). Only the two public functions named after their package, as the
-    architecture names both, are let be: `symroof.roofline` and `symroof.from_jax`."""
+    architecture names them, are let be: `symroof.roofline`, `symroof.from_jax` and
+    `symroof.from_torch`."""
     import importlib
     import pkgutil
 
@@ -111,4 +112,4 @@ def test_a_package_name_is_not_hidden_by_what_it_exports():
         importlib.import_module(info.name)
         if getattr(parent, leaf) is not sys.modules[info.name]:
             hidden.append(info.name)
-    assert sorted(hidden) == ["symroof.from_jax", "symroof.roofline"]
+    assert sorted(hidden) == ["symroof.from_jax", "symroof.from_torch", "symroof.roofline"]
