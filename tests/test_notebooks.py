@@ -45,7 +45,7 @@ def _texts(book: nbformat.NotebookNode) -> list[list[str]]:
 
 
 def test_each_notebook_has_a_source_and_each_source_a_notebook():
-    assert len(STEMS) == 7
+    assert len(STEMS) == 8
     assert sorted(path.stem for path in NOTEBOOKS.glob("*.ipynb")) == STEMS
 
 
