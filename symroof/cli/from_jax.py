@@ -21,9 +21,17 @@ from ..analysis import Analysis
 from ..errors import SymroofError
 from ..from_jax import importer
 from ..hardware.machines import Machine, machine
-from ..render.json_report import json_value
-from ..show import pretty, wrapped
-from .options import Commands, machine_kwargs, machine_options, set_sizes
+from ..show import wrapped
+from .options import (
+    Commands,
+    count_lines,
+    count_values,
+    machine_kwargs,
+    machine_options,
+    program_lines,
+    save_program,
+    set_sizes,
+)
 
 
 def add_parser(commands: Commands) -> None:
@@ -61,12 +69,7 @@ def run(args: argparse.Namespace) -> str:
     if args.xla and imported.dims() and not sizes:
         raise SymroofError(f"--xla compares at concrete sizes: give them with --set "
                            f"({','.join(f'{d}=...' for d in imported.dims())})")
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(imported.text)
-        except OSError as error:
-            raise SymroofError(f"cannot write {args.output}: {error.strerror}") from None
+    save_program(args.output, imported.text)
     target = machine(**machine_kwargs(args))
     m = imported.model(target, sizes)  # the machine whole: --peak-flops, --override and the rest apply
     a = m.analysis
@@ -76,10 +79,7 @@ def run(args: argparse.Namespace) -> str:
         out = {"function": args.target, "program": imported.text, "equations": imported.equations,
                "statements": len(imported.converted.statements), "warnings": imported.warnings,
                "layout_free": dict(imported.converted.layout), "dead_dropped": imported.converted.dead,
-               "params_declared": [str(p) for p in imported.converted.params],
-               **{k: json_value(getattr(a, k)) for k in ("flops", "transcendentals", "bytes", "intensity")}}
-        if target is not None:
-            out |= {k: json_value(getattr(a, k)) for k in ("t_math", "t_comms", "t_lower")}
+               "params_declared": [str(p) for p in imported.converted.params], **count_values(a, target)}
         if check is not None:
             out["xla"] = check
         return json.dumps(out, indent=2)
@@ -93,25 +93,14 @@ def _text(args: argparse.Namespace, imported: importer.Imported, a: Analysis, ta
     dead = f"{c.dead} dead, dropped" if c.dead else ""
     said = f"{free}: layout, no statement" + (f"; {dead}" if dead else "") if free else dead
     lines = [f"imported        {args.target}: {imported.equations} jaxpr equations -> {len(c.statements)} statements"
-             + (f" ({said})" if said else ""), "",
-             "program (symroof notation; -o FILE saves it, symroof model FILE --prefill analyses it):"]
-    lines += ["  " + line for line in imported.text.rstrip("\n").split("\n")]
-    lines.append("")
+             + (f" ({said})" if said else ""), "", *program_lines(imported.text)]
     if not c.params:
         lines += wrapped("params: none declared, so symroof model FILE counts no params or weight_bytes: name the "
                          "arguments that are weights with --params ARG[,ARG] (the arrays the function closes over "
                          "are declared without it)") + [""]
     for w in imported.warnings:
         lines += wrapped(f"WARNING: {w}")
-    rows = [("flops", a.flops), ("transcendentals", a.transcendentals), ("bytes", a.bytes), ("intensity", a.intensity)]
-    if target is not None:
-        rows += [("T_math", a.t_math), ("T_comms", a.t_comms), ("T_lower", a.t_lower)]
-    for k, v in rows:
-        formula = getattr(formulas, k) if formulas is not None and k in ("flops", "transcendentals", "bytes",
-                                                                          "intensity") else None
-        lines.append(f"{k:<15} {pretty(v)}" + (f"   = {formula}" if formula is not None and formula != v else ""))
-    if target is not None:
-        lines.append(f"{'bound':<15} {a.bound}")
+    lines += count_lines(a, target, formulas)
     if check is not None:
         lines += ["", *_xla_lines(check)]
     lines += ["", *wrapped("conventions: 1 FLOP = one multiply or one add; bytes = each statement's inputs read "

@@ -20,10 +20,18 @@ from typing import Any
 from ..errors import SymroofError
 from ..from_torch import importer
 from ..hardware.machines import machine
-from ..render.json_report import json_value
-from ..show import pretty, wrapped
+from ..show import wrapped
 from ..targets import load_target
-from .options import Commands, machine_kwargs, machine_options, set_sizes
+from .options import (
+    Commands,
+    count_lines,
+    count_values,
+    machine_kwargs,
+    machine_options,
+    program_lines,
+    save_program,
+    set_sizes,
+)
 
 
 def add_parser(commands: Commands) -> None:
@@ -59,12 +67,7 @@ def run(args: argparse.Namespace) -> str:
     if args.check and imported.dims and not sizes:
         raise SymroofError(f"--check runs the module at concrete sizes: give them with --set "
                            f"({','.join(f'{d}=...' for d in imported.dims)})")
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(imported.text)
-        except OSError as error:
-            raise SymroofError(f"cannot write {args.output}: {error.strerror}") from None
+    save_program(args.output, imported.text)
     target = machine(**machine_kwargs(args))
     a = imported.model(target, sizes).analysis
     formulas = imported.analysis if sizes else None
@@ -73,28 +76,15 @@ def run(args: argparse.Namespace) -> str:
         out: dict[str, Any] = {"module": args.target, "program": imported.text, "nodes": imported.nodes,
                                "statements": len(imported.writer.statements), "warnings": imported.warnings,
                                "layout_free": dict(imported.writer.layout), "params_declared": imported.params,
-                               **{k: json_value(getattr(a, k)) for k in ("flops", "transcendentals", "bytes",
-                                                                          "intensity")}}
-        if target is not None:
-            out |= {k: json_value(getattr(a, k)) for k in ("t_math", "t_comms", "t_lower")}
+                               **count_values(a, target)}
         if check is not None:
             out["flop_counter"] = check
         return json.dumps(out, indent=2)
     lines = [f"imported        {args.target}: {imported.nodes} ATen ops -> {len(imported.writer.statements)} "
-             "statements", "",
-             "program (symroof notation; -o FILE saves it, symroof model FILE --prefill analyses it):"]
-    lines += ["  " + line for line in imported.text.rstrip("\n").split("\n")]
-    lines.append("")
+             "statements", "", *program_lines(imported.text)]
     for w in imported.warnings:
         lines += wrapped(f"WARNING: {w}")
-    rows = [("flops", a.flops), ("transcendentals", a.transcendentals), ("bytes", a.bytes), ("intensity", a.intensity)]
-    if target is not None:
-        rows += [("T_math", a.t_math), ("T_comms", a.t_comms), ("T_lower", a.t_lower)]
-    for k, v in rows:
-        formula = getattr(formulas, k, None) if formulas is not None and k[0].islower() else None
-        lines.append(f"{k:<15} {pretty(v)}" + (f"   = {formula}" if formula is not None and formula != v else ""))
-    if target is not None:
-        lines.append(f"{'bound':<15} {a.bound}")
+    lines += count_lines(a, target, formulas)
     if check is not None:
         lines += ["", *_check_lines(check)]
     lines += ["", *wrapped("conventions: 1 FLOP = one multiply or one add; bytes = each statement's inputs read "

@@ -8,9 +8,13 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias
 
+from ..analysis import Analysis
 from ..errors import SpecError, SymroofError
+from ..hardware.machines import Machine
 from ..lang.sizes import size_value
 from ..models.decls import GRADS, MASTERS, OPTIMIZERS, price_exact
+from ..render.json_report import json_value
+from ..show import pretty
 
 # What a subcommand's parser names with set_defaults(handler=...): the text to print, and the
 # exit code where it is not 0.
@@ -160,3 +164,42 @@ def budget_values(args: argparse.Namespace) -> tuple[int | None, float | None]:
         if not args.tokens:
             raise SpecError("--price is per chip-hour: give a token budget (--tokens 15e12) to cost")
     return (size_value(args.tokens, "--tokens") if args.tokens else None), price
+
+
+def count_lines(a: Analysis, target: Machine | None, formulas: Analysis | None) -> list[str]:
+    """An imported program's counts as the from-jax and from-torch reports print them: each
+    at the sizes given, its formula beside it where sizes were given; with a chip, the
+    times and the bound."""
+    rows = [("flops", a.flops), ("transcendentals", a.transcendentals), ("bytes", a.bytes), ("intensity", a.intensity)]
+    if target is not None:
+        rows += [("T_math", a.t_math), ("T_comms", a.t_comms), ("T_lower", a.t_lower)]
+    lines = []
+    for k, v in rows:
+        formula = getattr(formulas, k) if formulas is not None and k[0].islower() else None
+        lines.append(f"{k:<15} {pretty(v)}" + (f"   = {formula}" if formula is not None and formula != v else ""))
+    if target is not None:
+        lines.append(f"{'bound':<15} {a.bound}")
+    return lines
+
+
+def count_values(a: Analysis, target: Machine | None) -> dict:
+    """The same counts for --json."""
+    keys = ("flops", "transcendentals", "bytes", "intensity") + (("t_math", "t_comms", "t_lower") if target else ())
+    return {k: json_value(getattr(a, k)) for k in keys}
+
+
+def save_program(path: str | None, text: str) -> None:
+    """-o FILE: an imported program's text saved, for `symroof model FILE --prefill`."""
+    if not path:
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as error:
+        raise SymroofError(f"cannot write {path}: {error.strerror}") from None
+
+
+def program_lines(text: str) -> list[str]:
+    """An imported program as the from-jax and from-torch reports show it, indented."""
+    return ["program (symroof notation; -o FILE saves it, symroof model FILE --prefill analyses it):",
+            *("  " + line for line in text.rstrip("\n").split("\n")), ""]
