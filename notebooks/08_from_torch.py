@@ -115,6 +115,26 @@ assert sympy.expand(matrix - attention - mlp - 2 * B * T * 4 * D * D) == 0
 print("attention's FLOPs exceed the MLP's once T >", crossing)
 assert crossing == sympy.Rational(3 * FF, 2)
 
+# the two terms per token, from the formulas, against T
+import io
+
+from IPython.display import Image, display
+from matplotlib.figure import Figure
+
+lengths = [2**k for k in range(6, 14)]
+fig = Figure(figsize=(6, 3.5))
+ax = fig.add_subplot()
+for name, term in (("attention (scores, values)", attention), ("MLP (gate, up, down)", mlp),
+                   ("projections (qkv, out)", 2 * B * T * 4 * D * D)):
+    ax.plot(lengths, [float((term / (B * T)).subs(T, n)) for n in lengths], marker="o", label=name)
+ax.axvline(float(crossing), color="grey", linestyle=":")
+ax.set(xscale="log", yscale="log", xlabel="T (tokens)", ylabel="matrix FLOPs per token",
+       title="Where attention overtakes the MLP: T = 3F/2")
+ax.legend()
+buffer = io.BytesIO()
+fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+display(Image(buffer.getvalue()))
+
 # %% [markdown]
 # ## On an H100
 #
