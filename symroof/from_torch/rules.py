@@ -17,7 +17,9 @@ What costs what (README: from-torch):
   elementwise statement (1 FLOP per element);
 * scaled_dot_product_attention fused, as flash kernels run it: the scores and
   probabilities stay on chip; the causal mask and the scale cost nothing (applied as
-  the scores are made), an explicit mask is read and added.
+  the scores are made), an explicit mask is read and added;
+* var and std (and var_mean): no op kind of their own, so the statements of torch's
+  decomposition (mean, subtract, square, sum, divide; std a square root more).
 """
 
 from __future__ import annotations
@@ -483,3 +485,24 @@ def pool(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
     word = "max" if "max" in op else "mean"
     w.emit(source.Apply(word, tuple(labels[j] for j in spatial if x.shape[j] != 1), "prefix",
                         (tensor(x, written),), tensor(value, kept + [None] * (value.rank - len(kept)))), op)
+
+
+@rule("var", "std", "var_mean", "std_mean")
+def variance(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
+    """Written as torch's own decomposition computes it, each step by its rule: the mean
+    over the dims, x minus it, squared, summed, divided by N - correction (a square root
+    more for std). symroof has no variance op kind: its steps are the count."""
+    x = args[0]
+    dims = args[1] if len(args) > 1 and not isinstance(args[1], bool) else kwargs.get("dim")
+    over = _axes(dims, x.rank)
+    values = out if isinstance(out, tuple | list) else (out,)
+    result = values[0]
+    kept = Value(x.dtype, tuple(sympy.Integer(1) if j in over else d for j, d in enumerate(x.shape)))
+    reduce(w, [x, over], {}, kept, "mean")
+    centred = Value(x.dtype, x.shape)
+    binary(w, [x, kept], {}, centred, "sub")
+    unary(w, [centred], {}, centred, "square")
+    reduce(w, [centred, over], {}, result, "sum")
+    binary(w, [result, 1], {}, result, "div")  # / (N - correction): one division per result element
+    if op.startswith("std"):
+        unary(w, [result], {}, result, "sqrt")

@@ -271,3 +271,23 @@ def test_convolutions_of_every_kind_against_flop_counter(layer):
         h, w = symroof.dim_symbol("H"), symroof.dim_symbol("W")
         products = B * layer.in_channels * h * w * k * k * (layer.out_channels // groups)
         assert sympy.expand(im.analysis.flops - im.analysis.flops_vector - 2 * products) == 0
+
+
+@pytest.mark.parametrize("which", ["var", "std", "var_mean"])
+def test_variance_by_its_steps(which):
+    class Spread(torch.nn.Module):
+        def forward(self, x):
+            if which == "var_mean":
+                v, m = torch.var_mean(x, dim=-1, correction=0)
+                return v + m
+            return getattr(x, which)(-1, keepdim=True) * 2
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymroofWarning)
+        im = from_torch(Spread(), (torch.randn(3, 16),), ({0: Dim("B")},))
+    # by hand, per row of 16: the mean (16 adds and a divide), 16 subtracts, 16 squares, 16 adds,
+    # a divide by N - correction; then the op after it (1 per row); std's square root is a
+    # transcendental, no FLOP (symroof's convention, ops/unary.py)
+    per_row = 16 + 1 + 16 + 16 + 16 + 1 + 1
+    assert sympy.expand(im.analysis.flops - B * per_row) == 0
+    assert im.analysis.transcendentals == (B if which == "std" else 0)
