@@ -19,7 +19,9 @@ What costs what (README: from-torch):
   probabilities stay on chip; the causal mask and the scale cost nothing (applied as
   the scores are made), an explicit mask is read and added;
 * var and std (and var_mean): no op kind of their own, so the statements of torch's
-  decomposition (mean, subtract, square, sum, divide; std a square root more).
+  decomposition (mean, subtract, square, sum, divide; std a square root more);
+* an op with no rule here but a decomposition in torch's table is decomposed before
+  the walk (importer._decomposed) and costed as its steps, said in the header.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ Rule = Callable[[Writer, list, dict, Any, str], None]
 RULES: dict[str, Rule] = {}
 
 # ops with no statement: a view of the same data, or a value made on the fly
-LAYOUT = ("view", "_unsafe_view", "reshape", "transpose", "t", "permute", "unsqueeze", "squeeze", "expand",
+LAYOUT = ("view", "_unsafe_view", "reshape", "transpose", "t", "numpy_T", "permute", "unsqueeze", "squeeze", "expand",
           "expand_as", "view_as", "contiguous", "clone", "alias", "detach", "flatten", "unflatten", "select",
           "slice", "split", "split_with_sizes", "chunk", "unbind", "getitem", "dropout", "lift_fresh_copy",
           "arange", "ones", "zeros", "full", "empty", "scalar_tensor", "ones_like", "zeros_like", "full_like",

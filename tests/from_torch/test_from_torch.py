@@ -291,3 +291,26 @@ def test_variance_by_its_steps(which):
     per_row = 16 + 1 + 16 + 16 + 16 + 1 + 1
     assert sympy.expand(im.analysis.flops - B * per_row) == 0
     assert im.analysis.transcendentals == (B if which == "std" else 0)
+
+
+def test_an_op_without_a_rule_runs_as_torchs_decomposition():
+    """softplus has no rule: torch's own decomposition of it is costed, and the header says
+    so; the same steps written out by hand import to the same counts."""
+    class Soft(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.softplus(x) * 2
+
+    class ByHand(torch.nn.Module):  # softplus(x) with beta 1, threshold 20, as torch defines it
+        def forward(self, x):
+            return torch.where(x > 20, x, torch.log1p(torch.exp(x))) * 2
+
+    dims = ({0: Dim("B")},)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymroofWarning)
+        im = from_torch(Soft(), (torch.randn(3, 16),), dims)
+        hand = from_torch(ByHand(), (torch.randn(3, 16),), dims)
+    assert "decomposed by torch's own table (no rule of their own): softplus.default x 1" in im.text
+    for quantity in ("flops", "transcendentals", "bytes"):
+        assert getattr(im.analysis, quantity) == getattr(hand.analysis, quantity), quantity
+    # exp and log1p: two transcendentals per element
+    assert im.analysis.transcendentals == 2 * 16 * B
