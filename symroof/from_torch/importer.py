@@ -149,7 +149,7 @@ def _decomposed(torch: Any, exported: Any) -> tuple[Any, dict[str, int]]:
                    and hasattr(n.target, "overloadpacket") and not _ruled(_op_name(n.target))]
         if not unruled:
             break
-        table = table if table is not None else torch.export.default_decompositions()  # 0.3 s: only when needed
+        table = table if table is not None else _table(torch)  # 0.3 s: only when needed
         found = collections.Counter(op for op in unruled if op in table)
         if not found:
             break
@@ -160,6 +160,26 @@ def _decomposed(torch: Any, exported: Any) -> tuple[Any, dict[str, int]]:
         for op, n in found.items():
             done[_op_name(op)] = done.get(_op_name(op), 0) + n
     return exported, done
+
+
+# data moves whose decompositions are index arithmetic (an iota, a gather): that arithmetic
+# is not what a kernel does, so these stay named in the warning rather than mis-costed
+_MOVES = ("constant_pad_nd", "repeat", "index_select", "index", "gather", "flip", "roll", "upsample_nearest1d",
+          "upsample_nearest2d", "upsample_nearest3d", "upsample_bilinear2d", "upsample_linear1d", "_unsafe_index")
+
+
+def _table(torch: Any) -> dict:
+    """torch.export's own decompositions, then torch's full table (`torch._decomp`: the core
+    ATen ops export keeps, leaky_relu, elu, hardtanh, group norm, vector norms) where the
+    first has none; the data moves left out."""
+    table = dict(torch.export.default_decompositions().items())
+    try:
+        from torch._decomp import decomposition_table
+    except ImportError:  # a private module: without it, export's table alone
+        decomposition_table = {}
+    for op, decomposition in decomposition_table.items():
+        table.setdefault(op, decomposition)
+    return {op: d for op, d in table.items() if _op_name(op).split(".")[0] not in _MOVES}
 
 
 def _convert(module: Any, args: tuple, dynamic_shapes: Any, exported: Any,

@@ -12,7 +12,8 @@ What costs what (README: from-torch):
   non-contiguous tensor), slices and selects (a view: the consumer reads what it reads),
   dropout in eval mode, the constants made on the fly (arange, ones, full), SymInt
   arithmetic and asserts;
-* a cast (`_to_copy`, `to`) to another dtype: bytes, no FLOPs (ops/copy.py);
+* a cast (`_to_copy`, `to`) to another dtype: bytes, no FLOPs (ops/copy.py); flip and
+  roll the same (the elements reordered: read and written once);
 * contractions on the matrix unit, 2 FLOPs per multiply-add; a bias add its own
   elementwise statement (1 FLOP per element);
 * scaled_dot_product_attention fused, as flash kernels run it: the scores and
@@ -392,6 +393,13 @@ def indexed(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> No
     source_value = Value(tensors[0].dtype, out.shape)
     operands, result = _aligned(w, [source_value], out)
     w.emit(source.Apply("copy", (), "call", tuple(operands), result), "flat_apply (an index)")
+
+
+@rule("flip", "roll")
+def moved(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """The elements reordered: each read once and written once, no FLOPs (ops/copy.py)."""
+    operands, result = _aligned(w, [args[0]], out)
+    w.emit(source.Apply("copy", (), "call", tuple(operands), result), op)
 
 
 def _add_batch_dim(operands: list, out: Any) -> Value:

@@ -314,3 +314,25 @@ def test_an_op_without_a_rule_runs_as_torchs_decomposition():
         assert getattr(im.analysis, quantity) == getattr(hand.analysis, quantity), quantity
     # exp and log1p: two transcendentals per element
     assert im.analysis.transcendentals == 2 * 16 * B
+
+
+def test_core_ops_by_torchs_full_table_and_moves_as_copies():
+    """leaky_relu, a core ATen op export keeps, is costed as torch's decomposition of it (the
+    same counts as those steps written by hand); flip and roll move bytes, no FLOPs."""
+    class Leaky(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.leaky_relu(x, 0.1) + x.flip(-1) + x.roll(1, -1)
+
+    class ByHand(torch.nn.Module):
+        def forward(self, x):
+            return torch.where(x > 0, x, x * 0.1) + x + x
+
+    dims = ({0: Dim("B")},)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymroofWarning)
+        im = from_torch(Leaky(), (torch.randn(3, 16),), dims)
+        hand = from_torch(ByHand(), (torch.randn(3, 16),), dims)
+    assert "leaky_relu.default x 1" in im.text
+    assert im.analysis.flops == hand.analysis.flops
+    # by hand, bytes beyond the by-hand module's: flip and roll each read x and write a copy (4 bytes an element)
+    assert sympy.expand(im.analysis.bytes - hand.analysis.bytes - 2 * 2 * 4 * 16 * B) == 0
