@@ -13,7 +13,8 @@ What costs what (README: from-torch):
   dropout in eval mode, the constants made on the fly (arange, ones, full), SymInt
   arithmetic and asserts;
 * a cast (`_to_copy`, `to`) to another dtype: bytes, no FLOPs (ops/copy.py); flip and
-  roll the same (the elements reordered: read and written once);
+  roll the same (the elements reordered: read and written once); index_select and
+  gather as gathers (ops/gather.py: the elements taken and the indices read);
 * contractions on the matrix unit, 2 FLOPs per multiply-add; a bias add its own
   elementwise statement (1 FLOP per element);
 * scaled_dot_product_attention fused, as flash kernels run it: the scores and
@@ -393,6 +394,23 @@ def indexed(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> No
     source_value = Value(tensors[0].dtype, out.shape)
     operands, result = _aligned(w, [source_value], out)
     w.emit(source.Apply("copy", (), "call", tuple(operands), result), "flat_apply (an index)")
+
+
+@rule("index_select", "gather")
+def taken(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """`index_select(x, d, ids[K])` and `gather(x, d, ids)` (ids as x, K along d): a gather
+    along d (ops/gather.py: no FLOPs; the elements taken and the indices read)."""
+    x, dim, ids = args[0], args[1] % args[0].rank, args[2]
+    k = ids.shape[0] if op == "index_select" else ids.shape[dim] if ids.rank == x.rank else None
+    if k is None or op == "gather" and any(ids.shape[j] != x.shape[j] for j in range(x.rank) if j != dim):
+        raise NotImplementedError("a gather whose indices do not match the input off the gathered dim")
+    if x.shape[dim] == 1:
+        raise NotImplementedError("a gather along a dim of size 1")
+    labels = w.labels((*x.shape, k))
+    kept = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+    picked = [*kept[:dim], None if k == 1 else labels[-1], *kept[dim + 1:]]
+    index = [labels[-1] if k != 1 else None] if op == "index_select" else picked
+    w.emit(source.Apply("gather", (), "prefix", (tensor(x, kept), tensor(ids, index)), tensor(out, picked)), op)
 
 
 @rule("flip", "roll")

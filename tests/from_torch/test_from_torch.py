@@ -336,3 +336,24 @@ def test_core_ops_by_torchs_full_table_and_moves_as_copies():
     assert im.analysis.flops == hand.analysis.flops
     # by hand, bytes beyond the by-hand module's: flip and roll each read x and write a copy (4 bytes an element)
     assert sympy.expand(im.analysis.bytes - hand.analysis.bytes - 2 * 2 * 4 * 16 * B) == 0
+
+
+@pytest.mark.parametrize("which", ["index_select", "gather"])
+def test_index_select_and_gather_read_what_they_take(which):
+    class Take(torch.nn.Module):
+        def forward(self, x, ids):
+            return x.index_select(1, ids) if which == "index_select" else x.gather(1, ids)
+
+    x = torch.randn(3, 16)
+    if which == "index_select":
+        ids, dims = torch.tensor([0, 3, 5, 7]), ({0: Dim("B")}, None)
+    else:
+        ids, dims = torch.zeros(3, 1, dtype=torch.long), ({0: Dim("B")}, {0: Dim("B")})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymroofWarning)
+        im = from_torch(Take(), (x, ids), dims)
+    assert im.analysis.flops == 0
+    # by hand: the elements taken read and written (fp32, 4 bytes) and the int64 indices (8 bytes) read:
+    # index_select 4 a row and 4 indices; gather 1 a row and 1 index a row
+    expected = 2 * 4 * 4 * B + 8 * 4 if which == "index_select" else 2 * 4 * B + 8 * B
+    assert sympy.expand(im.analysis.bytes - expected) == 0
