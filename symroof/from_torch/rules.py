@@ -7,7 +7,7 @@ from ops/, never a second copy. An op without a rule is named in a warning with 
 count, never dropped silently.
 
 What costs what (README: from-torch):
-* layout, no statement: views, reshapes, permutes, transposes, expands, squeezes,
+* layout, no statement: views (as_strided too), reshapes, permutes, transposes, expands, squeezes,
   contiguous and clone (a copy XLA-style fusion would not make; torch eager does for a
   non-contiguous tensor), slices and selects (a view: the consumer reads what it reads),
   dropout in eval mode, the constants made on the fly (arange, ones, full), SymInt
@@ -40,7 +40,7 @@ Rule = Callable[[Writer, list, dict, Any, str], None]
 RULES: dict[str, Rule] = {}
 
 # ops with no statement: a view of the same data, or a value made on the fly
-LAYOUT = ("view", "_unsafe_view", "reshape", "transpose", "t", "numpy_T", "permute", "unsqueeze", "squeeze", "expand",
+LAYOUT = ("view", "_unsafe_view", "reshape", "transpose", "t", "numpy_T", "permute", "as_strided", "unsqueeze", "squeeze", "expand",
           "expand_as", "view_as", "contiguous", "clone", "alias", "detach", "flatten", "unflatten", "select",
           "slice", "split", "split_with_sizes", "chunk", "unbind", "getitem", "dropout", "lift_fresh_copy",
           "arange", "ones", "zeros", "full", "empty", "scalar_tensor", "ones_like", "zeros_like", "full_like",

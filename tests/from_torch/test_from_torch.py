@@ -357,3 +357,20 @@ def test_index_select_and_gather_read_what_they_take(which):
     # index_select 4 a row and 4 indices; gather 1 a row and 1 index a row
     expected = 2 * 4 * 4 * B + 8 * 4 if which == "index_select" else 2 * 4 * B + 8 * B
     assert sympy.expand(im.analysis.bytes - expected) == 0
+
+
+def test_group_norm_by_torchs_decomposition_by_hand():
+    gn = torch.nn.GroupNorm(4, 16).eval()
+    L = symroof.dim_symbol("L")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymroofWarning)  # its as_strided views free, nothing uncosted
+        im = from_torch(gn, (torch.randn(2, 16, 8),), ({0: Dim("B"), 2: Dim("L", min=2, max=512)},))
+    assert "native_group_norm.default x 1" in im.text
+    # by hand, per sample: each of 4 groups' statistics over 4·L elements (mean 4L + 1, subtract 4L,
+    # square 4L, sum 4L, divide 1, + eps 1; the rsqrt a transcendental); the scale and shift folded per
+    # channel as torch's decomposition does (rstd·weight 16, -mean 4, ·scale 16, + bias 16); then a
+    # multiply and an add per element (2·16·L)
+    per_sample = 4 * (16 * L + 3) + 16 + 4 + 16 + 16 + 2 * 16 * L
+    assert sympy.expand(im.analysis.flops - B * per_sample) == 0
+    assert im.analysis.transcendentals == 4 * B
+    assert im.model(None, {"B": 2, "L": 8}).params == _numel(gn) == 32
