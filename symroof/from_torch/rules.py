@@ -40,8 +40,9 @@ Rule = Callable[[Writer, list, dict, Any, str], None]
 RULES: dict[str, Rule] = {}
 
 # ops with no statement: a view of the same data, or a value made on the fly
-LAYOUT = ("view", "_unsafe_view", "reshape", "transpose", "t", "numpy_T", "permute", "as_strided", "unsqueeze", "squeeze", "expand",
-          "expand_as", "view_as", "contiguous", "clone", "alias", "detach", "flatten", "unflatten", "select",
+LAYOUT = ("view", "_unsafe_view", "reshape", "transpose", "t", "numpy_T", "permute", "as_strided", "unsqueeze",
+          "squeeze", "expand", "expand_as", "view_as", "contiguous", "clone", "alias", "detach", "flatten", "unflatten",
+          "select",
           "slice", "split", "split_with_sizes", "chunk", "unbind", "getitem", "dropout", "lift_fresh_copy",
           "arange", "ones", "zeros", "full", "empty", "scalar_tensor", "ones_like", "zeros_like", "full_like",
           "sym_size", "sym_numel", "sym_stride", "_assert_scalar", "_assert_tensor_metadata", "sym_constrain_range",
