@@ -14,7 +14,8 @@ What costs what (README: from-torch):
   arithmetic and asserts;
 * a cast (`_to_copy`, `to`) to another dtype: bytes, no FLOPs (ops/copy.py); flip and
   roll the same (the elements reordered: read and written once); index_select and
-  gather as gathers (ops/gather.py: the elements taken and the indices read);
+  gather as gathers (ops/gather.py: the elements taken and the indices read); a constant
+  pad as pad (ops/pad.py: the input read, the whole result written);
 * contractions on the matrix unit, 2 FLOPs per multiply-add; a bias add its own
   elementwise statement (1 FLOP per element);
 * scaled_dot_product_attention fused, as flash kernels run it: the scores and
@@ -412,6 +413,21 @@ def taken(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None
     picked = [*kept[:dim], None if k == 1 else labels[-1], *kept[dim + 1:]]
     index = [labels[-1] if k != 1 else None] if op == "index_select" else picked
     w.emit(source.Apply("gather", (), "prefix", (tensor(x, kept), tensor(ids, index)), tensor(out, picked)), op)
+
+
+@rule("constant_pad_nd")
+def padded(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """F.pad with a constant (ops/pad.py: no FLOPs; the input read, the whole result written)."""
+    x = args[0]
+    grown = [j for j in range(x.rank) if sympy.simplify(out.shape[j] - x.shape[j]) != 0]
+    if any(x.shape[j] == 1 or out.shape[j] == 1 for j in grown):
+        raise NotImplementedError("a pad of a size-1 axis, or to one")
+    labels = w.labels((*x.shape, *(out.shape[j] for j in grown)))
+    kept = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+    result = list(kept)
+    for j, label in zip(grown, labels[x.rank:]):
+        result[j] = label
+    w.emit(source.Apply("pad", (), "prefix", (tensor(x, kept),), tensor(out, result)), op)
 
 
 @rule("flip", "roll")
