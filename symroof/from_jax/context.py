@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy
 import sympy
 
 from .. import dtypes
@@ -119,7 +120,8 @@ class Context:
 
     def view(self, var: Any, env: Env) -> View:
         if type(var).__name__ == "Literal":
-            return View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape), const=True)
+            return replace(View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape), const=True),
+                           zero=bool(numpy.all(numpy.asarray(var.val) == 0)))
         if var not in env:  # a closed-over constant
             env[var] = View.whole(self.dtype(var.aval.dtype), tuple(var.aval.shape))
         return env[var]

@@ -40,6 +40,9 @@ class View:
     # statement makes a new array), so what is known of the array (the labels it was
     # written with, its splits over a mesh) is known wherever it is read
     array: int = field(default_factory=lambda: next(_ARRAYS))
+    # a constant known to be all zeros (a literal 0, broadcast or moved by layout ops): what
+    # a gradient scatters into
+    zero: bool = False
 
     @staticmethod
     def whole(dtype: str, shape: tuple, const: bool = False, unreduced: str = "") -> View:

@@ -14,7 +14,10 @@
   each padded dim a name of its own (`let T3 = T+3`; a padded size-1 axis written `1`);
   no FLOPs, the operand read and the result written once.
 
-Only one indexed axis, an index vector of length 1, and whole windows along the other
+A scatter of one window of the updates' whole shape into a constant (set; add into
+zeros: the gradient of `x[:, :-1]` where T is symbolic, at concrete sizes a pad) is
+the pad of the updates: `pad fp32[B, T1] -> fp32[B, T]`, no FLOPs, as XLA counts the pad.
+Otherwise only one indexed axis, an index vector of length 1, and whole windows along the other
 axes (every element of a row, not a part of one) are written; any other gather or
 scatter is not costed, and said so. An operand that is a broadcast (a gradient's ones)
 is read at its full shape, as XLA's lowered module materializes it, and said.
@@ -110,6 +113,8 @@ def scatter(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
                     tuple(d.inserted_window_dims), tuple(getattr(d, "operand_batching_dims", ())),
                     tuple(getattr(d, "scatter_indices_batching_dims", ())), None)
     if found is None:
+        if _window(eqn) and ctx.view(operand, env).const and (word == "scatter" or ctx.view(operand, env).zero):
+            return padded(ctx, eqn, env, depth, updates, eqn.primitive.name)
         return not_costed(ctx, eqn, env)
     array_groups, ids_groups, update_groups, dims = found
     fresh = ctx.view(operand, env).const  # into a new array (jnp.zeros): the two-operand form
@@ -167,13 +172,33 @@ def like(ctx: Context, reads: list) -> None:
             ctx.splits[view.array] = tuple(axes)
 
 
+def _window(eqn: Eqn) -> bool:
+    """Whether a scatter writes one window of its updates' whole shape at a computed start
+    (what the gradient of `x[:, :-1]` traces to where a dim is symbolic: the transpose of
+    the gather data.py reads as a slice)."""
+    operand, ids, updates = eqn.invars
+    d = eqn.params["dimension_numbers"]
+    rank = len(operand.aval.shape)
+    return (tuple(d.update_window_dims) == tuple(range(rank)) and not d.inserted_window_dims
+            and len(updates.aval.shape) == rank and tuple(ids.aval.shape) == (len(d.scatter_dims_to_operand_dims),)
+            and not getattr(d, "operand_batching_dims", ()))
+
+
 @rule("pad")
 def pad(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     """The operand padded (low, high, interior; negative: cropped): each padded axis a
     dim of its own in the result."""
-    var = eqn.invars[0]
+    padded(ctx, eqn, env, depth, eqn.invars[0], "pad")
+
+
+def padded(ctx: Context, eqn: Eqn, env: Env, depth: int, var: Any, primitive: str) -> None:
+    """`var` padded to the result's shape: by `pad`, or by a scatter of one window of it
+    into a constant (set; add into zeros), which at concrete sizes JAX traces as the pad
+    (the transpose of a slice) and XLA counts as one: no FLOPs, `var` read and the result
+    written. Each axis whose size differs a dim of its own in the result."""
     shape, result = tuple(var.aval.shape), tuple(eqn.outvars[0].aval.shape)
-    padded = {j for j, (lo, hi, interior) in enumerate(eqn.params["padding_config"]) if lo or hi or interior}
+    padded = {j for j, (lo, hi, interior) in enumerate(eqn.params["padding_config"]) if lo or hi or interior} \
+        if primitive == "pad" else {j for j in range(len(shape)) if not same(shape[j], result[j])}
     dims: list = []
     group = grouping(dims)  # a size-1 axis unlabelled, but a padded one
     # the operand's axes, then each padded axis of the result a group of its own
@@ -196,5 +221,5 @@ def pad(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
         ctx.said(f"pad of {', '.join(lost)}, split over a mesh axis: symroof's engine gathers it first "
                  "(AllGather) and pads it whole on each chip, where GSPMD pads the shards in place")
     ctx.emit(source.Apply("pad", (), "prefix", (operand,), result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out,
-                                                                         out_splits)), "pad", depth)
+                                                                         out_splits)), primitive, depth)
     ctx.result(eqn, env, labels=out, splits=out_splits)

@@ -10,6 +10,8 @@ the lowered module's `flops` against each jaxpr (tests/from_jax/test_from_jax_ma
   x - x, x ^ x -> 0; x == x, x <= x, x >= x -> true; x != x, x < x, x > x -> false.
   (x & x, x | x, max(x, x) are counted.)
 * select(p, x, x) -> x.
+* a slice of a constant of one value is that constant (what a symbolic trace writes as a
+  gather of one window: `jnp.ones((P, P))[:T, :T]`, a causal mask's table sliced to T).
 * an op whose operands are all constants (a fold's constant among them): a constant.
 * but a convert of a scalar that is no constant in its function (a jit's argument, as
   jnp.where's fill value is in its body, or a computed scalar) is counted: 1 FLOP, where
@@ -168,6 +170,8 @@ def _eqn(eqn: Eqn, ins: list, out: Folds) -> tuple[list, bool]:
     if name == "dim_as_value":  # a symbolic dim's value: a number at the sizes XLA is given
         return [("c", None)], False
     dtype = eqn.outvars[0].aval.dtype
+    if _window_of(eqn) and ins[0][0] == "c":  # a window of a splat is the splat: XLA folds through a slice
+        return [ins[0]], False
     if name in _PASS and ins and ins[0][0] == "c":
         value = ins[0][1]
         return [("c", None if value is None else value.astype(dtype))], name == "convert_element_type"
@@ -179,6 +183,13 @@ def _eqn(eqn: Eqn, ins: list, out: Folds) -> tuple[list, bool]:
         return [("c", _evaluate(name, [f[1] for f in ins], dtype))], True
     found = _identity(name, ins, eqn.invars, eqn.outvars[0])
     return [found], found is not None
+
+
+def _window_of(eqn: Eqn) -> bool:
+    """A slice, or the gather JAX traces one to where a dim is symbolic (its indices in
+    bounds: a gather in mode fill puts its fill value out of bounds, no longer a splat)."""
+    return eqn.primitive.name == "slice" or eqn.primitive.name == "gather" \
+        and getattr(eqn.params.get("mode"), "name", "") == "PROMISE_IN_BOUNDS"
 
 
 def _evaluate(name: str, values: list, dtype: Any) -> Any:
