@@ -7,9 +7,17 @@ and the transposed convolutions of a convolution's gradient) written as ops/conv
 FLOPs are the dense window's (padding counted); XLA's cost analysis counts only the
 window positions that meet the input (and, for an input dilated by a gradient, not its
 holes): the cross-check explains the difference exactly, position by position
-(`xla_flops`). A grouped convolution (feature_group_count > 1) or a batch-grouped one
-(the kernel's gradient of a grouped convolution) is not costed yet: named in the
-warning with its count.
+(`xla_flops`). XLA counts a grouped convolution per output element over its group's input
+features (measured: 2 x B x Cg x O x the valid pairs), as symroof does.
+
+A grouped convolution (feature_group_count G: flax's Conv(feature_group_count=...),
+depthwise where G is the input's features) is written with the group as a dim of all
+three, the input's features as G x Cg and the output's as G x M (groups major, as XLA
+splits them); a batch-grouped one (batch_group_count G: the kernel's gradient of a
+grouped convolution) splits the input's batch instead. Both need the split sizes to be
+numbers G divides and the operands whole (not split over a mesh); otherwise, and
+where the padding of a strided SAME convolution is symbolic (XLA's count then unexplained),
+the warning names it.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import sympy
 
 from ..lang import source
 from .gspmd import operands, result_text
-from .program import Env, Eqn
+from .program import Env, Eqn, View, tensor
 from .rules import not_costed, rule
 from .scatter import grouping
 
@@ -31,12 +39,13 @@ if TYPE_CHECKING:
 @rule("conv_general_dilated")
 def conv(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     p = eqn.params
-    if p["feature_group_count"] != 1 or p["batch_group_count"] != 1:
-        not_costed(ctx, eqn, env)
-        return
     x_var, w_var = eqn.invars
     xs, ws, os = (tuple(v.aval.shape) for v in (x_var, w_var, eqn.outvars[0]))
     lhs, rhs, out = p["dimension_numbers"]
+    if p["feature_group_count"] != 1 or p["batch_group_count"] != 1:
+        if not _grouped(ctx, eqn, env, depth):
+            not_costed(ctx, eqn, env)
+        return
     dims: list = []
     group = grouping(dims)
     batch, feature, f_out = group(xs[lhs[0]]), group(xs[lhs[1]], True), group(ws[rhs[0]])
@@ -62,15 +71,81 @@ def conv(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     out_labels: list[str | None] = [None if g is None else label[g] for g in o_at]
     out_splits = ["" if g is None else splits[g] for g in o_at]
     over = tuple(str(label[g]) for g in spatial if g is not None)
+    _emit(ctx, eqn, depth, over, xt, wt, result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out_labels, out_splits))
+    ctx.result(eqn, env, labels=out_labels, splits=out_splits)
+
+
+def _emit(ctx: Context, eqn: Eqn, depth: int, over: tuple[str, ...], xt: source.Tensor, wt: source.Tensor,
+          ot: source.Tensor) -> None:
+    """The statement written, with XLA's count where it differs (the padding's positions)."""
+    p = eqn.params
+    xs, ws, os = (tuple(v.aval.shape) for v in (*eqn.invars, eqn.outvars[0]))
+    numbers = p["dimension_numbers"]
     word = "conv_transpose" if any(d != 1 for d in p["lhs_dilation"]) else "conv"
-    xla = _xla_count(ctx, xs, ws, (lhs, rhs, out), p)
-    counted = None if xla is None else xla - _symroof_count(ctx, xs, ws, os, (lhs, rhs, out), word)
+    xla = _xla_count(ctx, xs, ws, os, numbers, p)
+    counted = None if xla is None else xla - _symroof_count(ctx, xs, ws, os, numbers, word,
+                                                            p["feature_group_count"] * p["batch_group_count"])
     if counted is not None and sympy.simplify(counted) == 0:
         counted = None
-    ctx.emit(source.Apply(word, over, "prefix", (xt, wt),
-                          result_text(ctx.dtype(eqn.outvars[0].aval.dtype), out_labels, out_splits)),
-             "conv_general_dilated", depth, counted, VALID if counted else "")
-    ctx.result(eqn, env, labels=out_labels, splits=out_splits)
+    ctx.emit(source.Apply(word, over, "prefix", (xt, wt), ot), "conv_general_dilated", depth, counted,
+             VALID if counted else "")
+
+
+def _grouped(ctx: Context, eqn: Eqn, env: Env, depth: int) -> bool:
+    """A grouped convolution: feature_group_count G (the input's features G x Cg, a group's
+    Cg summed; depthwise is Cg = 1) or batch_group_count G (a grouped convolution's kernel
+    gradient: the input's batch G x B' ... each group's outputs summed over its own share),
+    the output features G x M. Written with the group as a dim of all three (ops/conv.py),
+    the split axes as two each; the tensors read whole (False where they are split over a
+    mesh, or a size is not a number that G divides: not costed, named in the warning)."""
+    p = eqn.params
+    x_var, w_var = eqn.invars
+    xs, ws, os = (tuple(v.aval.shape) for v in (x_var, w_var, eqn.outvars[0]))
+    lhs, rhs, out = p["dimension_numbers"]
+    fg, bg = p["feature_group_count"], p["batch_group_count"]
+    g = fg * bg
+    at = lhs[1] if bg == 1 else lhs[0]  # the input axis the groups split
+    if (fg != 1 and bg != 1) or ctx.out.shard_maps or not all(isinstance(d, int) and d % g == 0
+                                                              for d in (xs[at], ws[rhs[0]])):
+        return False
+    x, w = ctx.view(x_var, env), ctx.view(w_var, env)
+    if any(ctx.splits.get(v.array) or len(v.axes) != len(v.dims) or set(v.axes) != set(range(len(v.dims)))
+           for v in (x, w)):
+        return False  # split over a mesh, broadcast, or a part of an array: not read whole
+    dims: list = []
+    group = grouping(dims)
+    lanes = group(g, True)
+    batch = group(xs[lhs[0]] // bg)
+    feature = group(ws[rhs[1]])
+    f_out = group(ws[rhs[0]] // g)
+    spatial = [group(xs[j], True) for j in lhs[2:]]
+    window = [group(ws[j], True) for j in rhs[2:]]
+    result = [group(os[j], True) for j in out[2:]]
+    named = frozenset(i for i in (lanes, feature, f_out, *spatial, *window, *result) if i is not None)
+    label = list(ctx.labels(dims, named=named))
+
+    def written(rank: int, spec: tuple, groups: list, split: int, pair: tuple) -> list[list[str | None]]:
+        """The labels of each axis of an array, the split axis's two."""
+        by_axis = dict(zip(spec, groups))
+        return [[None if q is None else label[q] for q in (pair if j == split else (by_axis[j],))]
+                for j in range(rank)]
+
+    # the groups major in each split axis, as XLA splits it: feature j of group j // Cg
+    xt = _read(ctx, x, written(len(xs), lhs, [batch, feature, *spatial], at, (lanes, feature if bg == 1 else batch)))
+    wt = _read(ctx, w, written(len(ws), rhs, [f_out, feature, *window], rhs[0], (lanes, f_out)))
+    ot = tensor(ctx.dtype(eqn.outvars[0].aval.dtype),
+                [q for axis in written(len(os), out, [batch, f_out, *result], out[1], (lanes, f_out)) for q in axis])
+    _emit(ctx, eqn, depth, tuple(str(label[i]) for i in spatial if i is not None), xt, wt, ot)
+    ctx.result(eqn, env)
+    return True
+
+
+def _read(ctx: Context, view: View, labels: list[list[str | None]]) -> source.Tensor:
+    """An operand read whole, its axes in its array's order (a transposed view reads them
+    in another)."""
+    ctx.reads[view.array] += 1
+    order = sorted(range(len(labels)), key=lambda j: view.axes[j] or 0)  # whole: every axis an array axis
+    return tensor(view.dtype, [q for j in order for q in labels[j]])
 
 
 VALID = ("XLA counts a convolution's window positions that meet the input, not those on its padding (nor an "
@@ -78,22 +153,25 @@ VALID = ("XLA counts a convolution's window positions that meet the input, not t
          "convolution: each input element's taps, the padding's included)")
 
 
-def _symroof_count(ctx: Context, xs: tuple, ws: tuple, os: tuple, numbers: tuple, word: str) -> sympy.Expr:
-    """ops/conv.py's leading count of this convolution, from the traced dims."""
+def _symroof_count(ctx: Context, xs: tuple, ws: tuple, os: tuple, numbers: tuple, word: str,
+                   groups: int) -> sympy.Expr:
+    """ops/conv.py's leading count of this convolution, from the traced dims: a group's
+    input features per output element (a transposed one's: a group's output features per
+    input element)."""
     lhs, rhs, out = numbers
     window = sympy.Mul(*(_size(ctx, ws[j]) for j in rhs[2:]))
-    features = _size(ctx, ws[rhs[1]]) if word == "conv" else _size(ctx, ws[rhs[0]])
+    features = _size(ctx, ws[rhs[1]]) if word == "conv" else _size(ctx, ws[rhs[0]]) / groups
     points = sympy.Mul(*(_size(ctx, d) for d in (os if word == "conv" else xs)))
     return 2 * points * window * features
 
 
-def _xla_count(ctx: Context, xs: tuple, ws: tuple, numbers: tuple, p: dict) -> sympy.Expr | None:
+def _xla_count(ctx: Context, xs: tuple, ws: tuple, os: tuple, numbers: tuple, p: dict) -> sympy.Expr | None:
     """XLA's cost analysis's FLOPs of a convolution: per spatial dim, the (output position, tap) pairs that
     fall on the padding, low (a number) and high (a floor expression of the input's size),
     the pairs of an N-d window the product of its dims'. Exact for an input no smaller
     than the window; an input dilation (a gradient's transposed convolution) is counted
     position by position, its sizes concrete (None where they are not: unexplained)."""
-    lhs, rhs, _ = numbers
+    lhs, rhs, out = numbers
     size_of = [_size(ctx, d) for d in xs]
     valid = sympy.Integer(1)
     for k in range(len(lhs) - 2):
@@ -115,8 +193,9 @@ def _xla_count(ctx: Context, xs: tuple, ws: tuple, numbers: tuple, p: dict) -> s
                        for i in range(kernel) if d * (kernel - 1 - i) - hi < 0)
             count = outs * kernel - low - high
         valid *= count
-    # per valid pair, each input feature times each output feature, for each batch element
-    return 2 * size_of[lhs[0]] * size_of[lhs[1]] * _size(ctx, ws[rhs[0]]) * valid
+    # per valid pair, each output element times its group's input features (the kernel's;
+    # measured: a grouped convolution's count is its dense one's over G)
+    return 2 * _size(ctx, os[out[0]]) * _size(ctx, ws[rhs[1]]) * _size(ctx, ws[rhs[0]]) * valid
 
 
 def _size(ctx: Context, dim: object) -> sympy.Expr:

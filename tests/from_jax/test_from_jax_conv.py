@@ -7,6 +7,8 @@ JAX is optional: without it this file is skipped."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import sympy
 from hypothesis import given, settings
@@ -59,28 +61,30 @@ def _conv(draw: st.DrawFn) -> tuple:
     # every input at least the dilated window, so every output size is 1 or more
     size = [draw(st.integers(d * (k - 1) + 1, d * (k - 1) + 5)) for k, d in zip(kernel, dilation)]
     channels_last = draw(st.booleans())
-    b, c, f = draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    return n, kernel, stride, dilation, padding, size, channels_last, b, c, f
+    # g groups of c input and f output features each (g = 1: an ordinary convolution)
+    b, c, f, g = draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    return n, kernel, stride, dilation, padding, size, channels_last, b, c, f, g
 
 
 @settings(max_examples=20, deadline=None)
 @given(case=_conv())
 def test_any_convolution_agrees_with_xla(case):
-    n, kernel, stride, dilation, padding, size, channels_last, b, c, f = case
+    n, kernel, stride, dilation, padding, size, channels_last, b, c, f, g = case
     spatial = "DHW"[3 - n:]
     if channels_last:
         numbers = ("N" + spatial + "C", spatial + "IO", "N" + spatial + "C")
-        x = ["B", *spatial, "C"]
-        k = [*map(str, kernel), "C", "F"]
+        x = ["B", *spatial, "GC"]
+        k = [*map(str, kernel), "C", "GF"]
     else:
         numbers = ("NC" + spatial, "OI" + spatial, "NC" + spatial)
-        x = ["B", "C", *spatial]
-        k = ["F", "C", *map(str, kernel)]
+        x = ["B", "GC", *spatial]
+        k = ["GF", "C", *map(str, kernel)]
 
     def f_(x, k):
-        return lax.conv_general_dilated(x, k, stride, padding, rhs_dilation=dilation, dimension_numbers=numbers)
+        return lax.conv_general_dilated(x, k, stride, padding, rhs_dilation=dilation, dimension_numbers=numbers,
+                                        feature_group_count=g)
 
-    at = {"B": b, "C": c, "F": f, **dict(zip(spatial, size))}
+    at = {"B": b, "C": c, "GC": g * c, "GF": g * f, **dict(zip(spatial, size))}
     # traced at these sizes: a dilated window's output size is max(H - 2, 0) in JAX's symbolic
     # shapes, which symroof does not write (the import says so, in one line)
     im = symroof.from_jax(f_, f"x=fp32[{', '.join(str(at.get(d, d)) for d in x)}]; "
@@ -89,10 +93,11 @@ def test_any_convolution_agrees_with_xla(case):
     check = im.xla({})
     assert check["flops_agree"], check
     assert check["bytes_within_lowered"], check
-    # the dense count by hand: 2 per multiply-add, every output element, the whole window, every input feature
+    # the dense count by hand: 2 per multiply-add, every output element (g·f features), the whole
+    # window, its group's c input features
     outs = [(m + lo + hi - d * (kk - 1) - 1) // st_ + 1 for m, (lo, hi), d, kk, st_ in
             zip(size, padding, dilation, kernel, stride)]
-    dense = 2 * b * f * c
+    dense = 2 * b * g * f * c
     for o, kk in zip(outs, kernel):
         dense *= o * kk
     assert check["symroof"]["flops"] == dense
@@ -136,3 +141,61 @@ def test_a_flax_cnn():
     for at in ({"B": 2, "H": 16, "W": 16}, {"B": 1, "H": 11, "W": 13}):
         check = im.xla(at)
         assert check["flops_agree"] and check["bytes_within_lowered"], check
+
+
+def test_a_grouped_convolution_by_hand():
+    """G = 2 groups of Cg = 2 input features (the input's 4), M = 3 outputs each (the
+    kernel's 6): the group a dim of all three, each output summing its group's 2 features."""
+    im = symroof.from_jax(lambda x, k: lax.conv_general_dilated(x, k, (1, 1), ((1, 0), (0, 1)), feature_group_count=2),
+                          "x=fp32[B, 4, H, W]; k=fp32[6, 2, 3, 3]", "k")
+    assert not im.warnings
+    b, h, w = s("B"), s("H"), s("W")
+    # one pad low on H, one high on W: each output dim is H + 1 - 3 + 1 = H - 1
+    assert sympy.expand(im.analysis.flops - 2 * b * 6 * (h - 1) * (w - 1) * 9 * 2) == 0
+    # bytes: the input, the kernel and the result once each (fp32)
+    assert sympy.expand(im.analysis.bytes - 4 * (b * 4 * h * w + 6 * 2 * 9 + b * 6 * (h - 1) * (w - 1))) == 0
+    check = im.xla({"B": 1, "H": 5, "W": 5})
+    # XLA by hand: per dim 4 outputs x 3 taps, less the one (output, tap) pair on the pad: 11 each
+    assert check["xla_lowered"]["flops"] == 2 * 1 * 6 * 2 * 11 * 11 and check["flops_agree"], check
+    assert im.model(None, {"B": 1, "H": 5, "W": 5}).params == 6 * 2 * 9
+
+
+def test_a_depthwise_convolution_and_a_channel_multiplier():
+    """flax's depthwise Conv (feature_group_count = the input's features): one input
+    feature per group, none summed but the window; with a multiplier of 2 outputs each."""
+    nn = pytest.importorskip("flax.linen")
+    b, h, w = s("B"), s("H"), s("W")
+    for mult in (1, 2):
+        conv = nn.Conv(4 * mult, (3, 3), padding="SAME", feature_group_count=4, use_bias=False)
+        tree = jax.eval_shape(conv.init, jax.random.key(0), jnp.zeros((1, 8, 8, 4)))
+        im = symroof.from_jax(functools.partial(lambda conv, k, x: conv.apply({"params": {"kernel": k}}, x), conv),
+                              f"x=fp32[B, H, W, 4]; k=fp32[3, 3, 1, {4 * mult}]", "k")
+        assert tree["params"]["kernel"].shape == (3, 3, 1, 4 * mult) and not im.warnings
+        # by hand: every output element (4·mult features) times its 9 taps, one input feature
+        assert sympy.expand(im.analysis.flops - 2 * b * h * w * 4 * mult * 9) == 0
+        for at in ({"B": 2, "H": 5, "W": 6}, {"B": 1, "H": 7, "W": 3}):
+            check = im.xla(at)
+            # XLA: the pairs on the input only, (3n - 2) per dim of n (one pad each side)
+            valid = (3 * at["H"] - 2) * (3 * at["W"] - 2)
+            assert check["xla_lowered"]["flops"] == 2 * at["B"] * 4 * mult * valid and check["flops_agree"], check
+
+
+def test_the_gradient_of_a_grouped_convolution():
+    """jax.grad of a grouped, strided convolution: the input's gradient a grouped transposed
+    convolution, the kernel's a batch-grouped convolution (batch_group_count = G: the
+    input's batch axis is the features, split into the groups); each costed, none skipped."""
+    def loss(x, k):
+        return jnp.sum(lax.conv_general_dilated(x, k, (2, 2), ((1, 1), (1, 1)), feature_group_count=2) ** 2)
+
+    im = symroof.from_jax(jax.grad(loss, argnums=(0, 1)), "x=fp32[2, 4, 7, 7]; k=fp32[6, 2, 3, 3]")
+    assert not im.warnings
+    convs = [st_ for st_ in im.converted.statements if "conv" in st_.text]
+    assert len(convs) == 3 and sum("conv_transpose" in st_.text for st_ in convs) == 1
+    # by hand (dense): the forward and the kernel's gradient 2·(2·6·4·4)·9·2 each (B = 2, O = 6,
+    # 4x4 outputs, 9 taps, Cg = 2; the kernel's gradient sums B·(4x4) for each of 6·2·9 taps,
+    # the same products); the input's gradient 2·(2·6·4·4)·9·2 too (each output gradient element
+    # times 9 taps and its group's 2 input features)
+    dense = 3 * 2 * (2 * 6 * 4 * 4) * 9 * 2
+    check = im.xla({})
+    assert check["flops_agree"], check
+    assert im.analysis.flops - im.analysis.flops_vector == dense
