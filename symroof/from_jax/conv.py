@@ -22,11 +22,15 @@ the warning names it.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import sympy
 
+from ..errors import SpecError
 from ..lang import source
+from ..lang.expr import read_expression
+from .context import floors
 from .gspmd import operands, result_text
 from .program import Env, Eqn, View, tensor
 from .rules import not_costed, rule
@@ -42,6 +46,7 @@ def conv(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     x_var, w_var = eqn.invars
     xs, ws, os = (tuple(v.aval.shape) for v in (x_var, w_var, eqn.outvars[0]))
     lhs, rhs, out = p["dimension_numbers"]
+    _unclamped(ctx, eqn)
     if p["feature_group_count"] != 1 or p["batch_group_count"] != 1:
         if not _grouped(ctx, eqn, env, depth):
             not_costed(ctx, eqn, env)
@@ -75,6 +80,25 @@ def conv(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     ctx.result(eqn, env, labels=out_labels, splits=out_splits)
 
 
+def _unclamped(ctx: Context, eqn: Eqn) -> None:
+    """An unstrided convolution's output size of a symbolic input is JAX's `max(H - 2, 0)`,
+    which symroof cannot write: written `H - 2` instead (a dim is at least 1, so the input
+    is taken to be no smaller than the dilated window), and said so."""
+    p = eqn.params
+    xs, ws, os = (tuple(v.aval.shape) for v in (*eqn.invars, eqn.outvars[0]))
+    lhs, rhs, out = p["dimension_numbers"]
+    for k, j in enumerate(out[2:]):
+        text = "" if isinstance(os[j], int) else floors(ctx.dim_text(os[j]))
+        (lo, hi), kernel = p["padding"][k], ws[rhs[2 + k]]
+        if "max(" not in text or text in ctx.names or p["window_strides"][k] != 1 \
+                or not all(isinstance(v, int) for v in (lo, hi, kernel)):
+            continue
+        size = (xs[lhs[2 + k]] - 1) * p["lhs_dilation"][k] + 1 + lo + hi - p["rhs_dilation"][k] * (kernel - 1)
+        ctx.names[text] = ctx.dim_name(size)
+        ctx.said(f"conv_general_dilated: its output size {os[j]} is written {ctx.names[text]}: symroof's dims are "
+                 "at least 1, so the input is taken to be no smaller than the (dilated) window")
+
+
 def _emit(ctx: Context, eqn: Eqn, depth: int, over: tuple[str, ...], xt: source.Tensor, wt: source.Tensor,
           ot: source.Tensor) -> None:
     """The statement written, with XLA's count where it differs (the padding's positions)."""
@@ -85,7 +109,7 @@ def _emit(ctx: Context, eqn: Eqn, depth: int, over: tuple[str, ...], xt: source.
     xla = _xla_count(ctx, xs, ws, os, numbers, p)
     counted = None if xla is None else xla - _symroof_count(ctx, xs, ws, os, numbers, word,
                                                             p["feature_group_count"] * p["batch_group_count"])
-    if counted is not None and sympy.simplify(counted) == 0:
+    if counted is not None and sympy.expand(counted) == 0:  # (simplify takes seconds on the floors)
         counted = None
     ctx.emit(source.Apply(word, over, "prefix", (xt, wt), ot), "conv_general_dilated", depth, counted,
              VALID if counted else "")
@@ -176,26 +200,45 @@ def _xla_count(ctx: Context, xs: tuple, ws: tuple, os: tuple, numbers: tuple, p:
     valid = sympy.Integer(1)
     for k in range(len(lhs) - 2):
         n, kernel = size_of[lhs[2 + k]], ws[rhs[2 + k]]
-        lo, hi = p["padding"][k]
         s, ldil, d = p["window_strides"][k], p["lhs_dilation"][k], p["rhs_dilation"][k]
-        if not all(isinstance(v, int) for v in (kernel, lo, hi)):  # SAME padding of a symbolic size, strided
+        # a strided SAME convolution's padding is symbolic: JAX's floordiv expression of the size
+        lo, hi = (_expression(ctx, v) for v in p["padding"][k])
+        if not isinstance(kernel, int) or lo is None or hi is None:
             return None
         span = (n - 1) * ldil + 1 + lo + hi - d * (kernel - 1) - 1  # the padded input less the window, less 1
         outs = sympy.floor(span / s) + 1
         if ldil != 1:
-            if not n.is_Integer:
+            if not (n.is_Integer and lo.is_Integer):
                 return None
             count = sum(1 for o in range(int(outs)) for i in range(kernel)
                         if 0 <= o * s + i * d - lo <= (int(n) - 1) * ldil and (o * s + i * d - lo) % ldil == 0)
         else:
-            low = sum(max(0, -(-(lo - i * d) // s)) for i in range(kernel))
-            high = sum(sympy.floor(span / s) - sympy.floor((span + d * (kernel - 1 - i) - hi) / s)
-                       for i in range(kernel) if d * (kernel - 1 - i) - hi < 0)
+            # tap i meets the low padding for the outputs o with o·s + i·d < lo, the high for those
+            # past the padded input's end less hi; where the padding's sign is symbolic, a Max
+            low = sum(sympy.Max(0, sympy.ceiling((lo - i * d) / s)) for i in range(kernel))
+            over = [d * (kernel - 1 - i) - hi for i in range(kernel)]
+            high = sum(sympy.floor(span / s) - sympy.floor((span + t) / s) if t.is_negative
+                       else sympy.Max(0, sympy.floor(span / s) - sympy.floor((span + t) / s))
+                       for t in over if not t.is_nonnegative)
             count = outs * kernel - low - high
         valid *= count
     # per valid pair, each output element times its group's input features (the kernel's;
     # measured: a grouped convolution's count is its dense one's over G)
     return 2 * _size(ctx, os[out[0]]) * _size(ctx, ws[rhs[1]]) * _size(ctx, ws[rhs[0]]) * valid
+
+
+def _expression(ctx: Context, dim: object) -> sympy.Expr | None:
+    """A jaxpr dim that may be 0 or negative (a padding) as a sympy expression of the dims:
+    JAX's text read by lang.expr (+ - * and floor, nothing evaluated); None where it
+    holds anything else (mod, max)."""
+    if isinstance(dim, int):
+        return sympy.Integer(dim)
+    text = floors(ctx.dim_text(dim))
+    names = set(re.findall(r"[^\W\d]\w*", text)) - {"floor"}
+    try:
+        return read_expression(text, names)
+    except SpecError:
+        return None
 
 
 def _size(ctx: Context, dim: object) -> sympy.Expr:

@@ -199,3 +199,40 @@ def test_the_gradient_of_a_grouped_convolution():
     check = im.xla({})
     assert check["flops_agree"], check
     assert im.analysis.flops - im.analysis.flops_vector == dense
+
+
+def test_a_strided_same_convolution_of_symbolic_size():
+    """SAME padding with stride 2: JAX's padding is itself a floor expression of H (its low
+    half of the total), and XLA's count of the pairs on the input follows it, checked at
+    even and odd sizes and at an input smaller than the window."""
+    im = symroof.from_jax(lambda x, k: lax.conv_general_dilated(x, k, (2, 2), "SAME"),
+                          "x=fp32[B, 3, H, W]; k=fp32[4, 3, 3, 3]")
+    assert not im.warnings
+    h2, w2 = sympy.ceiling(s("H") / 2), sympy.ceiling(s("W") / 2)
+    for at in ({"B": 1, "H": 8, "W": 7}, {"B": 2, "H": 5, "W": 6}, {"B": 1, "H": 1, "W": 2}):
+        b, h, w = at["B"], at["H"], at["W"]
+        dense = 2 * b * 4 * 27 * int(h2.subs(s("H"), h)) * int(w2.subs(s("W"), w))
+        check = im.xla(at)
+        assert check["symroof"]["flops"] == dense and check["flops_agree"], check
+
+        # XLA by hand: a total padding of max(0, (out - 1)·2 + 3 - n), its low half floor(total / 2);
+        # the (output, tap) pairs whose input index falls inside [0, n)
+        def pairs(n: int) -> int:
+            out = -(-n // 2)
+            low = max(0, (out - 1) * 2 + 3 - n) // 2
+            return sum(1 for o in range(out) for i in range(3) if 0 <= 2 * o + i - low < n)
+        assert check["xla_lowered"]["flops"] == 2 * b * 3 * 4 * pairs(h) * pairs(w)
+
+
+def test_an_unstrided_valid_convolution_of_symbolic_size_says_what_it_assumes():
+    """JAX's output size is max(H - 4, 0) (a window dilated to 5): written H - 4, the input
+    taken to be no smaller than the window, and the warning says so."""
+    with pytest.warns(symroof.SymroofWarning, match=r"is written (H4|W2): symroof's dims are at least 1"):
+        im = symroof.from_jax(lambda x, k: lax.conv_general_dilated(x, k, (1, 1), "VALID", rhs_dilation=(2, 1)),
+                              "x=fp32[B, 3, H, W]; k=fp32[4, 3, 3, 3]")
+    assert len(im.warnings) == 2 and "max(H - 4, 0) is written H4" in im.warnings[0]
+    assert all("no smaller than the (dilated) window" in w for w in im.warnings)
+    b, h, w = s("B"), s("H"), s("W")
+    assert sympy.expand(im.analysis.flops - 2 * b * 4 * (h - 4) * (w - 2) * 27) == 0
+    for at in ({"B": 1, "H": 8, "W": 7}, {"B": 2, "H": 5, "W": 6}):
+        assert im.xla(at)["flops_agree"]
