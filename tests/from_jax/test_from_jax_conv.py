@@ -236,3 +236,36 @@ def test_an_unstrided_valid_convolution_of_symbolic_size_says_what_it_assumes():
     assert sympy.expand(im.analysis.flops - 2 * b * 4 * (h - 4) * (w - 2) * 27) == 0
     for at in ({"B": 1, "H": 8, "W": 7}, {"B": 2, "H": 5, "W": 6}):
         assert im.xla(at)["flops_agree"]
+
+
+def test_a_flax_cnn_with_a_pool_and_a_strided_same_convolution():
+    """A max pool has no rule: named in the warning, and XLA's count differs by the pool's
+    alone (XLA: window - 1 = 3 comparisons per output element, by hand below); the strided
+    SAME convolution after it is explained exactly."""
+    nn = pytest.importorskip("flax.linen")
+
+    class CNN(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = nn.relu(nn.Conv(8, (3, 3), padding="SAME")(x))
+            x = nn.max_pool(x, (2, 2), strides=(2, 2))
+            x = nn.relu(nn.Conv(16, (3, 3), strides=(2, 2), padding="SAME")(x))
+            return nn.Dense(10)(jnp.mean(x, axis=(1, 2)))
+
+    tree = jax.eval_shape(CNN().init, jax.random.key(0), jnp.zeros((1, 16, 16, 3)))
+    leaves = "; ".join(f"v.{'.'.join(str(getattr(k, 'key', k)) for k in path)}=fp32[{', '.join(map(str, leaf.shape))}]"
+                       for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0])
+    with pytest.warns(symroof.SymroofWarning, match="not costed: reduce_window_max x 1"):
+        im = symroof.from_jax(lambda v, x: CNN().apply(v, x), "x=fp32[B, H, W, 3]; " + leaves, "v")
+    b, h, w = s("B"), s("H"), s("W")
+    h2, w2 = sympy.floor(h / 2), sympy.floor(w / 2)  # the pool's output
+    h3, w3 = sympy.ceiling(h2 / 2), sympy.ceiling(w2 / 2)  # the strided SAME conv's
+    convs = 2 * b * h * w * 8 * 9 * 3 + 2 * b * h3 * w3 * 16 * 9 * 8
+    for at in ({"B": 2, "H": 16, "W": 16}, {"B": 1, "H": 11, "W": 13}):
+        sub = {s(k): v for k, v in at.items()}
+        got = (im.analysis.flops - im.analysis.flops_vector).xreplace(sub)
+        assert got == (convs + 2 * b * 16 * 10).xreplace(sub)
+        check = im.xla(at)
+        pool = at["B"] * (at["H"] // 2) * (at["W"] // 2) * 8 * 3
+        assert check["not_costed"] == {"reduce_window_max": 1}
+        assert check["flops_unexplained"] == pool and check["bytes_within_lowered"], check
