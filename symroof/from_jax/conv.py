@@ -22,14 +22,13 @@ the warning names it.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 import sympy
 
 from ..errors import SpecError
 from ..lang import source
-from ..lang.expr import read_expression
+from ..lang.relations import expression
 from .context import floors
 from .gspmd import operands, result_text
 from .program import Env, Eqn, View, tensor
@@ -229,14 +228,12 @@ def _xla_count(ctx: Context, xs: tuple, ws: tuple, os: tuple, numbers: tuple, p:
 
 def _expression(ctx: Context, dim: object) -> sympy.Expr | None:
     """A jaxpr dim that may be 0 or negative (a padding) as a sympy expression of the dims:
-    JAX's text read by lang.expr (+ - * and floor, nothing evaluated); None where it
-    holds anything else (mod, max)."""
+    JAX's text read as a let's value is (+ - * / and floor, nothing evaluated); None where
+    it holds anything else (mod, max)."""
     if isinstance(dim, int):
         return sympy.Integer(dim)
-    text = floors(ctx.dim_text(dim))
-    names = set(re.findall(r"[^\W\d]\w*", text)) - {"floor"}
     try:
-        return read_expression(text, names)
+        return expression(floors(ctx.dim_text(dim)))
     except SpecError:
         return None
 

@@ -1,7 +1,7 @@
 """Read an arithmetic expression written by a person (a claim's expected value) into sympy,
 without `sympify`, `eval` or `exec`: Python's own parser builds a syntax tree (it
 evaluates nothing), and only numbers, names, + - * / **, parentheses and the
-functions Max, Min, sqrt, floor are turned into sympy objects. Anything else is refused.
+functions Max, Min, sqrt are turned into sympy objects. Anything else is refused.
 
 Numbers are read exactly: 1.97e14 is the integer 197000000000000, 0.5 is 1/2.
 
@@ -11,7 +11,7 @@ Examples:
     >>> read_expression("__import__('os')", set())
     Traceback (most recent call last):
     ...
-    symroof.errors.SpecError: cannot read '__import__('os')': calls other than Max, Min, sqrt, floor are not allowed
+    symroof.errors.SpecError: cannot read '__import__('os')': calls other than Max, Min, sqrt are not allowed
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..ir import dim_symbol
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.Pow: operator.pow}
-_FUNCTIONS = {"Max": sympy.Max, "Min": sympy.Min, "sqrt": sympy.sqrt, "floor": sympy.floor}
+_FUNCTIONS = {"Max": sympy.Max, "Min": sympy.Min, "sqrt": sympy.sqrt}
 _CONSTANTS = {"oo": sympy.oo}
 MAX_CHARS = 10_000
 
