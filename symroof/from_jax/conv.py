@@ -48,6 +48,9 @@ def conv(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
     _unclamped(ctx, eqn)
     if p["feature_group_count"] != 1 or p["batch_group_count"] != 1:
         if not _grouped(ctx, eqn, env, depth):
+            ctx.said(f"conv_general_dilated: a grouped convolution (feature_group_count {p['feature_group_count']}, "
+                     f"batch_group_count {p['batch_group_count']}) is costed only with its operands whole (not "
+                     "split over a mesh) and its split sizes numbers the groups divide")
             not_costed(ctx, eqn, env)
         return
     dims: list = []

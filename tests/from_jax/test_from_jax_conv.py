@@ -269,3 +269,23 @@ def test_a_flax_cnn_with_a_pool_and_a_strided_same_convolution():
         pool = at["B"] * (at["H"] // 2) * (at["W"] // 2) * 8 * 3
         assert check["not_costed"] == {"reduce_window_max": 1}
         assert check["flops_unexplained"] == pool and check["bytes_within_lowered"], check
+
+
+def test_a_grouped_convolution_under_shard_map_is_named_not_costed():
+    """Inside shard_map a grouped convolution is not costed yet: the warning says why and
+    names it with its count, never a silent zero."""
+    from jax.sharding import AbstractMesh
+    from jax.sharding import PartitionSpec as P
+
+    mesh = AbstractMesh((2,), ("x",))
+
+    def f(x, k):
+        return jax.shard_map(lambda x, k: lax.conv_general_dilated(x, k, (1, 1), "SAME", feature_group_count=2) * x,
+                             mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"))(x, k)
+
+    with pytest.warns(symroof.SymroofWarning, match="conv_general_dilated"):
+        im = symroof.from_jax(f, "x=fp32[B, 6, 6, 6]; k=fp32[6, 3, 3, 3]")
+    assert any(w.startswith("not costed: conv_general_dilated x 1") for w in im.warnings)
+    assert any("feature_group_count 2, batch_group_count 1) is costed only with its operands whole" in w
+               for w in im.warnings)
+    assert im.xla({"B": 4})["not_costed"] == {"conv_general_dilated": 1}
