@@ -289,3 +289,24 @@ def test_a_grouped_convolution_under_shard_map_is_named_not_costed():
     assert any("feature_group_count 2, batch_group_count 1) is costed only with its operands whole" in w
                for w in im.warnings)
     assert im.xla({"B": 4})["not_costed"] == {"conv_general_dilated": 1}
+
+
+@pytest.mark.parametrize("stride, padding, groups, dilation, shapes", [
+    ((1, 1), "SAME", 1, (1, 1), "x=fp32[2, 3, 6, 5]; k=fp32[4, 3, 3, 3]"),
+    ((2, 1), ((2, 1), (0, 1)), 3, (1, 2), "x=fp32[1, 6, 7, 8]; k=fp32[6, 2, 3, 2]"),
+    ((2, 2), "SAME", 4, (1, 1), "x=fp32[2, 4, 7, 6]; k=fp32[8, 1, 3, 3]"),  # depthwise, a multiplier of 2
+    ((1, 2), "VALID", 2, (2, 1), "x=fp32[1, 4, 9, 9]; k=fp32[2, 2, 2, 3]"),
+])
+def test_gradients_of_grouped_strided_dilated_convolutions_agree_with_xla(stride, padding, groups, dilation, shapes):
+    """Each of a convolution's gradients (the input's: a transposed or a padded convolution,
+    grouped as the forward; the kernel's: batch-grouped where the forward is grouped) is
+    costed, and XLA's count is matched once the padding's pairs are explained."""
+    def loss(x, k):
+        y = lax.conv_general_dilated(x, k, stride, padding, rhs_dilation=dilation, feature_group_count=groups)
+        return jnp.sum(y * y)
+
+    im = symroof.from_jax(jax.grad(loss, argnums=(0, 1)), shapes)
+    assert not im.warnings
+    assert sum("conv" in st_.text for st_ in im.converted.statements) == 3
+    check = im.xla({})
+    assert check["flops_agree"] and check["bytes_within_lowered"], check
