@@ -148,7 +148,17 @@ def _grouped(ctx: Context, eqn: Eqn, env: Env, depth: int) -> bool:
     window = [group(ws[j], True) for j in rhs[2:]]
     result = [group(os[j], True) for j in out[2:]]
     named = frozenset(i for i in (lanes, feature, f_out, *spatial, *window, *result) if i is not None)
-    label = list(ctx.labels(dims, named=named))
+    # the group's own sizes named for what they are (let G = 2, Cg = 3, M = 4), not aliases of literals
+    own = {i: name for i, name in ((lanes, "G"), (feature, "Cg" if bg == 1 else "Ci"), (f_out, "M"))
+           if i is not None and isinstance(dims[i], int)}
+    rest = [i for i in range(len(dims)) if i not in own]
+    label: list[str | None] = [None] * len(dims)
+    for i, name in zip(rest, ctx.labels([dims[i] for i in rest], named=frozenset(k for k, i in enumerate(rest)
+                                                                                if i in named))):
+        label[i] = name
+    for i, name in own.items():
+        fresh = label[i] = ctx.fresh(name)
+        ctx.out.lets[fresh] = str(dims[i])
 
     def written(rank: int, spec: tuple, groups: list, split: int, pair: tuple) -> list[list[str | None]]:
         """The labels of each axis of an array, the split axis's two."""

@@ -149,6 +149,10 @@ def test_a_grouped_convolution_by_hand():
     im = symroof.from_jax(lambda x, k: lax.conv_general_dilated(x, k, (1, 1), ((1, 0), (0, 1)), feature_group_count=2),
                           "x=fp32[B, 4, H, W]; k=fp32[6, 2, 3, 3]", "k")
     assert not im.warnings
+    (conv,) = (st_.text for st_ in im.converted.statements)
+    # the input's 4 features as G x Cg, the kernel's 6 outputs as G x M, groups major
+    assert conv.startswith("conv_{H,W} fp32[B, G, Cg, H, W], fp32[G, M, Cg, ") and "-> fp32[B, G, M, " in conv
+    assert "G = 2, Cg = 2, M = 3" in im.text
     b, h, w = s("B"), s("H"), s("W")
     # one pad low on H, one high on W: each output dim is H + 1 - 3 + 1 = H - 1
     assert sympy.expand(im.analysis.flops - 2 * b * 6 * (h - 1) * (w - 1) * 9 * 2) == 0
