@@ -18,6 +18,11 @@ grouped convolution) splits the input's batch instead. Both need the split sizes
 numbers G divides and the operands whole (not split over a mesh); otherwise, and
 where the padding of a strided SAME convolution is symbolic (XLA's count then unexplained),
 the warning names it.
+
+Pooling (reduce_window_max, _min, _sum: flax's max_pool and avg_pool) where the window
+tiles its input (the stride the window, no padding): a reduction over the window's dims,
+`max_{KH,KW} fp32[B, H2, KH, W2, KW, C] -> fp32[B, H2, W2, C]`; an overlapping or padded
+window is named in the warning, not costed.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from .context import floors
 from .gspmd import operands, result_text
 from .program import Env, Eqn, View, tensor
 from .rules import not_costed, rule
+from .scans import REDUCE_WHY
 from .scatter import grouping
 
 if TYPE_CHECKING:
@@ -253,3 +259,41 @@ def _expression(ctx: Context, dim: object) -> sympy.Expr | None:
 
 def _size(ctx: Context, dim: object) -> sympy.Expr:
     return sympy.Integer(dim) if isinstance(dim, int) else ctx.size([ctx.dim_name(dim)])
+
+
+POOLS = {"reduce_window_max": "max", "reduce_window_min": "min", "reduce_window_sum": "sum"}
+
+
+@rule(*POOLS)
+def pool(ctx: Context, eqn: Eqn, env: Env, depth: int) -> None:
+    """A pooling window that tiles its input (flax's max_pool and avg_pool with the stride
+    the window, no padding): a reduction over the window's dims of the input read as
+    [B, H2, KH, W2, KW, C] (`max_{KH,KW}`), exact in FLOPs (T per output; XLA T - 1) and
+    in bytes (the rows a VALID window leaves are not read). An overlapping, padded or
+    dilated window, or an input split over a mesh: not costed, named in the warning."""
+    p, name = eqn.params, eqn.primitive.name
+    var = eqn.invars[0]
+    xs, os = tuple(var.aval.shape), tuple(eqn.outvars[0].aval.shape)
+    x = ctx.view(var, env)
+    window = p["window_dimensions"]
+    if tuple(p["window_strides"]) != tuple(window) or any(pad != (0, 0) for pad in p["padding"]) \
+            or any(d != 1 for d in (*p["base_dilation"], *p["window_dilation"])) or ctx.out.shard_maps \
+            or ctx.splits.get(x.array) or len(x.axes) != len(x.dims) or set(x.axes) != set(range(len(x.dims))):
+        ctx.said(f"{name}: a pooling window is costed only where it tiles its input (the stride the window, no "
+                 "padding or dilation) and the input is whole (not split over a mesh)")
+        return not_costed(ctx, eqn, env)
+    dims: list = []
+    group = grouping(dims)
+    kept = [group(os[j]) for j in range(len(xs))]
+    taps = [group(k, True) if k != 1 else None for k in window]
+    named = frozenset(i for i in taps if i is not None)
+    label = list(ctx.labels(dims, named=named))
+    per_axis = [[None if i is None else label[i] for i in ((kept[j], taps[j]) if taps[j] is not None else (kept[j],))]
+                for j in range(len(xs))]
+    out_labels = [None if i is None else label[i] for i in kept]
+    over = tuple(str(label[i]) for i in taps if i is not None)
+    outputs = ctx.size([lb for lb in out_labels if lb is not None])
+    ctx.emit(source.Apply(POOLS[name], over, "prefix", (_read(ctx, x, per_axis),),
+                          tensor(ctx.dtype(eqn.outvars[0].aval.dtype), out_labels)),
+             name, depth, -outputs, REDUCE_WHY)
+    ctx.result(eqn, env)

@@ -243,9 +243,9 @@ def test_an_unstrided_valid_convolution_of_symbolic_size_says_what_it_assumes():
 
 
 def test_a_flax_cnn_with_a_pool_and_a_strided_same_convolution():
-    """A max pool has no rule: named in the warning, and XLA's count differs by the pool's
-    alone (XLA: window - 1 = 3 comparisons per output element, by hand below); the strided
-    SAME convolution after it is explained exactly."""
+    """A 2x2 max pool of stride 2 (a window that tiles its input) is a max over the window's
+    dims (4 compares per output; XLA 3, explained); the strided SAME convolution after it
+    is explained exactly."""
     nn = pytest.importorskip("flax.linen")
 
     class CNN(nn.Module):
@@ -259,8 +259,10 @@ def test_a_flax_cnn_with_a_pool_and_a_strided_same_convolution():
     tree = jax.eval_shape(CNN().init, jax.random.key(0), jnp.zeros((1, 16, 16, 3)))
     leaves = "; ".join(f"v.{'.'.join(str(getattr(k, 'key', k)) for k in path)}=fp32[{', '.join(map(str, leaf.shape))}]"
                        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0])
-    with pytest.warns(symroof.SymroofWarning, match="not costed: reduce_window_max x 1"):
-        im = symroof.from_jax(lambda v, x: CNN().apply(v, x), "x=fp32[B, H, W, 3]; " + leaves, "v")
+    im = symroof.from_jax(lambda v, x: CNN().apply(v, x), "x=fp32[B, H, W, 3]; " + leaves, "v")
+    assert not im.warnings
+    assert any(st_.text.startswith("max_{") and st_.primitive == "reduce_window_max"
+               for st_ in im.converted.statements)
     b, h, w = s("B"), s("H"), s("W")
     h2, w2 = sympy.floor(h / 2), sympy.floor(w / 2)  # the pool's output
     h3, w3 = sympy.ceiling(h2 / 2), sympy.ceiling(w2 / 2)  # the strided SAME conv's
@@ -270,9 +272,50 @@ def test_a_flax_cnn_with_a_pool_and_a_strided_same_convolution():
         got = (im.analysis.flops - im.analysis.flops_vector).xreplace(sub)
         assert got == (convs + 2 * b * 16 * 10).xreplace(sub)
         check = im.xla(at)
-        pool = at["B"] * (at["H"] // 2) * (at["W"] // 2) * 8 * 3
-        assert check["not_costed"] == {"reduce_window_max": 1}
-        assert check["flops_unexplained"] == pool and check["bytes_within_lowered"], check
+        # the pool by hand: 4 per output element in symroof, XLA's window - 1 = 3
+        pool = at["B"] * (at["H"] // 2) * (at["W"] // 2) * 8
+        assert check["explained_flops"]["XLA counts T - 1 combines per output, symroof T"] <= -pool
+        assert check["flops_agree"] and check["bytes_within_lowered"], check
+
+
+@pytest.mark.parametrize("pool, window, bytes_read", [
+    # a max pool tiling [B, H, W, 3]: the rows a window leaves (H odd) are not read
+    ("max", (2, 2), lambda b, h, w: 4 * b * (h // 2 * 2) * (w // 2 * 2) * 3),
+    ("avg", (2, 3), lambda b, h, w: 4 * b * (h // 2 * 2) * (w // 3 * 3) * 3),
+])
+def test_a_pool_that_tiles_its_input_by_hand(pool, window, bytes_read):
+    nn = pytest.importorskip("flax.linen")
+    f = getattr(nn, f"{pool}_pool")
+    im = symroof.from_jax(functools.partial(lambda f, window, x: f(x, window, strides=window), f, window),
+                          "x=fp32[B, H, W, 3]")
+    assert not im.warnings
+    (reduced,) = (st_ for st_ in im.converted.statements if st_.primitive.startswith("reduce_window"))
+    taps = window[0] * window[1]
+    for at in ({"B": 2, "H": 8, "W": 12}, {"B": 1, "H": 7, "W": 13}):
+        outputs = at["B"] * (at["H"] // window[0]) * (at["W"] // window[1]) * 3
+        check = im.xla(at)
+        # XLA: window - 1 per output (+ the average's divide, 1 per output); symroof: window per output
+        assert check["xla_lowered"]["flops"] == outputs * (taps - 1) + (outputs if pool == "avg" else 0)
+        assert check["symroof"]["flops"] == outputs * taps + (outputs if pool == "avg" else 0)
+        assert check["flops_agree"], check
+    assert reduced.text.startswith(f"{'max' if pool == 'max' else 'sum'}_{{")
+    # bytes by hand, fp32: the pool reads the windows' input and writes its result; the
+    # average's divide reads that result and the scalar 9 and writes its own
+    at = {"B": 1, "H": 7, "W": 13}
+    sizes = {s(k): v for k, v in at.items()}
+    outputs = at["B"] * (at["H"] // window[0]) * (at["W"] // window[1]) * 3
+    reduce_bytes = bytes_read(at["B"], at["H"], at["W"]) + 4 * outputs
+    divide_bytes = 4 * outputs * 2 + 4 if pool == "avg" else 0
+    assert im.analysis.bytes.xreplace(sizes) == reduce_bytes + divide_bytes
+
+
+def test_an_overlapping_pool_is_named_not_costed():
+    nn = pytest.importorskip("flax.linen")
+    with pytest.warns(symroof.SymroofWarning, match="reduce_window"):
+        im = symroof.from_jax(lambda x: nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME") * 2.0,
+                              "x=fp32[B, H, W, 3]")
+    assert any(w.startswith("not costed: reduce_window_max x 1") for w in im.warnings)
+    assert any("costed only where it tiles its input" in w for w in im.warnings)
 
 
 def test_a_grouped_convolution_under_shard_map_is_named_not_costed():
