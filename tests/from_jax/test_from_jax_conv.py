@@ -357,3 +357,28 @@ def test_gradients_of_grouped_strided_dilated_convolutions_agree_with_xla(stride
     assert sum("conv" in st_.text for st_ in im.converted.statements) == 3
     check = im.xla({})
     assert check["flops_agree"] and check["bytes_within_lowered"], check
+
+
+def _conv_pool(x, k):
+    """A grouped (2 groups), strided SAME convolution, then a 2x2 max pool of stride 2."""
+    y = lax.conv_general_dilated(x, k, (2, 2), "SAME", feature_group_count=2,
+                                 dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    return lax.reduce_window(y, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+
+
+@functools.cache
+def _conv_pool_symbolic() -> symroof.from_jax.Imported:
+    return symroof.from_jax(_conv_pool, "x=fp32[B, H, W, 4]; k=fp32[3, 3, 2, 6]", "k")
+
+
+@settings(max_examples=12, deadline=None)
+@given(b=st.integers(1, 3), h=st.integers(3, 12), w=st.integers(3, 12))
+def test_the_symbolic_convolution_and_pool_at_sizes_is_the_import_at_those_sizes(b, h, w):
+    assert not _conv_pool_symbolic().warnings
+    assert [st_.primitive for st_ in _conv_pool_symbolic().converted.statements] == \
+        ["conv_general_dilated", "reduce_window_max"]
+    symbolic = _conv_pool_symbolic().model(None, {"B": b, "H": h, "W": w})
+    concrete = symroof.from_jax(_conv_pool, f"x=fp32[{b}, {h}, {w}, 4]; k=fp32[3, 3, 2, 6]", "k").model(None, {})
+    for quantity in ("flops", "flops_exact", "bytes"):
+        assert getattr(symbolic.analysis, quantity) == getattr(concrete.analysis, quantity), (b, h, w, quantity)
+    assert symbolic.params == concrete.params == 3 * 3 * 2 * 6
