@@ -188,7 +188,7 @@ class Context:
         """The name (or literal) a jaxpr dim is written with."""
         if isinstance(dim, int):
             return str(dim)
-        text = _floors(self.dim_text(dim))
+        text = floors(self.dim_text(dim))
         if text in self.names:
             return self.names[text]
         if _NAME.fullmatch(text):
@@ -361,7 +361,7 @@ def with_split(label: str, axes: str) -> str:
     return join_label(name, union(had, axes))
 
 
-def _floors(text: str) -> str:
+def floors(text: str) -> str:
     """JAX's `floordiv(a, b)` in a dim (a strided convolution's output) as symroof's
     `floor((a)/(b))`."""
     while (at := text.find("floordiv(")) >= 0:

@@ -36,7 +36,9 @@ cross-check in importer.py relies on; benchmarks/xla_conventions.md):
 * cond and switch: the branch that costs the most in every count (cond.py), as XLA
   counts a conditional; not costed where no branch does.
 * a PRNG key is its uint32 words (random_wrap, random_unwrap: no statement).
-* anything else (sort, random_bits, ppermute, conv_general_dilated, reduce_window, ...):
+* conv_general_dilated: conv (conv.py), any layout, grouped, its gradients transposed;
+  a pooling window that tiles its input, a reduction over the window's dims.
+* anything else (sort, random_bits, ppermute, an overlapping reduce_window, ...):
   not costed, named in a warning with its count. Never dropped silently.
 
 Dims: a symbolic dim is its own name (B); an integer its literal (4096); a composite dim

@@ -105,3 +105,19 @@ def test_sharding_over_batch_and_channels_needs_nothing_over_space_a_gather():
     a = symroof.analyze("conv_{H,W} bf16[B, H_X, W, C], bf16[KH, KW, C, F] -> bf16[B, H2, W2, F]", mesh="X=4")
     (move,) = a.cost.moves
     assert "AllGather" in str(move) and sympy.simplify(a.flops - flops) == 0
+
+
+def test_a_grouped_convolution_split_over_its_groups_or_a_groups_features():
+    b, h2, w2, g, cg, m = (s(n) for n in ("B", "H2", "W2", "G", "Cg", "M"))
+    # by hand: 2 per multiply-add, every result element [B, H2, W2, G, M], the window, a group's Cg
+    flops = 2 * b * h2 * w2 * g * m * s("KH") * s("KW") * cg
+    # the groups split: each chip computes its quarter of them, nothing moves
+    a = symroof.analyze("conv_{H,W} bf16[B, H, W, G_X, Cg], bf16[KH, KW, G_X, Cg, M] -> bf16[B, H2, W2, G_X, M]",
+                        mesh="X=4")
+    assert sympy.simplify(a.flops - flops / 4) == 0 and not a.cost.moves
+    # a group's input features split: partial sums, one AllReduce of the bf16 result
+    a = symroof.analyze("conv_{H,W} bf16[B, H, W, G, Cg_X], bf16[KH, KW, G, Cg_X, M] -> bf16[B, H2, W2, G, M]",
+                        mesh="X=4")
+    (move,) = a.cost.moves
+    assert sympy.simplify(a.flops - flops / 4) == 0 and "AllReduce" in str(move)
+    assert sympy.expand(move.bytes - 2 * b * h2 * w2 * g * m) == 0
