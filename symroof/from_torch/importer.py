@@ -21,6 +21,7 @@ PyTorch is optional: it is imported here, when a module is imported, never by th
 
 from __future__ import annotations
 
+import collections
 import functools
 import warnings
 from collections.abc import Mapping, Sequence
@@ -120,10 +121,69 @@ def from_torch(module: Any, args: Sequence, dynamic_shapes: Any = None, kwargs: 
     except Exception as error:  # torch's export errors are many classes; each is the user's to act on
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise SymroofError(f"torch.export could not export the module: {first}") from None
-    return _convert(module, args, dynamic_shapes, exported)
+    exported, decomposed = _decomposed(torch, exported)
+    imported = _convert(module, args, dynamic_shapes, exported, decomposed)
+    return imported
 
 
-def _convert(module: Any, args: tuple, dynamic_shapes: Any, exported: Any) -> Imported:
+def _ruled(op: str) -> bool:
+    """Whether an op (`softplus.default`) has a rule, or is layout, as _walk looks it up."""
+    packet = op.split(".")[0]
+    if packet.endswith("_") and not packet.startswith("_"):
+        packet = packet[:-1]
+    return op in RULES or packet in RULES or packet in LAYOUT or packet in SUBGRAPHS or packet in VMAP
+
+
+def _decomposed(torch: Any, exported: Any) -> tuple[Any, dict[str, int]]:
+    """The graph with each op that has no rule but has a decomposition in torch's own table
+    (`torch.export.default_decompositions`: softplus, logsumexp, cross_entropy, group_norm...)
+    replaced by that decomposition, and how many of each. Only those: decomposing everything
+    (`run_decompositions()`) would split linear, layer_norm and scaled_dot_product_attention,
+    which have rules of their own (attention fused, as the kernels run it). Repeated while a
+    decomposition leaves another such op."""
+    done: dict[str, int] = {}
+    table: Any = None
+    for _ in range(4):
+        graphs = [m.graph for m in exported.graph_module.modules() if hasattr(m, "graph")]  # subgraphs too
+        unruled = [n.target for graph in graphs for n in graph.nodes if n.op == "call_function"
+                   and hasattr(n.target, "overloadpacket") and not _ruled(_op_name(n.target))]
+        if not unruled:
+            break
+        table = table if table is not None else _table(torch)  # 0.3 s: only when needed
+        found = collections.Counter(op for op in unruled if op in table)
+        if not found:
+            break
+        try:
+            exported = exported.run_decompositions({op: table[op] for op in found})
+        except Exception:  # torch's errors are many classes: the ops stay, each named in the warning
+            break
+        for op, n in found.items():
+            done[_op_name(op)] = done.get(_op_name(op), 0) + n
+    return exported, done
+
+
+# data moves whose decompositions are index arithmetic (an iota, a gather): that arithmetic
+# is not what a kernel does, so these stay named in the warning rather than mis-costed
+_MOVES = ("constant_pad_nd", "repeat", "index_select", "index", "gather", "flip", "roll", "upsample_nearest1d",
+          "upsample_nearest2d", "upsample_nearest3d", "upsample_bilinear2d", "upsample_linear1d", "_unsafe_index")
+
+
+def _table(torch: Any) -> dict:
+    """torch.export's own decompositions, then torch's full table (`torch._decomp`: the core
+    ATen ops export keeps, leaky_relu, elu, hardtanh, group norm, vector norms) where the
+    first has none; the data moves left out."""
+    table = dict(torch.export.default_decompositions().items())
+    try:
+        from torch._decomp import decomposition_table
+    except ImportError:  # a private module: without it, export's table alone
+        decomposition_table = {}
+    for op, decomposition in decomposition_table.items():
+        table.setdefault(op, decomposition)
+    return {op: d for op, d in table.items() if _op_name(op).split(".")[0] not in _MOVES}
+
+
+def _convert(module: Any, args: tuple, dynamic_shapes: Any, exported: Any,
+             decomposed: Mapping[str, int] | None = None) -> Imported:
     graph, signature = exported.graph, exported.graph_signature
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     user, names, axes = _user_dims(exported, placeholders, dynamic_shapes)
@@ -166,6 +226,9 @@ def _convert(module: Any, args: tuple, dynamic_shapes: Any, exported: Any) -> Im
               "inputs: " + ", ".join(f"{n.name}: {_shown(env[n], w)}" for n in placeholders if n.name in user)]
     if w.layout:
         header.append("free (layout, no statement): " + ", ".join(f"{k} x {n}" for k, n in sorted(w.layout.items())))
+    if decomposed:
+        header.append("decomposed by torch's own table (no rule of their own): "
+                      + ", ".join(f"{k} x {n}" for k, n in sorted(decomposed.items())))
     if w.skipped:
         header.append("NOT COSTED: " + ", ".join(f"{k} x {n}" for k, n in sorted(w.skipped.items())))
     program = w.program(declarations, header)

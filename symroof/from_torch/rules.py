@@ -12,12 +12,17 @@ What costs what (README: from-torch):
   non-contiguous tensor), slices and selects (a view: the consumer reads what it reads),
   dropout in eval mode, the constants made on the fly (arange, ones, full), SymInt
   arithmetic and asserts;
-* a cast (`_to_copy`, `to`) to another dtype: bytes, no FLOPs (ops/copy.py);
+* a cast (`_to_copy`, `to`) to another dtype: bytes, no FLOPs (ops/copy.py); flip and
+  roll the same (the elements reordered: read and written once);
 * contractions on the matrix unit, 2 FLOPs per multiply-add; a bias add its own
   elementwise statement (1 FLOP per element);
 * scaled_dot_product_attention fused, as flash kernels run it: the scores and
   probabilities stay on chip; the causal mask and the scale cost nothing (applied as
-  the scores are made), an explicit mask is read and added.
+  the scores are made), an explicit mask is read and added;
+* var and std (and var_mean): no op kind of their own, so the statements of torch's
+  decomposition (mean, subtract, square, sum, divide; std a square root more);
+* an op with no rule here but a decomposition in torch's table is decomposed before
+  the walk (importer._decomposed) and costed as its steps, said in the header.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ Rule = Callable[[Writer, list, dict, Any, str], None]
 RULES: dict[str, Rule] = {}
 
 # ops with no statement: a view of the same data, or a value made on the fly
-LAYOUT = ("view", "_unsafe_view", "reshape", "transpose", "t", "permute", "unsqueeze", "squeeze", "expand",
+LAYOUT = ("view", "_unsafe_view", "reshape", "transpose", "t", "numpy_T", "permute", "unsqueeze", "squeeze", "expand",
           "expand_as", "view_as", "contiguous", "clone", "alias", "detach", "flatten", "unflatten", "select",
           "slice", "split", "split_with_sizes", "chunk", "unbind", "getitem", "dropout", "lift_fresh_copy",
           "arange", "ones", "zeros", "full", "empty", "scalar_tensor", "ones_like", "zeros_like", "full_like",
@@ -390,6 +395,13 @@ def indexed(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> No
     w.emit(source.Apply("copy", (), "call", tuple(operands), result), "flat_apply (an index)")
 
 
+@rule("flip", "roll")
+def moved(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """The elements reordered: each read once and written once, no FLOPs (ops/copy.py)."""
+    operands, result = _aligned(w, [args[0]], out)
+    w.emit(source.Apply("copy", (), "call", tuple(operands), result), op)
+
+
 def _add_batch_dim(operands: list, out: Any) -> Value:
     """torch.vmap's _add_batch_dim(x, dim, level): x with dim vmapped away at `level`."""
     x, dim, level = operands[:3]
@@ -483,3 +495,24 @@ def pool(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
     word = "max" if "max" in op else "mean"
     w.emit(source.Apply(word, tuple(labels[j] for j in spatial if x.shape[j] != 1), "prefix",
                         (tensor(x, written),), tensor(value, kept + [None] * (value.rank - len(kept)))), op)
+
+
+@rule("var", "std", "var_mean", "std_mean")
+def variance(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
+    """Written as torch's own decomposition computes it, each step by its rule: the mean
+    over the dims, x minus it, squared, summed, divided by N - correction (a square root
+    more for std). symroof has no variance op kind: its steps are the count."""
+    x = args[0]
+    dims = args[1] if len(args) > 1 and not isinstance(args[1], bool) else kwargs.get("dim")
+    over = _axes(dims, x.rank)
+    values = out if isinstance(out, tuple | list) else (out,)
+    result = values[0]
+    kept = Value(x.dtype, tuple(sympy.Integer(1) if j in over else d for j, d in enumerate(x.shape)))
+    reduce(w, [x, over], {}, kept, "mean")
+    centred = Value(x.dtype, x.shape)
+    binary(w, [x, kept], {}, centred, "sub")
+    unary(w, [centred], {}, centred, "square")
+    reduce(w, [centred, over], {}, result, "sum")
+    binary(w, [result, 1], {}, result, "div")  # / (N - correction): one division per result element
+    if op.startswith("std"):
+        unary(w, [result], {}, result, "sqrt")

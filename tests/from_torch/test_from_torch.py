@@ -271,3 +271,68 @@ def test_convolutions_of_every_kind_against_flop_counter(layer):
         h, w = symroof.dim_symbol("H"), symroof.dim_symbol("W")
         products = B * layer.in_channels * h * w * k * k * (layer.out_channels // groups)
         assert sympy.expand(im.analysis.flops - im.analysis.flops_vector - 2 * products) == 0
+
+
+@pytest.mark.parametrize("which", ["var", "std", "var_mean"])
+def test_variance_by_its_steps(which):
+    class Spread(torch.nn.Module):
+        def forward(self, x):
+            if which == "var_mean":
+                v, m = torch.var_mean(x, dim=-1, correction=0)
+                return v + m
+            return getattr(x, which)(-1, keepdim=True) * 2
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymroofWarning)
+        im = from_torch(Spread(), (torch.randn(3, 16),), ({0: Dim("B")},))
+    # by hand, per row of 16: the mean (16 adds and a divide), 16 subtracts, 16 squares, 16 adds,
+    # a divide by N - correction; then the op after it (1 per row); std's square root is a
+    # transcendental, no FLOP (symroof's convention, ops/unary.py)
+    per_row = 16 + 1 + 16 + 16 + 16 + 1 + 1
+    assert sympy.expand(im.analysis.flops - B * per_row) == 0
+    assert im.analysis.transcendentals == (B if which == "std" else 0)
+
+
+def test_an_op_without_a_rule_runs_as_torchs_decomposition():
+    """softplus has no rule: torch's own decomposition of it is costed, and the header says
+    so; the same steps written out by hand import to the same counts."""
+    class Soft(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.softplus(x) * 2
+
+    class ByHand(torch.nn.Module):  # softplus(x) with beta 1, threshold 20, as torch defines it
+        def forward(self, x):
+            return torch.where(x > 20, x, torch.log1p(torch.exp(x))) * 2
+
+    dims = ({0: Dim("B")},)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymroofWarning)
+        im = from_torch(Soft(), (torch.randn(3, 16),), dims)
+        hand = from_torch(ByHand(), (torch.randn(3, 16),), dims)
+    assert "decomposed by torch's own table (no rule of their own): softplus.default x 1" in im.text
+    for quantity in ("flops", "transcendentals", "bytes"):
+        assert getattr(im.analysis, quantity) == getattr(hand.analysis, quantity), quantity
+    # exp and log1p: two transcendentals per element
+    assert im.analysis.transcendentals == 2 * 16 * B
+
+
+def test_core_ops_by_torchs_full_table_and_moves_as_copies():
+    """leaky_relu, a core ATen op export keeps, is costed as torch's decomposition of it (the
+    same counts as those steps written by hand); flip and roll move bytes, no FLOPs."""
+    class Leaky(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.leaky_relu(x, 0.1) + x.flip(-1) + x.roll(1, -1)
+
+    class ByHand(torch.nn.Module):
+        def forward(self, x):
+            return torch.where(x > 0, x, x * 0.1) + x + x
+
+    dims = ({0: Dim("B")},)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymroofWarning)
+        im = from_torch(Leaky(), (torch.randn(3, 16),), dims)
+        hand = from_torch(ByHand(), (torch.randn(3, 16),), dims)
+    assert "leaky_relu.default x 1" in im.text
+    assert im.analysis.flops == hand.analysis.flops
+    # by hand, bytes beyond the by-hand module's: flip and roll each read x and write a copy (4 bytes an element)
+    assert sympy.expand(im.analysis.bytes - hand.analysis.bytes - 2 * 2 * 4 * 16 * B) == 0
