@@ -12,6 +12,7 @@ position table (64): both models slice a fixed table to T."""
 from __future__ import annotations
 
 import warnings
+
 import torch
 from torch.export import Dim
 
