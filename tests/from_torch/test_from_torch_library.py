@@ -150,18 +150,10 @@ def test_gpt2_decode_step_with_a_kv_cache():
     d, v = 64, 128
     matrix = B * (2 * (2 * 12 * d * d) + 2 * d * v) + 2 * 4 * d * B * (p + 1)
     assert _matrix(im) - sympy.expand(matrix) == 0
-    _agrees(im, {"B": 2, "P": 5})
+    # the cross-check resizes B and P in every input that names them (the four cache tensors)
+    _agrees(im, {"B": 2, "P": 5}, {"B": 1, "P": 30})
     for b, n in ((1, 30), (3, 62)):
         assert _decode_flop_counter(module, b, n) == matrix.subs({B: b, p: n})
-
-
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="check.resized: a dim named in several inputs (B and P in each cache tensor) is resized "
-                          "only in the first (Imported.axes keeps one (input, axis) per dim), so the module runs "
-                          "on mismatched shapes")
-def test_the_cross_check_resizes_every_input_naming_a_dim():
-    im = _quiet(torch_models.gpt2_decode())
-    im.flop_counter({"B": 1, "P": 30})
 
 
 @pytest.mark.xfail(strict=True, raises=SymroofError,
