@@ -164,7 +164,7 @@ def _decomposed(torch: Any, exported: Any) -> tuple[Any, dict[str, int]]:
 
 # data moves whose decompositions are index arithmetic (an iota, a gather): that arithmetic
 # is not what a kernel does, so these stay named in the warning rather than mis-costed
-_MOVES = ("constant_pad_nd", "repeat", "index_select", "index", "gather", "flip", "roll", "upsample_nearest1d",
+_MOVES = ("repeat", "index", "flip", "roll", "upsample_nearest1d",
           "upsample_nearest2d", "upsample_nearest3d", "upsample_bilinear2d", "upsample_linear1d", "_unsafe_index")
 
 

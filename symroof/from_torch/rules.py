@@ -7,13 +7,15 @@ from ops/, never a second copy. An op without a rule is named in a warning with 
 count, never dropped silently.
 
 What costs what (README: from-torch):
-* layout, no statement: views, reshapes, permutes, transposes, expands, squeezes,
+* layout, no statement: views (as_strided too), reshapes, permutes, transposes, expands, squeezes,
   contiguous and clone (a copy XLA-style fusion would not make; torch eager does for a
   non-contiguous tensor), slices and selects (a view: the consumer reads what it reads),
   dropout in eval mode, the constants made on the fly (arange, ones, full), SymInt
   arithmetic and asserts;
 * a cast (`_to_copy`, `to`) to another dtype: bytes, no FLOPs (ops/copy.py); flip and
-  roll the same (the elements reordered: read and written once);
+  roll the same (the elements reordered: read and written once); index_select and
+  gather as gathers (ops/gather.py: the elements taken and the indices read); a constant
+  pad as pad (ops/pad.py: the input read, the whole result written);
 * contractions on the matrix unit, 2 FLOPs per multiply-add; a bias add its own
   elementwise statement (1 FLOP per element);
 * scaled_dot_product_attention fused, as flash kernels run it: the scores and
@@ -39,8 +41,9 @@ Rule = Callable[[Writer, list, dict, Any, str], None]
 RULES: dict[str, Rule] = {}
 
 # ops with no statement: a view of the same data, or a value made on the fly
-LAYOUT = ("view", "_unsafe_view", "reshape", "transpose", "t", "numpy_T", "permute", "unsqueeze", "squeeze", "expand",
-          "expand_as", "view_as", "contiguous", "clone", "alias", "detach", "flatten", "unflatten", "select",
+LAYOUT = ("view", "_unsafe_view", "reshape", "transpose", "t", "numpy_T", "permute", "as_strided", "unsqueeze",
+          "squeeze", "expand", "expand_as", "view_as", "contiguous", "clone", "alias", "detach", "flatten", "unflatten",
+          "select",
           "slice", "split", "split_with_sizes", "chunk", "unbind", "getitem", "dropout", "lift_fresh_copy",
           "arange", "ones", "zeros", "full", "empty", "scalar_tensor", "ones_like", "zeros_like", "full_like",
           "sym_size", "sym_numel", "sym_stride", "_assert_scalar", "_assert_tensor_metadata", "sym_constrain_range",
@@ -395,6 +398,38 @@ def indexed(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> No
     source_value = Value(tensors[0].dtype, out.shape)
     operands, result = _aligned(w, [source_value], out)
     w.emit(source.Apply("copy", (), "call", tuple(operands), result), "flat_apply (an index)")
+
+
+@rule("index_select", "gather")
+def taken(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """`index_select(x, d, ids[K])` and `gather(x, d, ids)` (ids as x, K along d): a gather
+    along d (ops/gather.py: no FLOPs; the elements taken and the indices read)."""
+    x, dim, ids = args[0], args[1] % args[0].rank, args[2]
+    k = ids.shape[0] if op == "index_select" else ids.shape[dim] if ids.rank == x.rank else None
+    if k is None or op == "gather" and any(ids.shape[j] != x.shape[j] for j in range(x.rank) if j != dim):
+        raise NotImplementedError("a gather whose indices do not match the input off the gathered dim")
+    if x.shape[dim] == 1:
+        raise NotImplementedError("a gather along a dim of size 1")
+    labels = w.labels((*x.shape, k))
+    kept = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+    picked = [*kept[:dim], None if k == 1 else labels[-1], *kept[dim + 1:]]
+    index = [labels[-1] if k != 1 else None] if op == "index_select" else picked
+    w.emit(source.Apply("gather", (), "prefix", (tensor(x, kept), tensor(ids, index)), tensor(out, picked)), op)
+
+
+@rule("constant_pad_nd")
+def padded(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
+    """F.pad with a constant (ops/pad.py: no FLOPs; the input read, the whole result written)."""
+    x = args[0]
+    grown = [j for j in range(x.rank) if sympy.simplify(out.shape[j] - x.shape[j]) != 0]
+    if any(x.shape[j] == 1 or out.shape[j] == 1 for j in grown):
+        raise NotImplementedError("a pad of a size-1 axis, or to one")
+    labels = w.labels((*x.shape, *(out.shape[j] for j in grown)))
+    kept = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+    result = list(kept)
+    for j, label in zip(grown, labels[x.rank:]):
+        result[j] = label
+    w.emit(source.Apply("pad", (), "prefix", (tensor(x, kept),), tensor(out, result)), op)
 
 
 @rule("flip", "roll")

@@ -336,3 +336,54 @@ def test_core_ops_by_torchs_full_table_and_moves_as_copies():
     assert im.analysis.flops == hand.analysis.flops
     # by hand, bytes beyond the by-hand module's: flip and roll each read x and write a copy (4 bytes an element)
     assert sympy.expand(im.analysis.bytes - hand.analysis.bytes - 2 * 2 * 4 * 16 * B) == 0
+
+
+@pytest.mark.parametrize("which", ["index_select", "gather"])
+def test_index_select_and_gather_read_what_they_take(which):
+    class Take(torch.nn.Module):
+        def forward(self, x, ids):
+            return x.index_select(1, ids) if which == "index_select" else x.gather(1, ids)
+
+    x = torch.randn(3, 16)
+    if which == "index_select":
+        ids, dims = torch.tensor([0, 3, 5, 7]), ({0: Dim("B")}, None)
+    else:
+        ids, dims = torch.zeros(3, 1, dtype=torch.long), ({0: Dim("B")}, {0: Dim("B")})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymroofWarning)
+        im = from_torch(Take(), (x, ids), dims)
+    assert im.analysis.flops == 0
+    # by hand: the elements taken read and written (fp32, 4 bytes) and the int64 indices (8 bytes) read:
+    # index_select 4 a row and 4 indices; gather 1 a row and 1 index a row
+    expected = 2 * 4 * 4 * B + 8 * 4 if which == "index_select" else 2 * 4 * B + 8 * B
+    assert sympy.expand(im.analysis.bytes - expected) == 0
+
+
+def test_group_norm_by_torchs_decomposition_by_hand():
+    gn = torch.nn.GroupNorm(4, 16).eval()
+    L = symroof.dim_symbol("L")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymroofWarning)  # its as_strided views free, nothing uncosted
+        im = from_torch(gn, (torch.randn(2, 16, 8),), ({0: Dim("B"), 2: Dim("L", min=2, max=512)},))
+    assert "native_group_norm.default x 1" in im.text
+    # by hand, per sample: each of 4 groups' statistics over 4·L elements (mean 4L + 1, subtract 4L,
+    # square 4L, sum 4L, divide 1, + eps 1; the rsqrt a transcendental); the scale and shift folded per
+    # channel as torch's decomposition does (rstd·weight 16, -mean 4, ·scale 16, + bias 16); then a
+    # multiply and an add per element (2·16·L)
+    per_sample = 4 * (16 * L + 3) + 16 + 4 + 16 + 16 + 2 * 16 * L
+    assert sympy.expand(im.analysis.flops - B * per_sample) == 0
+    assert im.analysis.transcendentals == 4 * B
+    assert im.model(None, {"B": 2, "L": 8}).params == _numel(gn) == 32
+
+
+def test_a_constant_pad_moves_bytes():
+    class Pad(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.pad(x, (1, 2))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymroofWarning)
+        im = from_torch(Pad(), (torch.randn(3, 16),), ({0: Dim("B")},))
+    # by hand: no FLOPs; 16 fp32 read and 19 written a row
+    assert im.analysis.flops == 0
+    assert sympy.expand(im.analysis.bytes - 4 * (16 + 19) * B) == 0
