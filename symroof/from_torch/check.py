@@ -37,7 +37,7 @@ def resized(imported: Imported, sizes: Mapping[str, int]) -> tuple:
     """The module's example inputs with each dynamic axis at its dim's size: floats drawn
     at random, integers (token ids) within the example's own range, booleans as the
     example's first element says."""
-    from .importer import _torch
+    from .importer import _flat_dims, _torch
     torch = _torch()
     missing = sorted(set(imported.dims) - set(sizes))
     if missing:
@@ -46,6 +46,11 @@ def resized(imported: Imported, sizes: Mapping[str, int]) -> tuple:
     axes: list[dict[int, str]] = [{} for _ in imported.args]
     for name, (k, axis) in imported.axes.items():
         axes[k][axis] = name
+    # a dim named in several inputs (B and P in each of a KV cache's tensors) is resized in each
+    for k, spec in enumerate(_flat_dims(imported.dynamic_shapes)[:len(axes)]):
+        for axis, dim in (spec or {}).items():
+            if getattr(dim, "__name__", None) in imported.axes:
+                axes[k].setdefault(axis, dim.__name__)
     out = []
     generator = torch.Generator().manual_seed(0)
     for k, arg in enumerate(imported.args):

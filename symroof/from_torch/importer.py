@@ -205,7 +205,9 @@ def _convert(module: Any, args: tuple, dynamic_shapes: Any, exported: Any,
             # are read as a weight's: rotary frequencies, BatchNorm's running statistics)
             data = _state(module, target)
             key = id(data) if data is not None else target
-            if key not in held and (kind == "PARAMETER" or node.users):
+            # an empty constant (DynamicCache's torch.tensor([]) a cat starts from) holds nothing to read
+            empty = kind != "PARAMETER" and any(d == 0 for d in value.shape)
+            if key not in held and (kind == "PARAMETER" or node.users) and not empty:
                 held[key] = source.declared_name(target.split("."), taken)
                 labels = w.labels(value.shape) if value.rank else []
                 what = target if kind == "PARAMETER" else f"{target} (a buffer the module reads)"

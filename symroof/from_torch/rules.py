@@ -195,6 +195,8 @@ def concatenate(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -
     """Each operand read once and the result written: a copy (ops/copy.py) per operand,
     into its slice of the result."""
     for x in args[0]:
+        if any(d == 0 for d in x.shape):
+            continue  # an empty operand (a cache's first cat onto torch.tensor([])) moves no bytes
         operands, result = _aligned(w, [x], x)
         w.emit(source.Apply("copy", (), "call", tuple(operands), result), op)
 
