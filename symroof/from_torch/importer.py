@@ -69,7 +69,7 @@ class Imported:
     axes: dict[str, tuple[int, int]]  # each user dim's name -> (the input, its axis) it was read from
     nodes: int  # ATen op nodes in the exported graph
     writer: Writer
-    params: int  # the module's parameters and buffers declared
+    params: int  # the module's parameters declared (a tied weight once)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -108,7 +108,8 @@ class Imported:
 def from_torch(module: Any, args: Sequence, dynamic_shapes: Any = None, kwargs: Mapping | None = None) -> Imported:
     """Export `module` on `args` with `dynamic_shapes` (torch.export's: each dynamic axis a
     `torch.export.Dim`, its name the dim's name in the program) and write it as a symroof
-    program. Parameters and buffers become `param` declarations (a tied weight once).
+    program. Parameters become `param` declarations (a tied weight once); buffers are read
+    as tensors, their bytes counted, no parameters.
     Ops without a rule are named in `warnings` with their counts (and warned,
     SymroofWarning), never dropped silently."""
     torch = _torch()
@@ -200,21 +201,19 @@ def _convert(module: Any, args: tuple, dynamic_shapes: Any, exported: Any,
         value = _value(node.meta.get("val"), names)
         kind = spec.kind.name if spec is not None else "USER_INPUT"
         target = getattr(spec, "target", None)
-        if kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR") and target is not None:
-            # a parameter always (the model's own count); a buffer where the graph reads it (its bytes
-            # are read as a weight's: rotary frequencies, BatchNorm's running statistics)
+        if kind == "PARAMETER" and target is not None:
+            # the module's parameters only (its own count, sum(p.numel())): a buffer or a constant
+            # the graph reads (rotary frequencies, BatchNorm's running statistics, a causal mask) is
+            # read as a tensor, its bytes counted where it is read, and counted as no parameter
             data = _state(module, target)
             key = id(data) if data is not None else target
-            # an empty constant (DynamicCache's torch.tensor([]) a cat starts from) holds nothing to read
-            empty = kind != "PARAMETER" and any(d == 0 for d in value.shape)
-            if key not in held and (kind == "PARAMETER" or node.users) and not empty:
+            if key not in held:
                 held[key] = source.declared_name(target.split("."), taken)
                 labels = w.labels(value.shape) if value.rank else []
-                what = target if kind == "PARAMETER" else f"{target} (a buffer the module reads)"
                 declarations.append(source.Declare("param", (source.Tensor(value.dtype, tuple(
-                    source.Dim(label) for label, d in zip(labels, value.shape) if d != 1), held[key]),), what))
+                    source.Dim(label) for label, d in zip(labels, value.shape) if d != 1), held[key]),), target))
                 count += 1
-            value = Value(value.dtype, value.shape, held.get(key))
+            value = Value(value.dtype, value.shape, held[key])
         env[node] = value
     nodes = _walk(w, exported.graph_module, graph, env, names)
     warned = [f"not costed: {name} x {n} (no rule; left out of every figure)" for name, n in

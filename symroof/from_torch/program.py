@@ -26,7 +26,7 @@ Statement = source.Contraction | source.Apply | source.Fused
 class Value:
     """A tensor of the graph: symroof's dtype name and its dims (sympy integers or
     expressions in the user's dim symbols); `param`: its declared name where it is a
-    parameter or buffer (read as the declaration)."""
+    parameter (read as the declaration)."""
 
     dtype: str
     shape: tuple[sympy.Expr, ...]
