@@ -159,9 +159,14 @@ class Imported:
     equations: int
     text: str  # the program in symroof notation
     warnings: list[str] = field(default_factory=list)
+    # the bounds it was traced under (`T <= 64`): the program holds for sizes within them only
+    bounds: tuple[str, ...] = ()
 
     def model(self, chip: Any = None, sizes: Mapping[str, int] | None = None) -> Model:
-        """The program analysed (symroof.models.whole in prefill: the function as written, once)."""
+        """The program analysed (symroof.models.whole in prefill: the function as written, once);
+        sizes outside the bounds it was traced under refused (the function computes otherwise
+        there: a causal LM's min(n_positions, T) is T only up to n_positions)."""
+        _within(self.bounds, sizes or {})
         return _model(self.structured, chip, sizes or {})
 
     @functools.cached_property
@@ -245,6 +250,8 @@ def from_jax(function: Callable, shapes: str | Mapping[str, Any], params: str | 
     if out.layout:
         free = ", ".join(f"{k} x {n}" for k, n in sorted(out.layout.items()))
         header.append(f"# free (layout, no statement): {free}")
+    if bounds:
+        header.append(f"# holds for {', '.join(bounds)} (the bounds it was traced under)")
     if dead:
         header.append(f"# dropped: {dead} jaxpr equation(s) whose results nothing uses (jit drops them too)")
     if out.skipped:
@@ -254,7 +261,7 @@ def from_jax(function: Callable, shapes: str | Mapping[str, Any], params: str | 
         raise SpecError("the function computes nothing symroof can cost"
                         + (f" (not costed: {', '.join(out.skipped)})" if out.skipped else "")
                         + "".join(f"; {note}" for note in out.notes))
-    return Imported(function, arguments, out, str(closed), len(traced.jaxpr.eqns), text, warned)
+    return Imported(function, arguments, out, str(closed), len(traced.jaxpr.eqns), text, warned, bounds)
 
 
 def _weights(arguments: list[Argument], params: str | Iterable[str]) -> set[str]:
@@ -356,6 +363,16 @@ def _bounds(arguments: list[Argument], most: Mapping[str, int], relation: str) -
             raise SpecError(f"the bound on {name} is {value!r}: a whole number of 1 or more")
         out.append(f"{name} {relation} {value}")
     return tuple(out)
+
+
+def _within(bounds: tuple[str, ...], sizes: Mapping[str, int]) -> None:
+    """Refuse sizes that break a bound (`T <= 64` at T = 100), in one line."""
+    for bound in bounds:
+        name, relation, value = bound.split(" ")
+        if name in sizes and not (int(sizes[name]) <= int(value) if relation == "<=" else
+                                  int(sizes[name]) >= int(value)):
+            raise SpecError(f"{name} = {sizes[name]} breaks {bound}, the bound the function was traced under "
+                            "(it computes otherwise there): import it again with another bound")
 
 
 def _trace(jax: Any, function: Callable, arguments: list[Argument],
@@ -475,6 +492,7 @@ def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
         raise SymroofError("--xla compares one chip's counts with XLA's lowered module, which for a jit with "
                            "shardings is the whole program, not yet partitioned: not compared (the compiled, "
                            "partitioned module needs a device per chip of the mesh)")
+    _within(imported.bounds, sizes)
     structs = _structs(jax, imported.function, imported.arguments, sizes)
     lowered = jax.jit(imported.function).lower(*structs)
     low = _costs(lowered.cost_analysis())

@@ -69,6 +69,9 @@ def test_transformers_flax_text_models(name):
     # a causal LM slices its position mask to min(n_positions, T): T is bounded for JAX's shapes
     im = symroof.from_jax(forward, {"p": model.params, "ids": "int32[B, T]"}, "p", most={"T": 64})
     assert im.analysis.flops.free_symbols == {B, T}
+    assert "# holds for T <= 64" in im.text
+    with pytest.raises(symroof.SpecError, match="T = 65 breaks T <= 64"):
+        im.xla({"B": 1, "T": 65})
     _agrees(im, {"B": 2, "T": 8}, {"B": 1, "T": 13})
     declared = im.model(None, {"B": 1, "T": 4}).params
     if name == "llama":
@@ -208,3 +211,7 @@ def test_the_command_bounds_a_dim(tmp_path, capsys):
     assert "FLOPs: agree" in out and any(line.split()[:2] == ["flops", "16"] for line in out.splitlines())
     assert main(["from-jax", f"{module}:f", "--shapes", "x=fp32[B, T]", "--max", "Q=64"]) == 2
     assert "a bound on Q, which no shape has" in capsys.readouterr().err
+    # sizes outside the bound: the function computes otherwise there, so the program is refused, in one line
+    assert main(["from-jax", f"{module}:f", "--shapes", "x=fp32[B, T]", "--max", "T=64", "--set", "B=2,T=65"]) == 2
+    err = capsys.readouterr().err
+    assert "T = 65 breaks T <= 64" in err and len(err.strip().splitlines()) == 1
