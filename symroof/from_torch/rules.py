@@ -517,21 +517,51 @@ def batch_norm(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> N
 
 
 @rule("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d",
-      "adaptive_max_pool2d", "avg_pool2d", "max_pool2d", "max_pool2d_with_indices")
+      "adaptive_max_pool2d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d",
+      "max_pool2d_with_indices")
 def pool(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
     """A global pool (every spatial dim to 1): a mean (max) over the spatial dims. A pool
-    with a window of its own is not costed here (said)."""
+    whose windows tile the input (stride the window, no padding or dilation: a 2x2 max
+    pool of stride 2) as a reduction over each window's dims, the input read as
+    [N, C, H2, KH, W2, KW] (H2 = floor(H/KH) windows: rows past the last window are not
+    read). An overlapping, padded or dilated pool is not costed here (said)."""
     x = args[0]
     value = out[0] if isinstance(out, tuple | list) else out
-    spatial = range(2, x.rank)
-    if any(value.shape[j] != 1 for j in spatial if j < value.rank):
-        raise NotImplementedError("a pool with a window smaller than the whole (only a global pool is costed)")
-    labels = w.labels(x.shape, named=list(spatial))
-    written = [None if d == 1 else label for d, label in zip(x.shape, labels)]
-    kept = [written[j] for j in range(x.rank) if j not in spatial]
+    spatial = list(range(2, x.rank))
     word = "max" if "max" in op else "mean"
-    w.emit(source.Apply(word, tuple(labels[j] for j in spatial if x.shape[j] != 1), "prefix",
-                        (tensor(x, written),), tensor(value, kept + [None] * (value.rank - len(kept)))), op)
+    if all(value.shape[j] == 1 for j in spatial if j < value.rank):
+        labels = w.labels(x.shape, named=spatial)
+        written = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+        kept = [written[j] for j in range(x.rank) if j not in spatial]
+        w.emit(source.Apply(word, tuple(labels[j] for j in spatial if x.shape[j] != 1), "prefix",
+                            (tensor(x, written),), tensor(value, kept + [None] * (value.rank - len(kept)))), op)
+        return
+    if op.startswith("adaptive"):
+        raise NotImplementedError("an adaptive pool to more than one element (windows of varying size)")
+    n = len(spatial)
+    kernel = _per_dim(args[1] if len(args) > 1 else kwargs.get("kernel_size"), n)
+    stride = _per_dim(args[2] if len(args) > 2 and args[2] else kwargs.get("stride") or kernel, n)
+    padding = _per_dim(args[3] if len(args) > 3 else kwargs.get("padding", 0), n)
+    dilation = _per_dim(args[4] if len(args) > 4 and "max" in op else kwargs.get("dilation", 1), n)
+    ceil = args[5] if len(args) > 5 and "max" in op else args[4] if len(args) > 4 and "avg" in op else False
+    if stride != kernel or any(padding) or any(d != 1 for d in dilation) or ceil:
+        raise NotImplementedError("a pool whose windows overlap, are padded or dilated, or round up (only pools "
+                                  "whose windows tile the input are costed)")
+    windows = [value.shape[j] for j in spatial]
+    dims = [*x.shape[:2], *(d for pair in zip(windows, kernel) for d in pair)]
+    labels = w.labels(dims, named=[2 + 2 * k + 1 for k in range(n)] + [2 + 2 * k for k in range(n)])
+    keep = [None if d == 1 else label for d, label in zip(dims, labels)]
+    over = tuple(labels[2 + 2 * k + 1] for k in range(n) if kernel[k] != 1)
+    result = keep[:2] + [keep[2 + 2 * k] for k in range(n)]
+    w.emit(source.Apply(word, over, "prefix", (tensor(Value(x.dtype, tuple(dims)), keep),),
+                        tensor(value, result)), op)
+
+
+def _per_dim(value: Any, n: int) -> list[int]:
+    """A pool's kernel, stride or padding, one per spatial dim (an int stands for every one)."""
+    values = list(value) if isinstance(value, list | tuple) else [value] * n
+    values = values * n if len(values) == 1 else values
+    return [int(v) for v in values]
 
 
 @rule("var", "std", "var_mean", "std_mean")

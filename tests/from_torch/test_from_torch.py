@@ -389,3 +389,17 @@ def test_a_constant_pad_moves_bytes():
     # by hand: no FLOPs; 16 fp32 read and 19 written a row
     assert im.analysis.flops == 0
     assert sympy.expand(im.analysis.bytes - 4 * (16 + 19) * B) == 0
+
+
+def test_pools_whose_windows_tile_the_input_and_one_that_overlaps():
+    dims = ({0: Dim("B"), 2: Dim("H", min=8, max=512), 3: Dim("W", min=8, max=512)},)
+    h2, w2 = (sympy.floor(symroof.dim_symbol(d) / 2) for d in "HW")
+    for layer, per_window in ((torch.nn.MaxPool2d(2), 4), (torch.nn.AvgPool2d(2), 4 + 1)):
+        im = from_torch(layer.eval(), (torch.randn(2, 4, 16, 16),), dims)
+        assert not im.warnings
+        # by hand: per window of 2x2 over 4 channels, 4 combines (leading), a mean's divide one more;
+        # the windows' elements read (a row past the last window is not), the pooled result written
+        assert sympy.simplify(im.analysis.flops - per_window * 4 * B * h2 * w2) == 0
+        assert sympy.simplify(im.analysis.bytes - 4 * (4 * 4 * B * h2 * w2 + 4 * B * h2 * w2)) == 0
+    with pytest.warns(SymroofWarning, match=r"not costed: max_pool2d\.default x 1"):
+        from_torch(torch.nn.Sequential(torch.nn.MaxPool2d(3, 2), torch.nn.ReLU()), (torch.randn(2, 4, 16, 16),), dims)

@@ -99,13 +99,14 @@ def test_llama_eager_attention_is_sdpa_in_matrix_flops():
 
 def test_a_cnn_with_a_max_pool():
     model, args, dims = torch_models.cnn()
-    with pytest.warns(SymroofWarning, match=r"not costed: max_pool2d\.default x 1"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymroofWarning)  # the 2x2 max pool tiles its input: costed
         im = from_torch(model, args, dims)
     h, w = symroof.dim_symbol("H"), symroof.dim_symbol("W")
     assert im.analysis.flops.free_symbols == {B, h, w}
     # by hand: c1 2·8·3·9 per pixel (padding 1 keeps H x W); the 2x2 max pool floors H/2; c2 grouped 4
     # ways (2 input channels a group), 3x3, stride 2, padding 1: floor((floor(H/2) + 2 - 3)/2) + 1 rows;
-    # the head 2·16·10. The pool itself is named, not costed (its comparisons are vector work anyway)
+    # the head 2·16·10. The pool is vector work: 4 compares a window (leading), over 8 channels
     h2, w2 = (sympy.floor((sympy.floor(x / 2) - 1) / 2) + 1 for x in (h, w))
     matrix = B * h * w * 2 * 8 * 3 * 9 + B * h2 * w2 * 2 * 16 * 2 * 9 + B * 2 * 16 * 10
     at = {"B": 2, "H": 16, "W": 16}
@@ -114,6 +115,10 @@ def test_a_cnn_with_a_max_pool():
         assert _matrix(im).subs({symroof.dim_symbol(k): n for k, n in sizes.items()}) == \
             matrix.subs({symroof.dim_symbol(k): n for k, n in sizes.items()})
     _agrees(im, at, {"B": 1, "H": 21, "W": 18})
+    pooled = next(st_ for st_ in im.model(None, {"B": 1, "H": 21, "W": 18}).analysis.steps
+                  if st_.step.fn == "max")
+    # 21 x 18 pooled 2x2: 10 x 9 windows (the 21st row is not read), 4 elements each, 8 channels
+    assert pooled.flops == 8 * 10 * 9 * 4 and pooled.bytes_read == 4 * 8 * 10 * 9 * 4
     # BatchNorm's running mean and variance (8 channels each) are buffers: read, not parameters
     assert im.model(None, {"B": 1, "H": 8, "W": 8}).params == sum(p.numel() for p in model.parameters())
 
