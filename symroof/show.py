@@ -233,7 +233,7 @@ def pretty(expr: sympy.Basic) -> str:
     if den == 1:
         shown = expr
     elif not den.is_number and not den.has(sympy.Max, sympy.Min) and _large_coefficients(num, den):
-        lead = sympy.Poly(den, *sorted(den.free_symbols, key=str)).LC()
+        lead = leading_coefficient(den)
         shown = sympy.expand(num / lead) / sympy.expand(den / lead)
     elif len(sympy.Add.make_args(num)) + len(sympy.Add.make_args(den)) <= _FACTOR_TERMS:
         shown = sympy.factor_terms(num) / sympy.factor_terms(den)
@@ -243,6 +243,40 @@ def pretty(expr: sympy.Basic) -> str:
     floats = {a: sympy.Float(a, 6) for a in shown.atoms(sympy.Rational)
               if abs(a.p) >= 10**15 or (not a.is_Integer and (abs(a.p) > 1000 or a.q > 1000))}
     return _Printer().doprint(shown.xreplace(floats) if floats else shown)
+
+
+def leading_coefficient(p: sympy.Expr) -> sympy.Expr:
+    """The coefficient of p's leading term, its dims sorted by name and the terms in lex
+    order, as `sympy.Poly(p, *dims).LC()` gives it; read off the term list where p is a
+    sum of monomials (a dense Poly over a program's hundred dims took seconds to build).
+    Where p is no polynomial in its dims (a floor of one), the coefficient of its leading
+    term in sympy's own generators, else 1.
+
+    Examples:
+        >>> D, F = sympy.symbols("D F", positive=True)
+        >>> leading_coefficient(41*D*F - 9850*D - 9850*F)
+        41
+    """
+    found = cancel.terms(p)
+    gens = sorted(p.free_symbols, key=str)
+    if found is None or not found:
+        try:
+            return sympy.Poly(p, *gens).LC()
+        except sympy.PolynomialError:  # floor(H/2) (a strided convolution's output) is no polynomial in H
+            try:
+                return sympy.Poly(p).LC()  # its generators sympy's own: floor(H/2) one of them
+            except sympy.PolynomialError:
+                return sympy.Integer(1)
+    order = {g: k for k, g in enumerate(gens)}
+
+    def exponents(monomial: tuple) -> tuple[int, ...]:
+        out = [0] * len(gens)
+        for symbol, e in monomial:
+            out[order[symbol]] = e
+        return tuple(out)
+
+    c = found[max(found, key=exponents)]
+    return sympy.Rational(c.numerator, c.denominator)
 
 
 def _large_coefficients(*polys: sympy.Expr) -> bool:
