@@ -20,10 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-import sympy
-
 from ..errors import SymroofError
 from ..symbols import dim_symbol
+from .framework import load_torch
 
 if TYPE_CHECKING:
     from .importer import Imported
@@ -37,20 +36,15 @@ def resized(imported: Imported, sizes: Mapping[str, int]) -> tuple:
     """The module's example inputs with each dynamic axis at its dim's size: floats drawn
     at random, integers (token ids) within the example's own range, booleans as the
     example's first element says."""
-    from .importer import _flat_dims, _torch
-    torch = _torch()
+    torch = load_torch()
     missing = sorted(set(imported.dims) - set(sizes))
     if missing:
         raise SymroofError(f"the check runs the module at concrete sizes: give {', '.join(missing)} "
                            f"({','.join(f'{d}=...' for d in missing)})")
     axes: list[dict[int, str]] = [{} for _ in imported.args]
-    for name, (k, axis) in imported.axes.items():
-        axes[k][axis] = name
-    # a dim named in several inputs (B and P in each of a KV cache's tensors) is resized in each
-    for k, spec in enumerate(_flat_dims(imported.dynamic_shapes)[:len(axes)]):
-        for axis, dim in (spec or {}).items():
-            if getattr(dim, "__name__", None) in imported.axes:
-                axes[k].setdefault(axis, dim.__name__)
+    for name, places in imported.axes.items():  # a dim in several inputs (a KV cache's B and P) resized in each
+        for k, axis in places:
+            axes[k][axis] = name
     out = []
     generator = torch.Generator().manual_seed(0)
     for k, arg in enumerate(imported.args):
@@ -69,8 +63,7 @@ def resized(imported: Imported, sizes: Mapping[str, int]) -> tuple:
 
 
 def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
-    from .importer import _torch
-    _torch()
+    load_torch()
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
     args = resized(imported, sizes)
@@ -86,7 +79,7 @@ def cross_check(imported: Imported, sizes: Mapping[str, int]) -> dict:
     at = {dim_symbol(k): int(v) for k, v in sizes.items()}
     explained: dict[str, int] = {}
     for flops, why in imported.writer.differences:
-        explained[why] = explained.get(why, 0) + int(sympy.sympify(flops).xreplace(at))
+        explained[why] = explained.get(why, 0) + int(flops.xreplace(at))
     unexplained = matrix - torch_flops - sum(explained.values())
     return {"sizes": dict(sizes), "symroof_matrix_flops": matrix, "symroof_vector_flops": int(a.flops_vector),
             "symroof_flops": int(a.flops), "flop_counter": torch_flops, "flop_counter_by_op": by_op,

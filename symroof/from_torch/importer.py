@@ -39,6 +39,8 @@ from ..lang.structure import Structured, read_source
 from ..models.decls import Options
 from ..models.report import with_defaults
 from ..models.whole import Model
+from .check import cross_check
+from .framework import load_torch
 from .program import Value, Writer, batched, full, vmapped
 from .rules import ELEMENTWISE, LAYOUT, RULES, SUBGRAPHS, VMAP
 
@@ -46,16 +48,6 @@ from .rules import ELEMENTWISE, LAYOUT, RULES, SUBGRAPHS, VMAP
 _DTYPES = {"float64": "fp64", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int64": "int64",
            "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool",
            "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2", "complex64": None, "complex128": None}
-# FlopCounterMode's matrix-unit ops, and symroof's: it counts these and nothing else
-_COUNTED = "mm, bmm, addmm, baddbmm, convolution and scaled_dot_product_attention"
-
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise SymroofError("importing a PyTorch module needs PyTorch: pip install 'symroof[torch]'") from None
-    return torch
 
 
 @dataclass
@@ -66,7 +58,8 @@ class Imported:
     args: tuple
     dynamic_shapes: Any
     program: source.Program
-    axes: dict[str, tuple[int, int]]  # each user dim's name -> (the input, its axis) it was read from
+    # each user dim's name -> every (input, axis) that has it (B in each of a KV cache's tensors)
+    axes: dict[str, list[tuple[int, int]]]
     nodes: int  # ATen op nodes in the exported graph
     writer: Writer
     params: int  # the module's parameters declared (a tied weight once)
@@ -101,7 +94,6 @@ class Imported:
     def flop_counter(self, sizes: Mapping[str, int]) -> dict:
         """symroof's matrix-unit FLOPs at these sizes beside torch's FlopCounterMode, run on
         the module with inputs of these sizes (check.py says what each counts)."""
-        from .check import cross_check
         return cross_check(self, sizes)
 
 
@@ -112,7 +104,7 @@ def from_torch(module: Any, args: Sequence, dynamic_shapes: Any = None, kwargs: 
     as tensors, their bytes counted, no parameters.
     Ops without a rule are named in `warnings` with their counts (and warned,
     SymroofWarning), never dropped silently."""
-    torch = _torch()
+    torch = load_torch()
     if not isinstance(module, torch.nn.Module):
         raise SymroofError(f"from-torch imports a torch.nn.Module, not {type(module).__name__}")
     args = tuple(args) if isinstance(args, list | tuple) else (args,)
@@ -198,7 +190,7 @@ def _convert(module: Any, args: tuple, dynamic_shapes: Any, exported: Any,
     held: dict[Any, str] = {}
     for node in placeholders:
         spec = kinds.get(node.name)
-        value = _value(node.meta.get("val"), names)
+        value = _value(node.meta.get("val"))
         kind = spec.kind.name if spec is not None else "USER_INPUT"
         target = getattr(spec, "target", None)
         if kind == "PARAMETER" and target is not None:
@@ -215,7 +207,7 @@ def _convert(module: Any, args: tuple, dynamic_shapes: Any, exported: Any,
                 count += 1
             value = Value(value.dtype, value.shape, held[key])
         env[node] = value
-    nodes = _walk(w, exported.graph_module, graph, env, names)
+    nodes = _walk(w, exported.graph_module, graph, env)
     warned = [f"not costed: {name} x {n} (no rule; left out of every figure)" for name, n in
               sorted(w.skipped.items())] + w.notes
     for message in warned:
@@ -236,7 +228,7 @@ def _convert(module: Any, args: tuple, dynamic_shapes: Any, exported: Any,
     return Imported(module, args, dynamic_shapes, program, axes, nodes, w, count, warned)
 
 
-def _walk(w: Writer, owner: Any, graph: Any, env: dict, names: dict) -> int:
+def _walk(w: Writer, owner: Any, graph: Any, env: dict) -> int:
     """Write each op node of `graph` (the module's, or a subgraph's: a region under
     torch.no_grad is one, its own subgraphs held by its GraphModule, `owner`), its inputs'
     values already in `env`; how many op nodes."""
@@ -251,13 +243,13 @@ def _walk(w: Writer, owner: Any, graph: Any, env: dict, names: dict) -> int:
             packet = packet[:-1]
         operands = [_read(a, env) for a in node.args]
         options = {k: _read(v, env) for k, v in node.kwargs.items()}
-        out = _value(node.meta.get("val"), names)
+        out = _value(node.meta.get("val"))
         env[node] = out
         if packet in SUBGRAPHS:
             inner = owner.get_submodule(node.args[SUBGRAPHS[packet]].target)
             inputs = [n for n in inner.graph.nodes if n.op == "placeholder"]
             inner_env = dict(zip(inputs, operands[SUBGRAPHS[packet] + 1:]))
-            nodes += _walk(w, inner, inner.graph, inner_env, names)
+            nodes += _walk(w, inner, inner.graph, inner_env)
             w.layout[packet] += 1
             continue
         if packet in VMAP:
@@ -268,12 +260,14 @@ def _walk(w: Writer, owner: Any, graph: Any, env: dict, names: dict) -> int:
         if levels:
             out = batched(out, levels)
             env[node] = out
+        if packet in ("dropout", "native_dropout") and operands[2:3] == [True]:
+            w.skipped[op] += 1  # in training mode: a mask drawn and applied, which no rule costs (said)
+            continue
         if packet in LAYOUT or not _costs(out):
             w.layout[packet] += 1
             continue
         found = RULES.get(op) or RULES.get(packet)
-        if found is None or packet in ("dropout", "native_dropout") and operands[2:3] == [True] \
-                or levels and found not in ELEMENTWISE:
+        if found is None or levels and found not in ELEMENTWISE:
             w.skipped[op] += 1
             if levels and found is not None:
                 w.said(f"{op} under torch.vmap is not costed (only elementwise ops are, there)")
@@ -321,16 +315,16 @@ def _costs(value: Any) -> bool:
     return isinstance(value, Value) or isinstance(value, tuple) and any(isinstance(v, Value) for v in value)
 
 
-def _user_dims(exported: Any, placeholders: list, dynamic_shapes: Any) -> tuple[dict[str, str], dict, dict]:
+def _user_dims(exported: Any, placeholders: list, dynamic_shapes: Any) -> tuple[set[str], dict, dict]:
     """Each of torch's shape symbols (s0, s1) -> the name the user gave it with
-    torch.export.Dim, read off the user inputs' axes; the user inputs by node name; and
-    each name -> (the input, its axis) it was first read from."""
-    torch = _torch()
+    torch.export.Dim, read off the user inputs' axes; the user inputs' node names; and
+    each name -> every (input, axis) that has it."""
+    torch = load_torch()
     user_specs = [s for s in exported.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
-    user = {s.arg.name: s.arg.name for s in user_specs}
+    user = {s.arg.name for s in user_specs}
     flat_dims = _flat_dims(dynamic_shapes)
     names: dict[sympy.Symbol, str] = {}
-    where: dict[str, tuple[int, int]] = {}
+    where: dict[str, list[tuple[int, int]]] = {}
     inputs = [n for n in placeholders if n.name in user]
     for k, (node, axes) in enumerate(zip(inputs, flat_dims)):
         shape = getattr(node.meta.get("val"), "shape", ())
@@ -340,10 +334,9 @@ def _user_dims(exported: Any, placeholders: list, dynamic_shapes: Any) -> tuple[
             expr = _expr(shape[axis])
             name = getattr(dim, "__name__", None) or str(dim)
             if isinstance(expr, sympy.Symbol):
-                if expr in names and names[expr] != name:
-                    continue  # torch found two Dims equal: the first name stands
+                # torch may find two Dims equal: the first name stands for both
                 names.setdefault(expr, _dim_name(name))
-                where.setdefault(names[expr], (k, axis))
+                where.setdefault(names[expr], []).append((k, axis))
             elif expr.is_Integer and isinstance(dim, torch.export.Dim):
                 raise SymroofError(f"torch.export specialized dim {name} to {int(expr)}: the module's code fixes "
                                    "its size (a shape check or a constant), so it cannot be symbolic")
@@ -375,14 +368,15 @@ def _flat_dims(dynamic_shapes: Any) -> list[dict]:
 def _expr(dim: Any) -> sympy.Expr:
     """A SymInt's expression (torch's own sympy), or an int."""
     node = getattr(dim, "node", None)
-    return sympy.sympify(node.expr) if node is not None else sympy.Integer(int(dim))
+    return node.expr if node is not None else sympy.Integer(int(dim))
 
 
-def _value(val: Any, names: dict[sympy.Symbol, str]) -> Any:
-    """A node's FakeTensor as a Value (its shape in the user's dim symbols), a tuple of
-    them as a tuple, a SymInt as its expression, anything else as itself."""
+def _value(val: Any) -> Any:
+    """A node's FakeTensor as a Value (its shape in torch's symbols, which the writer names
+    as the user's dims), a tuple of them as a tuple, a SymInt as its expression, anything
+    else as itself."""
     if isinstance(val, list | tuple):
-        return tuple(_value(v, names) for v in val)
+        return tuple(_value(v) for v in val)
     if hasattr(val, "shape") and hasattr(val, "dtype"):
         return Value(_dtype(val.dtype), tuple(_expr(d) for d in val.shape))
     if hasattr(val, "node"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy
@@ -90,8 +90,8 @@ class Writer:
 
     def differs(self, flops: sympy.Expr, why: str) -> None:
         """FLOPs symroof counts and FlopCounterMode does not (negative: it counts more)."""
-        user = {s: dim_symbol(self._names[s]) for s in sympy.sympify(flops).free_symbols if s in self._names}
-        self.differences.append((sympy.sympify(flops).xreplace(user), why))
+        user = {s: dim_symbol(self._names[s]) for s in flops.free_symbols if s in self._names}
+        self.differences.append((flops.xreplace(user), why))
 
     def said(self, note: str) -> None:
         if note not in self.notes:
@@ -102,7 +102,7 @@ class Writer:
     def dim_name(self, dim: sympy.Expr) -> str:
         """A dim's own label: its user name, its size where it is a number, or the name of
         a let for a composite (`BT`, let BT = B*T)."""
-        dim = sympy.sympify(dim)
+        dim = as_expr(dim)
         if dim.is_Integer:
             return str(int(dim))
         if dim in self._names:
@@ -126,7 +126,7 @@ class Writer:
         for i, dim in enumerate(dims):
             name = self.dim_name(dim)
             if name in taken or (i in named and name.isdigit()):
-                name = self._alias(sympy.sympify(dim), name, taken)
+                name = self._alias(as_expr(dim), name, taken)
             taken.add(name)
             out.append(name)
         return out
@@ -159,8 +159,22 @@ class Writer:
 
 
 def _commented(item: Statement, op: str) -> Statement:
-    return source.Fused(item.statements, op) if isinstance(item, source.Fused) else \
-        type(item)(**{**{f: getattr(item, f) for f in item.__dataclass_fields__}, "comment": op})
+    return replace(item, comment=op)
+
+
+def as_expr(dim: sympy.Expr | int) -> sympy.Expr:
+    """A dim as an expression: a rule's own sizes (a pool's window, 2) are Python ints."""
+    return sympy.Integer(dim) if isinstance(dim, int) else dim
+
+
+def present(shape: Sequence[sympy.Expr], labels: Sequence[str | None]) -> list[str | None]:
+    """The labels of a tensor's axes, each of size 1 None (left out where it is written)."""
+    return [None if d == 1 else label for d, label in zip(shape, labels)]
+
+
+def first(out: Any) -> Any:
+    """An op's main result: the first of several (native_layer_norm's output, not its statistics)."""
+    return out[0] if isinstance(out, tuple | list) else out
 
 
 def tensor(value: Value, labels: Sequence[str | None], name: str | None = None) -> source.Tensor:
@@ -172,7 +186,7 @@ def tensor(value: Value, labels: Sequence[str | None], name: str | None = None) 
 def expression_text(expr: sympy.Expr, names: dict[sympy.Symbol, str]) -> str:
     """A dim's expression as a let writes it (`B*T`, `T + 1`, `floor(T/2)`), in the user's
     names: sums, products, integer powers and floor divisions of dims and integers."""
-    expr = sympy.sympify(expr)
+    expr = as_expr(expr)
     if expr.is_Integer:
         return str(int(expr))
     if expr.is_Symbol:

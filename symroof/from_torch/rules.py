@@ -35,7 +35,7 @@ from typing import Any
 import sympy
 
 from ..lang import source
-from .program import Value, Writer, tensor
+from .program import Value, Writer, first, present, tensor
 
 Rule = Callable[[Writer, list, dict, Any, str], None]
 RULES: dict[str, Rule] = {}
@@ -79,10 +79,6 @@ def rule(*names: str) -> Callable[[Rule], Rule]:
     return register
 
 
-def is_tensor(x: Any) -> bool:
-    return isinstance(x, Value)
-
-
 def _scalar(dtype: str) -> Value:
     return Value(dtype, ())
 
@@ -90,8 +86,7 @@ def _scalar(dtype: str) -> Value:
 def _aligned(w: Writer, operands: Sequence[Value], out: Value) -> tuple[list[source.Tensor], source.Tensor]:
     """Operands broadcast against the result as torch broadcasts (aligned from the right),
     written with the result's labels; a broadcast (size-1) axis left out."""
-    out_labels: list[str | None] = [None if d == 1 else label
-                                    for d, label in zip(out.shape, w.labels(out.shape))]
+    out_labels = present(out.shape, w.labels(out.shape))
     written = []
     for v in operands:
         lead = out.rank - v.rank
@@ -101,11 +96,7 @@ def _aligned(w: Writer, operands: Sequence[Value], out: Value) -> tuple[list[sou
 
 def _operand(x: Any, out: Value) -> Value:
     """A Python number operand as a scalar of the result's dtype (bool results: fp32)."""
-    return x if is_tensor(x) else _scalar(out.dtype if out.dtype != "bool" else "fp32")
-
-
-def _name(op: str) -> str:
-    return op.split(".")[0]
+    return x if isinstance(x, Value) else _scalar(out.dtype if out.dtype != "bool" else "fp32")
 
 
 @rule(*BINARY, "max.other", "min.other")
@@ -143,7 +134,7 @@ def gelu(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
 def power(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
     """x ** 2 is one multiply (`square`); x ** 0.5 a sqrt; any other exponent `pow`."""
     x, e = args[0], args[1]
-    if is_tensor(x) and not is_tensor(e) and e in (2, 0.5, -0.5, 1):
+    if isinstance(x, Value) and not isinstance(e, Value) and e in (2, 0.5, -0.5, 1):
         if e == 1:
             w.layout[op] += 1
             return
@@ -213,7 +204,7 @@ def reduce(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
     x = args[0]
     over = _axes(args[1] if len(args) > 1 and not isinstance(args[1], bool) else kwargs.get("dim"), x.rank)
     over = [j for j in over if x.shape[j] != 1]
-    value = out[0] if isinstance(out, tuple | list) else out
+    value = first(out)
     if not over:  # over size-1 axes only: the array itself
         w.layout[op] += 1
         return
@@ -221,7 +212,7 @@ def reduce(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
     kept = [label if x.shape[j] != 1 else None for j, label in enumerate(labels) if j not in over]
     result = tensor(value, kept if value.rank == len(kept) else [None if j in over else labels[j]
                                                                  for j in range(x.rank)])
-    operand = tensor(x, [None if d == 1 else label for d, label in zip(x.shape, labels)])
+    operand = tensor(x, present(x.shape, labels))
     w.emit(source.Apply(REDUCE[op], tuple(labels[j] for j in over), "prefix", (operand,), result), op)
 
 
@@ -229,7 +220,7 @@ def reduce(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
 def softmax(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
     x, dim = args[0], args[1] % args[0].rank
     labels = w.labels(x.shape, named=[dim])
-    written = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+    written = present(x.shape, labels)
     word = "logsoftmax" if "log" in op else "softmax"
     w.emit(source.Apply(word, (labels[dim],), "prefix", (tensor(x, written),), tensor(out, written)), op)
 
@@ -237,11 +228,12 @@ def softmax(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> No
 @rule("layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm")
 def norm(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
     x, shape = args[0], args[1]
-    value = out[0] if isinstance(out, tuple | list) else out
+    value = first(out)
     over = list(range(x.rank - len(shape), x.rank))
     labels = w.labels(x.shape, named=over)
-    written = [None if d == 1 else label for d, label in zip(x.shape, labels)]
-    scales = [tensor(v, [labels[j] for j in over]) for v in args[2:4 if "layer" in op else 3] if is_tensor(v)]
+    written = present(x.shape, labels)
+    scales = [tensor(v, [labels[j] for j in over]) for v in args[2:4 if "layer" in op else 3]
+              if isinstance(v, Value)]
     word = "layernorm" if "layer" in op else "rmsnorm"
     w.emit(source.Apply(word, tuple(labels[j] for j in over), "prefix", (tensor(x, written), *scales),
                         tensor(value, written)), op)
@@ -265,7 +257,7 @@ def contraction(w: Writer, a: Value, a_axes: str, b: Value, b_axes: str, out: Va
     summed = [i for i, letter in enumerate(letters) if letter not in out_axes]
     labels = dict(zip(letters, w.labels([size[letter] for letter in letters], named=summed)))
 
-    def written(v: Value, axes: str, name: str | None = None) -> source.Tensor:
+    def written(v: Value, axes: str) -> source.Tensor:
         return tensor(v, [None if d == 1 else labels[letter] for d, letter in zip(v.shape, axes)])
 
     over = tuple(labels[letters[i]] for i in summed if size[letters[i]] != 1)
@@ -336,8 +328,8 @@ def attention(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> No
     the scores and probabilities stay on chip. The scale and a causal mask cost nothing
     (applied as the scores are made); an explicit mask is read and added."""
     q, k, v = args[:3]
-    value = out[0] if isinstance(out, tuple | list) else out
-    mask = args[3] if len(args) > 3 and is_tensor(args[3]) else kwargs.get("attn_mask")
+    value = first(out)
+    mask = args[3] if len(args) > 3 and isinstance(args[3], Value) else kwargs.get("attn_mask")
     batch = "abcdefgh"[:q.rank - 2]
     if k.shape[:-2] != q.shape[:-2]:
         raise NotImplementedError("attention whose keys have other batch or head dims than its queries (enable_gqa)")
@@ -375,7 +367,7 @@ def _aligned_to(mask: Value, scores: Value, names: dict[str, str], axes: str) ->
 def cumulative(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None:
     x, dim = args[0], args[1] % args[0].rank
     labels = w.labels(x.shape, named=[dim])
-    written = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+    written = present(x.shape, labels)
     w.emit(source.Apply(op, (labels[dim],), "prefix", (tensor(x, written),), tensor(out, written)), op)
 
 
@@ -411,7 +403,7 @@ def taken(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> None
     if x.shape[dim] == 1:
         raise NotImplementedError("a gather along a dim of size 1")
     labels = w.labels((*x.shape, k))
-    kept = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+    kept = present(x.shape, labels)
     picked = [*kept[:dim], None if k == 1 else labels[-1], *kept[dim + 1:]]
     index = [labels[-1] if k != 1 else None] if op == "index_select" else picked
     w.emit(source.Apply("gather", (), "prefix", (tensor(x, kept), tensor(ids, index)), tensor(out, picked)), op)
@@ -425,7 +417,7 @@ def padded(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -> Non
     if any(x.shape[j] == 1 or out.shape[j] == 1 for j in grown):
         raise NotImplementedError("a pad of a size-1 axis, or to one")
     labels = w.labels((*x.shape, *(out.shape[j] for j in grown)))
-    kept = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+    kept = present(x.shape, labels)
     result = list(kept)
     for j, label in zip(grown, labels[x.rank:]):
         result[j] = label
@@ -480,7 +472,7 @@ def convolution(w: Writer, args: list, kwargs: dict, out: Value, op: str = "") -
     f = weight.shape[1] * g if transposed else weight.shape[0]
     dims = [n, g, c / g, f / g, *x.shape[2:], *weight.shape[2:], *out.shape[2:]]
     labels = w.labels(dims, named=[2, *range(4, 4 + 3 * spatial)])
-    keep = [None if d == 1 else label for d, label in zip(dims, labels)]
+    keep = present(dims, labels)
     ln, lg, lc, lm = keep[:4]
     ls, lk, lo = keep[4:4 + spatial], keep[4 + spatial:4 + 2 * spatial], keep[4 + 2 * spatial:]
     over = tuple(labels[4:4 + spatial])
@@ -501,7 +493,7 @@ def batch_norm(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> N
     training = args[5] if op in ("batch_norm", "native_batch_norm") and len(args) > 5 else False
     if training or not isinstance(mean, Value) or not isinstance(var, Value):
         raise NotImplementedError("batch norm in training mode (its statistics computed): call .eval()")
-    value = out[0] if isinstance(out, tuple | list) else out
+    value = first(out)
     channel = Value(var.dtype, var.shape)
     (c_t,), c_out = _aligned(w, [var], channel)
     w.emit(source.Apply("rsqrt", (), "call", (c_t,), c_out), op + " (1/sqrt(var + eps))")
@@ -526,12 +518,12 @@ def pool(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
     [N, C, H2, KH, W2, KW] (H2 = floor(H/KH) windows: rows past the last window are not
     read). An overlapping, padded or dilated pool is not costed here (said)."""
     x = args[0]
-    value = out[0] if isinstance(out, tuple | list) else out
+    value = first(out)
     spatial = list(range(2, x.rank))
     word = "max" if "max" in op else "mean"
     if all(value.shape[j] == 1 for j in spatial if j < value.rank):
         labels = w.labels(x.shape, named=spatial)
-        written = [None if d == 1 else label for d, label in zip(x.shape, labels)]
+        written = present(x.shape, labels)
         kept = [written[j] for j in range(x.rank) if j not in spatial]
         w.emit(source.Apply(word, tuple(labels[j] for j in spatial if x.shape[j] != 1), "prefix",
                             (tensor(x, written),), tensor(value, kept + [None] * (value.rank - len(kept)))), op)
@@ -550,7 +542,7 @@ def pool(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> None:
     windows = [value.shape[j] for j in spatial]
     dims = [*x.shape[:2], *(d for pair in zip(windows, kernel) for d in pair)]
     labels = w.labels(dims, named=[2 + 2 * k + 1 for k in range(n)] + [2 + 2 * k for k in range(n)])
-    keep = [None if d == 1 else label for d, label in zip(dims, labels)]
+    keep = present(dims, labels)
     over = tuple(labels[2 + 2 * k + 1] for k in range(n) if kernel[k] != 1)
     result = keep[:2] + [keep[2 + 2 * k] for k in range(n)]
     w.emit(source.Apply(word, over, "prefix", (tensor(Value(x.dtype, tuple(dims)), keep),),

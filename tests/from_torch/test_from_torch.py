@@ -403,3 +403,18 @@ def test_pools_whose_windows_tile_the_input_and_one_that_overlaps():
         assert sympy.simplify(im.analysis.bytes - 4 * (4 * 4 * B * h2 * w2 + 4 * B * h2 * w2)) == 0
     with pytest.warns(SymroofWarning, match=r"not costed: max_pool2d\.default x 1"):
         from_torch(torch.nn.Sequential(torch.nn.MaxPool2d(3, 2), torch.nn.ReLU()), (torch.randn(2, 4, 16, 16),), dims)
+
+
+def test_dropout_in_training_mode_is_named_not_free():
+    """Eval-mode dropout is the identity (free); in training mode it draws and applies a
+    mask, which no rule costs: named, never counted as a free view."""
+    class Dropped(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.dropout(x, 0.1, training=True) * 2
+
+    with pytest.warns(SymroofWarning, match=r"not costed: dropout\.default x 1"):
+        im = from_torch(Dropped(), (torch.randn(3, 5),), ({0: Dim("B")},))
+    assert not any("dropout" in line for line in im.text.splitlines() if line.startswith("# free"))
+    eval_im = from_torch(torch.nn.Sequential(torch.nn.Dropout(0.1), torch.nn.ReLU()).eval(), (torch.randn(3, 5),),
+                         ({0: Dim("B")},))
+    assert not eval_im.warnings and "dropout x 1" in eval_im.text
