@@ -4,7 +4,7 @@ leaves it without one: `mesh X, Y=4`) and the link that joins them."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy
 
@@ -18,12 +18,16 @@ class MeshAxis:
     without one, `mesh X`, whose `count` is then the symbol X), and the link that joins
     them ("ici", "dcn" or "pcie"). For an ICI axis without a size, `ring` is the case its
     formulas take: with wraparound (`X@ring`), without (`X@line`), or None: a ring where
-    the chip's axes can wrap, said wherever its link is described."""
+    the chip's axes can wrap, said wherever its link is described. A `deferred` axis is
+    one of a strategy family's (models/families.py): its size (where None) and where it
+    lies are given later, member by member, so its collectives' seconds per byte and
+    latency are symbols (collectives.rate_symbols), worked out for each member's mesh."""
 
     name: str
     size: int | None
     link: str = "ici"
     ring: bool | None = None
+    deferred: bool = False
 
     @property
     def count(self) -> sympy.Expr:
@@ -32,6 +36,13 @@ class MeshAxis:
     @property
     def symbolic(self) -> bool:
         return self.size is None
+
+    @property
+    def alone(self) -> sympy.Expr:
+        """1 where the axis has one chip, else 0; for a strategy family's axis without a size
+        a symbol (`alone[X]`), 1 or 0 member by member."""
+        return sympy.Symbol(f"alone[{self.name}]", nonnegative=True) if self.size is None \
+            else sympy.Integer(self.size == 1)
 
     @property
     def number(self) -> int:
@@ -64,6 +75,15 @@ class Mesh:
     def symbolic(self) -> tuple[str, ...]:
         """The axes without a size, whose chip counts are symbols."""
         return tuple(a.name for a in self.axes if a.size is None)
+
+    @property
+    def deferred(self) -> bool:
+        """Whether its axes are a strategy family's, laid out member by member (MeshAxis)."""
+        return any(a.deferred for a in self.axes)
+
+    def written(self) -> Mesh:
+        """The mesh as a `mesh` line writes it: a family's axes as any other's."""
+        return Mesh(tuple(replace(a, deferred=False) for a in self.axes)) if self.deferred else self
 
     @property
     def chips(self) -> int | sympy.Expr:

@@ -123,10 +123,10 @@ def _mesh(ctx: Context, written: list[WMesh], given: Mesh | None) -> Mesh | None
     if not written:
         return given
     mesh = _mesh_line(ctx, written[0])
-    if given is not None and given != mesh:
+    if given is not None and given.written() != mesh:
         raise ctx.error(f"the spec's mesh ({mesh.axes_text()}) and the mesh given with it "
                         f"({given.axes_text()}) disagree", written[0].span)
-    return mesh
+    return given if given is not None and given.deferred else mesh  # a strategy family's, as given
 
 
 def _mesh_line(ctx: Context, written: WMesh) -> Mesh:

@@ -190,12 +190,14 @@ class Let:
 
 @dataclass(frozen=True, slots=True)
 class MeshLine:
-    """`mesh X=2, Y=4@dcn`: each axis's name, size and link (ici is not written)."""
+    """`mesh X=2, Y=4@dcn`: each axis's name, size (None: `X`, without one) and link (ici is
+    not written)."""
 
-    axes: tuple[tuple[str, int, str], ...]
+    axes: tuple[tuple[str, int | None, str], ...]
 
     def __str__(self) -> str:
-        return "mesh " + ", ".join(f"{a}={size}" + ("" if link == "ici" else f"@{link}") for a, size, link in self.axes)
+        return "mesh " + ", ".join(a + ("" if size is None else f"={size}") + ("" if link == "ici" else f"@{link}")
+                                   for a, size, link in self.axes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,7 +74,7 @@ class Declared:
     dims: tuple[sympy.Expr, ...]
     count: sympy.Expr
     block: int | None
-    split: int = 1  # the chips its sharded dims split it over (bf16[D_X, F] on X=8: 8)
+    split: sympy.Expr = sympy.Integer(1)  # the chips its sharded dims split it over (bf16[D_X, F] on X=8: 8)
     axes: tuple[tuple[str, ...], ...] = ()  # each dim's mesh axes (bf16[D_X, F]: (("X",), ()))
     at: int | None = None  # the offset of its name in the program's text (for errors)
 
@@ -207,7 +207,7 @@ def _assemble(whole: str, text: str, blanked: str, written: list, layout: _Layou
     errors point into `text`, the statements' into `blanked` (the text the statements were
     read from: the structure lines blanked out)."""
     program = resolve(written, blanked, dtype, parse_mesh(mesh), check=check_layout)
-    if program.mesh is not None:
+    if program.mesh is not None and not program.mesh.deferred:  # a family's: sized member by member
         program.mesh.number("a program with let, repeat or param lines (a model)")
     regions = layout.regions
     counts = tuple(sympy.Mul(*(regions[k][0] for k in inside)) for inside in layout.blocks_of)
@@ -379,7 +379,7 @@ def _check_declared(declared: tuple[Declared, ...], relations: dict, mesh: Mesh 
             if not axes or not value.is_Integer:
                 continue
             chips = _split(axes, mesh, text, d.at or 0)
-            if value % chips:
+            if chips.is_Integer and value % chips:  # a family's members are checked one by one
                 shown = f"{dim} = {value}" if dim != value else str(value)
                 raise SpecError(f"{d.word} {d.name}: {shown} does not split evenly over {', '.join(axes)} "
                                 f"({chips} chips)", text, d.at)
@@ -409,15 +409,14 @@ def _check_relations(lets: list, spans: list, relations: dict) -> None:
                             f"{', '.join(sorted(s.name for s in value.free_symbols))}: a size is positive", *span)
 
 
-def _split(axes: tuple[str, ...], mesh: Mesh | None, text: str, at: int) -> int:
-    """The chips a declared tensor's sharded dims split it over."""
-    chips = 1
+def _split(axes: tuple[str, ...], mesh: Mesh | None, text: str, at: int) -> sympy.Expr:
+    """The chips a declared tensor's sharded dims split it over (a formula in a strategy
+    family's deferred axes)."""
     for axis in axes:
         if mesh is None or axis not in mesh.names:
             where = "there is no mesh" if mesh is None else f"the mesh has {', '.join(mesh.names)}"
             raise SpecError(f"a declared dim is split over axis {axis}, but {where}", text, at)
-        chips *= mesh.axis(axis).number
-    return chips
+    return mesh.over(axes) if mesh is not None else sympy.Integer(1)
 
 
 def _innermost(blocks: list[int]) -> int | None:

@@ -48,6 +48,7 @@ from ..errors import SpecError
 from ..hardware.machines import Machine
 from ..ir import dim_symbol
 from ..lang.structure import Structured
+from ..roofline.sized import pick_max
 from . import kinds
 from .decls import Options
 from .strategy_costs import Collective, collectives, thresholds, tokens_per_chip
@@ -71,16 +72,13 @@ def allowed(sequences: int) -> list[int]:
     return [m for m in range(1, sequences + 1) if sequences % m == 0]
 
 
-def replicas(structured: Structured, strategy: Mapping[str, str]) -> int:
-    """The chips a step's sequences are split over (the data-parallel, FSDP and expert axes)."""
+def replicas(structured: Structured, strategy: Mapping[str, str]) -> sympy.Expr:
+    """The chips a step's sequences are split over (the data-parallel, FSDP and expert axes):
+    a number, or a strategy family's formula in its deferred axes."""
     mesh = structured.program.mesh
     if mesh is None:
-        return 1
-    out = 1
-    for kind in kinds.where(lambda k: k.splits_batch, strategy):
-        for axis in strategy[kind.name]:
-            out *= mesh.axis(axis).number
-    return out
+        return sympy.Integer(1)
+    return mesh.over("".join(strategy[kind.name] for kind in kinds.where(lambda k: k.splits_batch, strategy)))
 
 
 def _axes(strategy: Mapping[str, str], test: Callable[[kinds.Kind], bool]) -> set[str]:
@@ -151,12 +149,12 @@ class Accumulation:
         a, m = self.model.step_analysis, self.microbatches
         chips = self.model.options.chips  # off a mesh, the chips' even split; 1 on a mesh
         t_math, t_comms = (self.micro(t) / chips for t in (a.t_math, a.t_comms))
-        work = sympy.Max(t_math, t_comms)
+        work = pick_max(t_math, t_comms)
         rows = self._rows
         hidden = sympy.Add(*(c.floored for c, each in rows if each and c.overlaps)) / m
         exposed = sympy.Add(*(c.floored for c, each in rows if each and not c.overlaps)) / m
         once = sympy.Add(*(c.floored for c, each in rows if not each))
-        t_step = (m - 1) * (sympy.Max(work, hidden) + exposed) + sympy.Max(work, hidden + once) + exposed
+        t_step = (m - 1) * (pick_max(work, hidden) + exposed) + pick_max(work, hidden + once) + exposed
         lower = [m * t_math, m * t_comms] + ([m * (hidden + exposed) + once] if rows else [])
         return {"t_step": sympy.Max(*lower), "t_network_overlapped": m * hidden + once,
                 "t_network_exposed": m * exposed, "t_comm_exposed": t_step - m * work, "t_step_exposed": t_step}
@@ -240,7 +238,7 @@ class AccumulatedModel(Model):
             check(microbatches, options.mode)
         strategy = dict(options.strategy)
         split = replicas(structured, strategy)
-        if "B" in sizes and sizes["B"] % split == 0 and (sizes["B"] // split) % microbatches:
+        if "B" in sizes and split.is_Integer and sizes["B"] % split == 0 and (sizes["B"] // split) % microbatches:
             sequences = sizes["B"] // split  # (a batch the replicas do not split: Model's check says so)
             fits = allowed(sequences)
             raise SpecError(f"{microbatches} microbatches do not split the {sequences} sequence"

@@ -156,5 +156,5 @@ def _local_bytes(tensor: Tensor, mesh: Mesh | None) -> sympy.Expr:
     """The bytes of a tensor each chip holds: its shard on a mesh."""
     sizes = [dim_symbol(d.name) if d.name is not None else sympy.Integer(d.size) for d in tensor.dims]
     if mesh is not None:
-        sizes = [size / sympy.Mul(*(mesh.axis(a).size for a in d.axes)) for size, d in zip(sizes, tensor.dims)]
+        sizes = [size / mesh.over(d.axes) for size, d in zip(sizes, tensor.dims)]
     return tensor.dtype.bytes * sympy.Mul(*sizes)

@@ -5,7 +5,6 @@ above every roof at once."""
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Callable
 from typing import cast
 
@@ -47,8 +46,8 @@ def check_shards(structured: Structured, at: Callable[[sympy.Expr], sympy.Expr])
                 if not dim.axes or dim.name is None:
                     continue
                 value = at(dim_symbol(dim.name))
-                chips = math.prod(mesh.axis(a).number for a in dim.axes)
-                if value.is_Integer and value % chips:
+                chips = mesh.over(dim.axes)  # a formula on a strategy family's mesh: checked member by member
+                if value.is_Integer and chips.is_Integer and value % chips:
                     # a template's T is split by context parallelism (sp) and by tp's Megatron sequence parallelism
                     hint = ": give a multiple of them (a sequence's tokens split by sp, or by tp's Megatron sequence " \
                         "parallelism, which tp-nosp runs without)" if dim.name == "T" else ""
@@ -59,8 +58,8 @@ def check_shards(structured: Structured, at: Callable[[sympy.Expr], sympy.Expr])
             if not axes or not expr.free_symbols:
                 continue  # a number: structure.py checked it
             value = at(expr)
-            chips = math.prod(mesh.axis(a).number for a in axes)
-            if value.is_Integer and value % chips:
+            chips = mesh.over(axes)
+            if value.is_Integer and chips.is_Integer and value % chips:
                 raise SpecError(f"{declared.word} {declared.name}: {expr} = {value} does not split evenly over "
                                 f"{', '.join(axes)} ({chips} chips)", structured.text, declared.at)
 

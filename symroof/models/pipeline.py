@@ -46,6 +46,7 @@ from ..ir import dim_symbol
 from ..lang.source import Blank, Comment, Contraction, Declare, Item, Let, Program, Repeat
 from ..lang.structure import Structured
 from ..roofline.collectives import Link, link
+from ..roofline.sized import pick_max
 from . import kinds
 from .activations import block_input_bytes
 from .decls import Options
@@ -169,16 +170,27 @@ class Pipeline:
         after the microbatches' gradients are accumulated, not once a microbatch."""
         return c.overlaps and c.backward and bool(set(c.axes)) and set(c.axes) <= self.summed
 
+    def _once_weight(self, c: Collective) -> sympy.Expr:
+        """`_once` as 1 or 0, to sum by. On a strategy family's mesh (families.py) a member's
+        axes of one chip are not its own, so a collective over the summed axes and others
+        runs once where each of those others has one chip: the product of their
+        `MeshAxis.alone`, 1 or 0 member by member."""
+        mesh = self.last.structured.program.mesh
+        if mesh is None or not mesh.deferred or not (c.overlaps and c.backward and c.axes):
+            return sympy.Integer(self._once(c))
+        return sympy.Mul(*(mesh.axis(a).alone for a in sorted(set(c.axes) - self.summed)))
+
     def _slot(self, m: Model) -> dict[str, sympy.Expr]:
         rows = collectives(m)
         a = m.step_analysis
-        work = sympy.Max(a.t_math, a.t_comms)
-        hidden = sympy.Add(*(c.floored for c in rows if c.overlaps and not self._once(c)))
+        work = pick_max(a.t_math, a.t_comms)
+        once = [self._once_weight(c) for c in rows]
+        hidden = sympy.Add(*((1 - w) * c.floored for c, w in zip(rows, once) if c.overlaps))
         exposed = sympy.Add(*(c.floored for c in rows if not c.overlaps))
         return {k: self.micro(v) for k, v in {
             "work": work, "hidden": hidden, "exposed": exposed,
-            "lower": sympy.Max(work, hidden + exposed), "slot": sympy.Max(work, hidden) + exposed,
-            "once": sympy.Add(*(c.floored for c in rows if self._once(c)))}.items()}
+            "lower": pick_max(work, hidden + exposed), "slot": pick_max(work, hidden) + exposed,
+            "once": sympy.Add(*(w * c.floored for c, w in zip(rows, once)))}.items()}
 
     @functools.cached_property
     def _slots(self) -> tuple[dict, dict]:
@@ -216,12 +228,12 @@ class Pipeline:
     def times(self) -> dict[str, sympy.Expr]:
         """The step (t_step, t_step_exposed), its network time split and its bubble."""
         first, last = self._slots
-        slot = sympy.Max(first["slot"], last["slot"])
-        work = sympy.Max(first["work"], last["work"])
+        slot = pick_max(first["slot"], last["slot"])
+        work = pick_max(first["work"], last["work"])
         fill = 2 * (self.stages - 1) * self.t_send
         t_step = self.slots * slot + fill + first["once"]
         m = self.microbatches
-        return {"t_step": self.slots * sympy.Max(first["lower"], last["lower"]),
+        return {"t_step": self.slots * pick_max(first["lower"], last["lower"]),
                 "t_network_overlapped": m * last["hidden"] + last["once"] + 2 * self.schedule.chunks * m * self.t_send
                 - fill,
                 "t_network_exposed": m * last["exposed"] + fill + first["once"],

@@ -39,10 +39,11 @@ from ..analysis import Analysis
 from ..errors import HardwareError, SpecError
 from ..hardware.chips import Chip
 from ..hardware.machines import Machine
-from ..mesh import Mesh
+from ..mesh import Mesh, MeshAxis
 from ..render.chip_card import estimates_text
 from ..render.json_report import json_value
 from ..render.tex import tex_number, tex_words
+from ..roofline.collectives import check_domain
 from ..show import number, seconds, wrapped
 from . import kinds, mla, strategies, strategy_costs
 from .catalogue import get_model
@@ -58,7 +59,9 @@ from .decls import (
     state_text,
     usable_text,
 )
+from .families import Costing, Families, for_plan
 from .report import conventions, model
+from .strategies import Strategy, strategy_of
 from .templates import TOUCHED_EXPERTS, touches_experts
 from .whole import Model
 
@@ -72,7 +75,7 @@ class Candidate:
     zero: int = 0  # the ZeRO stage its data parallelism runs at: 0 (plain dp), 1 or 2
     schedule: str = "1f1b"  # a pipeline's
     microbatches: int = 1  # outside a pipeline: the microbatches its gradients are accumulated over
-    model: Model | None = None
+    costing: Costing | None = None  # what it costs, where costed (by its family's formulas, or whole)
     figures: dict = field(default_factory=dict)
     _thresholds: dict | None = field(default=None, repr=False)
     # where its kinds do not fit one fast-link domain: the axes each takes and the mesh, where
@@ -80,6 +83,21 @@ class Candidate:
     layout: tuple[dict[str, str], str] | None = None
     layout_note: str = ""
     layouts_tried: int = 0
+    _build: Callable[[Candidate], Model] | None = field(default=None, repr=False)  # its model, as `plan` makes one
+    _model: Model | None = field(default=None, repr=False)
+
+    @property
+    def model(self) -> Model | None:
+        """Its model (None for one set aside): as costed whole, or made when first asked for
+        where its family's formulas costed it (the same figures: families.py)."""
+        if self.costing is None or self.rejected is not None:
+            return None
+        if self._model is None:
+            self._model = self.costing.model
+        if self._model is None:
+            assert self._build is not None  # set where it is costed
+            self._model = self._build(self)
+        return self._model
 
     @property
     def thresholds(self) -> dict:
@@ -200,8 +218,8 @@ class Plan:
 
     def estimates(self) -> dict[str, tuple[sympy.Rational, str]]:
         """The estimated chip figures the costed strategies run at (path -> (value, source))."""
-        rates = {rate for c in self.candidates if c.model is not None and c.model.analysis.has_peak
-                 for rate in c.model.analysis.rates}
+        rates = {rate for c in self.candidates if c.costing is not None and c.rejected is None
+                 for rate in c.costing.rates}
         return self.machine.estimates(sorted(rates))
 
     def to_dict(self, timed: bool = False) -> dict[str, Any]:
@@ -231,13 +249,8 @@ class Plan:
         batch = ", ".join(f"{k} = {v}" for k, v in self.batch.items())
         aside: dict[str, int] = {}
         for c in self.candidates:
-            if not c.rejected:
-                continue
-            reason = c.rejected
-            key = "out of memory" if "memory" in reason else "its bubble alone is slower" if "bubble alone" in reason \
-                else "does not divide" if "divide" in reason or "split" in reason \
-                else "tp past the fast-link domain" if "fast-link domain" in reason else "other"
-            aside[key] = aside.get(key, 0) + 1
+            if c.rejected:
+                aside[_category(c.rejected)] = aside.get(_category(c.rejected), 0) + 1
         lines = [f"{self.name}, {self.mode} on {self.chips} x {self.machine.name}; {batch}",
                  f"considered {len(self.candidates)} strategies in {self.seconds:.2f} s: {len(ranked)} fit and are "
                  "ranked; " + (", ".join(f"{n} set aside ({k})" for k, n in aside.items()) or "none set aside"), ""]
@@ -295,7 +308,8 @@ class Plan:
 
     def _touches_experts(self) -> bool:
         """Whether its costed programs read only the experts a decode step touches."""
-        return any(c.model is not None and touches_experts(c.model.structured) for c in self.candidates)
+        best = next(iter(self.ranked), None)  # one program's experts are every strategy's
+        return best is not None and best.model is not None and touches_experts(best.model.structured)
 
     def _repr_latex_(self) -> str:
         """The ten best strategies for notebooks: each one's step time (the roofline's, and
@@ -335,7 +349,7 @@ def _splits(chips: int, search: kinds.Search) -> list[dict[str, int]]:
 def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: str = "train",
          context: int | None = None, models_file: str | None = None, remat: str = "full", *,
          optimizer: str = "adam", grads: str | None = None, master: str | None = None, hbm_usable: float = 0.9,
-         total_tokens: int | None = None, price: float | None = None) -> Plan:
+         total_tokens: int | None = None, price: float | None = None, families: bool = True) -> Plan:
     """Every strategy for `name` on `chips` chips of `chip` with a batch of `tokens` tokens
     (sequences of `context`, the model's by default; in decode, `tokens` sequences of one
     new token each over a context of `context`), training under the `remat` policy (what
@@ -343,7 +357,9 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
     `optimizer`, `grads` and `master`, filling `hbm_usable` of each chip's HBM
     (`symroof.model`'s). With `total_tokens`, each ranked strategy's days, chip-hours and
     (with a `price` per chip-hour) cost to train on them. `str()` of the plan is what
-    `symroof plan` prints; `to_dict()` its JSON.
+    `symroof plan` prints; `to_dict()` its JSON. Strategies are costed by their family's
+    formulas (families.py: the same figures as each costed whole); `families=False` costs
+    every one whole, the reference the tests hold the families to.
 
     Examples:
         >>> import symroof
@@ -403,6 +419,17 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
     domain = probe.machine.chip.figure("interconnect.domain_size") if probe.machine.chip is not None else None
     for candidate in found:
         candidate.rejected = _pruned(candidate.sizes, shape, sequences, probe.params, per_param, usable, domain, width)
+    # every kind the mode and model allow, whatever the chips: plans of other sizes share the families
+    searched = {kind.name for kind in kinds.where(lambda k: k.search is not None and mode in k.modes
+                                                  and (not k.splits_experts or experts > 1))}
+    target = probe.machine
+
+    coster = _Coster(run, target, for_plan(config, mode, target, batch, sorted(searched), probe.options,
+                                           outer=bool(domain) and chips > int(domain or 0)) if families else None,
+                     functools.partial(strategy_of, mode=mode, config=config, chips=1, target=target))
+    for candidate in found:  # a mesh its chip's links cannot hold: set aside before anything is costed
+        if candidate.rejected is None:
+            candidate.rejected = _unplaced(candidate, coster, mode)
     # pipelines last: each is bounded below by its bubble, (M + (P - 1)/v)/M of the chips' share of
     # the work at the peak (v = 2 where the interleaved schedule can run), and set aside uncosted
     # where that bound is slower than a strategy already costed
@@ -420,11 +447,11 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
                                      f"{float(floor) * 1e3:.4g} ms, slower than {float(best) * 1e3:.4g} ms " \
                                      "already found"
         if candidate.rejected is None:
-            _cost(candidate, run, usable)
+            _cost(candidate, coster, usable)
             if candidate.rejected is None and pp > 1 and shape["L"] % (2 * pp) == 0:
-                _interleaved(candidate, run, usable)
+                _interleaved(candidate, coster, usable)
             if candidate.rejected is None:
-                _laid_out(candidate, run, usable, domain)
+                _laid_out(candidate, coster, usable, domain)
             if candidate.rejected is None:
                 step = candidate.figures["t_step_exposed"]
                 best = step if best is None or step < best else best
@@ -467,85 +494,125 @@ def _pruned(sizes: dict[str, int], shape: dict[str, int], sequences: int, params
     return None
 
 
-def _cost(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr) -> None:
+class _Coster:
+    """Costs a plan's candidates: by their family's formulas where one stands for them
+    (families.py; None: every one whole), else whole, as `run` (`symroof.model` with the
+    plan's name, mode, chip, batch and options) costs a strategy; `strategy` reads a
+    strategy's text and mesh into its axes, as `run` does first."""
+
+    def __init__(self, run: Callable[..., Model], target: Machine, families: Families | None,
+                 strategy: Callable[[str, str | None], Strategy]):
+        self.run, self.target, self.families, self.strategy = run, target, families, strategy
+
+    def __call__(self, candidate: Candidate) -> Costing:
+        given = self._given(candidate)
+        if self.families is not None:
+            text, mesh = candidate.placed().values()
+            assert text is not None  # a strategy's text, always
+            member = self.strategy(text, mesh)  # its errors are the model's first
+            found = self.families.costing(member, candidate.zero, given["schedule"], given["microbatches"])
+            if found is not None:
+                return found
+        return Costing.of(self.model(candidate))
+
+    def model(self, candidate: Candidate) -> Model:
+        """The candidate's model, as it stands (its stage, schedule, microbatches, layout)."""
+        return self.run(**candidate.placed(), **self._given(candidate))
+
+    @staticmethod
+    def _given(candidate: Candidate) -> dict[str, Any]:
+        piped = candidate.sizes.get(kinds.stages().name, 1) > 1
+        return {"schedule": candidate.schedule if piped else None,
+                "microbatches": candidate.microbatches if candidate.microbatches > 1 else None}
+
+
+def _unplaced(candidate: Candidate, coster: _Coster, mode: str) -> str | None:
+    """Why a strategy's mesh does not lie on its chip's links (its ICI axes past the chip's
+    domain, or not on a torus's physical axes: topology.lay_out), as costing it would say;
+    None where it does, or needs no links (data parallelism alone has no collective outside
+    training)."""
+    if mode != "train" and all(size == 1 for kind, size in candidate.sizes.items() if kind != kinds.rest().name):
+        return None
+    text, mesh = candidate.placed().values()
+    assert text is not None  # a strategy's text, always
+    try:
+        member = coster.strategy(text, mesh)
+        check_domain([MeshAxis(a, size, link) for axes in member.values() for a, size, link in axes],
+                     coster.target.chip)
+    except (SpecError, HardwareError) as err:
+        return str(err).split("\n", 1)[0]
+    return None
+
+
+def _cost(candidate: Candidate, coster: _Coster, usable: sympy.Expr) -> None:
     """Cost a candidate; where plain data parallelism does not fit in training, the same split
     with ZeRO-1, then ZeRO-2 (the same step time, less memory: strategy_costs costs them alike).
     A figure the chip lacks for it (a pipeline's sends over a network with no bandwidth) or a
-    mesh past the chip's domain sets it aside, saying so. `run` makes the model (the plan's
-    name, mode, chip, batch and options) under a strategy."""
+    mesh past the chip's domain sets it aside, saying so."""
     try:
-        piped = candidate.sizes.get(kinds.stages().name, 1) > 1
-        costed = run(**candidate.placed(), schedule=candidate.schedule if piped else None,
-                     microbatches=candidate.microbatches if candidate.microbatches > 1 else None)
+        costed = coster(candidate)
         if costed.hbm_per_chip > usable and (stage := _zero_stage(costed, candidate, usable)):
             candidate.zero = stage  # costed again with it, its memory checked as any other's
-            return _cost(candidate, run, usable)
-        if costed.hbm_per_chip > usable and not piped and (chosen := _accumulate(costed, candidate, usable)):
+            return _cost(candidate, coster, usable)
+        if costed.hbm_per_chip > usable and not costed.piped and (chosen := _accumulate(costed, candidate, usable)):
             candidate.zero, candidate.microbatches = chosen  # costed again, its memory checked as any other's
-            return _cost(candidate, run, usable)
-        if costed.hbm_per_chip > usable:
-            candidate.rejected = (f"out of memory: {float(costed.hbm_per_chip) / 1e9:.4g} GB a chip "
-                                  f"(usable {float(usable) / 1e9:.4g})" + _no_microbatches(costed, candidate, usable))
-            return
-        # a pipeline's slowest stage
-        analysis = costed.step_analysis if costed.pipeline is None else costed.pipeline.last.step_analysis
-        found = strategy_costs.times(costed)
-        # a step's network time: a pipeline's and an accumulation's analysis is one microbatch's
-        network = analysis.t_network if costed.pipeline is None and costed.accumulation is None else \
-            found["t_network_overlapped"] + found["t_network_exposed"]
-        roofs = {"compute": analysis.t_math, "HBM": analysis.t_comms, "network": analysis.t_network}
+            return _cost(candidate, coster, usable)
     except (SpecError, HardwareError) as err:
         candidate.rejected = str(err).split("\n", 1)[0]
         return
-    candidate.model = costed
+    if costed.hbm_per_chip > usable:
+        candidate.rejected = (f"out of memory: {float(costed.hbm_per_chip) / 1e9:.4g} GB a chip "
+                              f"(usable {float(usable) / 1e9:.4g})" + _no_microbatches(costed, candidate, usable))
+        return
+    # the roofs of a pipeline's slowest stage; a step's network time (a pipeline's and an
+    # accumulation's analysis is one microbatch's)
+    found = costed.times
+    network = costed.roofs["t_network"] if not costed.piped and not costed.accumulated else \
+        found["t_network_overlapped"] + found["t_network_exposed"]
+    roofs = {"compute": costed.roofs["t_math"], "HBM": costed.roofs["t_comms"], "network": costed.roofs["t_network"]}
+    candidate.costing, candidate._build = costed, coster.model
     candidate.figures = {"t_step": costed.t_step, "t_network": network, **found,
                          "memory_per_chip": costed.hbm_per_chip,
                          "bound": max(roofs, key=lambda roof: float(roofs[roof])),
                          "tokens_per_s": costed.tokens / costed.t_step, "tokens": costed.tokens}
 
 
-def _zero_stage(costed: Model, candidate: Candidate, usable: sympy.Expr) -> int:
+def _zero_stage(costed: Costing, candidate: Candidate, usable: sympy.Expr) -> int:
     """The ZeRO stage to cost a training candidate with next, where as costed it does not
     fit; 0 for none. Without a pipeline, the lowest stage (1, 2) under which it would fit,
     worked out from its memory (the optimizer state, and at stage 2 the gradients, split
     over dp), so that a split no stage rescues is not re-costed; a pipeline's stages keep
     their memory apart, so there each stage is tried in turn."""
     dp = candidate.sizes[kinds.rest().name]
-    if costed.options.mode != "train" or dp == 1 or candidate.zero == 2:
+    if costed.mode != "train" or dp == 1 or candidate.zero == 2:
         return 0
-    if costed.pipeline is not None:
+    if costed.piped:
         return candidate.zero + 1
     if candidate.zero:  # the stage worked out below: its memory was exact, so none fits
         return 0
     spare = sympy.Rational(dp - 1, dp)
-    one = costed.hbm_per_chip - costed.optimizer_bytes * spare / costed.options.chips
+    one = costed.hbm_per_chip - costed.optimizer_bytes * spare
     if one <= usable:
         return 1
-    return 2 if one - costed.grad_bytes * spare / costed.options.chips <= usable else 0
+    return 2 if one - costed.grad_bytes * spare <= usable else 0
 
 
-def _fixed(costed: Model, stage: int) -> sympy.Expr:
+def _fixed(costed: Costing, stage: int) -> sympy.Expr:
     """A chip's memory less its activations, at ZeRO stage `stage` over the data-parallel axis
     (`costed` at stage 0): what no microbatch count lowers."""
-    dp = dict(costed.options.strategy).get(kinds.rest().name)
-    spare = 1 - sympy.Rational(1, _axis_chips(costed, dp)) if dp else sympy.Integer(0)
+    spare = 1 - sympy.Rational(1, costed.dp_chips)
     return costed.hbm_per_chip - (costed.activation_bytes + spare * costed.optimizer_bytes * (stage >= 1)
-                                  + spare * costed.grad_bytes * (stage >= 2)) / costed.options.chips
+                                  + spare * costed.grad_bytes * (stage >= 2))
 
 
-def _axis_chips(costed: Model, axes: str) -> int:
-    mesh = costed.structured.program.mesh
-    assert mesh is not None  # a strategy writes one
-    return math.prod(mesh.axis(a).number for a in axes)
-
-
-def _replica_sequences(costed: Model, candidate: Candidate) -> int:
+def _replica_sequences(costed: Costing, candidate: Candidate) -> int:
     """The sequences each replica holds: the batch over dp x fsdp x ep."""
     split = math.prod(candidate.sizes[k.name] for k in kinds.where(lambda k: k.splits_batch, candidate.sizes))
-    return int(costed.sizes["B"]) // split
+    assert costed.batch is not None  # a plan's batch has sequences
+    return costed.batch // split
 
 
-def _accumulate(costed: Model, candidate: Candidate, usable: sympy.Expr) -> tuple[int, int] | None:
+def _accumulate(costed: Costing, candidate: Candidate, usable: sympy.Expr) -> tuple[int, int] | None:
     """The ZeRO stage and the fewest microbatches under which a training candidate that
     does not fit at one microbatch would (None where none would), from its memory at one:
     its activations are linear in the batch, so M microbatches hold 1/M of them, the rest
@@ -554,8 +621,8 @@ def _accumulate(costed: Model, candidate: Candidate, usable: sympy.Expr) -> tupl
     gradients' reduce-scatter), so the fewest microbatches win, then the lowest stage.
     Set once: `_cost` checks the memory as costed, and an estimate that missed (it cannot:
     the activations are exactly linear in B) sets the candidate aside."""
-    if costed.options.mode != "train" or candidate.microbatches > 1 or candidate.zero \
-            or costed.accumulation is not None or "B" not in costed.sizes:
+    if costed.mode != "train" or candidate.microbatches > 1 or candidate.zero or costed.accumulated \
+            or costed.batch is None:
         return None
     sequences = _replica_sequences(costed, candidate)
     stages = (0, 1, 2) if candidate.sizes[kinds.rest().name] > 1 else (0,)
@@ -564,7 +631,7 @@ def _accumulate(costed: Model, candidate: Candidate, usable: sympy.Expr) -> tupl
         room = usable - _fixed(costed, stage)
         if room <= 0:
             continue
-        need = costed.activation_bytes / costed.options.chips / room
+        need = costed.activation_bytes / room
         fits = [m for m in _divisors(sequences) if m >= need and m > 1]
         if fits:
             found.append((fits[0], stage))
@@ -574,9 +641,9 @@ def _accumulate(costed: Model, candidate: Candidate, usable: sympy.Expr) -> tupl
     return stage, microbatches
 
 
-def _no_microbatches(costed: Model, candidate: Candidate, usable: sympy.Expr) -> str:
+def _no_microbatches(costed: Costing, candidate: Candidate, usable: sympy.Expr) -> str:
     """Why no microbatch count rescues a training candidate set aside for its memory."""
-    if costed.options.mode != "train" or candidate.sizes.get(kinds.stages().name, 1) > 1 or "B" not in costed.sizes:
+    if costed.mode != "train" or candidate.sizes.get(kinds.stages().name, 1) > 1 or costed.batch is None:
         return ""
     if candidate.microbatches > 1:
         return f" at {candidate.microbatches} microbatches"
@@ -588,27 +655,33 @@ def _no_microbatches(costed: Model, candidate: Candidate, usable: sympy.Expr) ->
         "; its replica's one sequence does not fit, and no microbatch is smaller"
 
 
-def _interleaved(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr) -> None:
+def _interleaved(candidate: Candidate, coster: _Coster, usable: sympy.Expr) -> None:
     """Keep the interleaved schedule (2 layer chunks a chip: a bubble half 1F1B's, twice the
     sends) in place of 1F1B where it is faster."""
     other = Candidate(dict(candidate.sizes), zero=candidate.zero, schedule="interleaved",
                       microbatches=candidate.microbatches)
-    _cost(other, run, usable)
+    _cost(other, coster, usable)
     if other.rejected is None and other.figures["t_step_exposed"] < candidate.figures["t_step_exposed"]:
         candidate.schedule, candidate.zero = other.schedule, other.zero
-        candidate.model, candidate.figures = other.model, other.figures
+        _take(candidate, other)
 
 
-def _laid_out(candidate: Candidate, run: Callable[..., Model], usable: sympy.Expr, domain: sympy.Expr | None) -> None:
+def _take(candidate: Candidate, other: Candidate) -> None:
+    """The candidate costed as `other` (its schedule, stage, layout already taken)."""
+    candidate.costing, candidate._build, candidate._model = other.costing, other._build, other._model
+    candidate.figures = other.figures
+
+
+def _laid_out(candidate: Candidate, coster: _Coster, usable: sympy.Expr, domain: sympy.Expr | None) -> None:
     """Where its kinds span several fast-link domains (GPU nodes, TPU pods), keep the fastest
     of the few layouts `strategies.layouts` gives (tp inside, each other kind in turn filling
     the domain first), as costed, and say which it kept where that is not the sizes' own."""
-    costed = candidate.model
+    costed = candidate.costing
     assert costed is not None  # a candidate that fits is costed
     options = strategies.layouts(candidate.sizes, int(domain) if domain else None,
-                                 strategies.fills_in_part(costed.machine))
-    if costed.pipeline is None:
-        work = sympy.Max(costed.step_analysis.t_math, costed.step_analysis.t_comms)
+                                 strategies.fills_in_part(coster.target))
+    if not costed.piped:
+        work = sympy.Max(costed.roofs["t_math"], costed.roofs["t_comms"])
         if candidate.figures["t_step_exposed"] <= work:  # no collective in the way: no layout is faster
             return
     candidate.layouts_tried = len(options)
@@ -616,7 +689,7 @@ def _laid_out(candidate: Candidate, run: Callable[..., Model], usable: sympy.Exp
     for layout in options[1:]:  # the first is the sizes' own: the candidate as costed
         other = Candidate(dict(candidate.sizes), zero=candidate.zero, schedule=candidate.schedule, layout=layout,
                           microbatches=candidate.microbatches)
-        _cost(other, run, usable)
+        _cost(other, coster, usable)
         if other.rejected is None and other.figures["t_step_exposed"] < best.figures["t_step_exposed"]:
             best = other
     if best is not candidate and best.layout is not None:
@@ -624,17 +697,44 @@ def _laid_out(candidate: Candidate, run: Callable[..., Model], usable: sympy.Exp
         candidate.layout_note = (f"laid out as {best.layout[1]} (of {len(options)} layouts tried on "
                                  f"{int(domain or 0)}-chip fast-link domains; as {options[0][1]}: {slower} slower)")
         candidate.layout, candidate.zero, candidate.microbatches = best.layout, best.zero, best.microbatches
-        candidate.model, candidate.figures = best.model, best.figures
+        _take(candidate, best)
+
+
+# why a strategy was set aside, by what its reason says, in the order a strategy meets the
+# checks (the last it failed first: the one that decides where earlier ones passed)
+_CATEGORIES = (("chip lacks a figure", ("has no figure",)), ("does not lie on the torus", ("torus",)),
+               ("out of memory", ("memory",)), ("its bubble alone is slower", ("bubble alone",)),
+               ("tp past the fast-link domain", ("fast-link domain",)), ("does not divide", ("divide", "split")))
+
+
+def _category(reason: str) -> str:
+    """What a reason a strategy was set aside comes to (the plan's table counts them so)."""
+    return next((name for name, words in _CATEGORIES if any(w in reason for w in words)), "other")
+
+
+def _none_fit(planned: Plan) -> str:
+    """Why no strategy fits: each kind of reason, those that decide first (a figure the chip
+    lacks, which the user can supply; then the checks strategies that passed the others
+    failed), how many it set aside, and its most common reason."""
+    found: dict[str, dict[str, int]] = {}
+    for c in planned.candidates:
+        if c.rejected:
+            each = found.setdefault(_category(c.rejected), {})
+            each[c.rejected] = each.get(c.rejected, 0) + 1
+    order = [name for name, _ in _CATEGORIES] + ["other"]
+    parts = []
+    for name in sorted(found, key=order.index):
+        reasons = found[name]
+        common = max(reasons, key=lambda r: (reasons[r], -len(r)))
+        parts.append(f"{sum(reasons.values())} set aside ({name}), e.g. {common}")
+    return "no strategy fits: " + "; ".join(parts)
 
 
 def why(planned: Plan) -> str:
     """Why the best strategy wins, against the runner-up and the simplest alternatives."""
     ranked = planned.ranked
     if not ranked:
-        # a figure the chip lacks first: the one the user can supply
-        reasons = sorted({candidate.rejected for candidate in planned.candidates if candidate.rejected},
-                         key=lambda r: ("has no figure" not in r, len(r)))[:3]
-        return "no strategy fits: " + "; ".join(reasons)
+        return _none_fit(planned)
     best = ranked[0]
     assert best.model is not None  # ranked ones are costed
     figures = best.figures

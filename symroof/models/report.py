@@ -16,6 +16,7 @@ from ..hardware.machines import Machine, machine
 from ..ir import dim_symbol
 from ..lang.source import Program
 from ..lang.structure import Structured, read_structured
+from ..mesh import Mesh
 from ..render.chip_card import estimates_text
 from ..render.json_report import json_value
 from ..render.tex import TexPrinter, tex_name, tex_words
@@ -80,13 +81,13 @@ def model(name: str, mode: str = "train", chip: str | Chip | Machine | None = No
 
 
 def assemble(structured: Structured, about: dict, stages: tuple[Program, Program] | None, target: Machine | None,
-             sizes: dict,
-             options: Options) -> Model:
+             sizes: dict, options: Options, mesh: Mesh | None = None) -> Model:
     """The model of a program, or with a pipeline (`about["pipeline"]` and the stages'
-    programs, from `source`) the whole program's model with its end stages' (pipeline.py).
-    It keeps `about` for its report, and this function (all but the sizes) to make its
-    formulas at other sizes when asked (`Model.formulas`)."""
-    origin = functools.partial(assemble, structured, about, stages, target, options=options)
+    programs, from `source`) the whole program's model with its end stages' (pipeline.py),
+    read on `mesh` where given (a strategy family's). It keeps `about` for its report, and
+    this function (all but the sizes) to make its formulas at other sizes when asked
+    (`Model.formulas`)."""
+    origin = functools.partial(assemble, structured, about, stages, target, options=options, mesh=mesh)
     if stages is None:
         if about.get("microbatches") is not None:  # gradient accumulation (accumulation.py)
             return accumulation.AccumulatedModel(structured, target, sizes, options, about["microbatches"], about,
@@ -97,12 +98,13 @@ def assemble(structured: Structured, about: dict, stages: tuple[Program, Program
     micro = dict(sizes)
     if "B" in sizes:
         replicas = accumulation.replicas(structured, about["strategy"])
-        if sizes["B"] % replicas:
+        if replicas.is_Integer and sizes["B"] % replicas:  # (a strategy family's members are checked one by one)
             raise SpecError(f"a batch of {sizes['B']} sequences does not split over {replicas} data-parallel "
                             "replicas: give a multiple of them")
-        pipeline.check(plan["layers"], plan["stages"], plan["microbatches"], sizes["B"] // replicas, schedule)
+        pipeline.check(plan["layers"], plan["stages"], plan["microbatches"],
+                       sizes["B"] // int(replicas) if replicas.is_Integer else None, schedule)
         micro["B"] = sizes["B"] // plan["microbatches"]
-    first, last = (Model(read_structured(text), target, micro, options) for text in stages)
+    first, last = (Model(read_structured(text, mesh=mesh), target, micro, options) for text in stages)
     # the axes the gradients are summed over, once a step
     summed = "".join(about["strategy"].get(kind.name, "") for kind in kinds.where(lambda k: k.defers_gradients))
     pipe = pipeline.Pipeline(first, last, plan["stages"], plan["microbatches"], schedule,
@@ -148,19 +150,8 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
             raise SpecError(f"{config['id']} is given by its parameter count only: {NEEDS_CONFIG} is needed here; "
                             f"symroof model {config['id']} (symroof.counted) gives what the count does")
         found = strategy_of(strategy, mesh, mode, config, chips, target)
-        built = program(config, mode, weights, kv, found)
-        about = {"model": config["id"], "name": config["name"], "context_limit": config["sizes"]["context"]}
-        said = [quant.storage(what, given, config["sizes"])[1] for what, given in (("weights", weights), ("kv", kv))]
-        if any(said):
-            about["storage"] = [s for s in said if s]
-        if found:
-            about["strategy"] = {kind: "".join(a for a, *_ in axes) for kind, axes in found.items()}
-        if kinds.stages().name in found:
-            about.update(_pipeline(config, mode, weights, kv, found, microbatches, schedule))
-        elif schedule is not None:
-            raise SpecError("--schedule goes with a pipeline: --strategy pp=4,...")
-        elif microbatches is not None:
-            about["microbatches"] = accumulation.check(microbatches, mode)
+        built, about = sharded_source(config, mode, found, weights=weights, kv=kv, microbatches=microbatches,
+                                      schedule=schedule)
         return built, about, config["sizes"]["context"]
     try:
         text = Path(name).read_text(encoding="utf-8")
@@ -182,6 +173,27 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
     if microbatches is not None:
         about["microbatches"] = accumulation.check(microbatches, mode)
     return text, about, None
+
+
+def sharded_source(config: dict, mode: str, found: Strategy, *, weights: str = "bf16", kv: str = "bf16",
+                   microbatches: int | None = None, schedule: str | None = None) -> tuple[Program, dict]:
+    """A named model's program sharded by a strategy given as axes (`strategies.Strategy`:
+    one `strategy_of` read, or a strategy family's, families.py), and what to call it (as
+    `source`)."""
+    built = program(config, mode, weights, kv, found)
+    about = {"model": config["id"], "name": config["name"], "context_limit": config["sizes"]["context"]}
+    said = [quant.storage(what, given, config["sizes"])[1] for what, given in (("weights", weights), ("kv", kv))]
+    if any(said):
+        about["storage"] = [s for s in said if s]
+    if found:
+        about["strategy"] = {kind: "".join(a for a, *_ in axes) for kind, axes in found.items()}
+    if kinds.stages().name in found:
+        about.update(_pipeline(config, mode, weights, kv, found, microbatches, schedule))
+    elif schedule is not None:
+        raise SpecError("--schedule goes with a pipeline: --strategy pp=4,...")
+    elif microbatches is not None:
+        about["microbatches"] = accumulation.check(microbatches, mode)
+    return built, about
 
 
 def _pipeline(config: dict, mode: str, weights: str, kv: str, found: Strategy, microbatches: int | None,

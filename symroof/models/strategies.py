@@ -595,6 +595,8 @@ def head_axes(axes: tuple[Axis, ...], kv_heads: int, kind: str = "tp") -> tuple[
         (('Y', ''), ('Y', 'y'))
     """
     names = [a for a, *_ in axes]
+    if any(n is None for _, n, _ in axes):  # a strategy family's (families.py): the copies' axes are lowercase
+        return "".join(a for a in names if not a.islower()), "".join(a for a in names if a.islower())
     size = math.prod(n for _, n, _ in axes)
     if size <= kv_heads or size % kv_heads:  # split as today (a size not dividing them is refused downstream)
         return "".join(names), ""

@@ -39,6 +39,7 @@ from ..errors import SpecError
 from ..hardware.topology import placement
 from ..ir import dim_symbol, tensors_of
 from ..roofline.collectives import link
+from ..roofline.sized import pick_max
 from ..roofline.solve import cleared, positive_region
 from . import kinds
 from .activations import carries_tokens
@@ -111,8 +112,8 @@ def times(model: Model) -> dict[str, sympy.Expr]:
     rows = collectives(model)
     hidden = sympy.Add(*(c.floored for c in rows if c.overlaps))
     exposed = sympy.Add(*(c.floored for c in rows if not c.overlaps))
-    work = sympy.Max(a.t_math, a.t_comms)
-    t_step = sympy.Max(work, hidden) + exposed
+    work = pick_max(a.t_math, a.t_comms)
+    t_step = pick_max(work, hidden) + exposed
     return {"t_network_overlapped": hidden, "t_network_exposed": exposed,
             "t_comm_exposed": t_step - work, "t_step_exposed": t_step}
 

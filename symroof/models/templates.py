@@ -194,8 +194,13 @@ def _touched_per_replica(p: Program, strategy: Strategy) -> Program:
     experts (dp, fsdp): each replica routes only its own tokens, tokens/R of them, through
     its own copy of the experts. Over ep's axes the experts' chips pool the tokens of all
     of them, so those do not count in R (each chip its E/|M| experts' share of Et)."""
-    replicas = math.prod(size for kind in kinds.where(lambda k: k.splits_batch and not k.splits_experts)
-                         for _, size, _ in strategy.get(kind.name, ()))
+    sizes = [size for kind in kinds.where(lambda k: k.splits_batch and not k.splits_experts)
+             for _, size, _ in strategy.get(kind.name, ())]
+    if not any(isinstance(item, Let) and "Et" in dict(item.entries) for item in p.items):
+        return p
+    if None in sizes:  # a strategy family's axes (families.py): each member is costed whole instead
+        raise SpecError("a decode step's experts touched per replica need the replicas' sizes")
+    replicas = math.prod(size for size in sizes if size is not None)
     if replicas == 1:
         return p
     touched = dict(_touched(f"(tokens/{replicas})"))["Et"]

@@ -32,7 +32,6 @@ Conventions (stated in the README and in every report):
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -247,13 +246,13 @@ class Model:
                            for d in self._params_declared()))
         return self.at(here) / self._zero_split(1)
 
-    def _zero_split(self, stage: int) -> int:
+    def _zero_split(self, stage: int) -> sympy.Expr:
         """The chips the axes of the ZeRO stages from `stage` up span (1 without them): each
         keeps its share of the optimizer state (stage 1 up) and of the gradients (stage 2)."""
         mesh = self.structured.program.mesh
         named = {k.name for k in kinds.where(lambda k: k.zero >= stage > 0)}
         axes = "".join(a for kind, a in self.options.strategy if kind in named)
-        return math.prod(mesh.axis(a).number for a in axes) if axes and mesh is not None else 1
+        return mesh.over(axes) if axes and mesh is not None else sympy.Integer(1)
 
     @functools.cached_property
     def activation_bytes(self) -> sympy.Expr:

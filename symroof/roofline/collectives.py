@@ -274,7 +274,7 @@ def check_domain(axes: list[MeshAxis], chip: Chip | None) -> None:
     """The ICI (or NVLink) axes together may span at most the chip's domain, and fit its
     pod's shape where it has one (v5e's 16 x 16 holds X=64 as 16 x 4, not X=17); an axis
     written `@ring` or `@line` must be the case the chip makes of it (check_cases)."""
-    if chip is None:
+    if chip is None or any(a.deferred for a in axes):  # a family's: checked member by member
         return
     domain = chip.figure("interconnect.domain_size")
     chips = 1
@@ -294,7 +294,12 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
     """The time of one collective over `axes` moving V bytes per chip. `mesh` is all the
     mesh's axes, which decide where each ICI axis lies on a torus chip's pod (by default
     the collective's own axes); an axis spanning several physical axes is costed as a
-    collective over them."""
+    collective over them. Over a strategy family's deferred axes: V times a symbol for its
+    seconds per byte, and a symbol for its latency floor (`rate_symbols`); the time is
+    linear in V, so a member's is V times this function's at V = 1 on the member's mesh."""
+    if any(a.deferred for a in axes):
+        per_byte, latency, hops = rate_symbols(kind, "".join(a.name for a in axes))
+        return Time(V * per_byte, latency, hops, "laid out member by member", True)
     if kind == "AllReduce":
         once = time("AllGather", axes, V, chip, ici_one_way, mesh)
         return Time(2 * once.bandwidth, 2 * once.latency, 2 * once.hops, once.links, once.latency_known)
@@ -324,6 +329,15 @@ def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_
     known = all(l.latency is not None for l in links)
     latency = sympy.Add(*(_hops(a, l) * (l.latency or 0) for a, l in zip(physical, links)))
     return Time(bandwidth, latency, hops, described, known)
+
+
+def rate_symbols(kind: str, axes: str) -> tuple[sympy.Symbol, sympy.Symbol, sympy.Symbol]:
+    """A strategy family's collective of this kind over these deferred axes (their names run
+    together): its seconds per byte, its latency floor and its hops, as symbols whose names
+    no dim can take."""
+    per_byte, latency, hops = (sympy.Symbol(f"{what}[{kind} {axes}]", nonnegative=True)
+                               for what in ("per_byte", "latency", "hops"))
+    return per_byte, latency, hops
 
 
 def _permute(axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_one_way: sympy.Expr | None,

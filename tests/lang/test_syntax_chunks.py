@@ -57,7 +57,7 @@ def test_the_programs_a_plan_reads_read_the_same_and_errors_point_where_they_did
     monkeypatch.setattr(structure, "read_source", keep)
     assert main(["plan", "llama-3-8b", "--train", "--chip", "tpu-v5p", "--chips", "16", "--batch", "65536",
                  "--context", "4096", "--top", "1"], out=io.StringIO(), err=io.StringIO()) == 0
-    assert len(texts) > 10
+    assert len(set(texts)) > 2  # its strategy families' programs (a mesh of sizeless axes), and those shown
     for text in dict.fromkeys(texts):
         assert read(text) == read(text, whole=True)
     broken = texts[-1].replace("->", "-> ->", 1)

@@ -1,0 +1,362 @@
+"""Strategy families: a plan's strategies costed by formula, each family derived once.
+
+A plan tries hundreds of strategies of one model, and most differ only in their sizes:
+fsdp=64,sp=2 and fsdp=128,sp=4 write the same program with other numbers in its mesh. A
+family is that program with every kind the plan searches on its axes, each size a
+symbol (a kind a member leaves out takes axes of one chip), under one ZeRO stage, one
+pipeline (its axes and stages are numbers: each end stage is a program of its own), one
+schedule and one microbatch count. It is costed once, by the same engine
+(`report.assemble`), on a mesh of deferred axes (`mesh.MeshAxis.deferred`): every size
+a symbol, and every collective V times a symbol for its seconds per byte, with a symbol
+for its latency floor (`collectives.rate_symbols`). Where a member's axes lie (a torus's
+pieces and rings, NVLink or the network between domains) follows from its sizes, so each
+member's seconds per byte and latency are worked out on its own mesh
+(`collectives.time` at V = 1: the time is linear in V).
+
+The family's formulas are compiled once into exact rational arithmetic (`_Compiled`:
+gmpy2's rationals, max, floor; no float anywhere), so a member's figures are the very
+numbers `symroof.model` gives its strategy, not approximations of them: ties stay ties,
+and a plan ranks as it did. tests/models/test_families.py checks every figure against
+the model's on random models, chips and strategies.
+
+A member the formulas cannot stand for is costed whole by the caller (`Families.costing`
+returns None): a sharded dim its sizes do not split evenly (its own costing says where),
+axes or a head layout the family does not have, a formula with an operation that has no
+exact form here, or a family its own costing refuses (an error, said by the member's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import sympy
+from gmpy2 import mpq
+
+from ..errors import HardwareError, SpecError
+from ..hardware.machines import Machine
+from ..ir import dim_symbol, tensors_of
+from ..lang.structure import read_structured
+from ..mesh import Mesh, MeshAxis
+from ..roofline.collectives import check_domain
+from ..roofline.collectives import time as collective_time
+from . import kinds, strategy_costs
+from .decls import Options
+from .report import assemble, sharded_source, with_defaults
+from .strategies import Strategy, head_axes
+from .whole import Model
+
+# the figures a plan reads of a strategy (Costing), each a formula of its family
+_FIGURES = ("hbm_per_chip", "optimizer_bytes", "grad_bytes", "activation_bytes", "t_step", "tokens")
+_ROOFS = ("t_math", "t_comms", "t_network")
+_MEMORY = ("weight_bytes", "grad_bytes", "optimizer_bytes", "activation_bytes")  # training's, a pipeline stage's
+
+
+@dataclass
+class Costing:
+    """What the planner reads of one costed strategy, as numbers: its memory a chip, the
+    parts of it the ZeRO stages and microbatches change, its step, the roofs of the
+    analysis that bounds it (a pipeline's last stage, an accumulation's microbatch) and
+    its network time split (`strategy_costs.times`). `model` is the strategy's model where
+    it was costed whole (None for a family's member: the planner builds it to show it)."""
+
+    mode: str
+    piped: bool
+    accumulated: bool
+    hbm_per_chip: sympy.Expr
+    optimizer_bytes: sympy.Expr
+    grad_bytes: sympy.Expr
+    activation_bytes: sympy.Expr
+    t_step: sympy.Expr
+    tokens: sympy.Expr
+    roofs: dict[str, sympy.Expr]
+    times: dict[str, sympy.Expr]
+    batch: int | None  # the step's sequences (B)
+    dp_chips: int  # the chips of the data-parallel axes (1 without)
+    rates: frozenset[str]  # the chip rates its work runs at (Analysis.rates)
+    model: Model | None = None
+
+    @classmethod
+    def of(cls, m: Model) -> Costing:
+        """A model's, costed whole."""
+        mesh = m.structured.program.mesh
+        dp = "".join(axes for kind, axes in m.options.strategy if kinds.kind(kind).data)
+        return cls(**_figures_of(m), batch=int(m.sizes["B"]) if "B" in m.sizes else None,
+                   dp_chips=int(mesh.over(dp)) if mesh is not None else 1, rates=frozenset(m.analysis.rates),
+                   model=m)
+
+
+def _figures_of(m: Model, family: bool = False) -> dict[str, Any]:
+    """A model's figures the planner reads (as formulas, for a `family`'s model). A
+    pipeline's memory is its fuller end stage's, which a family's sizes do not tell
+    (pipeline.fullest): there both stages' are kept, and each member takes the fuller."""
+    analysis = m.step_analysis if m.pipeline is None else m.pipeline.last.step_analysis
+    stages = {f"stage{k}.{name}": value for k in (0, 1) for name, value in m.pipeline.memory(k).items()} \
+        if m.pipeline is not None and family else {}
+    return {"mode": m.options.mode, "piped": m.pipeline is not None, "accumulated": m.accumulation is not None,
+            **{name: getattr(m, name) for name in _FIGURES if not stages or name in ("t_step", "tokens")},
+            **stages, "roofs": {name: getattr(analysis, name) for name in _ROOFS}, "times": strategy_costs.times(m)}
+
+
+@dataclass(frozen=True)
+class _Key:
+    zero: int
+    pipeline: tuple[tuple[str, int, str], ...]  # the pp axes, sized (none: no pipeline)
+    schedule: str | None
+    microbatches: int | None
+    copies: str  # tp's axes that copy the KV heads ("" for none)
+    # a pipeline's or an accumulation's: the member's own kinds and axes, which decide by name
+    # which of its collectives run once a step and which each microbatch (an axis of one chip
+    # is not one the member has)
+    own: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+
+
+class Families:
+    """A plan's families (its model, mode, chip, batch and options: the model's under no
+    strategy), each derived when a member first asks for it, and kept: `costing` gives a
+    member's figures. `for_plan` keeps them from plan to plan."""
+
+    def __init__(self, config: dict, mode: str, target: Machine, batch: dict[str, int], searched: Sequence[str],
+                 options: Options, outer: bool):
+        self.config, self.mode, self.target, self.batch = config, mode, target, batch
+        # the kinds every family carries (not pp's, whose stages are numbers), each on its axes:
+        # between domains too (`outer`) where some strategy spans more than one
+        self.searched = tuple(k for k in searched if not kinds.kind(k).stages)
+        self.options, self.outer = options, outer
+        self._found: dict[_Key, _Family | None] = {}
+
+    def costing(self, member: Strategy, zero: int, schedule: str | None, microbatches: int | None) -> Costing | None:
+        """A member's figures (member: its strategy's axes, with sizes, as `strategy_of`
+        lays them), or None where its family cannot stand for it."""
+        stages = kinds.stages().name
+        copies = ""
+        for tp in kinds.where(lambda k: k.splits_width, member):
+            copies = head_axes(member[tp.name], int(self.config["sizes"]["K"]), tp.name)[1]
+            if copies and copies != "".join(a for a, *_ in member[tp.name] if a.islower()):
+                return None  # the copies on an axis of their own: only the lowercase ones are a family's
+        own = tuple((kind, tuple((a, link) for a, _, link in axes)) for kind, axes in member.items()
+                    if kind != stages) if microbatches else ()
+        key = _Key(zero, member.get(stages, ()), schedule, microbatches, copies, own)
+        if key not in self._found:
+            self._found[key] = self._derive(key)
+        family = self._found[key]
+        return family.evaluate(member) if family is not None else None
+
+    def _superset(self, key: _Key) -> Strategy:
+        """The family's strategy: each kind on its axes, every size None (a symbol) but the
+        pipeline's (typed as a Strategy: its readers take the axes' names and links, and
+        the sizes only where numbers, the pipeline's, are needed)."""
+        out: dict[str, tuple[tuple[str, int | None, str], ...]] = \
+            {kind: tuple((a, None, link) for a, link in axes) for kind, axes in key.own}
+        for kind in kinds.where(lambda k: not key.own and (k.name in self.searched or k is kinds.rest())):
+            name = kinds.zero_stage(key.zero).name if kind is kinds.rest() else kind.name
+            outer = ((kind.outer, None, "dcn"),) if self.outer and not kind.splits_width else ()
+            copies = ((kind.axis.lower(), None, "ici"),) if kind.splits_width and key.copies else ()
+            out[name] = (*outer, (kind.axis, None, "ici"), *copies)
+        if key.pipeline:
+            out[kinds.stages().name] = key.pipeline
+        return cast(Strategy, out)
+
+    def _derive(self, key: _Key) -> _Family | None:
+        superset = self._superset(key)
+        mesh = Mesh(tuple(MeshAxis(a, size, link, None, True) for axes in superset.values() for a, size, link in axes))
+        try:
+            built, about = sharded_source(self.config, self.mode, superset, microbatches=key.microbatches,
+                                          schedule=key.schedule)
+            structured = read_structured(built, mesh=mesh)
+            dims = {s.name for s in structured.relations} | {d.name for s in structured.program.statements
+                                                             for t in tensors_of(s) for d in t.dims if d.name}
+            if dims & set(mesh.names):  # a mesh axis named as a dim: their symbols would be one
+                return None
+            sizes = with_defaults(structured, self.mode, self.config["sizes"]["context"], dict(self.batch))
+            stages = about.pop("stage_programs", None)
+            about.update(mode=self.mode, sizes=sizes, chip=self.target.name, chips=1)
+            m = assemble(structured, about, stages, self.target, sizes,
+                         dataclasses.replace(self.options, strategy=tuple(about["strategy"].items())), mesh)
+            figures = _figures_of(m, family=True)
+            rates = frozenset(m.analysis.rates)
+            splits = _splits(m)
+        except (SpecError, HardwareError):
+            return None  # its members are costed whole: each says what is wrong with it
+        return _Family.of(figures, splits, rates, self.target, superset, self.batch.get("B"))
+
+
+_KEPT: OrderedDict[str, Families] = OrderedDict()  # for_plan's, the latest last
+_KEEP = 16
+
+
+def for_plan(config: dict, mode: str, target: Machine, batch: dict[str, int], searched: Sequence[str],
+             options: Options, outer: bool) -> Families:
+    """A plan's families, as an earlier plan of the same model, mode, chip, batch, options
+    and kinds left them (a sweep over chip counts derives each family once): the
+    `_KEEP` latest, each told apart by everything its formulas depend on."""
+    key = repr((json.dumps(config, sort_keys=True, default=str), mode, target, sorted(batch.items()),
+                sorted(searched), options, outer))
+    if key in _KEPT:
+        _KEPT.move_to_end(key)
+    else:
+        _KEPT[key] = Families(config, mode, target, batch, searched, options, outer)
+        while len(_KEPT) > _KEEP:
+            _KEPT.popitem(last=False)
+    return _KEPT[key]
+
+
+def _splits(m: Model) -> tuple[tuple[int, str], ...]:
+    """Every sharded dim's size at the model's sizes, with the axes that split it: a member
+    whose sizes do not split one evenly is costed whole (which says where)."""
+    found: set[tuple[int, str]] = set()
+    for each in (m, *((m.pipeline.first, m.pipeline.last) if m.pipeline is not None else ())):
+        for statement in each.structured.program.statements:
+            for tensor in tensors_of(statement):
+                for dim in tensor.dims:
+                    if dim.axes and dim.name is not None:
+                        found.add((_whole(each.at(dim_symbol(dim.name))), "".join(dim.axes)))
+        for declared in each.structured.declared:
+            for expr, axes in zip(declared.dims, declared.axes):
+                if axes:
+                    found.add((_whole(each.at(expr)), "".join(axes)))
+    return tuple(sorted(found))
+
+
+def _expr(value: object) -> sympy.Expr:
+    return value if isinstance(value, sympy.Basic) else sympy.Integer(int(value))  # type: ignore[call-overload]
+
+
+def _whole(value: sympy.Expr) -> int:
+    if not value.is_Integer:
+        raise SpecError(f"a sharded dim's size is {value}, not a number")  # the family declines
+    return int(value)
+
+
+_RATE = re.compile(r"(per_byte|latency|hops)\[(\w+) (\w+)\]")
+_ALONE = re.compile(r"alone\[(\w+)\]")
+
+
+class _Family:
+    """One family's formulas, compiled, and how to evaluate a member."""
+
+    def __init__(self, compiled: _Compiled, names: tuple[str, ...], layout: dict[str, Any], splits: tuple,
+                 rates: frozenset[str], target: Machine, superset: Strategy, batch: int | None):
+        self.compiled, self.names, self.layout, self.splits = compiled, names, layout, splits
+        self.rates, self.target, self.batch = rates, target, batch
+        self.axes = {a for axes in superset.values() for a, *_ in axes}
+
+    @classmethod
+    def of(cls, figures: dict[str, Any], splits: tuple, rates: frozenset[str], target: Machine,
+           superset: Strategy, batch: int | None) -> _Family | None:
+        flat = {**{k: v for k, v in figures.items() if k in _FIGURES or k.startswith("stage")},
+                **{f"roofs.{k}": v for k, v in figures["roofs"].items()},
+                **{f"times.{k}": v for k, v in figures["times"].items()}}
+        names = tuple(flat)
+        formulas = [_expr(flat[n]) for n in names]
+        symbols = sorted({s for e in formulas for s in e.free_symbols}, key=str)
+        try:
+            compiled = _Compiled(formulas, symbols)
+        except _Inexact:
+            return None
+        layout = {k: figures[k] for k in ("mode", "piped", "accumulated")}
+        return cls(compiled, names, layout, splits, rates, target, superset, batch)
+
+    def evaluate(self, member: Strategy) -> Costing | None:
+        axes = [MeshAxis(a, size, link) for each in member.values() for a, size, link in each]
+        sizes = {a.name: a.number for a in axes}
+        if set(sizes) - self.axes:
+            return None
+        for value, split in self.splits:
+            if value % math.prod(sizes.get(a, 1) for a in split):
+                return None  # its own costing says which dim does not split
+        args: list[int | mpq] = []
+        if any(_RATE.fullmatch(s.name) for s in self.compiled.symbols):
+            check_domain(axes, self.target.chip)  # as a member's own collectives are checked first
+        for symbol in self.compiled.symbols:
+            found = _RATE.fullmatch(symbol.name)
+            if found is None:
+                alone = _ALONE.fullmatch(symbol.name)
+                args.append(int(sizes.get(alone.group(1), 1) == 1) if alone else sizes.get(symbol.name, 1))
+                continue
+            what, kind, over = found.groups()
+            laid = [a for a in axes if a.name in over and a.size != 1]
+            if not laid:
+                args.append(0)  # over axes of one chip the member has no such collective
+                continue
+            timed = collective_time(kind, sorted(laid, key=lambda a: over.index(a.name)), sympy.Integer(1),
+                                    self.target.chip, self.target.ici_bw, axes)
+            value = {"per_byte": timed.bandwidth, "latency": timed.latency, "hops": timed.hops}[what]
+            args.append(mpq(int(value.p), int(value.q)) if value.is_Rational else _inexact(value))
+        values = dict(zip(self.names, (_rational(v) for v in self.compiled(args))))
+        if "stage0.weight_bytes" in values:  # a pipeline's: its fuller end stage's (as pipeline.fullest tells it)
+            first, last = ({name: values[f"stage{k}.{name}"] for name in _MEMORY} for k in (0, 1))
+            fuller = last if sum(last.values()) - sum(first.values()) > 0 else first
+            values.update(fuller, hbm_per_chip=sum(fuller.values()))  # training's memory, on one chip of the mesh
+        rest = "".join(a for kind, each in member.items() if kinds.kind(kind).data for a, *_ in each)
+        return Costing(**self.layout, **{k: values[k] for k in _FIGURES},
+                       roofs={k: values[f"roofs.{k}"] for k in _ROOFS},
+                       times={k[6:]: v for k, v in values.items() if k.startswith("times.")},
+                       batch=self.batch, dp_chips=math.prod(sizes[a] for a in rest), rates=self.rates)
+
+
+class _Inexact(Exception):
+    """A formula with an operation `_Compiled` has no exact form for."""
+
+
+def _inexact(value: sympy.Expr) -> mpq:
+    raise _Inexact(str(value))
+
+
+def _rational(value: int | mpq) -> sympy.Rational:
+    return sympy.Rational(int(value.numerator), int(value.denominator))
+
+
+def _inverse(x: int | mpq) -> mpq:
+    return mpq(1) / x
+
+
+class _Compiled:
+    """Formulas as one Python function of their symbols, in exact arithmetic: integers and
+    rationals (gmpy2's mpq, which sympy's own numbers use where it is installed), max and
+    min, floor and ceiling, integer powers. The function's text is written here from the
+    formulas' trees, never from user text: each symbol is an argument by position and each
+    fraction a constant by index, so no name or number is read back from text. An operation
+    without an exact form raises _Inexact (the family then declines its members)."""
+
+    def __init__(self, formulas: list[sympy.Expr], symbols: list[sympy.Symbol]):
+        self.symbols = symbols
+        self._place = {s: k for k, s in enumerate(symbols)}
+        self._constants: list[mpq] = []
+        body = ", ".join(self._code(f) for f in formulas)
+        namespace = {"max": max, "min": min, "floor": math.floor, "ceil": math.ceil, "inverse": _inverse,
+                     "c": tuple(self._constants)}
+        exec(compile(f"def formulas(a):\n    return ({body},)\n", "<strategy family>", "exec"), namespace)
+        self._function = cast(Callable[[list[int | mpq]], tuple[int | mpq, ...]], namespace["formulas"])
+
+    def __call__(self, args: list[int | mpq]) -> tuple[int | mpq, ...]:
+        return self._function(args)
+
+    def _code(self, e: sympy.Basic) -> str:
+        if e.is_Integer:
+            return f"({int(e)})"
+        if e.is_Rational:
+            self._constants.append(mpq(int(e.p), int(e.q)))
+            return f"c[{len(self._constants) - 1}]"
+        if e.is_Symbol:
+            if e not in self._place:
+                raise _Inexact(str(e))
+            return f"a[{self._place[e]}]"
+        args = [self._code(x) for x in e.args]
+        if e.is_Add:
+            return "(" + " + ".join(args) + ")"
+        if e.is_Mul:
+            return "(" + " * ".join(args) + ")"
+        if e.is_Pow and e.exp.is_Integer:
+            n = int(e.exp)
+            return f"({args[0]} ** {n})" if n >= 0 else f"inverse({args[0]} ** {-n})"
+        calls = {sympy.Max: "max", sympy.Min: "min", sympy.floor: "floor", sympy.ceiling: "ceil"}
+        if e.func in calls:
+            return f"{calls[e.func]}({', '.join(args)})"
+        raise _Inexact(str(e.func))
