@@ -500,9 +500,14 @@ class _Coster:
     plan's name, mode, chip, batch and options) costs a strategy; `strategy` reads a
     strategy's text and mesh into its axes, as `run` does first."""
 
-    def __init__(self, run: Callable[..., Model], target: Machine, families: Families | None,
-                 strategy: Callable[[str, str | None], Strategy]):
-        self.run, self.target, self.families, self.strategy = run, target, families, strategy
+    def __init__(self, run: Callable[..., Model], target: Machine, families: Families | None = None,
+                 strategy: Callable[[str, str | None], Strategy] | None = None):
+        self.run, self.target, self.families = run, target, families
+        self.strategy = strategy or self._none
+
+    @staticmethod
+    def _none(text: str, mesh: str | None) -> Strategy:
+        raise AssertionError("a plan's coster reads its strategies' axes")
 
     def __call__(self, candidate: Candidate) -> Costing:
         given = self._given(candidate)

@@ -16,6 +16,7 @@ from symroof.lang.parsing import parse_mesh
 from symroof.lang.structure import read_source, read_structured
 from symroof.models import kinds, planner, strategy_costs
 from symroof.models.catalogue import get_model
+from symroof.models.families import Costing
 from symroof.models.strategies import parse_strategy, strategy_of
 from symroof.models.templates import program
 from symroof.models.whole import Model
@@ -182,7 +183,7 @@ def test_the_planner_lets_tp_past_the_kv_heads_through():
     assert pruned(12, None) == "tp=12 does not divide the KV heads (K = 8), nor is it a multiple of them " \
                                "dividing the query heads (N = 32)"
     m = symroof.model("llama-3-8b", "train", chip="tpu-v5p", sizes={"B": 16, "T": 8192}, strategy="tp=16")
-    assert planner.Candidate({"dp": 1, "tp": 16}, model=m).text == "tp=16 (KV heads x2)"
+    assert planner.Candidate({"dp": 1, "tp": 16}, costing=Costing.of(m)).text == "tp=16 (KV heads x2)"
     assert planner.Candidate({"dp": 1, "tp": 8}).text == "tp=8"
 
 

@@ -150,8 +150,8 @@ def test_a_pipeline_keeps_the_faster_of_1f1b_and_interleaved(sizes):
     batch, usable = {"B": 64, "T": 4096}, 0.9 * 80e9
     c = planner.Candidate(dict(sizes))
     run = functools.partial(symroof.model, "llama-2-7b", "train", "h100", batch)
-    planner._cost(c, run, usable)
-    planner._interleaved(c, run, usable)
+    planner._cost(c, planner._Coster(run, run().machine), usable)
+    planner._interleaved(c, planner._Coster(run, run().machine), usable)
     times = {}
     for schedule in ("1f1b", "interleaved"):
         m = symroof.model("llama-2-7b", "train", chip="h100", sizes=batch, strategy=c.strategy, schedule=schedule)

@@ -47,7 +47,7 @@ def test_each_layout_costed_as_the_hand_count_and_the_faster_kept():
     costed = {}
     for layout in (None, layouts({"dp": 2, "fsdp": 8}, 8)[1]):
         candidate = planner.Candidate({"dp": 2, "fsdp": 8}, layout=layout)
-        planner._cost(candidate, run, usable)
+        planner._cost(candidate, planner._Coster(run, run().machine), usable)
         # bandwidth-bound (the step's figure floors the smallest, the norms' scales, at their hops)
         rows = strategy_costs.collectives(candidate.model)
         costed[layout is None] = (sum(c.time for c in rows if c.overlaps),
@@ -57,8 +57,8 @@ def test_each_layout_costed_as_the_hand_count_and_the_faster_kept():
     # 0.13 s against 0.20 s, both more than the work: the sizes' own is kept, and nothing said
     assert costed[True][1] < costed[False][1]
     kept = planner.Candidate({"dp": 2, "fsdp": 8})
-    planner._cost(kept, run, usable)
-    planner._laid_out(kept, run, usable, 8)
+    planner._cost(kept, planner._Coster(run, run().machine), usable)
+    planner._laid_out(kept, planner._Coster(run, run().machine), usable, 8)
     assert kept.layout is None and kept.layout_note == ""
 
 
@@ -72,8 +72,8 @@ def test_the_fastest_layout_is_kept_and_said():
     run = functools.partial(model, "llama-2-70b", "train", "a100", batch)
     usable = run().usable()
     best = planner.Candidate(dict(sizes), schedule="interleaved")
-    planner._cost(best, run, usable)
-    planner._laid_out(best, run, usable, 8)
+    planner._cost(best, planner._Coster(run, run().machine), usable)
+    planner._laid_out(best, planner._Coster(run, run().machine), usable, 8)
     assert best.layout is not None
     options = layouts(sizes, 8)
     exposed = []
