@@ -13,6 +13,7 @@ Errors go to stderr as one line plus a caret under the spec, with exit code 2.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -24,14 +25,11 @@ from typing import TextIO
 import sympy
 
 from ..analysis import analyze, roofline
-from ..claims.check import report as claims_report
-from ..claims.models import check_case, load_claims
 from ..errors import SpecError, SymroofError, SymroofWarning
 from ..hardware.chips import Chip, cited_keys, get_chip, list_chips, source_keys
 from ..hardware.machines import machine
 from ..hardware.pods import totals
 from ..ir import dim_symbol
-from ..models.report import catalogue_rows
 from ..render import latex
 from ..render.chip_card import chip_card, chips_table
 from ..render.json_report import to_json_dict
@@ -39,17 +37,20 @@ from ..render.text import table
 from ..roofline.collectives import time as collective_time
 from ..sharding.layout import fix_message
 from ..sharding.lowering import ShardingError
-from ..show import human, over, seconds
-from . import from_jax as cli_jax
-from . import from_torch as cli_torch
-from . import measure as cli_measure
-from . import model as cli_model
+from ..show import over, seconds
 from . import pareto as cli_pareto
-from . import plan as cli_plan
 from .options import Handler, machine_kwargs, machine_options, set_sizes
 
+# the subcommands of modules that import what they run (models, the planner, the importers,
+# the measurements), each module by name: imported to run its own command, or all of them
+# to list every command (a cold `symroof analyze` loads none of them)
+_MODULES = {"check": "claims", "model": "model", "models": "model", "plan": "plan", "calibrate": "measure",
+            "validate": "measure", "from-jax": "from_jax", "from-torch": "from_torch"}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every subcommand's, or where `command` is one the commands
+    of `_MODULES` give, this module's and that one's only."""
     parser = argparse.ArgumentParser(
         prog="symroof",
         description="Symbolic roofline analysis: FLOPs, bytes, intensities, times and critical "
@@ -107,15 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
     roof_cmd.add_argument("--json", action="store_true", help="print one JSON object")
     roof_cmd.set_defaults(handler=_roofline)
 
-    check_cmd = commands.add_parser("check", help="check claims in a YAML file against what symroof derives",
-                                    description="Check claims (spec, chip figures, expected values) "
-                                                "in the format of tests/data/rooflines_chapter.yaml; "
-                                                "exits 1 if any fails.")
-    check_cmd.add_argument("file", metavar="CLAIMS.yaml")
-    check_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
-    check_cmd.add_argument("--json", action="store_true", help="print JSON")
-    check_cmd.set_defaults(handler=_check)
-
     chips_cmd = commands.add_parser("chips", help="list chips with their headline figures")
     chips_cmd.add_argument("--hardware", metavar="FILE", help="a hardware file in place of the shipped one")
     chips_cmd.add_argument("--json", action="store_true", help="print JSON")
@@ -132,19 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
     chip_cmd.add_argument("--slice", metavar="AxBxC", help="the totals of this slice of a torus chip's pod")
     chip_cmd.add_argument("--json", action="store_true", help="print JSON")
     chip_cmd.set_defaults(handler=_chip)
-    models_cmd = commands.add_parser("models", help="list the models in models.json with their parameter counts",
-                                     description="Each model of the catalogue: its parameters as the template "
-                                                 "counts them beside the count its publisher states, and that "
-                                                 "count's source.")
-    models_cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
-    models_cmd.add_argument("--json", action="store_true", help="print JSON")
-    models_cmd.set_defaults(handler=_models)
-    cli_model.add_parser(commands)
-    cli_plan.add_parser(commands)
-    cli_measure.add_parser(commands)
-    cli_jax.add_parser(commands)
-    cli_torch.add_parser(commands)
+    given = (_MODULES[command],) if command in _MODULES else dict.fromkeys(_MODULES.values()) \
+        if command is None or command.startswith("-") or command not in _OWN else ()
+    for name in given:
+        importlib.import_module(f".{name}", __package__).add_parser(commands)
     return parser
+
+
+_OWN = ("analyze", "latex", "plot", "roofline", "chips", "chip")  # this module's commands
 
 
 class _Version(argparse.Action):
@@ -189,8 +176,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     bad input, 3 for an internal error (a bug in symroof)."""
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(given[0] if given else None)
+    args = parser.parse_args(given)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", SymroofWarning)
@@ -293,19 +281,6 @@ def _analyze(args: argparse.Namespace) -> str:
     return table(result, limit=limit, solve=args.solve)
 
 
-def _check(args: argparse.Namespace) -> tuple[str, int]:
-    results = [check_case(case, args.hardware) for case in load_claims(args.file)]
-    failed = not all(r.ok for r in results)
-    if args.json:
-        text = _dumps([{"id": r.id, "ok": r.ok, "error": r.error,
-                            "outcomes": [{"key": o.key, "ok": o.ok, "expected": str(o.expected),
-                                          "got": str(o.got), "note": o.note} for o in r.outcomes]}
-                           for r in results])
-    else:
-        text = claims_report(results)
-    return text, 1 if failed else 0
-
-
 def _dumps(data: object) -> str:
     """Strict JSON: a NaN or an infinity that slipped through is a bug, not output."""
     return json.dumps(data, indent=2, allow_nan=False)
@@ -353,21 +328,6 @@ def _chips(args: argparse.Namespace) -> str:
     if args.json:
         return _dumps([{k: _plain(v) for k, v in row.items()} for row in rows])
     return chips_table(chips)
-
-
-def _models(args: argparse.Namespace) -> str:
-    rows = catalogue_rows(args.models)
-    if args.json:
-        return _dumps(rows)
-    lines = [f"{'id':<18} {'name':<24} {'counted':>10} {'published':>10} {'off':>7}  source of the published count"]
-    for row in rows:
-        published = row["params_published"]
-        off = "" if published is None else f"{(row['params'] / published - 1) * 100:+.2f}%"
-        shown = "-" if published is None else human(published) + ("~" if row["rounded"] else "")
-        lines.append(f"{row['id']:<18} {row['name'][:24]:<24} {human(row['params']):>10} {shown:>10} {off:>7}  "
-                     f"{row['source']}")
-    return "\n".join([*lines, "", "counted: the transformer template's count of the model's configuration (for a "
-                       "model given only by its count, that count); ~: the publisher's figure is rounded"])
 
 
 def _chip(args: argparse.Namespace) -> str:

@@ -21,7 +21,7 @@ from ..models.counted import NEEDS_CONFIG, SIZE_FLAGS, Counted, from_entry, is_c
 from ..models.decls import Options
 from ..models.whole import Model
 from ..render.json_report import json_value
-from ..show import number, seconds
+from ..show import human, number, seconds
 from .options import (
     Commands,
     budget_options,
@@ -37,6 +37,13 @@ from .options import (
 
 
 def add_parser(commands: Commands) -> None:
+    models_cmd = commands.add_parser("models", help="list the models in models.json with their parameter counts",
+                                     description="Each model of the catalogue: its parameters as the template "
+                                                 "counts them beside the count its publisher states, and that "
+                                                 "count's source.")
+    models_cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
+    models_cmd.add_argument("--json", action="store_true", help="print JSON")
+    models_cmd.set_defaults(handler=_models)
     cmd = commands.add_parser("model", help="a whole model: parameters, FLOPs, memory, chips, step time",
                               description="Analyse a model from models.json, a Hugging Face config.json "
                                           "(or a program file with let, repeat and param lines) for training, "
@@ -270,3 +277,19 @@ def _batches(args: argparse.Namespace, model: Model, about: dict) -> str:
         lines.append(f"{r['B']:>6}  {seconds(r['t_step']):>12}  {number(r['tokens_per_s'], 4):>12}  "
                      f"{number(r['tokens_per_s_per_chip'], 4):>13}  {fits}")
     return "\n".join(lines)
+
+
+def _models(args: argparse.Namespace) -> str:
+    """`symroof models`: the catalogue, each model's counted parameters beside its publisher's."""
+    rows = report.catalogue_rows(args.models)
+    if args.json:
+        return json.dumps(rows, indent=2, allow_nan=False)
+    lines = [f"{'id':<18} {'name':<24} {'counted':>10} {'published':>10} {'off':>7}  source of the published count"]
+    for row in rows:
+        published = row["params_published"]
+        off = "" if published is None else f"{(row['params'] / published - 1) * 100:+.2f}%"
+        shown = "-" if published is None else human(published) + ("~" if row["rounded"] else "")
+        lines.append(f"{row['id']:<18} {row['name'][:24]:<24} {human(row['params']):>10} {shown:>10} {off:>7}  "
+                     f"{row['source']}")
+    return "\n".join([*lines, "", "counted: the transformer template's count of the model's configuration (for a "
+                       "model given only by its count, that count); ~: the publisher's figure is rounded"])

@@ -133,7 +133,8 @@ def read_structured(text: str | source.Program, dtype: str = "bf16",
         SpecError: with the position of the first problem.
     """
     if isinstance(text, source.Program):
-        return _read_source(text, dtype) if mesh is None else read_source(text, dtype, mesh)
+        return _read_source(text, dtype, mesh) if mesh is None or isinstance(mesh, Mesh) else \
+            read_source(text, dtype, mesh)
     if not isinstance(text, str):
         raise SpecError(f"a program is text, not {type(text).__name__}")
     text = normalize(text)
@@ -231,10 +232,11 @@ def _assemble(whole: str, text: str, blanked: str, written: list, layout: _Layou
 
 
 @functools.lru_cache(maxsize=64)
-def _read_source(p: source.Program, dtype: str) -> Structured:
+def _read_source(p: source.Program, dtype: str, mesh: Mesh | None) -> Structured:
     """The planner asks for one program again and again (a strategy under each ZeRO stage, a
-    pipeline's stages under each schedule): frozen objects, resolved once."""
-    return read_source(p, dtype)
+    pipeline's stages under each schedule, a family's on its mesh): frozen objects, resolved
+    once."""
+    return read_source(p, dtype, mesh)
 
 
 def read_source(p: source.Program, dtype: str = "bf16", mesh: Mesh | str | dict | None = None) -> Structured:

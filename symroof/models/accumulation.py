@@ -156,7 +156,8 @@ class Accumulation:
         once = sympy.Add(*(c.floored for c, each in rows if not each))
         t_step = (m - 1) * (pick_max(work, hidden) + exposed) + pick_max(work, hidden + once) + exposed
         lower = [m * t_math, m * t_comms] + ([m * (hidden + exposed) + once] if rows else [])
-        return {"t_step": sympy.Max(*lower), "t_network_overlapped": m * hidden + once,
+        return {"t_step": sympy.Max(*lower, evaluate=all(t.is_number for t in lower)),
+                "t_network_overlapped": m * hidden + once,
                 "t_network_exposed": m * exposed, "t_comm_exposed": t_step - m * work, "t_step_exposed": t_step}
 
     def describe(self) -> str:

@@ -246,6 +246,13 @@ class _Family:
         self.compiled, self.names, self.layout, self.splits = compiled, names, layout, splits
         self.rates, self.target, self.batch = rates, target, batch
         self.axes = {a for axes in superset.values() for a, *_ in axes}
+        # each symbol's part: ("size", axis), ("alone", axis) or ("rate", what, kind, axes)
+        self._parts = []
+        for symbol in compiled.symbols:
+            rate, alone = _RATE.fullmatch(symbol.name), _ALONE.fullmatch(symbol.name)
+            self._parts.append(("rate", *rate.groups()) if rate else ("alone", alone.group(1)) if alone
+                               else ("size", symbol.name))
+        self._timed: dict[tuple, tuple[mpq, mpq, mpq] | None] = {}  # collective_time at V = 1, by mesh
 
     @classmethod
     def of(cls, figures: dict[str, Any], splits: tuple, rates: frozenset[str], target: Machine,
@@ -263,6 +270,22 @@ class _Family:
         layout = {k: figures[k] for k in ("mode", "piped", "accumulated")}
         return cls(compiled, names, layout, splits, rates, target, superset, batch)
 
+    def _time(self, kind: str, over: str, axes: tuple[MeshAxis, ...]) -> tuple[mpq, mpq, mpq] | None:
+        """A collective's seconds per byte, latency and hops on a member's mesh (`axes`), over
+        the axes of `over` the member has (none: no such collective, all 0); None where one
+        is no rational number."""
+        key = (kind, over, axes)
+        if key not in self._timed:
+            laid = sorted((a for a in axes if a.name in over and a.size != 1), key=lambda a: over.index(a.name))
+            if not laid:
+                self._timed[key] = (mpq(0), mpq(0), mpq(0))
+            else:
+                timed = collective_time(kind, laid, sympy.Integer(1), self.target.chip, self.target.ici_bw, axes)
+                found = (timed.bandwidth, timed.latency, timed.hops)
+                self._timed[key] = tuple(mpq(int(v.p), int(v.q)) for v in found) \
+                    if all(v.is_Rational for v in found) else None
+        return self._timed[key]
+
     def evaluate(self, member: Strategy) -> Costing | None:
         axes = [MeshAxis(a, size, link) for each in member.values() for a, size, link in each]
         sizes = {a.name: a.number for a in axes}
@@ -272,23 +295,19 @@ class _Family:
             if value % math.prod(sizes.get(a, 1) for a in split):
                 return None  # its own costing says which dim does not split
         args: list[int | mpq] = []
-        if any(_RATE.fullmatch(s.name) for s in self.compiled.symbols):
+        if any(part[0] == "rate" for part in self._parts):
             check_domain(axes, self.target.chip)  # as a member's own collectives are checked first
-        for symbol in self.compiled.symbols:
-            found = _RATE.fullmatch(symbol.name)
-            if found is None:
-                alone = _ALONE.fullmatch(symbol.name)
-                args.append(int(sizes.get(alone.group(1), 1) == 1) if alone else sizes.get(symbol.name, 1))
-                continue
-            what, kind, over = found.groups()
-            laid = [a for a in axes if a.name in over and a.size != 1]
-            if not laid:
-                args.append(0)  # over axes of one chip the member has no such collective
-                continue
-            timed = collective_time(kind, sorted(laid, key=lambda a: over.index(a.name)), sympy.Integer(1),
-                                    self.target.chip, self.target.ici_bw, axes)
-            value = {"per_byte": timed.bandwidth, "latency": timed.latency, "hops": timed.hops}[what]
-            args.append(mpq(int(value.p), int(value.q)) if value.is_Rational else _inexact(value))
+        for part in self._parts:
+            if part[0] == "size":
+                args.append(sizes.get(part[1], 1))
+            elif part[0] == "alone":
+                args.append(int(sizes.get(part[1], 1) == 1))
+            else:
+                _, what, kind, over = part
+                timed = self._time(kind, over, tuple(axes))
+                if timed is None:
+                    return None
+                args.append(timed[("per_byte", "latency", "hops").index(what)])
         values = dict(zip(self.names, (_rational(v) for v in self.compiled(args))))
         if "stage0.weight_bytes" in values:  # a pipeline's: its fuller end stage's (as pipeline.fullest tells it)
             first, last = ({name: values[f"stage{k}.{name}"] for name in _MEMORY} for k in (0, 1))
@@ -303,10 +322,6 @@ class _Family:
 
 class _Inexact(Exception):
     """A formula with an operation `_Compiled` has no exact form for."""
-
-
-def _inexact(value: sympy.Expr) -> mpq:
-    raise _Inexact(str(value))
 
 
 def _rational(value: int | mpq) -> sympy.Rational:
