@@ -234,7 +234,7 @@ def pretty(expr: sympy.Basic) -> str:
         shown = expr
     elif not den.is_number and not den.has(sympy.Max, sympy.Min) and _large_coefficients(num, den):
         lead = leading_coefficient(den)
-        shown = sympy.expand(num / lead) / sympy.expand(den / lead)
+        shown = _divided(num, lead) / _divided(den, lead)
     elif len(sympy.Add.make_args(num)) + len(sympy.Add.make_args(den)) <= _FACTOR_TERMS:
         shown = sympy.factor_terms(num) / sympy.factor_terms(den)
     else:  # pulling common factors out of hundreds of terms costs seconds and reads no better
@@ -277,6 +277,14 @@ def leading_coefficient(p: sympy.Expr) -> sympy.Expr:
 
     c = found[max(found, key=exponents)]
     return sympy.Rational(c.numerator, c.denominator)
+
+
+def _divided(p: sympy.Expr, lead: sympy.Expr) -> sympy.Expr:
+    """`expand(p / lead)`: a sum of monomials term by term (expanding hundreds of terms
+    that need no expanding took seconds), anything else expanded."""
+    if cancel.terms(p) is None:
+        return sympy.expand(p / lead)
+    return sympy.Add(*(term / lead for term in sympy.Add.make_args(p)))
 
 
 def _large_coefficients(*polys: sympy.Expr) -> bool:
