@@ -7,7 +7,9 @@ each figure beside its reference measured in the same run. Run:
 
 Printed: min and median of RUNS runs (3), CPU seconds where a figure is a computation
 (time.process_time, in a fresh process, beyond its imports), wall seconds where it is a
-process (the command line's start). References: a plan's target (2 s) and, with --whole,
+process (the command line's start). A plan runs cold (its strategy families derived, in a
+cache directory of its own) and warm (read back from the disk, as a second plan of the
+same model, chip and batch reads them). References: a plan's target (2 s) and, with --whole,
 the same plan costed strategy by strategy (`plan(..., families=False)`, what every plan
 did before strategy families); the sweep's target (10 s); `python -c "import sympy"` for
 the command line's start (target: 1.2x it); JAX's `jit(f).lower(...)` and
@@ -19,10 +21,12 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -109,8 +113,13 @@ def sharded_transformer(layers: int = LAYERS) -> str:
     return "\n".join(lines)
 
 
-def child(code: str, *args: object) -> float:
-    done = subprocess.run([sys.executable, "-c", code, *map(str, args)], check=True, capture_output=True, text=True)
+def child(code: str, *args: object, cache: str | None = None) -> float:
+    """A child's CPU seconds; its strategy families kept in `cache` (a directory), or, without
+    one, in a fresh one that it alone sees (cold: every family derived)."""
+    with tempfile.TemporaryDirectory() as fresh:
+        env = {**os.environ, "XDG_CACHE_HOME": cache or fresh}
+        done = subprocess.run([sys.executable, "-c", code, *map(str, args)], check=True, capture_output=True,
+                              text=True, env=env)
     return float(done.stdout.strip().splitlines()[-1])
 
 
@@ -142,9 +151,13 @@ def main() -> int:
             reference = f"costed strategy by strategy: {whole:.3f} s ({whole / ours[1]:.1f}x); target 2 s"
         else:
             reference = "target 2 s (--whole: strategy by strategy)"
-        line(f"plan {name} train, {chips} {chip} (CPU)", ours, reference)
+        line(f"plan {name} train, {chips} {chip} (CPU, cold)", ours, reference)
+        with tempfile.TemporaryDirectory() as kept:
+            child(_PLAN, name, chip, chips, tokens, 0, cache=kept)  # its families kept on disk
+            warm = runs(functools.partial(child, _PLAN, name, chip, chips, tokens, 0, cache=kept))
+        line("  the same, its families kept on disk (warm)", warm, "target 2 s")
     line(f"sweep: plans on {SWEEP[0]} to {SWEEP[-1]} chips, one process", runs(lambda: child(_SWEEP, *SWEEP)),
-         "target 10 s")
+         "target 10 s (cold)")
     line(f"analyze: {statements(sharded_transformer())} sharded statements, dims apart (CPU)",
          runs(lambda: child(_PROGRAM, Path(__file__).parent)), "target 2 s (table and JSON)")
     exe = shutil.which("symroof") or ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
@@ -20,6 +21,23 @@ _PLACES = {
     "hardware.json": ("_data/hardware.json", "../hardware.json"),
     "models.json": ("_data/models.json", "../models.json"),
 }
+
+
+def user_cache(name: str) -> Path | None:
+    """A file in the user's own cache directory (`$XDG_CACHE_HOME/symroof`, else
+    `~/.cache/symroof`), the directory made where missing: what symroof keeps between runs
+    (the built parser, strategy families' formulas). None where the directory is not the
+    user's own or cannot be written: never a shared one, since what is kept there is read
+    back."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    folder = Path(base) / "symroof"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK) or (hasattr(os, "getuid") and folder.stat().st_uid != os.getuid()):
+            return None
+    except OSError:
+        return None
+    return folder / name
 
 
 def resource_path(name: str) -> Path:

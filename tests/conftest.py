@@ -1,9 +1,15 @@
 """Every LaTeX output the test suite produces is rendered through KaTeX (what docs sites
 use), so invalid LaTeX fails the test that produced it."""
 
+import os
+
 import pytest
 
 from katex_renderer import KaTeX
+
+# plans derive their strategy families afresh in every test (tests/models/test_families.py
+# tests what the disk keeps, in a directory of its own)
+os.environ["SYMROOF_CACHE"] = "off"
 
 
 _RENDERER: list = []

@@ -12,16 +12,14 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
-import os
 import unicodedata
-from pathlib import Path
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from ..errors import SpecError
 from ..ir import subscripted
-from ..resources import resource_path
+from ..resources import resource_path, user_cache
 from .chunks import chunks, moved
 from .syntax_errors import syntax_error
 
@@ -63,16 +61,9 @@ def _parser() -> Lark:
 def _cache_file(grammar: str) -> str | bool:
     """Where Lark keeps the built parser between runs (it halves the cold start): a
     directory of the user's own, never a shared temporary one, since Lark unpickles it."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    folder = Path(base) / "symroof"
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not os.access(folder, os.W_OK) or (hasattr(os, "getuid") and folder.stat().st_uid != os.getuid()):
-            return False
-    except OSError:
-        return False
     digest = hashlib.sha256(grammar.encode("utf-8")).hexdigest()[:16]
-    return str(folder / f"parser-{digest}.lark")
+    found = user_cache(f"parser-{digest}.lark")
+    return str(found) if found is not None else False
 
 
 def read(text: str) -> list[Written]:

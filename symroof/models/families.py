@@ -27,13 +27,19 @@ exact form here, or a family its own costing refuses (an error, said by the memb
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
+import hashlib
 import json
 import math
+import os
 import re
+import tempfile
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import sympy
@@ -44,6 +50,7 @@ from ..hardware.machines import Machine
 from ..ir import dim_symbol, tensors_of
 from ..lang.structure import read_structured
 from ..mesh import Mesh, MeshAxis
+from ..resources import resource_path, user_cache
 from ..roofline.collectives import check_domain
 from ..roofline.collectives import time as collective_time
 from . import kinds, strategy_costs
@@ -164,7 +171,23 @@ class Families:
         return cast(Strategy, out)
 
     def _derive(self, key: _Key) -> _Family | None:
+        """The family of `key`: as the disk kept it (`_on_disk`), else costed and kept."""
         superset = self._superset(key)
+        path = _on_disk(repr((json.dumps(self.config, sort_keys=True, default=str), self.mode, self.target,
+                           sorted(self.batch.items()), self.searched, self.options, self.outer, key)))
+        if path is not None:
+            try:
+                if path.is_file() and path.stat().st_size <= _DISK_BYTES:
+                    data = json.loads(path.read_text(encoding="utf-8"))
+                    return None if data is None else _Family.read(data, self.target, superset, self.batch.get("B"))
+            except (OSError, ValueError, RecursionError):
+                pass  # not what this code keeps: costed again, and kept afresh
+        family = self._costed(key, superset)
+        if path is not None:
+            _write(path, json.dumps(None if family is None else family.to_json(), separators=(",", ":")))
+        return family
+
+    def _costed(self, key: _Key, superset: Strategy) -> _Family | None:
         mesh = Mesh(tuple(MeshAxis(a, size, link, None, True) for axes in superset.values() for a, size, link in axes))
         try:
             built, about = sharded_source(self.config, self.mode, superset, microbatches=key.microbatches,
@@ -185,6 +208,51 @@ class Families:
         except (SpecError, HardwareError):
             return None  # its members are costed whole: each says what is wrong with it
         return _Family.of(figures, splits, rates, self.target, superset, self.batch.get("B"))
+
+
+_DISK_BYTES = 64 * 2**20  # the most a kept family may take on disk
+
+
+@functools.cache
+def _fingerprint() -> str:
+    """symroof's code and data as they are: a kept family is only read back by the very code
+    (and chip and model files) that kept it."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    for path in sorted([*package.rglob("*.py"), *(resource_path(n) for n in ("hardware.json", "models.json"))]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _on_disk(inputs: str) -> Path | None:
+    """Where the disk keeps a family of these inputs (`user_cache`), None where it keeps none:
+    the user's cache directory is not their own, or SYMROOF_CACHE=off."""
+    if os.environ.get("SYMROOF_CACHE", "").lower() in ("off", "0", "no"):
+        return None
+    name = hashlib.sha256(f"{_fingerprint()}\n{inputs}".encode()).hexdigest()[:32]
+    folder = user_cache("families")
+    if folder is None:
+        return None
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    return folder / f"{name}.json"
+
+
+def _write(path: Path, text: str) -> None:
+    """Written whole or not at all (a temporary file beside it, renamed); a disk that refuses
+    keeps nothing, and the family is costed again next time."""
+    written = None
+    try:
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, delete=False, suffix=".tmp") as f:
+            written = f.name
+            f.write(text)
+        os.replace(written, path)
+    except OSError:
+        if written is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(written)
 
 
 _KEPT: OrderedDict[str, Families] = OrderedDict()  # for_plan's, the latest last
@@ -235,6 +303,7 @@ def _whole(value: sympy.Expr) -> int:
 
 
 _RATE = re.compile(r"(per_byte|latency|hops)\[(\w+) (\w+)\]")
+_NAME = re.compile(r"(stage[01]\.)?\w+|(roofs|times)\.\w+")  # a figure's name in a kept family
 _ALONE = re.compile(r"alone\[(\w+)\]")
 
 
@@ -248,10 +317,12 @@ class _Family:
         self.axes = {a for axes in superset.values() for a, *_ in axes}
         # each symbol's part: ("size", axis), ("alone", axis) or ("rate", what, kind, axes)
         self._parts = []
-        for symbol in compiled.symbols:
-            rate, alone = _RATE.fullmatch(symbol.name), _ALONE.fullmatch(symbol.name)
+        for name in compiled.symbols:
+            rate, alone = _RATE.fullmatch(name), _ALONE.fullmatch(name)
+            if not (rate or alone or name in self.axes):
+                raise ValueError(f"a family's formula reads {name!r:.40}, no axis of its own")
             self._parts.append(("rate", *rate.groups()) if rate else ("alone", alone.group(1)) if alone
-                               else ("size", symbol.name))
+                               else ("size", name))
         self._timed: dict[tuple, tuple[mpq, mpq, mpq] | None] = {}  # collective_time at V = 1, by mesh
 
     @classmethod
@@ -263,12 +334,43 @@ class _Family:
         names = tuple(flat)
         formulas = [_expr(flat[n]) for n in names]
         symbols = sorted({s for e in formulas for s in e.free_symbols}, key=str)
+        place = {s: k for k, s in enumerate(symbols)}
         try:
-            compiled = _Compiled(formulas, symbols)
+            trees = [_tree(f, place) for f in formulas]
         except _Inexact:
             return None
         layout = {k: figures[k] for k in ("mode", "piped", "accumulated")}
-        return cls(compiled, names, layout, splits, rates, target, superset, batch)
+        return cls(_Compiled(trees, [s.name for s in symbols]), names, layout, splits, rates, target, superset,
+                   batch)
+
+    def to_json(self) -> dict[str, Any]:
+        """What the disk keeps of it (`Families._derive`; read back by `read`)."""
+        return {"names": list(self.names), "symbols": self.compiled.symbols, "trees": self.compiled.trees,
+                "layout": self.layout, "splits": [list(s) for s in self.splits], "rates": sorted(self.rates)}
+
+    @classmethod
+    def read(cls, data: Any, target: Machine, superset: Strategy, batch: int | None) -> _Family:
+        """A family from what the disk kept (`to_json`), every part checked (ValueError where
+        one is not what `to_json` writes)."""
+        if not isinstance(data, dict) or set(data) != {"names", "symbols", "trees", "layout", "splits", "rates"}:
+            raise ValueError("not a family")
+        names, symbols, trees, layout = data["names"], data["symbols"], data["trees"], data["layout"]
+        words = (list, names), (list, symbols), (list, data["rates"])
+        if not all(isinstance(v, kind) and all(isinstance(x, str) and len(x) < 80 for x in v) for kind, v in words):
+            raise ValueError("a family's names are not words")
+        if not isinstance(trees, list) or len(trees) != len(names) or not all(_NAME.fullmatch(n) for n in names):
+            raise ValueError("a family's formulas are not its figures'")
+        if not isinstance(layout, dict) or set(layout) != {"mode", "piped", "accumulated"} \
+                or layout["mode"] not in ("train", "prefill", "decode") \
+                or not all(isinstance(layout[k], bool) for k in ("piped", "accumulated")):
+            raise ValueError("a family's layout is not one")
+        splits = data["splits"]
+        if not isinstance(splits, list) or not all(
+                isinstance(s, list) and len(s) == 2 and isinstance(s[0], int) and not isinstance(s[0], bool)
+                and 0 < s[0] < 10**18 and isinstance(s[1], str) and s[1].isalpha() for s in splits):
+            raise ValueError("a family's splits are not sizes and axes")
+        return cls(_Compiled(trees, symbols), tuple(names), layout, tuple((v, a) for v, a in splits),
+                   frozenset(data["rates"]), target, superset, batch)
 
     def _time(self, kind: str, over: str, axes: tuple[MeshAxis, ...]) -> tuple[mpq, mpq, mpq] | None:
         """A collective's seconds per byte, latency and hops on a member's mesh (`axes`), over
@@ -332,19 +434,48 @@ def _inverse(x: int | mpq) -> mpq:
     return mpq(1) / x
 
 
+# a formula as a tree of JSON values, what `_Compiled` compiles and the disk keeps: an int; ["q",
+# p, q] a fraction; ["a", k] the k-th symbol; ["pow", node, n] an integer power; [op, node, ...]
+# for op one of _OPS
+_OPS = {"+": " + ", "*": " * ", "max": "max", "min": "min", "floor": "floor", "ceil": "ceil"}
+_CALLS = {sympy.Max: "max", sympy.Min: "min", sympy.floor: "floor", sympy.ceiling: "ceil"}
+MAX_DIGITS = 400  # of a number in a kept formula
+MAX_NODES = 2_000_000  # in a family's kept formulas
+MAX_DEPTH = 400
+
+
+def _tree(e: sympy.Basic, place: dict[sympy.Symbol, int]) -> Any:
+    """A formula's tree (see above); _Inexact for an operation without an exact form."""
+    if e.is_Integer:
+        return int(e)
+    if e.is_Rational:
+        return ["q", int(e.p), int(e.q)]
+    if e.is_Symbol:
+        return ["a", place[e]]
+    args = [_tree(x, place) for x in e.args]
+    if e.is_Add or e.is_Mul:
+        return ["+" if e.is_Add else "*", *args]
+    if e.is_Pow and e.exp.is_Integer:
+        return ["pow", args[0], int(e.exp)]
+    if e.func in _CALLS:
+        return [_CALLS[e.func], *args]
+    raise _Inexact(str(e.func))
+
+
 class _Compiled:
     """Formulas as one Python function of their symbols, in exact arithmetic: integers and
     rationals (gmpy2's mpq, which sympy's own numbers use where it is installed), max and
     min, floor and ceiling, integer powers. The function's text is written here from the
-    formulas' trees, never from user text: each symbol is an argument by position and each
-    fraction a constant by index, so no name or number is read back from text. An operation
-    without an exact form raises _Inexact (the family then declines its members)."""
+    formulas' trees (`_tree`), never from user text: each symbol is an argument by position,
+    each fraction a constant by index and each operation one of _OPS, so no name or number
+    from a formula is written into it. A tree read back from the disk is checked node by
+    node as it is compiled (ValueError for one that is no such tree)."""
 
-    def __init__(self, formulas: list[sympy.Expr], symbols: list[sympy.Symbol]):
-        self.symbols = symbols
-        self._place = {s: k for k, s in enumerate(symbols)}
+    def __init__(self, trees: list[Any], symbols: list[str]):
+        self.trees, self.symbols = trees, symbols
         self._constants: list[mpq] = []
-        body = ", ".join(self._code(f) for f in formulas)
+        self._nodes = 0
+        body = ", ".join(self._code(t, 0) for t in trees)
         namespace = {"max": max, "min": min, "floor": math.floor, "ceil": math.ceil, "inverse": _inverse,
                      "c": tuple(self._constants)}
         exec(compile(f"def formulas(a):\n    return ({body},)\n", "<strategy family>", "exec"), namespace)
@@ -353,25 +484,28 @@ class _Compiled:
     def __call__(self, args: list[int | mpq]) -> tuple[int | mpq, ...]:
         return self._function(args)
 
-    def _code(self, e: sympy.Basic) -> str:
-        if e.is_Integer:
-            return f"({int(e)})"
-        if e.is_Rational:
-            self._constants.append(mpq(int(e.p), int(e.q)))
+    def _code(self, node: Any, depth: int) -> str:
+        self._nodes += 1
+        if self._nodes > MAX_NODES or depth > MAX_DEPTH:
+            raise ValueError("a family's formulas are larger than symroof keeps")
+        if isinstance(node, int) and not isinstance(node, bool):
+            if len(str(abs(node))) > MAX_DIGITS:
+                raise ValueError("a number in a family's formula has too many digits")
+            return f"({node})"
+        if not isinstance(node, list) or not node or not isinstance(node[0], str):
+            raise ValueError(f"not a formula's node: {node!r:.40}")
+        op, *rest = node
+        if op == "q" and len(rest) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in rest) \
+                and rest[1] > 0 and all(len(str(abs(x))) <= MAX_DIGITS for x in rest):
+            self._constants.append(mpq(rest[0], rest[1]))
             return f"c[{len(self._constants) - 1}]"
-        if e.is_Symbol:
-            if e not in self._place:
-                raise _Inexact(str(e))
-            return f"a[{self._place[e]}]"
-        args = [self._code(x) for x in e.args]
-        if e.is_Add:
-            return "(" + " + ".join(args) + ")"
-        if e.is_Mul:
-            return "(" + " * ".join(args) + ")"
-        if e.is_Pow and e.exp.is_Integer:
-            n = int(e.exp)
-            return f"({args[0]} ** {n})" if n >= 0 else f"inverse({args[0]} ** {-n})"
-        calls = {sympy.Max: "max", sympy.Min: "min", sympy.floor: "floor", sympy.ceiling: "ceil"}
-        if e.func in calls:
-            return f"{calls[e.func]}({', '.join(args)})"
-        raise _Inexact(str(e.func))
+        if op == "a" and len(rest) == 1 and isinstance(rest[0], int) and 0 <= rest[0] < len(self.symbols):
+            return f"a[{rest[0]}]"
+        if op == "pow" and len(rest) == 2 and isinstance(rest[1], int) and not isinstance(rest[1], bool) \
+                and abs(rest[1]) <= 64:
+            base = self._code(rest[0], depth + 1)
+            return f"({base} ** {rest[1]})" if rest[1] >= 0 else f"inverse({base} ** {-rest[1]})"
+        if op in _OPS and rest:
+            args = [self._code(x, depth + 1) for x in rest]
+            return "(" + _OPS[op].join(args) + ")" if op in ("+", "*") else f"{_OPS[op]}({', '.join(args)})"
+        raise ValueError(f"not a formula's node: {op!r:.20}")

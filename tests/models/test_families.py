@@ -5,6 +5,7 @@ costed by families ranks and sets aside exactly as one costed strategy by strate
 from __future__ import annotations
 
 import functools
+import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 import symroof
 from symroof.errors import HardwareError, SpecError
 from symroof.hardware.machines import machine
-from symroof.models import kinds, planner
+from symroof.models import families, kinds, planner
 from symroof.models.catalogue import get_model
 from symroof.models.families import Costing, Families
 from symroof.models.strategies import strategy_of
@@ -133,3 +134,32 @@ def test_the_formulas_are_exact_rationals():
     found = families.costing(member, 0, None, None)
     assert found is not None and all(v.is_Rational for v in (found.t_step, found.hbm_per_chip,
                                                               *found.times.values()))
+
+
+def test_the_disk_keeps_a_family_and_reads_back_the_same_figures(tmp_path, monkeypatch):
+    # kept in the user's cache, read back on the next plan: the same figures, exactly; a kept
+    # file that is not what symroof writes (edited, truncated, hostile) is costed again, not read
+    monkeypatch.setenv("SYMROOF_CACHE", "on")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    args = ("llama-3-8b", "h100", 16, 2**19, "train")
+    fresh = families.Families  # each plan below its own, not the process's (for_plan keeps them)
+    monkeypatch.setattr(planner, "for_plan", lambda *a, **k: fresh(*a, **k))
+    first = planner.plan(*args, context=4096)
+    kept = sorted((tmp_path / "symroof" / "families").glob("*.json"))
+    assert kept
+    again = planner.plan(*args, context=4096)
+    assert [c.figures for c in again.candidates] == [c.figures for c in first.candidates]
+    for path, text in zip(kept, ['{"names": ["t_step"], "symbols": [], "trees": [["exec", 1]], "layout": {}, '
+                                 '"splits": [], "rates": []}', "[" * 100000, "not json", '{"names": 1}']):
+        path.write_text(text)
+    hostile = planner.plan(*args, context=4096)
+    assert [c.figures for c in hostile.candidates] == [c.figures for c in first.candidates]
+    assert all("exec" not in p.read_text() and (json.loads(p.read_text()) is None or "trees" in
+                                                 json.loads(p.read_text())) for p in kept)  # kept afresh
+
+
+@pytest.mark.parametrize("tree", [["exec", 1], ["a", 5], ["q", 1, 0], ["pow", 1, 10**6], 10**500, "__import__",
+                                  ["+"], ["max", ["a", -1]]])
+def test_a_kept_formula_that_is_no_formula_is_refused(tree):
+    with pytest.raises(ValueError):
+        families._Compiled([tree], ["X"])
