@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them
     from .roofline.quantities import QUANTITIES, Quantity
     from .roofline.thresholds import Threshold
 
-# each lazily imported name: the module it is in (a module named for itself: the name is it)
+# each lazily imported name: the module it is in (derive and serving: the modules themselves)
 _WHERE = {
     "Analysis": "analysis", "analyze": "analysis", "roofline": "analysis", "check_case": "claims.models",
     "from_jax": "from_jax.importer", "from_torch": "from_torch.importer", "Chip": "hardware.chips",
@@ -58,6 +58,8 @@ _WHERE = {
     "cost": "roofline.cost", "QUANTITIES": "roofline.quantities", "Quantity": "roofline.quantities",
     "Threshold": "roofline.thresholds",
 }
+
+_MODULES = ("derive", "serving")
 
 __all__ = [
     "Analysis", "CONVENTIONS", "Chip", "Cost", "HardwareError", "Program", "QUANTITIES", "Quantity", "SpecError",
@@ -72,7 +74,7 @@ def __getattr__(name: str) -> Any:
     if where is None:
         raise AttributeError(f"module 'symroof' has no attribute {name!r}")
     module = importlib.import_module(f".{where}", __name__)
-    value = module if where.endswith(f".{name}") else getattr(module, name)
+    value = module if name in _MODULES else getattr(module, name)
     globals()[name] = value  # imported once
     return value
 

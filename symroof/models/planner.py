@@ -419,9 +419,8 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
     domain = probe.machine.chip.figure("interconnect.domain_size") if probe.machine.chip is not None else None
     for candidate in found:
         candidate.rejected = _pruned(candidate.sizes, shape, sequences, probe.params, per_param, usable, domain, width)
-    # every kind the mode and model allow, whatever the chips: plans of other sizes share the families
-    searched = {kind.name for kind in kinds.where(lambda k: k.search is not None and mode in k.modes
-                                                  and (not k.splits_experts or experts > 1))}
+    # the kinds its strategies use (each family carries them all, on axes of one chip where a strategy has none)
+    searched = {kind for c in found if c.rejected is None for kind, size in c.sizes.items() if size > 1}
     target = probe.machine
 
     coster = _Coster(run, target, for_plan(config, mode, target, batch, sorted(searched), probe.options,
