@@ -18,8 +18,9 @@ each command of the command line, loads only what it uses.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from . import lazy
 from .errors import HardwareError, SpecError, SymroofError, SymroofWarning
 
 # three packages share their names with functions here (from_jax, from_torch, roofline): loaded now
@@ -69,14 +70,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'symroof' has no attribute {name!r}")
-    module = importlib.import_module(f".{where}", __name__)
-    value = module if name in _MODULES else getattr(module, name)
-    globals()[name] = value  # imported once
-    return value
+__getattr__ = lazy.names(__name__, _WHERE, _MODULES)
 
 
 def __dir__() -> list[str]:

@@ -4,8 +4,9 @@ first used (PEP 562): the command line loads the importer only to import."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import lazy
 
 if TYPE_CHECKING:
     from .importer import Imported, from_jax
@@ -13,10 +14,4 @@ if TYPE_CHECKING:
 _WHERE = {"Imported": "importer", "from_jax": "importer"}
 __all__ = ["Imported", "from_jax"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    globals()[name] = value  # imported once
-    return value
+__getattr__ = lazy.names(__name__, _WHERE)

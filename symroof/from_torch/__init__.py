@@ -5,8 +5,9 @@ used (PEP 562)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import lazy
 
 if TYPE_CHECKING:
     from .importer import Imported, from_torch
@@ -14,10 +15,4 @@ if TYPE_CHECKING:
 _WHERE = {"Imported": "importer", "from_torch": "importer"}
 __all__ = ["Imported", "from_torch"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    globals()[name] = value  # imported once
-    return value
+__getattr__ = lazy.names(__name__, _WHERE)

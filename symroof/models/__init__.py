@@ -4,8 +4,9 @@ imported when first used (PEP 562)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import lazy
 
 if TYPE_CHECKING:
     from .planner import Plan, plan
@@ -15,10 +16,4 @@ if TYPE_CHECKING:
 _WHERE = {"Plan": "planner", "plan": "planner", "model": "report", "Model": "whole"}
 __all__ = ["Model", "Plan", "model", "plan"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    globals()[name] = value  # imported once
-    return value
+__getattr__ = lazy.names(__name__, _WHERE)
