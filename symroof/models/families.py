@@ -19,6 +19,11 @@ numbers `symroof.model` gives its strategy, not approximations of them: ties sta
 and a plan ranks as it did. tests/models/test_families.py checks every figure against
 the model's on random models, chips and strategies.
 
+A process keeps the families it derived (`for_plan`: a sweep over chip counts derives
+each once), and the user's cache directory keeps them between runs, as JSON trees of a
+few operations, read back only by the code and data that wrote them and checked node by
+node (`_Family.read`); SYMROOF_CACHE=off keeps none there.
+
 A member the formulas cannot stand for is costed whole by the caller (`Families.costing`
 returns None): a sharded dim its sizes do not split evenly (its own costing says where),
 axes or a head layout the family does not have, a formula with an operation that has no
@@ -118,9 +123,9 @@ class _Key:
     schedule: str | None
     microbatches: int | None
     copies: str  # tp's axes that copy the KV heads ("" for none)
-    # a pipeline's or an accumulation's: the member's own kinds and axes, which decide by name
-    # which of its collectives run once a step and which each microbatch (an axis of one chip
-    # is not one the member has)
+    # an accumulation's: the member's own kinds and axes, which decide by name which of its
+    # collectives run once a step and which each microbatch (an axis of one chip is not one the
+    # member has; a pipeline's such decision is written member by member: MeshAxis.alone)
     own: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
 
