@@ -160,7 +160,8 @@ def main() -> int:
          "target 10 s (cold)")
     line(f"analyze: {statements(sharded_transformer())} sharded statements, dims apart (CPU)",
          runs(lambda: child(_PROGRAM, Path(__file__).parent)), "target 2 s (table and JSON)")
-    exe = shutil.which("symroof") or ""
+    beside = Path(sys.executable).parent / "symroof"  # this interpreter's own, as a user runs it
+    exe = str(beside) if beside.is_file() else shutil.which("symroof") or ""
     command = [exe] if exe else [sys.executable, "-m", "symroof"]
     analyze = [*command, "analyze", "bf16[B, D] @ bf16[D, F] -> bf16[B, F]", "--chip", "tpu-v5e"]
     sympy_only = [sys.executable, "-c", "import sympy"]
