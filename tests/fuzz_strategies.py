@@ -2342,7 +2342,8 @@ def _check_expressions(obj, symbols: dict, where="") -> str | None:
 # what a model's --json holds as text, not as an expression
 _MODEL_TEXT_KEYS = {"model", "name", "mode", "chip", "conventions", "kind", "tensor", "pass", "axes", "source",
                     "schedule", "notes", "not_computed",  # these two: a parameter-count model's words
-                    "storage"}  # the weights' and KV cache's formats and their scales (models/quant.py)
+                    "storage",  # the weights' and KV cache's formats and their scales (models/quant.py)
+                    "strategy_notes"}  # each kind's words on how it runs (Megatron sequence parallelism)
 _MODEL_FUNCTIONS = {"Max", "Min", "ceiling", "floor", "sqrt", "Abs", "log", "exp", "Piecewise", "oo", "Rational",
                     "Integer", "Float"}
 
@@ -2356,7 +2357,8 @@ def _model_expressions(obj, where="") -> str | None:
     if isinstance(obj, dict):
         for k, v in obj.items():
             if k in _MODEL_TEXT_KEYS and (isinstance(v, str) or v is None or k in ("conventions", "notes",
-                                                                                     "not_computed", "storage")):
+                                                                                     "not_computed", "storage",
+                                                                                     "strategy_notes")):
                 continue
             bad = _model_expressions(v, f"{where}.{k}")
             if bad:

@@ -323,7 +323,9 @@ def pick_max(a: sympy.Expr, b: sympy.Expr, pick: Callable[..., sympy.Expr] = sym
     costs with free dims, never succeeds; numbers still come out as one number."""
     if a.is_number and b.is_number:
         return pick(a, b)
-    return pick(a, b, evaluate=False)
+    # one Max of every argument, not a Max of Maxes: max(a, b, c) reads as the roofline does
+    args = [x for arg in (a, b) for x in (arg.args if isinstance(arg, pick) else (arg,))]
+    return pick(*dict.fromkeys(args), evaluate=False)
 
 
 def _check_splits(program: Program, values: Mapping[str, sympy.Integer]) -> None:
