@@ -324,7 +324,7 @@ def pick_max(a: sympy.Expr, b: sympy.Expr, pick: Callable[..., sympy.Expr] = sym
     if a.is_number and b.is_number:
         return pick(a, b)
     # one Max of every argument, not a Max of Maxes: max(a, b, c) reads as the roofline does
-    args = [x for arg in (a, b) for x in (arg.args if isinstance(arg, pick) else (arg,))]
+    args = [x for arg in (a, b) for x in (arg.args if arg.func is pick else (arg,))]
     return pick(*dict.fromkeys(args), evaluate=False)
 
 
