@@ -52,9 +52,11 @@ _SWEEP = """
 import sys, time
 import symroof
 from symroof.models import planner
+shown, chips = sys.argv[1] == "1", list(map(int, sys.argv[2:]))
 start = time.process_time()
-for chips in map(int, sys.argv[1:]):
-    planner.plan("llama-3-70b", "tpu-v5p", chips, 2**22, "train").table()
+for n in chips:
+    p = planner.plan("llama-3-70b", "tpu-v5p", n, 2**22, "train")
+    p.table() if shown else [c.text for c in p.ranked[:1]]  # each plan's table, or its best strategy's name
 print(time.process_time() - start)
 """
 _PROGRAM = """
@@ -156,8 +158,9 @@ def main() -> int:
             child(_PLAN, name, chip, chips, tokens, 0, cache=kept)  # its families kept on disk
             warm = runs(functools.partial(child, _PLAN, name, chip, chips, tokens, 0, cache=kept))
         line("  the same, its families kept on disk (warm)", warm, "target 2 s")
-    line(f"sweep: plans on {SWEEP[0]} to {SWEEP[-1]} chips, one process", runs(lambda: child(_SWEEP, *SWEEP)),
-         "target 10 s (cold)")
+    line(f"sweep: plans on {SWEEP[0]} to {SWEEP[-1]} chips, one process", runs(lambda: child(_SWEEP, 1, *SWEEP)),
+         "target 10 s (cold, each plan's table printed)")
+    line("  the same, each plan's best named, no table", runs(lambda: child(_SWEEP, 0, *SWEEP)), "target 10 s (cold)")
     line(f"analyze: {statements(sharded_transformer())} sharded statements, dims apart (CPU)",
          runs(lambda: child(_PROGRAM, Path(__file__).parent)), "target 2 s (table and JSON)")
     beside = Path(sys.executable).parent / "symroof"  # this interpreter's own, as a user runs it
