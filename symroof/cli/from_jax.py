@@ -24,11 +24,10 @@ from ..hardware.machines import Machine, machine
 from ..show import wrapped
 from .options import (
     Commands,
-    count_lines,
     count_values,
+    imported_report,
     machine_kwargs,
     machine_options,
-    program_lines,
     save_program,
     set_sizes,
 )
@@ -92,21 +91,16 @@ def _text(args: argparse.Namespace, imported: importer.Imported, a: Analysis, ta
     free = ", ".join(f"{k} x {n}" for k, n in sorted(c.layout.items()))
     dead = f"{c.dead} dead, dropped" if c.dead else ""
     said = f"{free}: layout, no statement" + (f"; {dead}" if dead else "") if free else dead
-    lines = [f"imported        {args.target}: {imported.equations} jaxpr equations -> {len(c.statements)} statements"
-             + (f" ({said})" if said else ""), "", *program_lines(imported.text)]
-    if not c.params:
-        lines += wrapped("params: none declared, so symroof model FILE counts no params or weight_bytes: name the "
-                         "arguments that are weights with --params ARG[,ARG] (the arrays the function closes over "
-                         "are declared without it)") + [""]
-    for w in imported.warnings:
-        lines += wrapped(f"WARNING: {w}")
-    lines += count_lines(a, target, formulas)
-    if check is not None:
-        lines += ["", *_xla_lines(check)]
-    lines += ["", *wrapped("conventions: 1 FLOP = one multiply or one add; bytes = each statement's inputs read "
-                           "once and output written once; layout ops (reshape, transpose, broadcast) move no data, "
-                           "as XLA's lowered module counts them")]
-    return "\n".join(lines)
+    head = f"imported        {args.target}: {imported.equations} jaxpr equations -> {len(c.statements)} statements" \
+        + (f" ({said})" if said else "")
+    notes = [] if c.params else \
+        wrapped("params: none declared, so symroof model FILE counts no params or weight_bytes: name the arguments "
+                "that are weights with --params ARG[,ARG] (the arrays the function closes over are declared "
+                "without it)") + [""]
+    return imported_report(head, imported.text, notes, imported.warnings, a, target, formulas,
+                           _xla_lines(check) if check is not None else [],
+                           "layout ops (reshape, transpose, broadcast) move no data, as XLA's lowered module counts "
+                           "them")
 
 
 def _xla_lines(check: Mapping[str, Any]) -> list[str]:

@@ -24,11 +24,10 @@ from ..show import wrapped
 from ..targets import load_target
 from .options import (
     Commands,
-    count_lines,
     count_values,
+    imported_report,
     machine_kwargs,
     machine_options,
-    program_lines,
     save_program,
     set_sizes,
 )
@@ -80,17 +79,11 @@ def run(args: argparse.Namespace) -> str:
         if check is not None:
             out["flop_counter"] = check
         return json.dumps(out, indent=2)
-    lines = [f"imported        {args.target}: {imported.nodes} ATen ops -> {len(imported.writer.statements)} "
-             "statements", "", *program_lines(imported.text)]
-    for w in imported.warnings:
-        lines += wrapped(f"WARNING: {w}")
-    lines += count_lines(a, target, formulas)
-    if check is not None:
-        lines += ["", *_check_lines(check)]
-    lines += ["", *wrapped("conventions: 1 FLOP = one multiply or one add; bytes = each statement's inputs read "
-                           "once and output written once; views, reshapes, permutes and slices move no data; "
-                           "attention is fused (its scores stay on chip)")]
-    return "\n".join(lines)
+    head = f"imported        {args.target}: {imported.nodes} ATen ops -> {len(imported.writer.statements)} statements"
+    return imported_report(head, imported.text, [], imported.warnings, a, target, formulas,
+                           _check_lines(check) if check is not None else [],
+                           "views, reshapes, permutes and slices move no data; attention is fused (its scores stay "
+                           "on chip)")
 
 
 def _check_lines(check: Mapping[str, Any]) -> list[str]:

@@ -14,7 +14,7 @@ from ..hardware.machines import Machine
 from ..lang.sizes import size_value
 from ..models.decls import GRADS, MASTERS, OPTIMIZERS, price_exact
 from ..render.json_report import json_value
-from ..show import pretty
+from ..show import pretty, wrapped
 
 # What a subcommand's parser names with set_defaults(handler=...): the text to print, and the
 # exit code where it is not 0.
@@ -197,6 +197,23 @@ def save_program(path: str | None, text: str) -> None:
             f.write(text)
     except OSError as error:
         raise SymroofError(f"cannot write {path}: {error.strerror}") from None
+
+
+def imported_report(head: str, program: str, notes: list[str], warnings: list[str], a: Analysis,
+                    target: Machine | None, formulas: Analysis | None, checked: list[str], conventions: str) -> str:
+    """An imported program's report as from-jax and from-torch print it: its head line, the
+    program, any notes on it, each warning, its counts (`count_lines`), the framework's own
+    count beside them (`checked`, where asked for) and the conventions, the importer's
+    own last."""
+    lines = [head, "", *program_lines(program), *notes]
+    for w in warnings:
+        lines += wrapped(f"WARNING: {w}")
+    lines += count_lines(a, target, formulas)
+    if checked:
+        lines += ["", *checked]
+    lines += ["", *wrapped("conventions: 1 FLOP = one multiply or one add; bytes = each statement's inputs read "
+                           f"once and output written once; {conventions}")]
+    return "\n".join(lines)
 
 
 def program_lines(text: str) -> list[str]:

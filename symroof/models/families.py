@@ -483,6 +483,7 @@ class _Compiled:
         body = ", ".join(self._code(t, 0) for t in trees)
         namespace = {"max": max, "min": min, "floor": math.floor, "ceil": math.ceil, "inverse": _inverse,
                      "c": tuple(self._constants)}
+        # safe: `body` is written by _code from checked tree nodes alone (ints, indexes, _OPS), no text of anyone's
         exec(compile(f"def formulas(a):\n    return ({body},)\n", "<strategy family>", "exec"), namespace)
         self._function = cast(Callable[[list[int | mpq]], tuple[int | mpq, ...]], namespace["formulas"])
 

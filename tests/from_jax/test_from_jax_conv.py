@@ -20,6 +20,7 @@ from jax import lax  # noqa: E402
 
 import symroof  # noqa: E402
 from symroof.from_jax.conv import VALID  # noqa: E402
+from symroof.from_jax.importer import Imported  # noqa: E402
 
 
 def s(name: str) -> sympy.Symbol:
@@ -117,6 +118,15 @@ def test_the_gradient_of_a_convolution():
     assert check["flops_agree"], check
 
 
+def _imported(module: type) -> tuple[Imported, object]:
+    """A flax CNN imported on an image of B x H x W x 3, its variables (each leaf named by its
+    path) the parameters; and the variables' tree of shapes."""
+    tree = jax.eval_shape(module().init, jax.random.key(0), jnp.zeros((1, 16, 16, 3)))
+    leaves = "; ".join(f"v.{'.'.join(str(getattr(k, 'key', k)) for k in path)}=fp32[{', '.join(map(str, leaf.shape))}]"
+                       for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0])
+    return symroof.from_jax(lambda v, x: module().apply(v, x), "x=fp32[B, H, W, 3]; " + leaves, "v"), tree
+
+
 def test_a_flax_cnn():
     nn = pytest.importorskip("flax.linen")
 
@@ -127,10 +137,7 @@ def test_a_flax_cnn():
             x = nn.relu(nn.Conv(16, (3, 3), strides=(2, 2), padding="VALID")(x))
             return nn.Dense(10)(jnp.mean(x, axis=(1, 2)))
 
-    tree = jax.eval_shape(CNN().init, jax.random.key(0), jnp.zeros((1, 16, 16, 3)))
-    leaves = "; ".join(f"v.{'.'.join(str(getattr(k, 'key', k)) for k in path)}=fp32[{', '.join(map(str, leaf.shape))}]"
-                       for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0])
-    im = symroof.from_jax(lambda v, x: CNN().apply(v, x), "x=fp32[B, H, W, 3]; " + leaves, "v")
+    im, tree = _imported(CNN)
     assert not im.warnings
     b, h, w = s("B"), s("H"), s("W")
     h2, w2 = sympy.floor((h - 3) / 2) + 1, sympy.floor((w - 3) / 2) + 1
@@ -256,10 +263,7 @@ def test_a_flax_cnn_with_a_pool_and_a_strided_same_convolution():
             x = nn.relu(nn.Conv(16, (3, 3), strides=(2, 2), padding="SAME")(x))
             return nn.Dense(10)(jnp.mean(x, axis=(1, 2)))
 
-    tree = jax.eval_shape(CNN().init, jax.random.key(0), jnp.zeros((1, 16, 16, 3)))
-    leaves = "; ".join(f"v.{'.'.join(str(getattr(k, 'key', k)) for k in path)}=fp32[{', '.join(map(str, leaf.shape))}]"
-                       for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0])
-    im = symroof.from_jax(lambda v, x: CNN().apply(v, x), "x=fp32[B, H, W, 3]; " + leaves, "v")
+    im, _ = _imported(CNN)
     assert not im.warnings
     assert any(st_.text.startswith("max_{") and st_.primitive == "reduce_window_max"
                for st_ in im.converted.statements)
@@ -367,7 +371,7 @@ def _conv_pool(x, k):
 
 
 @functools.cache
-def _conv_pool_symbolic() -> symroof.from_jax.Imported:
+def _conv_pool_symbolic() -> Imported:
     return symroof.from_jax(_conv_pool, "x=fp32[B, H, W, 4]; k=fp32[3, 3, 2, 6]", "k")
 
 
