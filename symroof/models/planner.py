@@ -497,23 +497,26 @@ class _Coster:
     """Costs a plan's candidates: by their family's formulas where one stands for them
     (families.py; None: every one whole), else whole, as `run` (`symroof.model` with the
     plan's name, mode, chip, batch and options) costs a strategy; `strategy` reads a
-    strategy's text and mesh into its axes, as `run` does first."""
+    strategy's text and mesh into its axes, as `run` does first (a plan's, which the
+    families and the placement check need)."""
 
     def __init__(self, run: Callable[..., Model], target: Machine, families: Families | None = None,
                  strategy: Callable[[str, str | None], Strategy] | None = None):
-        self.run, self.target, self.families = run, target, families
-        self.strategy = strategy or self._none
+        self.run, self.target, self.families, self.strategy = run, target, families, strategy
+        self._members: dict[tuple[str, str | None], Strategy] = {}  # read once: placed, then costed
 
-    @staticmethod
-    def _none(text: str, mesh: str | None) -> Strategy:
-        raise AssertionError("a plan's coster reads its strategies' axes")
+    def member(self, candidate: Candidate) -> Strategy:
+        """The candidate's strategy as axes (its errors are its model's first)."""
+        text, mesh = candidate.placed().values()
+        assert text is not None and self.strategy is not None  # a strategy's text; a plan's coster
+        if (text, mesh) not in self._members:
+            self._members[text, mesh] = self.strategy(text, mesh)
+        return self._members[text, mesh]
 
     def __call__(self, candidate: Candidate) -> Costing:
         given = self._given(candidate)
         if self.families is not None:
-            text, mesh = candidate.placed().values()
-            assert text is not None  # a strategy's text, always
-            member = self.strategy(text, mesh)  # its errors are the model's first
+            member = self.member(candidate)
             found = self.families.costing(member, candidate.zero, given["schedule"], given["microbatches"])
             if found is not None:
                 return found
@@ -537,10 +540,8 @@ def _unplaced(candidate: Candidate, coster: _Coster, mode: str) -> str | None:
     training)."""
     if mode != "train" and all(size == 1 for kind, size in candidate.sizes.items() if kind != kinds.rest().name):
         return None
-    text, mesh = candidate.placed().values()
-    assert text is not None  # a strategy's text, always
     try:
-        member = coster.strategy(text, mesh)
+        member = coster.member(candidate)
         check_domain([MeshAxis(a, size, link) for axes in member.values() for a, size, link in axes],
                      coster.target.chip)
     except (SpecError, HardwareError) as err:
