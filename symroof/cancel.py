@@ -119,3 +119,55 @@ def fraction(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr | None:
 def _scaled(expr: sympy.Expr, by: Fraction) -> sympy.Expr:
     return expr if by == 1 else sympy.Rational(by.numerator, by.denominator) * expr
 
+
+
+LARGE = 256  # terms a fraction's numerator or denominator would have multiplied out, past which it is kept in parts
+
+
+def in_parts(num: sympy.Expr, den: sympy.Expr, large: int = LARGE) -> sympy.Expr | None:
+    """num/den kept as a product of its sums, where multiplying them out would give a
+    numerator or denominator of more than `large` terms (a whole program's effective peak,
+    itself a fraction of sums, times its network time): each sum's own monomial and
+    numeric content taken out, and those cancelled across the fraction, as `fraction`
+    cancels them; None where some factor is not a sum of monomials, or the product is
+    small (`fraction`, or the ring, then gives it multiplied out, as it always has). A
+    sum that stands on both sides cancels too. Exact: the same value, in fewer terms."""
+    sides: list[list[dict[Monomial, Fraction]]] = [[], []]
+    for at, expr in ((0, num), (1, den)):
+        top, bottom = sympy.fraction(expr)
+        for k, part in ((at, top), (1 - at, bottom)):
+            for factor in sympy.Mul.make_args(part):
+                found = terms(factor)
+                if found is None or not found and k == 1:
+                    return None
+                sides[k].append(found)
+    counts = [math.prod(len(s) for s in side) for side in sides]
+    if max(counts) <= large:
+        return None
+    if not counts[0]:
+        return sympy.Integer(0)
+    for s in list(sides[0]):  # a sum on both sides
+        if s in sides[1] and len(s) > 1:
+            sides[0].remove(s)
+            sides[1].remove(s)
+    scale, powers = Fraction(1), dict[sympy.Symbol, int]()
+    kept: list[list[dict[Monomial, Fraction]]] = [[], []]
+    for k, side in enumerate(sides):
+        for found in side:
+            common = dict(next(iter(found)))
+            for m in found:
+                mine = dict(m)
+                common = {s: min(e, mine[s]) for s, e in common.items() if s in mine}
+            content = _content(found) if len(found) > 1 else next(iter(found.values()))  # a term: its coefficient
+            if len(found) > 1 and _leading(found, {s: i for i, s in enumerate(
+                    sorted({s for m in found for s, _ in m}, key=lambda s: s.name))}) < 0:
+                content = -content  # each sum's leading coefficient positive, as the ring's denominator's
+            scale = scale * content if k == 0 else scale / content
+            for s, e in common.items():
+                powers[s] = powers.get(s, 0) + (e if k == 0 else -e)
+            if len(found) > 1:
+                kept[k].append({tuple((s, e - common.get(s, 0)) for s, e in m if e != common.get(s, 0)): c / content
+                                for m, c in found.items()})
+    top = [sympy.Rational(scale.numerator), *(s**e for s, e in powers.items() if e > 0), *map(_expr, kept[0])]
+    bottom = [sympy.Rational(scale.denominator), *(s**-e for s, e in powers.items() if e < 0), *map(_expr, kept[1])]
+    return sympy.Mul(*top) / sympy.Mul(*bottom)

@@ -4,7 +4,8 @@ leaves it without one: `mesh X, Y=4`) and the link that joins them."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import sympy
 
@@ -63,9 +64,15 @@ class Mesh:
     """The device mesh a sharded spec runs on."""
 
     axes: tuple[MeshAxis, ...]
+    # what `axis` and `over` found, kept: the costing of a sharded program asks them of
+    # every dim of every statement (not part of what the mesh is)
+    _named: dict[str, MeshAxis] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    _over: dict[Any, sympy.Expr] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def axis(self, name: str) -> MeshAxis:
-        return next(a for a in self.axes if a.name == name)
+        if not self._named:
+            self._named.update((a.name, a) for a in reversed(self.axes))  # the first of a name, as a search finds
+        return self._named[name]
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -97,7 +104,11 @@ class Mesh:
 
     def over(self, axes: Iterable[str]) -> sympy.Expr:
         """The chips these axes span together (1 for none), as an expression."""
-        return sympy.Mul(*(self.axis(a).count for a in axes))
+        key = axes if isinstance(axes, (str, tuple)) else tuple(axes)
+        found = self._over.get(key)
+        if found is None:
+            found = self._over[key] = sympy.Mul(*(self.axis(a).count for a in key))
+        return found
 
     def number(self, what: str) -> int:
         """Its chips, where only a number will do (`what`: a model, a strategy)."""

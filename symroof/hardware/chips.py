@@ -27,7 +27,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -64,8 +64,15 @@ class Chip(ChipFields):
     def __repr__(self) -> str:
         return f"Chip({self.id!r}, {self.name!r})"
 
+    # its hash, worked out once: a chip is a key of the collectives' and the families' caches,
+    # looked up for every strategy a plan costs
+    _hashed: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hashed", hash((self.id, tuple(self.figures.items()), self.shapes.get("slice"))))
+
     def __hash__(self) -> int:
-        return hash((self.id, tuple(self.figures.items()), self.shapes.get("slice")))
+        return self._hashed
 
     def figure(self, path: str) -> sympy.Rational | None:
         """The figure at a dotted path, exact, or None where the chip has no value.

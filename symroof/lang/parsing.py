@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from ..errors import SpecError
 from ..ir import Mesh, Program
 from ..sharding.lowering import check_layout
@@ -50,6 +52,13 @@ def parse_mesh(mesh: Mesh | str | dict | None) -> Mesh | None:
         mesh = ", ".join(name if size is None else f"{name}={size}" for name, size in mesh.items())
     if not isinstance(mesh, str) or not mesh.strip():
         raise SpecError(f"a mesh is written like 'X=2, Y=4@dcn', got {mesh!r}")
+    return _mesh_text(mesh)
+
+
+@functools.lru_cache(maxsize=4096)
+def _mesh_text(mesh: str) -> Mesh:
+    """A mesh from its text, read once (a Mesh cannot change: a plan reads each of its
+    candidates' meshes many times)."""
     text = "mesh " + normalize(mesh.strip())
     statements = read(text)
     if len(statements) != 1 or not isinstance(statements[0], WMesh):

@@ -328,7 +328,6 @@ class _Family:
                 raise ValueError(f"a family's formula reads {name!r:.40}, no axis of its own")
             self._parts.append(("rate", *rate.groups()) if rate else ("alone", alone.group(1)) if alone
                                else ("size", name))
-        self._timed: dict[tuple, tuple[mpq, mpq, mpq] | None] = {}  # collective_time at V = 1, by mesh
 
     @classmethod
     def of(cls, figures: dict[str, Any], splits: tuple, rates: frozenset[str], target: Machine,
@@ -381,17 +380,9 @@ class _Family:
         """A collective's seconds per byte, latency and hops on a member's mesh (`axes`), over
         the axes of `over` the member has (none: no such collective, all 0); None where one
         is no rational number."""
-        key = (kind, over, axes)
-        if key not in self._timed:
-            laid = sorted((a for a in axes if a.name in over and a.size != 1), key=lambda a: over.index(a.name))
-            if not laid:
-                self._timed[key] = (mpq(0), mpq(0), mpq(0))
-            else:
-                timed = collective_time(kind, laid, sympy.Integer(1), self.target.chip, self.target.ici_bw, axes)
-                found = (timed.bandwidth, timed.latency, timed.hops)
-                self._timed[key] = tuple(mpq(int(v.p), int(v.q)) for v in found) \
-                    if all(v.is_Rational for v in found) else None
-        return self._timed[key]
+        laid = tuple(sorted((a for a in axes if a.name in over and a.size != 1), key=lambda a: over.index(a.name)))
+        return _timed(kind, laid, axes, self.target) if laid else _NO_TIME
+
 
     def evaluate(self, member: Strategy) -> Costing | None:
         axes = [MeshAxis(a, size, link) for each in member.values() for a, size, link in each]
@@ -425,6 +416,21 @@ class _Family:
                        roofs={k: values[f"roofs.{k}"] for k in _ROOFS},
                        times={k[6:]: v for k, v in values.items() if k.startswith("times.")},
                        batch=self.batch, dp_chips=math.prod(sizes[a] for a in rest), rates=self.rates)
+
+
+_NO_TIME = (mpq(0), mpq(0), mpq(0))
+
+
+@functools.lru_cache(maxsize=65536)
+def _timed(kind: str, laid: tuple[MeshAxis, ...], axes: tuple[MeshAxis, ...], target: Machine
+           ) -> tuple[mpq, mpq, mpq] | None:
+    """`collective_time` at V = 1 over `laid` on the mesh `axes`, as exact numbers (None where
+    one is no rational number): the same for every family of a plan, and plan to plan."""
+    timed = collective_time(kind, list(laid), sympy.Integer(1), target.chip, target.ici_bw, axes)
+    if not all(v.is_Rational for v in (timed.bandwidth, timed.latency, timed.hops)):
+        return None
+    per_byte, latency, hops = (mpq(int(v.p), int(v.q)) for v in (timed.bandwidth, timed.latency, timed.hops))
+    return per_byte, latency, hops
 
 
 class _Inexact(Exception):
@@ -473,18 +479,22 @@ class _Compiled:
     min, floor and ceiling, integer powers. The function's text is written here from the
     formulas' trees (`_tree`), never from user text: each symbol is an argument by position,
     each fraction a constant by index and each operation one of _OPS, so no name or number
-    from a formula is written into it. A tree read back from the disk is checked node by
-    node as it is compiled (ValueError for one that is no such tree)."""
+    from a formula is written into it. Each operation is a line of its own, computed once
+    however many of the formulas share it (a Max's terms recur across the figures). A tree
+    read back from the disk is checked node by node as it is compiled (ValueError for one
+    that is no such tree)."""
 
     def __init__(self, trees: list[Any], symbols: list[str]):
         self.trees, self.symbols = trees, symbols
         self._constants: list[mpq] = []
         self._nodes = 0
-        body = ", ".join(self._code(t, 0) for t in trees)
+        self._lines: dict[str, str] = {}  # an operation's code: the local that holds its value
+        results = ", ".join(self._code(t, 0) for t in trees)
         namespace = {"max": max, "min": min, "floor": math.floor, "ceil": math.ceil, "inverse": _inverse,
                      "c": tuple(self._constants)}
-        # safe: `body` is written by _code from checked tree nodes alone (ints, indexes, _OPS), no text of anyone's
-        exec(compile(f"def formulas(a):\n    return ({body},)\n", "<strategy family>", "exec"), namespace)
+        body = "".join(f"    {local} = {code}\n" for code, local in self._lines.items())
+        # safe: the code is written by _code from checked tree nodes alone (ints, indexes, _OPS), no text of anyone's
+        exec(compile(f"def formulas(a):\n{body}    return ({results},)\n", "<strategy family>", "exec"), namespace)
         self._function = cast(Callable[[list[int | mpq]], tuple[int | mpq, ...]], namespace["formulas"])
 
     def __call__(self, args: list[int | mpq]) -> tuple[int | mpq, ...]:
@@ -510,8 +520,13 @@ class _Compiled:
         if op == "pow" and len(rest) == 2 and isinstance(rest[1], int) and not isinstance(rest[1], bool) \
                 and abs(rest[1]) <= 64:
             base = self._code(rest[0], depth + 1)
-            return f"({base} ** {rest[1]})" if rest[1] >= 0 else f"inverse({base} ** {-rest[1]})"
+            return self._local(f"{base} ** {rest[1]}" if rest[1] >= 0 else f"inverse({base} ** {-rest[1]})")
         if op in _OPS and rest:
             args = [self._code(x, depth + 1) for x in rest]
-            return "(" + _OPS[op].join(args) + ")" if op in ("+", "*") else f"{_OPS[op]}({', '.join(args)})"
+            return self._local(_OPS[op].join(args) if op in ("+", "*") else f"{_OPS[op]}({', '.join(args)})")
         raise ValueError(f"not a formula's node: {op!r:.20}")
+
+    def _local(self, code: str) -> str:
+        """The local that holds an operation's value (its operands are locals, arguments and
+        constants), a line of its own the first time the operation is met."""
+        return self._lines.setdefault(code, f"t{len(self._lines)}")

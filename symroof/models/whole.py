@@ -123,7 +123,8 @@ class Model:
         if self.options.mode != "train":
             return []
         counts = self.structured.counts
-        return [(i, repeated(c, counts[i], self._subs)) for i, c in recomputed(self.structured, self.options)]
+        memo: dict[tuple[sympy.Expr, sympy.Expr], sympy.Expr] = {}  # shared: the statements' formulas recur
+        return [(i, repeated(c, counts[i], self._subs, memo)) for i, c in recomputed(self.structured, self.options)]
 
     @functools.cached_property
     def step_analysis(self) -> Analysis:
@@ -517,8 +518,8 @@ def _all_chips(a: Analysis) -> sympy.Expr:
 
 def _scaled(structured: Structured, subs: dict) -> list[Cost]:
     """Each statement's cost times how often it runs."""
-    each = cost(structured.program).statements
-    return [repeated(c, k, subs) for c, k in zip(each, structured.counts)]
+    memo: dict[tuple[sympy.Expr, sympy.Expr], sympy.Expr] = {}  # shared: the statements' formulas recur
+    return [repeated(c, k, subs, memo) for c, k in zip(cost(structured.program).statements, structured.counts)]
 
 
 def _within(blocks: tuple[Block, ...], block: int | None, outer: int) -> bool:

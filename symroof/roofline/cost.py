@@ -55,6 +55,7 @@ from ..sharding.lowering import Local, Move, Plan, local_size, lower
 from .oneline import counts_line, move_line
 
 _ZERO = sympy.Integer(0)
+_ONE = sympy.Integer(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,20 +234,27 @@ def step_cost(step: Step, sizes: dict[str, sympy.Expr], kept: Kept | None = None
                     kept=term_bytes(step.output, size) if output_kept else _ZERO)
 
 
-def repeated(c: Cost, k: sympy.Expr, subs: Mapping[sympy.Basic, sympy.Expr]) -> Cost:
+def repeated(c: Cost, k: sympy.Expr, subs: Mapping[sympy.Basic, sympy.Expr],
+             memo: dict[tuple[sympy.Expr, sympy.Expr], sympy.Expr] | None = None) -> Cost:
     """A statement's cost run k times (a `repeat` block's: k may be a symbol, L), with
     `subs` (relations, sizes) put in. Collectives keep their V and count k times each, so
-    that each pays its latency."""
+    that each pays its latency. `memo` keeps what each (formula, k) came to, for the
+    statements of one program put in with the same `subs`: most of their steps' formulas
+    recur, statement to statement."""
+    memo = {} if memo is None else memo
 
-    def f(e: sympy.Expr) -> sympy.Expr:
-        return (e * k).xreplace(subs)
+    def f(e: sympy.Expr, k: sympy.Expr = k) -> sympy.Expr:
+        found = memo.get((e, k))
+        if found is None:
+            found = memo[e, k] = (e * k).xreplace(subs)
+        return found
 
     steps = tuple(replace(s, flops=f(s.flops), flops_exact=f(s.flops_exact),
                                       bytes_read=f(s.bytes_read), bytes_written=f(s.bytes_written),
                                       transcendentals=f(s.transcendentals), flops_vector=f(s.flops_vector),
-                                      kept=s.kept.xreplace(subs))
+                                      kept=f(s.kept, _ONE))
                   for s in c.steps)
-    moves = tuple(MoveCost(m.move, m.bytes.xreplace(subs), (m.count * k).xreplace(subs)) for m in c.moves)
+    moves = tuple(MoveCost(m.move, f(m.bytes, _ONE), f(m.count)) for m in c.moves)
     return Cost(flops=f(c.flops), flops_exact=f(c.flops_exact), bytes_read=f(c.bytes_read),
                 bytes_written=f(c.bytes_written), transcendentals=f(c.transcendentals),
                 flops_vector=f(c.flops_vector), steps=steps, moves=moves,

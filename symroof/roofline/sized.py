@@ -308,6 +308,9 @@ def ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
     fast = cancel.fraction(num, den)  # sums of monomials: the same result without a ring
     if fast is not None:
         return fast
+    parts = cancel.in_parts(num, den)  # products of sums, too large to multiply out
+    if parts is not None:
+        return parts
     try:  # costs are polynomials (rational coefficients on a mesh): no need to bring them together
         return fraction_expr(*polys(num, den))
     except (ValueError, CoercionFailed):  # a symbol in a denominator

@@ -55,3 +55,38 @@ def test_not_a_sum_of_monomials_goes_to_the_ring():
     assert cancel.terms(B / D) is None  # a symbol in a denominator
     assert cancel.terms(sympy.Float(1.5) * B) is None  # the ring makes floats rational
     assert cancel.fraction(2 * B * D, 4 * B * F + 6 * B) == D / (2 * F + 3)
+
+
+# a fraction of products of sums: a whole program's effective peak (its FLOPs over the
+# time its units take) times its network time, over the collectives' bytes
+products = st.lists(st.one_of(sums, monomials), min_size=1, max_size=3).map(lambda f: sympy.Mul(*f))
+quotients = st.tuples(products, products).map(lambda p: p[0] / p[1])
+
+
+def _at(expr: sympy.Expr, point: dict) -> sympy.Expr:
+    return expr.xreplace(point)
+
+
+@settings(max_examples=150, deadline=None)
+@given(quotients, st.one_of(products, quotients), st.lists(st.integers(1, 97), min_size=len(SYMBOLS),
+                                                          max_size=len(SYMBOLS)))
+def test_in_parts_is_the_fraction(num, den, values):
+    point = {s: sympy.Integer(v) for s, v in zip(SYMBOLS, values)}
+    if _at(den, point) == 0 or den == 0 or sympy.fraction(num)[1].xreplace(point) == 0:
+        return
+    found = cancel.in_parts(num, den, large=1)  # every product kept in parts
+    factors = [cancel.terms(f) for side in (num, den) for part in sympy.fraction(side)
+               for f in sympy.Mul.make_args(part)]
+    if found is None:  # some factor is no sum of monomials (the ring takes it), or each a term: no product to keep
+        assert any(f is None for f in factors) or all(len(f) <= 1 for f in factors)
+        return
+    assert _at(found, point) == _at(num, point) / _at(den, point)
+    assert cancel.in_parts(num, den, large=10**9) is None  # small: multiplied out, as ever
+
+
+def test_in_parts_cancels_each_sums_content_and_shared_sums():
+    B, D, F, T = SYMBOLS[:4]
+    peak = (4 * B * D * F + 6 * B * D) / (2 * B * F + 5 * B * T)  # FLOPs over the units' time
+    found = cancel.in_parts(peak * (3 * B * D + 3 * D * T), 6 * B * D * (2 * F + 3), large=1)
+    assert found == D * (B + T) / (B * (2 * F + 5 * T))  # 2F + 3 on both sides, B's and 6's cancelled
+    assert sympy.Mul.make_args(found) == sympy.Mul.make_args(D * (B + T) / (B * (2 * F + 5 * T)))  # kept in parts
