@@ -51,7 +51,9 @@ import sympy
 from gmpy2 import mpq
 
 from ..errors import HardwareError, SpecError
+from ..hardware.chips import Chip
 from ..hardware.machines import Machine
+from ..hardware.topology import Piece, lay_out
 from ..ir import dim_symbol, tensors_of
 from ..lang.structure import read_structured
 from ..mesh import Mesh, MeshAxis
@@ -379,9 +381,16 @@ class _Family:
     def _time(self, kind: str, over: str, axes: tuple[MeshAxis, ...]) -> tuple[mpq, mpq, mpq] | None:
         """A collective's seconds per byte, latency and hops on a member's mesh (`axes`), over
         the axes of `over` the member has (none: no such collective, all 0); None where one
-        is no rational number."""
+        is no rational number. Kept by what decides it: the axes, and the pieces of a
+        torus each lies on (`lay_out`, which alone reads the rest of the mesh)."""
         laid = tuple(sorted((a for a in axes if a.name in over and a.size != 1), key=lambda a: over.index(a.name)))
-        return _timed(kind, laid, axes, self.target) if laid else _NO_TIME
+        if not laid:
+            return _NO_TIME
+        pieces = _laid_out(axes, self.target.chip)
+        key = (self.target, kind, tuple((a, pieces.get(a.name)) for a in laid))
+        if key not in _TIMED:
+            _TIMED[key] = _timed(kind, laid, axes, self.target)
+        return _TIMED[key]
 
 
     def evaluate(self, member: Strategy) -> Costing | None:
@@ -421,12 +430,25 @@ class _Family:
 _NO_TIME = (mpq(0), mpq(0), mpq(0))
 
 
-@functools.lru_cache(maxsize=65536)
+# collective times at V = 1 (`_timed`), by chip, kind and axes with their pieces (`_time`): the
+# same for every family of a plan, and plan to plan (bounded: cleared when full)
+_TIMED: dict[tuple, tuple[mpq, mpq, mpq] | None] = {}
+_TIMED_MOST = 1 << 17
+
+
+@functools.lru_cache(maxsize=4096)
+def _laid_out(axes: tuple[MeshAxis, ...], chip: Chip | None) -> dict[str, tuple[Piece, ...]]:
+    """Where a member's ICI axes lie on its chip's torus (`lay_out`; read, never changed)."""
+    return lay_out(axes, chip)
+
+
 def _timed(kind: str, laid: tuple[MeshAxis, ...], axes: tuple[MeshAxis, ...], target: Machine
            ) -> tuple[mpq, mpq, mpq] | None:
     """`collective_time` at V = 1 over `laid` on the mesh `axes`, as exact numbers (None where
-    one is no rational number): the same for every family of a plan, and plan to plan."""
-    timed = collective_time(kind, list(laid), sympy.Integer(1), target.chip, target.ici_bw, axes)
+    one is no rational number)."""
+    if len(_TIMED) >= _TIMED_MOST:
+        _TIMED.clear()
+    timed = collective_time(kind, list(laid), sympy.Integer(1), target.chip, target.ici_bw, axes, words=False)
     if not all(v.is_Rational for v in (timed.bandwidth, timed.latency, timed.hops)):
         return None
     per_byte, latency, hops = (mpq(int(v.p), int(v.q)) for v in (timed.bandwidth, timed.latency, timed.hops))

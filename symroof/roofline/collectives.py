@@ -290,24 +290,25 @@ def check_domain(axes: list[MeshAxis], chip: Chip | None) -> None:
 
 
 def time(kind: str, axes: list[MeshAxis], V: sympy.Expr, chip: Chip | None, ici_one_way: sympy.Expr | None = None,
-         mesh: Sequence[MeshAxis] | None = None) -> Time:
+         mesh: Sequence[MeshAxis] | None = None, words: bool = True) -> Time:
     """The time of one collective over `axes` moving V bytes per chip. `mesh` is all the
     mesh's axes, which decide where each ICI axis lies on a torus chip's pod (by default
     the collective's own axes); an axis spanning several physical axes is costed as a
     collective over them. Over a strategy family's deferred axes: V times a symbol for its
     seconds per byte, and a symbol for its latency floor (`rate_symbols`); the time is
-    linear in V, so a member's is V times this function's at V = 1 on the member's mesh."""
+    linear in V, so a member's is V times this function's at V = 1 on the member's mesh
+    (`words`=False: the links are not described, only timed)."""
     if any(a.deferred for a in axes):
         per_byte, latency, hops = rate_symbols(kind, "".join(a.name for a in axes))
         return Time(V * per_byte, latency, hops, "laid out member by member", True)
     if kind == "AllReduce":
-        once = time("AllGather", axes, V, chip, ici_one_way, mesh)
+        once = time("AllGather", axes, V, chip, ici_one_way, mesh, words)
         return Time(2 * once.bandwidth, 2 * once.latency, 2 * once.hops, once.links, once.latency_known)
     if kind == "Permute":
         return _permute(axes, V, chip, ici_one_way, mesh)
     laid = lay_out(axes if mesh is None else mesh, chip)
-    described = ", ".join(_described(a, spans(a, laid), chip, ici_one_way) for a in axes)
-    if kind == "AllToAll" and any(_even_case(a, chip, ici_one_way) for a in axes):
+    described = ", ".join(_described(a, spans(a, laid), chip, ici_one_way) for a in axes) if words else ""
+    if words and kind == "AllToAll" and any(_even_case(a, chip, ici_one_way) for a in axes):
         described += "; an AllToAll on a line taken over an even number of chips"
     # from here on, the physical axes: each logical axis, or the pieces of one spanning several
     pieces = [piece for a in axes for piece in spans(a, laid)]
