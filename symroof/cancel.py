@@ -21,6 +21,12 @@ import sympy
 Monomial = tuple  # ((symbol, exponent), ...) sorted by the symbol's name
 
 
+def as_written(expr: sympy.Expr) -> bool:
+    """Whether expr is a sum of monomials as it stands: `terms` of it with nothing
+    multiplied out."""
+    return _terms(expr)[1]
+
+
 def terms(expr: sympy.Expr) -> dict[Monomial, Fraction] | None:
     """expr as {monomial: coefficient}, or None where it is not a sum of monomials in
     symbols with positive integer powers and rational coefficients. A term may hold one
@@ -131,7 +137,8 @@ def in_parts(num: sympy.Expr, den: sympy.Expr, large: int = LARGE) -> sympy.Expr
     numeric content taken out, and those cancelled across the fraction, as `fraction`
     cancels them; None where some factor is not a sum of monomials, or the product is
     small (`fraction`, or the ring, then gives it multiplied out, as it always has). A
-    sum that stands on both sides cancels too. Exact: the same value, in fewer terms."""
+    sum that stands on both sides, once its content is out, cancels too (sympy's product
+    takes a sum over itself as 1). Exact: the same value, in fewer terms."""
     sides: list[list[dict[Monomial, Fraction]]] = [[], []]
     for at, expr in ((0, num), (1, den)):
         top, bottom = sympy.fraction(expr)
@@ -146,10 +153,6 @@ def in_parts(num: sympy.Expr, den: sympy.Expr, large: int = LARGE) -> sympy.Expr
         return None
     if not counts[0]:
         return sympy.Integer(0)
-    for s in list(sides[0]):  # a sum on both sides
-        if s in sides[1] and len(s) > 1:
-            sides[0].remove(s)
-            sides[1].remove(s)
     scale, powers = Fraction(1), dict[sympy.Symbol, int]()
     kept: list[list[dict[Monomial, Fraction]]] = [[], []]
     for k, side in enumerate(sides):

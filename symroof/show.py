@@ -280,9 +280,9 @@ def leading_coefficient(p: sympy.Expr) -> sympy.Expr:
 
 
 def _divided(p: sympy.Expr, lead: sympy.Expr) -> sympy.Expr:
-    """`expand(p / lead)`: a sum of monomials term by term (expanding hundreds of terms
-    that need no expanding took seconds), anything else expanded."""
-    if cancel.terms(p) is None:
+    """`expand(p / lead)`: a sum of monomials as it stands term by term (expanding hundreds
+    of terms that need no expanding took seconds), anything else expanded."""
+    if not cancel.as_written(p):
         return sympy.expand(p / lead)
     return sympy.Add(*(term / lead for term in sympy.Add.make_args(p)))
 

@@ -4,11 +4,10 @@ against what symroof derives; exit 1 where one fails."""
 from __future__ import annotations
 
 import argparse
-import json
 
 from ..claims.check import report as claims_report
 from ..claims.models import check_case, load_claims
-from .options import Commands
+from .options import Commands, dumps
 
 
 def add_parser(commands: Commands) -> None:
@@ -26,10 +25,10 @@ def _check(args: argparse.Namespace) -> tuple[str, int]:
     results = [check_case(case, args.hardware) for case in load_claims(args.file)]
     failed = not all(r.ok for r in results)
     if args.json:
-        text = json.dumps([{"id": r.id, "ok": r.ok, "error": r.error,
-                            "outcomes": [{"key": o.key, "ok": o.ok, "expected": str(o.expected),
-                                          "got": str(o.got), "note": o.note} for o in r.outcomes]}
-                           for r in results], indent=2, allow_nan=False)
+        text = dumps([{"id": r.id, "ok": r.ok, "error": r.error,
+                       "outcomes": [{"key": o.key, "ok": o.ok, "expected": str(o.expected),
+                                     "got": str(o.got), "note": o.note} for o in r.outcomes]}
+                      for r in results])
     else:
         text = claims_report(results)
     return text, 1 if failed else 0

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import re
 import sys
@@ -39,7 +38,7 @@ from ..sharding.layout import fix_message
 from ..sharding.lowering import ShardingError
 from ..show import over, seconds
 from . import pareto as cli_pareto
-from .options import Handler, machine_kwargs, machine_options, set_sizes
+from .options import Handler, dumps, machine_kwargs, machine_options, set_sizes
 
 # the subcommands of modules that import what they run (models, the planner, the importers,
 # the measurements), each module by name: imported to run its own command, or all of them
@@ -218,7 +217,7 @@ def _roofline(args: argparse.Namespace) -> str:
         raise SymroofError("--vector-flops costs elementwise work; bare counts run at the matrix peak "
                            "of --dtype (analyze a spec to split the work between the units)")
     result = roofline(args.flops, args.bytes, dtype=args.dtype, **figures)
-    return _dumps(to_json_dict(result)) if args.json else table(result)
+    return dumps(to_json_dict(result)) if args.json else table(result)
 
 
 def _plot(args: argparse.Namespace) -> str:
@@ -277,13 +276,8 @@ def _analyze(args: argparse.Namespace) -> str:
     if args.command == "latex":
         return latex.derivation(result, solve=args.solve, limit=limit, markdown=args.format == "markdown")
     if args.json:
-        return _dumps(to_json_dict(result, limit=limit, solve=args.solve))
+        return dumps(to_json_dict(result, limit=limit, solve=args.solve))
     return table(result, limit=limit, solve=args.solve)
-
-
-def _dumps(data: object) -> str:
-    """Strict JSON: a NaN or an infinity that slipped through is a bug, not output."""
-    return json.dumps(data, indent=2, allow_nan=False)
 
 
 def _stdin() -> str:
@@ -326,7 +320,7 @@ def _chips(args: argparse.Namespace) -> str:
     chips = list_chips(args.hardware)
     rows = [{"id": chip.id, "name": chip.name, **chip.headline()} for chip in chips]
     if args.json:
-        return _dumps([{k: _plain(v) for k, v in row.items()} for row in rows])
+        return dumps([{k: _plain(v) for k, v in row.items()} for row in rows])
     return chips_table(chips)
 
 
@@ -340,7 +334,7 @@ def _chip(args: argparse.Namespace) -> str:
         cited = cited_keys(" ".join([*(source for _, _, source in rows), *chip.notes,
                                      *(chip.sources.get(f"variants.{name}", "") for name in chip.variants)]),
                            references)
-        return _dumps({"id": chip.id, "name": chip.name,
+        return dumps({"id": chip.id, "name": chip.name,
                        "figures": {path: _plain(value) for path, value, _ in rows},
                        "sources": {path: source for path, _, source in rows},
                        "variants": {name: {k: _plain(v) for k, v in fields.items()}
@@ -355,7 +349,7 @@ def _totals(chip: Chip, args: argparse.Namespace) -> str:
     found = totals(chip, args.chips, args.slice)
     if not args.json:
         return str(found)
-    return _dumps({"id": chip.id, "chips": found.chips, "shape": list(found.shape) if found.shape else None,
+    return dumps({"id": chip.id, "chips": found.chips, "shape": list(found.shape) if found.shape else None,
                    "peak_flops_per_s": {rate: _plain(v) for rate, v in found.peak_flops.items()},
                    "hbm_capacity_bytes": _plain(found.hbm_capacity),
                    "hbm_bandwidth_bytes_per_s": _plain(found.hbm_bandwidth),

@@ -26,6 +26,7 @@ from .options import (
     Commands,
     budget_options,
     budget_values,
+    dumps,
     machine_kwargs,
     machine_options,
     mode_options,
@@ -283,7 +284,7 @@ def _models(args: argparse.Namespace) -> str:
     """`symroof models`: the catalogue, each model's counted parameters beside its publisher's."""
     rows = report.catalogue_rows(args.models)
     if args.json:
-        return json.dumps(rows, indent=2, allow_nan=False)
+        return dumps(rows)
     lines = [f"{'id':<18} {'name':<24} {'counted':>10} {'published':>10} {'off':>7}  source of the published count"]
     for row in rows:
         published = row["params_published"]

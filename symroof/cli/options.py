@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias
@@ -21,6 +22,11 @@ from ..show import pretty, wrapped
 Handler: TypeAlias = Callable[[argparse.Namespace], "str | tuple[str, int]"]
 # what add_subparsers returns, each subcommand's module adding its parser to it
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def dumps(data: object) -> str:
+    """A command's JSON, strict: a NaN or an infinity that slipped through is a bug, not output."""
+    return json.dumps(data, indent=2, allow_nan=False)
 
 
 def machine_options(parser: argparse.ArgumentParser, symbolic: bool = True) -> None:

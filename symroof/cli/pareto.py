@@ -5,11 +5,10 @@ throughput curve of a served model (models/pareto.py), as a table, JSON, and wit
 from __future__ import annotations
 
 import argparse
-import json
 
 from ..errors import SpecError
 from ..hardware.machines import machine
-from .options import machine_kwargs, whole_numbers
+from .options import dumps, machine_kwargs, whole_numbers
 
 MAX_BATCHES = 64
 
@@ -67,6 +66,5 @@ def run(args: argparse.Namespace) -> str:
         save(pareto.draw(found), args.output)
         wrote = f"wrote {args.output}"
     if args.json:
-        return json.dumps({**found.to_dict(), **({"wrote": args.output} if args.output else {})}, indent=2,
-                          allow_nan=False)
+        return dumps({**found.to_dict(), **({"wrote": args.output} if args.output else {})})
     return found.table() + ("\n" + wrote if wrote else "")

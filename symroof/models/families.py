@@ -378,23 +378,25 @@ class _Family:
         return cls(_Compiled(trees, symbols), tuple(names), layout, tuple((v, a) for v, a in splits),
                    frozenset(data["rates"]), target, superset, batch)
 
-    def _time(self, kind: str, over: str, axes: tuple[MeshAxis, ...]) -> tuple[mpq, mpq, mpq] | None:
-        """A collective's seconds per byte, latency and hops on a member's mesh (`axes`), over
-        the axes of `over` the member has (none: no such collective, all 0); None where one
-        is no rational number. Kept by what decides it: the axes, and the pieces of a
-        torus each lies on (`lay_out`, which alone reads the rest of the mesh)."""
+    def _time(self, kind: str, over: str, axes: tuple[MeshAxis, ...], pieces: dict[str, tuple[Piece, ...]]
+              ) -> tuple[mpq, mpq, mpq] | None:
+        """A collective's seconds per byte, latency and hops on a member's mesh (`axes`, its
+        ICI axes lying on the torus as `pieces` says: `lay_out`), over the axes of `over` the
+        member has (none: no such collective, all 0); None where one is no rational number.
+        Kept by what decides it: the axes, and the pieces each lies on (which alone depend on
+        the rest of the mesh)."""
         laid = tuple(sorted((a for a in axes if a.name in over and a.size != 1), key=lambda a: over.index(a.name)))
         if not laid:
             return _NO_TIME
-        pieces = _laid_out(axes, self.target.chip)
         key = (self.target, kind, tuple((a, pieces.get(a.name)) for a in laid))
         if key not in _TIMED:
+            if len(_TIMED) >= _TIMED_MOST:
+                _TIMED.clear()
             _TIMED[key] = _timed(kind, laid, axes, self.target)
         return _TIMED[key]
 
-
     def evaluate(self, member: Strategy) -> Costing | None:
-        axes = [MeshAxis(a, size, link) for each in member.values() for a, size, link in each]
+        axes = tuple(MeshAxis(a, size, link) for each in member.values() for a, size, link in each)
         sizes = {a.name: a.number for a in axes}
         if set(sizes) - self.axes:
             return None
@@ -402,8 +404,10 @@ class _Family:
             if value % math.prod(sizes.get(a, 1) for a in split):
                 return None  # its own costing says which dim does not split
         args: list[int | mpq] = []
+        pieces: dict[str, tuple[Piece, ...]] = {}
         if any(part[0] == "rate" for part in self._parts):
-            check_domain(axes, self.target.chip)  # as a member's own collectives are checked first
+            check_domain(list(axes), self.target.chip)  # as a member's own collectives are checked first
+            pieces = _laid_out(axes, self.target.chip)
         for part in self._parts:
             if part[0] == "size":
                 args.append(sizes.get(part[1], 1))
@@ -411,7 +415,7 @@ class _Family:
                 args.append(int(sizes.get(part[1], 1) == 1))
             else:
                 _, what, kind, over = part
-                timed = self._time(kind, over, tuple(axes))
+                timed = self._time(kind, over, axes, pieces)
                 if timed is None:
                     return None
                 args.append(timed[("per_byte", "latency", "hops").index(what)])
@@ -431,7 +435,7 @@ _NO_TIME = (mpq(0), mpq(0), mpq(0))
 
 
 # collective times at V = 1 (`_timed`), by chip, kind and axes with their pieces (`_time`): the
-# same for every family of a plan, and plan to plan (bounded: cleared when full)
+# same for every family of a plan, and plan to plan (bounded: cleared when full, by `_time`)
 _TIMED: dict[tuple, tuple[mpq, mpq, mpq] | None] = {}
 _TIMED_MOST = 1 << 17
 
@@ -446,8 +450,6 @@ def _timed(kind: str, laid: tuple[MeshAxis, ...], axes: tuple[MeshAxis, ...], ta
            ) -> tuple[mpq, mpq, mpq] | None:
     """`collective_time` at V = 1 over `laid` on the mesh `axes`, as exact numbers (None where
     one is no rational number)."""
-    if len(_TIMED) >= _TIMED_MOST:
-        _TIMED.clear()
     timed = collective_time(kind, list(laid), sympy.Integer(1), target.chip, target.ici_bw, axes, words=False)
     if not all(v.is_Rational for v in (timed.bandwidth, timed.latency, timed.hops)):
         return None
@@ -515,8 +517,9 @@ class _Compiled:
         namespace = {"max": max, "min": min, "floor": math.floor, "ceil": math.ceil, "inverse": _inverse,
                      "c": tuple(self._constants)}
         body = "".join(f"    {local} = {code}\n" for code, local in self._lines.items())
-        # safe: the code is written by _code from checked tree nodes alone (ints, indexes, _OPS), no text of anyone's
-        exec(compile(f"def formulas(a):\n{body}    return ({results},)\n", "<strategy family>", "exec"), namespace)
+        # written by _code from checked tree nodes alone (ints, indexes, _OPS), no text of anyone's
+        code = compile(f"def formulas(a):\n{body}    return ({results},)\n", "<strategy family>", "exec")
+        exec(code, namespace)  # safe: `code` is _code's, from checked tree nodes (above)
         self._function = cast(Callable[[list[int | mpq]], tuple[int | mpq, ...]], namespace["formulas"])
 
     def __call__(self, args: list[int | mpq]) -> tuple[int | mpq, ...]:

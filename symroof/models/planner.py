@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -247,10 +248,7 @@ class Plan:
         and why, why the best wins, and the chip's estimated figures."""
         ranked = self.ranked
         batch = ", ".join(f"{k} = {v}" for k, v in self.batch.items())
-        aside: dict[str, int] = {}
-        for c in self.candidates:
-            if c.rejected:
-                aside[_category(c.rejected)] = aside.get(_category(c.rejected), 0) + 1
+        aside = Counter(_category(c.rejected) for c in self.candidates if c.rejected)
         lines = [f"{self.name}, {self.mode} on {self.chips} x {self.machine.name}; {batch}",
                  f"considered {len(self.candidates)} strategies in {self.seconds:.2f} s: {len(ranked)} fit and are "
                  "ranked; " + (", ".join(f"{n} set aside ({k})" for k, n in aside.items()) or "none set aside"), ""]
