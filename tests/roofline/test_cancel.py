@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -74,11 +76,16 @@ def test_in_parts_is_the_fraction(num, den, values):
     point = {s: sympy.Integer(v) for s, v in zip(SYMBOLS, values)}
     if _at(den, point) == 0 or den == 0 or sympy.fraction(num)[1].xreplace(point) == 0:
         return
-    found = cancel.in_parts(num, den, large=1)  # every product kept in parts
-    factors = [cancel.terms(f) for side in (num, den) for part in sympy.fraction(side)
-               for f in sympy.Mul.make_args(part)]
-    if found is None:  # some factor is no sum of monomials (the ring takes it), or each a term: no product to keep
-        assert any(f is None for f in factors) or all(len(f) <= 1 for f in factors)
+    found = cancel.in_parts(num, den, large=1)  # every product of more than one term kept in parts
+    # each side's factors, worked out here: the numerator's and the denominator's denominator, and the other two
+    (n_top, n_bottom), (d_top, d_bottom) = sympy.fraction(num), sympy.fraction(den)
+    sides = [[cancel.terms(f) for part in parts for f in sympy.Mul.make_args(part)]
+             for parts in ((n_top, d_bottom), (d_top, n_bottom))]
+    unsummed = any(f is None for side in sides for f in side)
+    small = not unsummed and max(math.prod(len(f) for f in side) for side in sides) <= 1
+    # None exactly where some factor is no sum of monomials (the ring takes it), or no side has a product to keep
+    assert (found is None) == (unsummed or small)
+    if found is None:
         return
     assert _at(found, point) == _at(num, point) / _at(den, point)
     assert cancel.in_parts(num, den, large=10**9) is None  # small: multiplied out, as ever
