@@ -5,6 +5,7 @@ The katex module is installed from the npm registry, once, into the user's cache
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -30,12 +31,16 @@ class KaTeX:
         module = katex_module()
         if not node or (install and not npm):
             raise RuntimeError("rendering LaTeX needs Node.js and npm (Debian: nodejs npm)")
-        if not module.exists():
-            if not install:
-                raise RuntimeError(f"KaTeX is not installed in {module.parent.parent} (run the test suite once)")
-            module.parent.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix",
-                            str(module.parent.parent), f"katex@{KATEX_VERSION}"], check=True, capture_output=True)
+        if not install and not module.exists():
+            raise RuntimeError(f"KaTeX is not installed in {module.parent.parent} (run the test suite once)")
+        module.parent.parent.mkdir(parents=True, exist_ok=True)
+        # one install at a time, and none read half made: the suite's workers (pytest-xdist) may
+        # each find it missing
+        with open(module.parent.parent / ".install-lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not module.exists():
+                subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix",
+                                str(module.parent.parent), f"katex@{KATEX_VERSION}"], check=True, capture_output=True)
         self.process = subprocess.Popen([node, str(HERE / "katex_render.js"), str(module)], text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 

@@ -74,6 +74,12 @@ class Chip(ChipFields):
     def __hash__(self) -> int:
         return self._hashed
 
+    def fingerprint(self) -> str:
+        """Every figure, text and shape an analysis may read, as text: what tells two chips
+        of one name apart (a user's file may give a shipped chip's name other figures) where
+        a cache is keyed by text (the strategy families kept on disk)."""
+        return repr((self.id, *(sorted(getattr(self, name).items()) for name in ("figures", "texts", "shapes"))))
+
     def figure(self, path: str) -> sympy.Rational | None:
         """The figure at a dotted path, exact, or None where the chip has no value.
 

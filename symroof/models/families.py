@@ -180,8 +180,8 @@ class Families:
     def _derive(self, key: _Key) -> _Family | None:
         """The family of `key`: as the disk kept it (`_on_disk`), else costed and kept."""
         superset = self._superset(key)
-        path = _on_disk(repr((json.dumps(self.config, sort_keys=True, default=str), self.mode, self.target,
-                           sorted(self.batch.items()), self.searched, self.options, self.outer, key)))
+        path = _on_disk(_inputs(self.config, self.mode, self.target, self.batch, self.searched, self.options,
+                                self.outer) + repr(key))
         if path is not None:
             try:
                 if path.is_file() and path.stat().st_size <= _DISK_BYTES:
@@ -262,6 +262,15 @@ def _write(path: Path, text: str) -> None:
                 os.unlink(written)
 
 
+def _inputs(config: dict, mode: str, target: Machine, batch: dict[str, int], searched: Sequence[str],
+            options: Options, outer: bool) -> str:
+    """Everything a plan's families depend on, as text (a key of the families kept in memory
+    and on disk): the chip by its every figure, not its name alone (`Chip.fingerprint`)."""
+    chip = target.chip.fingerprint() if target.chip is not None else None
+    return repr((json.dumps(config, sort_keys=True, default=str), mode, target, chip, sorted(batch.items()),
+                 sorted(searched), options, outer))
+
+
 _KEPT: OrderedDict[str, Families] = OrderedDict()  # for_plan's, the latest last
 _KEEP = 16
 
@@ -271,8 +280,7 @@ def for_plan(config: dict, mode: str, target: Machine, batch: dict[str, int], se
     """A plan's families, as an earlier plan of the same model, mode, chip, batch, options
     and kinds left them (a sweep over chip counts derives each family once): the
     `_KEEP` latest, each told apart by everything its formulas depend on."""
-    key = repr((json.dumps(config, sort_keys=True, default=str), mode, target, sorted(batch.items()),
-                sorted(searched), options, outer))
+    key = _inputs(config, mode, target, batch, searched, options, outer)
     if key in _KEPT:
         _KEPT.move_to_end(key)
     else:

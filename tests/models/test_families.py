@@ -4,8 +4,10 @@ costed by families ranks and sets aside exactly as one costed strategy by strate
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+from types import MappingProxyType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 import symroof
 from symroof.errors import HardwareError, SpecError
+from symroof.hardware.chips import get_chip
 from symroof.hardware.machines import machine
 from symroof.models import families, kinds, planner
 from symroof.models.catalogue import get_model
@@ -156,6 +159,30 @@ def test_the_disk_keeps_a_family_and_reads_back_the_same_figures(tmp_path, monke
     assert [c.figures for c in hostile.candidates] == [c.figures for c in first.candidates]
     assert all("exec" not in p.read_text() and (json.loads(p.read_text()) is None or "trees" in
                                                  json.loads(p.read_text())) for p in kept)  # kept afresh
+
+
+@pytest.mark.parametrize("disk", [False, True])
+def test_a_chip_of_the_same_name_with_other_figures_keeps_families_of_its_own(tmp_path, monkeypatch, disk):
+    # a user's file may give a shipped chip's name other figures: the families kept for the
+    # shipped chip (in this process, or on disk by an earlier one) are not its; keyed by name,
+    # its plan read the shipped chip's figures (a100's peaks and NVLink where its own are slower)
+    monkeypatch.setenv("SYMROOF_CACHE", "on" if disk else "off")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    if disk:  # each plan its own families, as two processes': only the disk is shared
+        monkeypatch.setattr(planner, "for_plan", lambda *a, **k: families.Families(*a, **k))
+    a100 = get_chip("a100")
+    slower = dataclasses.replace(a100, figures=MappingProxyType(  # its peaks half, NVLink and NICs a quarter
+        {k: v if v is None else v / 2 if k.startswith("peak_flops") else v / 4 if "bandwidth" in k
+         and k.startswith(("interconnect.", "scaleout.")) else v for k, v in a100.figures.items()}))
+    args = (16, 2**19, "train")
+    shipped = planner.plan("llama-3-8b", a100, *args, context=4096)
+    assert not disk or sorted((tmp_path / "symroof" / "families").glob("*.json"))
+    kept = planner.plan("llama-3-8b", slower, *args, context=4096)
+    monkeypatch.setenv("SYMROOF_CACHE", "off")
+    monkeypatch.setattr(planner, "for_plan", lambda *a, **k: families.Families(*a, **k))
+    own = planner.plan("llama-3-8b", slower, *args, context=4096)  # nothing kept to read
+    assert [c.figures for c in kept.candidates] == [c.figures for c in own.candidates]
+    assert [c.figures for c in own.candidates] != [c.figures for c in shipped.candidates]
 
 
 @pytest.mark.parametrize("tree", [["exec", 1], ["a", 5], ["q", 1, 0], ["pow", 1, 10**6], 10**500, "__import__",
