@@ -3,7 +3,7 @@ each figure beside its reference measured in the same run. Run:
 
     python benchmarks/speed.py            # every figure but the test suite's
     python benchmarks/speed.py --whole    # and each plan costed strategy by strategy (minutes)
-    python benchmarks/speed.py --suite    # and the test suite's wall time (minutes)
+    python benchmarks/speed.py --suite    # and the test suite's wall time (minutes), as the README runs it
 
 Printed: min and median of RUNS runs (3), CPU seconds where a figure is a computation
 (time.process_time, in a fresh process, beyond its imports), wall seconds where it is a
@@ -182,7 +182,7 @@ def main() -> int:
         print("importers: not measured (" + (importers.stderr.strip().splitlines() or ["?"])[-1] + ")")
     if args.suite:
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=ROOT,
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "auto", "-p", "no:cacheprovider"], cwd=ROOT,
                               capture_output=True, text=True)
         minutes = (time.perf_counter() - start) / 60
         print(f"test suite: {minutes:.2f} min wall ({done.stdout.strip().splitlines()[-1]}) | target 8 min")
