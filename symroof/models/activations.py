@@ -32,7 +32,7 @@ from ..errors import SpecError
 from ..ir import Arrays, Collective, Fused, Statement, Tensor, dim_symbol, tensors_of
 from ..lang.structure import Structured
 from ..mesh import Mesh
-from ..roofline.cost import Cost, combine, cost, statement_cost
+from ..roofline.cost import Cost, combine, statement_cost, statement_costs
 from .decls import Options
 
 # dims that carry the step's tokens in a template: the batch B, and a mixture of experts'
@@ -51,7 +51,7 @@ def activation_bytes(s: Structured, options: Options) -> sympy.Expr:
     statements = s.program.statements
     mesh = s.program.mesh
     if options.remat == "none":
-        each = cost(s.program).statements
+        each = statement_costs(s.program)
         return sympy.Add(*(k * _kept(statement, c, mesh) for statement, c, k in zip(statements, each, s.counts)))
     if options.saved:  # the named tensors, each once per pass where it first appears
         _check_saved(s, options)
@@ -77,7 +77,7 @@ def _after_blocks(s: Structured) -> sympy.Expr:
              if not isinstance(statements[i], (Collective, Arrays))]
     if not after:
         return sympy.Integer(0)
-    each = cost(s.program).statements
+    each = statement_costs(s.program)
     first = _local_bytes(_first_input(statements[after[0]]), s.program.mesh) if inside else sympy.Integer(0)
     return first + sympy.Add(*(s.counts[i] * _kept(statements[i], each[i], s.program.mesh) for i in after))
 

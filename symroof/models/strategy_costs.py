@@ -129,29 +129,34 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
         return model.accumulation.thresholds(strategy)
     rows = collectives(model)
     a = model.step_analysis
-    free: Model | None = None  # the model with B a symbol, costed once for the batch thresholds
+    mine = {kind: [c for c in rows if set(c.axes) & set(axes)] for kind, axes in strategy.items()}
+    batch = rows and (kinds.where(lambda k: k.splits_batch, strategy) or any(
+        kinds.kind(kind).splits_batch and any(c.overlaps for c in mine[kind]) for kind in strategy))
+    context = "T" in model.sizes and any(kinds.kind(kind).splits_sequence and mine[kind] for kind in strategy)
+    # the model with B, and T where a context threshold is asked for, symbols: costed once for
+    # every threshold, each fixing the other (_Free.fixed)
+    free = _Free(model, ("B",) * bool(batch) + ("T",) * context) if batch or context else None
     out: dict[str, dict] = {}
     for kind, axes in strategy.items():
         names = set(axes)
-        mine = [c for c in rows if set(c.axes) & names]
-        t_net = sympy.Add(*(c.time for c in mine))
-        entry: dict = {"axes": "".join(sorted(names)), "t_network": t_net, "collectives": len(mine)}
+        t_net = sympy.Add(*(c.time for c in mine[kind]))
+        entry: dict = {"axes": "".join(sorted(names)), "t_network": t_net, "collectives": len(mine[kind])}
         # None where the kind's collectives take no time (an axis of one chip): no ratio to give
-        entry["ratio"] = a.t_math / t_net if mine and t_net != 0 else None
+        entry["ratio"] = a.t_math / t_net if mine[kind] and t_net != 0 else None
         declared = kinds.kind(kind)
-        if declared.splits_experts and mine:  # the AllToAlls grow with the tokens as T_math does; the gradients' do not
-            exchange = sympy.Add(*(c.time for c in mine if c.kind == "AllToAll"))
+        # the AllToAlls grow with the tokens as T_math does; the gradients' do not
+        if declared.splits_experts and mine[kind]:
+            exchange = sympy.Add(*(c.time for c in mine[kind] if c.kind == "AllToAll"))
             entry["exchange_ratio"] = a.t_math / exchange if exchange else None
-        if declared.splits_batch and any(c.overlaps for c in mine):
-            free = free or Model(model.structured, model.machine,
-                                 {k: v for k, v in model.sizes.items() if k != "B"}, model.options)
+        if declared.splits_batch and any(c.overlaps for c in mine[kind]):
+            assert free is not None
             entry["per_chip_tokens"] = _batch_threshold(free, names)
-        if declared.splits_sequence and mine and "T" in model.sizes:
-            entry["context_per_chip"] = _context_threshold(model, names)
+        if declared.splits_sequence and mine[kind] and "T" in model.sizes:
+            assert free is not None
+            entry["context_per_chip"] = _context_threshold(free, names)
         out[kind] = entry
     if rows and kinds.where(lambda k: k.splits_batch, strategy):
-        free = free or Model(model.structured, model.machine,
-                             {k: v for k, v in model.sizes.items() if k != "B"}, model.options)
+        assert free is not None
         step = _whole_step(model, rows, free)
         if len(strategy) > 1:
             out["step"] = step
@@ -160,17 +165,48 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
     return out
 
 
-def _whole_step(model: Model, rows: list[Collective], free: Model) -> dict:
+class _Free:
+    """A model with some of its sizes (B, T) left symbols, costed once for a strategy's
+    thresholds: each threshold reads its figures with the sizes it does not solve for put
+    back (`fixed`), the very numbers of a model costed with those sizes given."""
+
+    def __init__(self, model: Model, dims: tuple[str, ...]):
+        self.model = Model(model.structured, model.machine, {k: v for k, v in model.sizes.items() if k not in dims},
+                           model.options)
+        self._given = {dim_symbol(d): sympy.Integer(model.sizes[d]) for d in dims}
+        self._rows: list[Collective] | None = None
+
+    def fixed(self, expr: sympy.Expr, solved: str) -> sympy.Expr:
+        """`expr` of the free model with every freed size but `solved` given."""
+        symbol = dim_symbol(solved)
+        return expr.xreplace({s: v for s, v in self._given.items() if s != symbol})
+
+    @property
+    def rows(self) -> list[Collective]:
+        if self._rows is None:
+            self._rows = collectives(self.model)
+        return self._rows
+
+    def times(self, names: set[str] | None, solved: str, overlapping: bool = False) -> tuple[sympy.Expr, sympy.Expr]:
+        """T_math and T_network of the collectives over `names` (all: None; only those that
+        can overlap: `overlapping`), with every size but `solved` given."""
+        t_net = sympy.Add(*(c.time for c in self.rows if (names is None or set(c.axes) & names)
+                            and (c.overlaps or not overlapping)))
+        return self.fixed(self.model.step_analysis.t_math, solved), self.fixed(t_net, solved)
+
+    def tokens_per_chip(self, solved: str) -> sympy.Expr:
+        return self.fixed(tokens_per_chip(self.model), solved)
+
+
+def _whole_step(model: Model, rows: list[Collective], free: _Free) -> dict:
     """The kinds together (FSDP with tensor parallelism, say): the per-chip tokens above
     which T_math exceeds every collective of the step, those on activations too (they grow
     with the batch as T_math does, so a threshold exists only while T_math grows faster),
     and the largest mesh this batch keeps above it: the chips, with the batch spread over
     more data-parallel chips until each holds that many tokens (the collectives' times
     taken as they are, as on rings, where they do not depend on the axis's size)."""
-    a = free.step_analysis
-    t_net = sympy.Add(*(c.time for c in collectives(free)))
     B = dim_symbol("B")
-    t_math, t_roof = cleared(a.t_math, t_net)
+    t_math, t_roof = cleared(*free.times(None, "B"))
     gap = sympy.expand(t_math - t_roof)
     entry: dict = {"axes": "".join(sorted({x for c in rows for x in c.axes})),
                    "t_network": model.step_analysis.t_network, "collectives": len(rows),
@@ -181,7 +217,7 @@ def _whole_step(model: Model, rows: list[Collective], free: Model) -> dict:
         entry["per_chip_tokens"] = None  # T_math never outgrows the collectives on activations
         return entry
     slope, start = line.all_coeffs()
-    tokens = free.at(-start / slope * tokens_per_chip(free) / B)
+    tokens = free.model.at(-start / slope * free.tokens_per_chip("B") / B)
     now = tokens_per_chip(model)
     mesh = model.step_analysis.mesh
     assert mesh is not None  # a strategy writes one
@@ -191,37 +227,33 @@ def _whole_step(model: Model, rows: list[Collective], free: Model) -> dict:
     return entry
 
 
-def _batch_threshold(free: Model, names: set[str]) -> sympy.Expr | None:
+def _batch_threshold(free: _Free, names: set[str]) -> sympy.Expr | None:
     """The per-chip tokens above which T_math exceeds the collectives over `names`, from
     the model with its batch B a symbol."""
-    a = free.step_analysis
-    # the collectives on parameters and gradients: those on activations grow with B as T_math does
-    t_net = sympy.Add(*(c.time for c in collectives(free) if set(c.axes) & names and c.overlaps))
     B = dim_symbol("B")
-    if not (a.t_math.has(B) and not t_net.has(B)):
+    # the collectives on parameters and gradients: those on activations grow with B as T_math does
+    t_math, t_net = free.times(names, "B", overlapping=True)
+    if not (t_math.has(B) and not t_net.has(B)):
         raise SpecError("a batch threshold needs T_math to grow with the batch B and the collectives not to")
-    t_math, t_roof = cleared(a.t_math, t_net)
+    t_math, t_roof = cleared(t_math, t_net)
     region = positive_region(sympy.expand(t_math - t_roof), B)
     if region.root is None:
         return None
-    return free.at(region.root * tokens_per_chip(free) / B)
+    return free.model.at(region.root * free.tokens_per_chip("B") / B)
 
 
-def _context_threshold(model: Model, names: set[str]) -> sympy.Expr | None:
+def _context_threshold(free: _Free, names: set[str]) -> sympy.Expr | None:
     """The tokens of a sequence each chip holds (T over the sequence axes) above which
     T_math exceeds the collectives over `names`, from the model with T a symbol: the
     work grows as T and T^2 (the scores), the keys' and values' gathers as T and the
     weights' gradient reductions not at all."""
-    free = Model(model.structured, model.machine, {k: v for k, v in model.sizes.items() if k != "T"}, model.options)
-    a = free.step_analysis
-    t_net = sympy.Add(*(c.time for c in collectives(free) if set(c.axes) & names))
     T = dim_symbol("T")
-    t_math, t_roof = cleared(a.t_math, t_net)
+    t_math, t_roof = cleared(*free.times(names, "T"))
     gap = sympy.Poly(sympy.expand(t_math - t_roof), T)  # a quadratic: the scores' T^2 against T
     if not (gap.degree() == 2 and all(c.is_number for c in gap.all_coeffs()) and gap.LC() > 0):
         return None
     roots = [r for r in sympy.roots(gap) if r.is_real and r > 0]
-    return max(roots) / _split(model, lambda k: k.splits_sequence) if roots else None
+    return max(roots) / _split(free.model, lambda k: k.splits_sequence) if roots else None
 
 
 def _split(model: Model, test: Callable[[kinds.Kind], bool]) -> int:

@@ -43,7 +43,7 @@ from ..hardware.machines import Machine
 from ..ir import Program, dim_symbol
 from ..lang.relations import check_sizes
 from ..lang.structure import Block, Declared, Structured
-from ..roofline.cost import Cost, combine, cost, repeated
+from ..roofline.cost import Cost, combine, repeated, statement_costs
 from ..roofline.sized import ratio
 from ..roofline.solve import Region, cleared, positive_region
 from . import kinds
@@ -519,7 +519,7 @@ def _all_chips(a: Analysis) -> sympy.Expr:
 def _scaled(structured: Structured, subs: dict) -> list[Cost]:
     """Each statement's cost times how often it runs."""
     memo: dict[tuple[sympy.Expr, sympy.Expr], sympy.Expr] = {}  # shared: the statements' formulas recur
-    return [repeated(c, k, subs, memo) for c, k in zip(cost(structured.program).statements, structured.counts)]
+    return [repeated(c, k, subs, memo) for c, k in zip(statement_costs(structured.program), structured.counts)]
 
 
 def _within(blocks: tuple[Block, ...], block: int | None, outer: int) -> bool:

@@ -126,7 +126,12 @@ _KEYS = ("flops", "flops_exact", "bytes_read", "bytes_written", "transcendentals
 
 def cost(program: Program) -> Cost:
     """Cost every statement and total them (per chip, on a mesh)."""
-    return combine([statement_cost(s, program.mesh) for s in program.statements], program.mesh)
+    return combine(statement_costs(program), program.mesh)
+
+
+def statement_costs(program: Program) -> list[Cost]:
+    """Each statement's cost, not totalled (for a caller that scales or picks them first)."""
+    return [statement_cost(s, program.mesh) for s in program.statements]
 
 
 def combine(costs: list[Cost], mesh: Mesh | None = None) -> Cost:
