@@ -45,7 +45,9 @@ def add_parser(commands: Commands) -> None:
     remat_option(cmd)
     training_options(cmd)
     budget_options(cmd)
-    cmd.add_argument("--top", type=int, default=10, help="how many ranked strategies to show (10)")
+    cmd.add_argument("--top", type=int, default=10,
+                     help="how many ranked strategies to show (10); with --json, every ranked strategy's figures "
+                          "and the thresholds of this many (each costs its model)")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
     # the training chapter's strategy formulas (models/derive.py), in place of the ranking
@@ -70,6 +72,8 @@ def run(args: argparse.Namespace) -> str:
     if target is None or target.chip is None:
         raise SpecError("a plan needs a named chip's figures, links and HBM (--chip tpu-v5p; see symroof chips), "
                         "not bare figures or --chip symbolic")
+    if args.top < 1:
+        raise SpecError(f"--top takes how many ranked strategies to show, at least 1, not {args.top}")
     chips = size_value(args.chips, "--chips")
     tokens = size_value(args.batch, "--batch")
     context = size_value(args.context, "--context") if args.context else None
@@ -80,7 +84,7 @@ def run(args: argparse.Namespace) -> str:
         raise SpecError(f"--tokens gives the time to train on a token budget: it goes with --train, not --{args.mode}")
     found = planner.plan(args.name, target, chips, tokens, args.mode, context, args.models, remat=args.remat,
                          total_tokens=total, price=price, **training_kwargs(args))
-    return json.dumps(found.to_dict(timed=True), indent=2) if args.json else found.table(args.top)
+    return json.dumps(found.to_dict(timed=True, top=args.top), indent=2) if args.json else found.table(args.top)
 
 
 def _formulas(args: argparse.Namespace) -> str:

@@ -85,6 +85,7 @@ class Candidate:
     layout_note: str = ""
     layouts_tried: int = 0
     _build: Callable[[Candidate], Model] | None = field(default=None, repr=False)  # its model, as `plan` makes one
+    _member: Strategy | None = field(default=None, repr=False)  # its axes, as costed (its mesh's, in order)
     _model: Model | None = field(default=None, repr=False)
 
     @property
@@ -140,19 +141,31 @@ class Candidate:
         """Its model's analysis (`Model.analysis`); None for one set aside."""
         return self.model.analysis if self.model is not None else None
 
-    def to_dict(self) -> dict[str, Any]:
-        """Its entry in `symroof plan --json`: a ranked one's figures and thresholds, or the
-        strategy and why it was set aside."""
-        if self.model is None:
+    @property
+    def mesh(self) -> str:
+        """Its mesh's axes as a spec writes them (a costed one's): the mesh its program is
+        written on, from the axes it was costed with, without making its model."""
+        if self._member is not None and self._model is None:
+            return Mesh(tuple(MeshAxis(a, size, link) for axes in self._member.values()
+                              for a, size, link in axes)).axes_text()
+        assert self.model is not None, "a candidate set aside has no mesh"
+        return _mesh_text(self.model.structured.program.mesh)
+
+    def to_dict(self, thresholds: bool = True) -> dict[str, Any]:
+        """Its entry in `symroof plan --json`: a ranked one's figures and, where asked for,
+        its thresholds (which cost its model: `thresholds`), or the strategy and why it was
+        set aside."""
+        if self.costing is None or self.rejected is not None:
             return {"strategy": self.strategy, "why": self.rejected}
         f = self.figures
         return {"strategy": self.strategy,
                 **({"schedule": self.schedule} if self.sizes.get(kinds.stages().name, 1) > 1 else {}),
                 **({"microbatches": self.microbatches} if self.microbatches > 1 else {}),
-                "mesh": _mesh_text(self.model.structured.program.mesh), "bound": f["bound"],
+                "mesh": self.mesh, "bound": f["bound"],
                 **{k: json_value(f[k]) for k in ("t_step", "t_step_exposed", "t_comm_exposed", "memory_per_chip",
                                                  "tokens_per_s")},
-                "threshold": {kind: {k: _json(v) for k, v in entry.items()} for kind, entry in self.thresholds.items()}}
+                **({"threshold": {kind: {k: _json(v) for k, v in entry.items()}
+                                  for kind, entry in self.thresholds.items()}} if thresholds else {})}
 
     def _repr_latex_(self) -> str:
         if self.model is None:
@@ -206,7 +219,7 @@ class Plan:
     def budget(self, candidate: Candidate) -> dict[str, sympy.Expr]:
         """A ranked strategy's time, chip-hours and cost on the plan's token budget, each step
         taking its `t_step_exposed` (what ranks it: the collectives that wait included)."""
-        assert self.total_tokens is not None and candidate.model is not None
+        assert self.total_tokens is not None and candidate.costing is not None
         f = candidate.figures
         return budget(f["tokens"] / f["t_step_exposed"], self.chips, self.total_tokens, self.price)
 
@@ -223,13 +236,16 @@ class Plan:
                  for rate in c.costing.rates}
         return self.machine.estimates(sorted(rates))
 
-    def to_dict(self, timed: bool = False) -> dict[str, Any]:
-        """What `symroof plan --json` prints; the seconds the plan took only if `timed`
-        (the command prints them; they differ from run to run)."""
+    def to_dict(self, timed: bool = False, top: int | None = None) -> dict[str, Any]:
+        """What `symroof plan --json` prints: every ranked strategy's figures, and the
+        thresholds of the `top` best (all: None; each costs its model, as the table's rows
+        do); the seconds the plan took only if `timed` (the command prints them; they
+        differ from run to run)."""
         out: dict[str, Any] = {"model": self.name, "mode": self.mode, "chips": self.chips, "batch": dict(self.batch)}
         if timed:
             out["seconds"] = round(self.seconds, 3)
-        ranked = [c.to_dict() for c in self.ranked]
+        ranked = [c.to_dict(thresholds=top is None or k < top) for k, c in enumerate(self.ranked)]
+        out["thresholds_of"] = len(ranked) if top is None else min(top, len(ranked))  # the best, in rank order
         if self.total_tokens is not None:
             out["budget_tokens"] = self.total_tokens
             out["budget_step"] = "t_step_exposed"  # the time each step of a budget takes
@@ -253,7 +269,7 @@ class Plan:
                  f"considered {len(self.candidates)} strategies in {self.seconds:.2f} s: {len(ranked)} fit and are "
                  "ranked; " + (", ".join(f"{n} set aside ({k})" for k, n in aside.items()) or "none set aside"), ""]
         shown = ranked[:top]
-        meshes = [_mesh_text(c.model.structured.program.mesh) for c in shown if c.model is not None]
+        meshes = [c.mesh for c in shown]
         wide, mesh_wide = max([18, *(len(c.text) for c in shown)]), max([26, *map(len, meshes)])
         lines.append(f"{'#':>2}  {'strategy':<{wide}} {'mesh':<{mesh_wide}} {'HBM/chip':>9} {'t_step':>11} "
                      f"{'exposed':>11} {'bound':<8} thresholds (per-chip tokens: now / where compute-bound; "
@@ -574,6 +590,7 @@ def _cost(candidate: Candidate, coster: _Coster, usable: sympy.Expr) -> None:
         found["t_network_overlapped"] + found["t_network_exposed"]
     roofs = {"compute": costed.roofs["t_math"], "HBM": costed.roofs["t_comms"], "network": costed.roofs["t_network"]}
     candidate.costing, candidate._build = costed, coster.model
+    candidate._member = coster.member(candidate) if coster.strategy is not None else None
     candidate.figures = {"t_step": costed.t_step, "t_network": network, **found,
                          "memory_per_chip": costed.hbm_per_chip,
                          "bound": max(roofs, key=lambda roof: float(roofs[roof])),
@@ -672,6 +689,7 @@ def _interleaved(candidate: Candidate, coster: _Coster, usable: sympy.Expr) -> N
 def _take(candidate: Candidate, other: Candidate) -> None:
     """The candidate costed as `other` (its schedule, stage, layout already taken)."""
     candidate.costing, candidate._build, candidate._model = other.costing, other._build, other._model
+    candidate._member = other._member
     candidate.figures = other.figures
 
 

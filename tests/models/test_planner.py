@@ -65,6 +65,29 @@ def test_a_batch_too_small_for_fsdp_alone_loses_to_a_mixed_strategy():
     assert again == t_net / by_hand.step_t_math("llama-3-8b", "tpu-v5p", 1024, "full") * 1024 < 1024
 
 
+def test_json_gives_every_ranked_strategys_figures_and_the_top_ones_thresholds(capsys):
+    # a plan's JSON lists every ranked strategy with its figures and mesh, and the thresholds
+    # (which cost each one's model) of the --top best: 364 of them at 70b on 1024 v5p took 50 s
+    base = ["plan", "llama-3-8b", "--chip", "h100", "--chips", "32", "--batch", "512k", "--json"]
+    assert main([*base, "--top", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["thresholds_of"] == 2 and len(out["ranked"]) > 2
+    assert ["threshold" in entry for entry in out["ranked"]] == [True, True] + [False] * (len(out["ranked"]) - 2)
+    p = planner.plan("llama-3-8b", "h100", 32, 512 * 1024, "train")
+    assert [c.to_dict() for c in p.ranked[:2]] == out["ranked"][:2]
+    assert [c.to_dict(thresholds=False) for c in p.ranked] == \
+        [{k: v for k, v in entry.items() if k != "threshold"} for entry in out["ranked"]]
+    # the mesh each shows, from the axes it was costed with, is its model's (made here)
+    unmade = [c for c in p.ranked if c._model is None]
+    assert len(unmade) > 10 and all(c._member is not None for c in unmade)
+    for c in unmade:
+        shown = c.mesh
+        assert shown == planner._mesh_text(c.model.structured.program.mesh), c.text
+    for top in ("0", "-1"):
+        assert main([*base, "--top", top]) == 2
+        assert "--top takes how many ranked strategies to show, at least 1" in capsys.readouterr().err
+
+
 def test_decode_plans_tensor_parallelism_inside_the_nvlink_node():
     p = planner.plan("llama-3-70b", "h100", 16, 64, "decode")
     assert all("fsdp" not in c.sizes for c in p.candidates)  # FSDP is for training
