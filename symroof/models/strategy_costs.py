@@ -173,7 +173,7 @@ class _Free:
     def __init__(self, model: Model, dims: tuple[str, ...]):
         self.model = Model(model.structured, model.machine, {k: v for k, v in model.sizes.items() if k not in dims},
                            model.options)
-        self._given = {dim_symbol(d): sympy.Integer(model.sizes[d]) for d in dims}
+        self._given = {dim_symbol(d): sympy.Integer(model.sizes[d]) for d in dims if d in model.sizes}
         self._rows: list[Collective] | None = None
 
     def fixed(self, expr: sympy.Expr, solved: str) -> sympy.Expr:

@@ -15,6 +15,7 @@ from symroof.cli.command import main
 from symroof.hardware.chips import get_chip
 from symroof.models import planner, strategy_costs
 from symroof.models.catalogue import get_model
+from symroof.symbols import dim_symbol
 
 
 def test_a_model_too_big_for_data_parallelism_is_sharded():
@@ -207,3 +208,19 @@ def test_a_strategy_over_one_chip_has_no_ratio_and_says_why(capsys):
     assert entry["collectives"] > 0 and entry["t_network"] == 0 and entry["ratio"] is None
     assert main(["model", "llama-2-7b", "--chip", "b200", "--strategy", "dp=1", "--set", "B=16,T=4096"]) == 0
     assert "its collectives take no time" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("strategy", ["fsdp=8,sp=2", "dp=4,tp=4"])
+def test_thresholds_of_a_model_whose_batch_is_a_symbol(strategy):
+    # B left a symbol (sizes {"B": None}): the per-chip token thresholds do not depend on it, and
+    # each ratio is the given batch's at that B (the thresholds' own model frees B and T of it)
+    free, given = (symroof.model("llama-3-8b", "train", "tpu-v5p", {"B": b, "T": 4096}, strategy=strategy)
+                   for b in (None, 64))
+    loose, fixed = (strategy_costs.thresholds(m, dict(m.options.strategy)) for m in (free, given))
+    assert loose.keys() == fixed.keys() and "step" in loose
+    B = dim_symbol("B")
+    assert all(B in e["ratio"].free_symbols for e in loose.values())
+    for kind, entry in loose.items():
+        assert entry["per_chip_tokens" if "per_chip_tokens" in entry else "ratio"] is not None
+        assert entry.get("per_chip_tokens") == fixed[kind].get("per_chip_tokens")
+        assert entry["ratio"].subs(B, 64) == fixed[kind]["ratio"]
