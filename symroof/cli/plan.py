@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from ..errors import SpecError
 from ..hardware.machines import machine
@@ -19,6 +18,7 @@ from .options import (
     Commands,
     budget_options,
     budget_values,
+    dumps,
     machine_kwargs,
     machine_options,
     mode_options,
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> str:
         raise SpecError(f"--tokens gives the time to train on a token budget: it goes with --train, not --{args.mode}")
     found = planner.plan(args.name, target, chips, tokens, args.mode, context, args.models, remat=args.remat,
                          total_tokens=total, price=price, **training_kwargs(args))
-    return json.dumps(found.to_dict(timed=True, top=args.top), indent=2) if args.json else found.table(args.top)
+    return dumps(found.to_dict(timed=True, top=args.top)) if args.json else found.table(args.top)
 
 
 def _formulas(args: argparse.Namespace) -> str:
@@ -109,4 +109,4 @@ def _formulas(args: argparse.Namespace) -> str:
     found = derive.training_formulas(args.name, args.chip, size_value(args.chips, "--chips"),
                                      size_value(args.batch, "--batch"), slice=args.slice, symbolic=args.symbolic,
                                      optimize=args.optimize, models_file=args.models)
-    return json.dumps(found.to_dict(), indent=2) if args.json else found.table()
+    return dumps(found.to_dict()) if args.json else found.table()

@@ -492,6 +492,7 @@ def batch_norm(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> N
     x, weight, bias, mean, var = args[:5]
     training = args[5] if op in ("batch_norm", "native_batch_norm") and len(args) > 5 else False
     if training or not isinstance(mean, Value) or not isinstance(var, Value):
+        # safe: a message naming torch's Module.eval(), no eval of anything
         raise NotImplementedError("batch norm in training mode (its statistics computed): call .eval()")
     value = first(out)
     channel = Value(var.dtype, var.shape)

@@ -63,7 +63,7 @@ from ..roofline.collectives import time as collective_time
 from . import kinds, strategy_costs
 from .decls import Options
 from .report import assemble, sharded_source, with_defaults
-from .strategies import Strategy, head_axes
+from .strategies import Strategy, head_axes, mesh_axes
 from .whole import Model
 
 # the figures a plan reads of a strategy (Costing), each a formula of its family
@@ -404,7 +404,7 @@ class _Family:
         return _TIMED[key]
 
     def evaluate(self, member: Strategy) -> Costing | None:
-        axes = tuple(MeshAxis(a, size, link) for each in member.values() for a, size, link in each)
+        axes = mesh_axes(member)
         sizes = {a.name: a.number for a in axes}
         if set(sizes) - self.axes:
             return None

@@ -40,7 +40,7 @@ from ..analysis import Analysis
 from ..errors import HardwareError, SpecError
 from ..hardware.chips import Chip
 from ..hardware.machines import Machine
-from ..mesh import Mesh, MeshAxis
+from ..mesh import Mesh
 from ..render.chip_card import estimates_text
 from ..render.json_report import json_value
 from ..render.tex import tex_number, tex_words
@@ -62,7 +62,7 @@ from .decls import (
 )
 from .families import Costing, Families, for_plan
 from .report import conventions, model
-from .strategies import Strategy, strategy_of
+from .strategies import Strategy, mesh_axes, strategy_of
 from .templates import TOUCHED_EXPERTS, touches_experts
 from .whole import Model
 
@@ -146,8 +146,7 @@ class Candidate:
         """Its mesh's axes as a spec writes them (a costed one's): the mesh its program is
         written on, from the axes it was costed with, without making its model."""
         if self._member is not None and self._model is None:
-            return Mesh(tuple(MeshAxis(a, size, link) for axes in self._member.values()
-                              for a, size, link in axes)).axes_text()
+            return Mesh(mesh_axes(self._member)).axes_text()
         assert self.model is not None, "a candidate set aside has no mesh"
         return _mesh_text(self.model.structured.program.mesh)
 
@@ -556,8 +555,7 @@ def _unplaced(candidate: Candidate, coster: _Coster, mode: str) -> str | None:
         return None
     try:
         member = coster.member(candidate)
-        check_domain([MeshAxis(a, size, link) for axes in member.values() for a, size, link in axes],
-                     coster.target.chip)
+        check_domain(list(mesh_axes(member)), coster.target.chip)
     except (SpecError, HardwareError) as err:
         return str(err).split("\n", 1)[0]
     return None

@@ -67,7 +67,7 @@ from dataclasses import replace
 
 from ..errors import SpecError
 from ..hardware.machines import Machine
-from ..ir import Mesh, Statement, tensors_of
+from ..ir import Mesh, MeshAxis, Statement, tensors_of
 from ..lang.parsing import parse_mesh
 from ..lang.source import (
     Apply,
@@ -91,6 +91,11 @@ from .activations import carries_tokens
 from .kinds import Axis, Kind
 
 Strategy = dict[str, tuple[Axis, ...]]
+
+
+def mesh_axes(found: Strategy) -> tuple[MeshAxis, ...]:
+    """A strategy's axes, sized, in the order its program's mesh line writes them."""
+    return tuple(MeshAxis(a, size, link) for axes in found.values() for a, size, link in axes)
 
 
 def _axes_named(value: str, mesh: Mesh, kind: str) -> list[str]:

@@ -29,6 +29,7 @@ activations grow with the batch as T_math does.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -151,7 +152,7 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
         if declared.splits_batch and any(c.overlaps for c in mine[kind]):
             assert free is not None
             entry["per_chip_tokens"] = _batch_threshold(free, names)
-        if declared.splits_sequence and mine[kind] and "T" in model.sizes:
+        if context and declared.splits_sequence and mine[kind]:
             assert free is not None
             entry["context_per_chip"] = _context_threshold(free, names)
         out[kind] = entry
@@ -174,18 +175,15 @@ class _Free:
         self.model = Model(model.structured, model.machine, {k: v for k, v in model.sizes.items() if k not in dims},
                            model.options)
         self._given = {dim_symbol(d): sympy.Integer(model.sizes[d]) for d in dims if d in model.sizes}
-        self._rows: list[Collective] | None = None
 
     def fixed(self, expr: sympy.Expr, solved: str) -> sympy.Expr:
         """`expr` of the free model with every freed size but `solved` given."""
         symbol = dim_symbol(solved)
         return expr.xreplace({s: v for s, v in self._given.items() if s != symbol})
 
-    @property
+    @functools.cached_property
     def rows(self) -> list[Collective]:
-        if self._rows is None:
-            self._rows = collectives(self.model)
-        return self._rows
+        return collectives(self.model)
 
     def times(self, names: set[str] | None, solved: str, overlapping: bool = False) -> tuple[sympy.Expr, sympy.Expr]:
         """T_math and T_network of the collectives over `names` (all: None; only those that
