@@ -68,6 +68,7 @@ class Mesh:
     # every dim of every statement (not part of what the mesh is)
     _named: dict[str, MeshAxis] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
     _over: dict[Any, sympy.Expr] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    _names: list[tuple[str, ...]] = field(default_factory=list, init=False, repr=False, compare=False, hash=False)
 
     def axis(self, name: str) -> MeshAxis:
         if not self._named:
@@ -76,7 +77,9 @@ class Mesh:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.axes)
+        if not self._names:  # kept: resolving a sharded program asks it of every subscript
+            self._names.append(tuple(a.name for a in self.axes))
+        return self._names[0]
 
     @property
     def symbolic(self) -> tuple[str, ...]:

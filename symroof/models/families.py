@@ -4,8 +4,10 @@ A plan tries hundreds of strategies of one model, and most differ only in their 
 fsdp=64,sp=2 and fsdp=128,sp=4 write the same program with other numbers in its mesh. A
 family is that program with every kind the plan searches on its axes, each size a
 symbol (a kind a member leaves out takes axes of one chip), under one ZeRO stage, one
-pipeline (its axes and stages are numbers: each end stage is a program of its own), one
-schedule and one microbatch count. It is costed once, by the same engine
+pipeline (its stage count a number: each end stage is a program of its own, of L/P layers;
+its axes' sizes symbols like the others', and its sends between stages a symbol for
+their seconds per byte over the member's slower pp link), one schedule and one
+microbatch count. It is costed once, by the same engine
 (`report.assemble`), on a mesh of deferred axes (`mesh.MeshAxis.deferred`): every size
 a symbol, and every collective V times a symbol for its seconds per byte, with a symbol
 for its latency floor (`collectives.rate_symbols`). Where a member's axes lie (a torus's
@@ -62,6 +64,7 @@ from ..roofline.collectives import check_domain
 from ..roofline.collectives import time as collective_time
 from . import kinds, strategy_costs
 from .decls import Options
+from .pipeline import SEND, send_link
 from .report import assemble, sharded_source, with_defaults
 from .strategies import Strategy, head_axes, mesh_axes
 from .whole import Model
@@ -121,7 +124,8 @@ def _figures_of(m: Model, family: bool = False) -> dict[str, Any]:
 @dataclass(frozen=True)
 class _Key:
     zero: int
-    pipeline: tuple[tuple[str, int, str], ...]  # the pp axes, sized (none: no pipeline)
+    pipeline: tuple[tuple[str, str], ...]  # the pp axes and their links (none: no pipeline)
+    stages: int  # their sizes together (1: no pipeline)
     schedule: str | None
     microbatches: int | None
     copies: str  # tp's axes that copy the KV heads ("" for none)
@@ -156,16 +160,28 @@ class Families:
                 return None  # the copies on an axis of their own: only the lowercase ones are a family's
         own = tuple((kind, tuple((a, link) for a, _, link in axes)) for kind, axes in member.items()
                     if kind != stages) if microbatches else ()
-        key = _Key(zero, member.get(stages, ()), schedule, microbatches, copies, own)
+        piped = member.get(stages, ())
+        key = _Key(zero, self._pipeline(piped), math.prod(size for _, size, _ in piped), schedule, microbatches,
+                   copies, own)
         if key not in self._found:
             self._found[key] = self._derive(key)
         family = self._found[key]
         return family.evaluate(member) if family is not None else None
 
+    def _pipeline(self, axes: tuple[tuple[str, int, str], ...]) -> tuple[tuple[str, str], ...]:
+        """A family's pp axes for a member's: every axis the plan puts pp on (its own, and its
+        outer one between domains), the member taking 1 chip on those it leaves out, so
+        that pp=16 on J=16 or on J=4,P=4 is one family of 16 stages; a member's axes that
+        are not those, as they are."""
+        pp = kinds.stages()
+        every = (*(((pp.outer, "dcn"),) if self.outer else ()), (pp.axis, "ici"))
+        own = tuple((a, link) for a, _, link in axes)
+        return every if own and set(own) <= set(every) else own
+
     def _superset(self, key: _Key) -> Strategy:
-        """The family's strategy: each kind on its axes, every size None (a symbol) but the
-        pipeline's (typed as a Strategy: its readers take the axes' names and links, and
-        the sizes only where numbers, the pipeline's, are needed)."""
+        """The family's strategy: each kind on its axes, every size None (a symbol; typed as
+        a Strategy: its readers take the axes' names and links, the pipeline's stage count
+        from the key)."""
         out: dict[str, tuple[tuple[str, int | None, str], ...]] = \
             {kind: tuple((a, None, link) for a, link in axes) for kind, axes in key.own}
         for kind in kinds.where(lambda k: not key.own and (k.name in self.searched or k is kinds.rest())):
@@ -174,7 +190,7 @@ class Families:
             copies = ((kind.axis.lower(), None, "ici"),) if kind.splits_width and key.copies else ()
             out[name] = (*outer, (kind.axis, None, "ici"), *copies)
         if key.pipeline:
-            out[kinds.stages().name] = key.pipeline
+            out[kinds.stages().name] = tuple((a, None, link) for a, link in key.pipeline)
         return cast(Strategy, out)
 
     def _derive(self, key: _Key) -> _Family | None:
@@ -198,7 +214,7 @@ class Families:
         mesh = Mesh(tuple(MeshAxis(a, size, link, None, True) for axes in superset.values() for a, size, link in axes))
         try:
             built, about = sharded_source(self.config, self.mode, superset, microbatches=key.microbatches,
-                                          schedule=key.schedule)
+                                          schedule=key.schedule, stages=key.stages if key.pipeline else None)
             structured = read_structured(built, mesh=mesh)
             dims = {s.name for s in structured.relations} | {d.name for s in structured.program.statements
                                                              for t in tensors_of(s) for d in t.dims if d.name}
@@ -393,7 +409,9 @@ class _Family:
         member has (none: no such collective, all 0); None where one is no rational number.
         Kept by what decides it: the axes, and the pieces each lies on (which alone depend on
         the rest of the mesh)."""
-        laid = tuple(sorted((a for a in axes if a.name in over and a.size != 1), key=lambda a: over.index(a.name)))
+        # (a pipeline's sends take the member's pp axes as its own model names them, each)
+        laid = tuple(sorted((a for a in axes if a.name in over and (a.size != 1 or kind == SEND)),
+                            key=lambda a: over.index(a.name)))
         if not laid:
             return _NO_TIME
         key = (self.target, kind, tuple((a, pieces.get(a.name)) for a in laid))
@@ -457,7 +475,13 @@ def _laid_out(axes: tuple[MeshAxis, ...], chip: Chip | None) -> dict[str, tuple[
 def _timed(kind: str, laid: tuple[MeshAxis, ...], axes: tuple[MeshAxis, ...], target: Machine
            ) -> tuple[mpq, mpq, mpq] | None:
     """`collective_time` at V = 1 over `laid` on the mesh `axes`, as exact numbers (None where
-    one is no rational number)."""
+    one is no rational number); a pipeline's send, a byte over its slower link
+    (`pipeline.send_link`), without a latency floor (Pipeline.t_send has none)."""
+    if kind == SEND:
+        one_way = send_link(laid, target).one_way
+        if not (one_way.is_Rational and one_way > 0):
+            return None
+        return mpq(int(one_way.q), int(one_way.p)), mpq(0), mpq(0)
     timed = collective_time(kind, list(laid), sympy.Integer(1), target.chip, target.ici_bw, axes, words=False)
     if not all(v.is_Rational for v in (timed.bandwidth, timed.latency, timed.hops)):
         return None

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -45,7 +45,8 @@ from ..hardware.machines import Machine
 from ..ir import dim_symbol
 from ..lang.source import Blank, Comment, Contraction, Declare, Item, Let, Program, Repeat
 from ..lang.structure import Structured
-from ..roofline.collectives import Link, link
+from ..mesh import MeshAxis
+from ..roofline.collectives import Link, link, rate_symbols
 from ..roofline.sized import pick_max
 from . import kinds
 from .activations import block_input_bytes
@@ -54,6 +55,7 @@ from .strategy_costs import Collective, collectives, thresholds, tokens_per_chip
 from .whole import Model
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
+SEND = "Send"  # the kind of a pipeline's sends between stages, as its collectives list them
 BUBBLE_TARGETS = (sympy.Rational(1, 10), sympy.Rational(1, 20))  # the bubbles `microbatches_for` is asked
 
 
@@ -139,6 +141,11 @@ def stage_program(p: Program, stage: str, stages: int) -> Program:
     return Program((p.items[0], title, *setup, layers, *tail))
 
 
+def send_link(axes: Sequence[MeshAxis], machine: Machine) -> Link:
+    """The link a pipeline's sends between stages take over its axes: the slower one's."""
+    return min((link(a, machine.chip, machine.ici_bw) for a in axes), key=lambda k: k.one_way)
+
+
 class Pipeline:
     """A pipeline's two end stages (Models of one microbatch) and its schedule."""
 
@@ -203,8 +210,7 @@ class Pipeline:
         assert mesh is not None  # a pipeline's stages are on a mesh
         chip = self.last.machine
         assert chip is not None  # a pipeline's sends are timed on a chip
-        links = [link(mesh.axis(a), chip.chip, chip.ici_bw) for a in self.axes]
-        return min(links, key=lambda k: k.one_way)
+        return send_link([mesh.axis(a) for a in self.axes], chip)
 
     @functools.cached_property
     def send_bytes(self) -> sympy.Expr:
@@ -213,6 +219,11 @@ class Pipeline:
 
     @functools.cached_property
     def t_send(self) -> sympy.Expr:
+        mesh = self.last.structured.program.mesh
+        if mesh is not None and mesh.deferred:
+            # a strategy family's (families.py): its axes are the members' pp axes, and the
+            # slower of those a member has (send_link) is worked out member by member
+            return self.send_bytes * rate_symbols(SEND, self.axes)[0]
         return self.send_bytes / self.link.one_way
 
     @functools.cached_property
@@ -250,7 +261,7 @@ class Pipeline:
                for c in collectives(self.last)]
         count = sympy.Integer(self.schedule.chunks * self.microbatches)  # interleaved: each chunk's boundary
         for backward in (False, True):
-            out.append(Collective(backward, "Send", self.axes, "the stage's input", self.send_bytes, count,
+            out.append(Collective(backward, SEND, self.axes, "the stage's input", self.send_bytes, count,
                                   count * self.t_send, True))
         return out
 

@@ -176,10 +176,11 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
 
 
 def sharded_source(config: dict, mode: str, found: Strategy, *, weights: str = "bf16", kv: str = "bf16",
-                   microbatches: int | None = None, schedule: str | None = None) -> tuple[Program, dict]:
+                   microbatches: int | None = None, schedule: str | None = None, stages: int | None = None
+                   ) -> tuple[Program, dict]:
     """A named model's program sharded by a strategy given as axes (`strategies.Strategy`:
-    one `strategy_of` read, or a strategy family's, families.py), and what to call it (as
-    `source`)."""
+    one `strategy_of` read, or a strategy family's, families.py, whose pp axes have no sizes
+    and whose pipeline has `stages`), and what to call it (as `source`)."""
     built = program(config, mode, weights, kv, found)
     about = {"model": config["id"], "name": config["name"], "context_limit": config["sizes"]["context"]}
     said = [quant.storage(what, given, config["sizes"])[1] for what, given in (("weights", weights), ("kv", kv))]
@@ -188,7 +189,7 @@ def sharded_source(config: dict, mode: str, found: Strategy, *, weights: str = "
     if found:
         about["strategy"] = {kind: "".join(a for a, *_ in axes) for kind, axes in found.items()}
     if kinds.stages().name in found:
-        about.update(_pipeline(config, mode, weights, kv, found, microbatches, schedule))
+        about.update(_pipeline(config, mode, weights, kv, found, microbatches, schedule, stages))
     elif schedule is not None:
         raise SpecError("--schedule goes with a pipeline: --strategy pp=4,...")
     elif microbatches is not None:
@@ -197,9 +198,11 @@ def sharded_source(config: dict, mode: str, found: Strategy, *, weights: str = "
 
 
 def _pipeline(config: dict, mode: str, weights: str, kv: str, found: Strategy, microbatches: int | None,
-              schedule: str | None) -> dict:
-    """A pipeline's figures for `about`, and its two end stages' programs."""
-    stages = math.prod(size for _, size, _ in found[kinds.stages().name])
+              schedule: str | None, stages: int | None) -> dict:
+    """A pipeline's figures for `about`, and its two end stages' programs (`stages`: its pp
+    axes' sizes together, where they have none)."""
+    if stages is None:
+        stages = math.prod(size for _, size, _ in found[kinds.stages().name])
     layers = config["sizes"]["L"]
     plan = pipeline.parse_schedule(schedule)
     count = 4 * stages if microbatches is None else microbatches

@@ -222,10 +222,11 @@ class Sized:
         """The step a dim's size moves in: the chips that split it (1 where no axis does)."""
         step = 1
         if self.program is not None and self.mesh is not None:
+            given = _given(self.values)
             for statement in self.program.statements:
                 for tensor in tensors_of(statement):
                     for d in tensor.dims:
-                        chips = _chips(self.mesh, d.axes, self.values)
+                        chips = _chips(self.mesh, d.axes, given)
                         if d.name == str(dim) and chips is not None:  # a symbol's: no step in numbers
                             step = step * chips // math.gcd(step, chips)
         return step
@@ -336,20 +337,28 @@ def _check_splits(program: Program, values: Mapping[str, sympy.Integer]) -> None
     mesh = program.mesh
     if mesh is None:
         return
+    given = _given(values)
+    chips: dict[tuple[str, ...], int | None] = {}  # what each dim's axes span at these sizes
     for statement in program.statements:
         for tensor in tensors_of(statement):
             for dim in tensor.dims:
-                chips = _chips(mesh, dim.axes, values)
-                if dim.axes and dim.name is not None and dim.name in values and chips is not None \
-                        and values[dim.name] % chips:
+                if not (dim.axes and dim.name is not None and dim.name in values):
+                    continue
+                if dim.axes not in chips:
+                    chips[dim.axes] = _chips(mesh, dim.axes, given)
+                spanned = chips[dim.axes]
+                if spanned is not None and values[dim.name] % spanned:
                     raise SpecError(f"{dim.name} = {values[dim.name]} does not split evenly over "
-                                    f"{', '.join(dim.axes)} ({chips} chips)")
+                                    f"{', '.join(dim.axes)} ({spanned} chips)")
 
 
-def _chips(mesh: Mesh, axes: tuple[str, ...], values: Mapping[str, sympy.Integer]) -> int | None:
-    """The chips axes span together at the sizes given; None where one is still a symbol."""
-    count = mesh.over(axes).xreplace(
-        {dim_symbol(n): v for n, v in values.items()})
+def _given(values: Mapping[str, sympy.Integer]) -> dict[sympy.Basic, sympy.Integer]:
+    return {dim_symbol(n): v for n, v in values.items()}
+
+
+def _chips(mesh: Mesh, axes: tuple[str, ...], given: Mapping[sympy.Basic, sympy.Integer]) -> int | None:
+    """The chips axes span together at the sizes `given` (`_given`); None where one is still a symbol."""
+    count = mesh.over(axes).xreplace(given)
     return int(count) if count.is_Integer else None
 
 

@@ -131,6 +131,33 @@ def test_a_members_figures_are_its_strategy_costed_whole(member):
         assert getattr(fast, field) == getattr(whole, field), (text, field)
 
 
+# one pipeline of 8 stages, on the fast links (P), between NVLink domains (J) or on both,
+# with other kinds beside it: (strategy, mesh)
+_PIPES = [("pp=P", "P=8"), ("pp=J", "J=8@dcn"), ("pp=JP,dp=X", "J=2@dcn, P=4, X=2"), ("pp=J,tp=Y", "J=8@dcn, Y=4")]
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "interleaved"])
+def test_a_pipeline_family_is_its_stages_whichever_axes_carry_them(schedule):
+    # a pipeline's family is its stage count, its pp axes sized member by member: each member's
+    # sends between stages take its own slower link (a symbol of the family, timed on the
+    # member's mesh), and every figure is its strategy's costed whole
+    families, target = _families("llama-3.2-1b", "b200", "train", (("B", 64), ("T", 2048)))
+    found = {}
+    for text, mesh in _PIPES:
+        whole = Costing.of(symroof.model("llama-3.2-1b", "train", target, {"B": 64, "T": 2048}, strategy=text,
+                                         mesh=mesh, schedule=schedule))
+        member = strategy_of(text, mesh, "train", get_model("llama-3.2-1b"), 1, target)
+        fast = families.costing(member, 0, schedule, None)
+        assert fast is not None and fast.model is None, text  # by the family's formulas
+        for field in ("hbm_per_chip", "activation_bytes", "t_step", "tokens", "roofs", "times", "dp_chips"):
+            assert getattr(fast, field) == getattr(whole, field), (text, field)
+        found[text] = fast
+    kept = [k for k in families._found if k.stages == 8 and k.schedule == schedule]
+    assert len(kept) == 1 and kept[0].pipeline == (("J", "dcn"), ("P", "ici"))
+    # the same program on NVLink and across the network: only the sends' link differs
+    assert found["pp=J"].times["t_network_exposed"] > found["pp=P"].times["t_network_exposed"] > 0
+
+
 def test_the_formulas_are_exact_rationals():
     families, target = _families("llama-3-8b", "tpu-v5p", "train", (("B", 64), ("T", 4096)))
     member = strategy_of("fsdp=16,tp=4", None, "train", get_model("llama-3-8b"), 1, target)
