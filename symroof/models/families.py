@@ -366,7 +366,8 @@ class _Family:
         symbols = sorted({s for e in formulas for s in e.free_symbols}, key=str)
         place = {s: k for k, s in enumerate(symbols)}
         try:
-            trees = [_tree(f, place) for f in formulas]
+            made: dict[sympy.Basic, Any] = {}  # each subformula's tree, made once (the figures share many)
+            trees = [_tree(f, place, made) for f in formulas]
         except _Inexact:
             return None
         layout = {k: figures[k] for k in ("mode", "piped", "accumulated")}
@@ -511,15 +512,24 @@ MAX_NODES = 2_000_000  # in a family's kept formulas
 MAX_DEPTH = 400
 
 
-def _tree(e: sympy.Basic, place: dict[sympy.Symbol, int]) -> Any:
-    """A formula's tree (see above); _Inexact for an operation without an exact form."""
+def _tree(e: sympy.Basic, place: dict[sympy.Symbol, int], made: dict[sympy.Basic, Any]) -> Any:
+    """A formula's tree (see above); _Inexact for an operation without an exact form. A
+    subformula met again is the tree `made` the first time: the same object, which
+    `_Compiled` then compiles once."""
+    found = made.get(e)
+    if found is None:
+        found = made[e] = _node(e, place, made)
+    return found
+
+
+def _node(e: sympy.Basic, place: dict[sympy.Symbol, int], made: dict[sympy.Basic, Any]) -> Any:
     if e.is_Integer:
         return int(e)
     if e.is_Rational:
         return ["q", int(e.p), int(e.q)]
     if e.is_Symbol:
         return ["a", place[e]]
-    args = [_tree(x, place) for x in e.args]
+    args = [_tree(x, place, made) for x in e.args]
     if e.is_Add or e.is_Mul:
         return ["+" if e.is_Add else "*", *args]
     if e.is_Pow and e.exp.is_Integer:
@@ -545,6 +555,7 @@ class _Compiled:
         self._constants: list[mpq] = []
         self._nodes = 0
         self._lines: dict[str, str] = {}  # an operation's code: the local that holds its value
+        self._done: dict[int, str] = {}  # a tree node's code, by the node (alive while compiling)
         results = ", ".join(self._code(t, 0) for t in trees)
         namespace = {"max": max, "min": min, "floor": math.floor, "ceil": math.ceil, "inverse": _inverse,
                      "c": tuple(self._constants)}
@@ -558,6 +569,16 @@ class _Compiled:
         return self._function(args)
 
     def _code(self, node: Any, depth: int) -> str:
+        """A node's code, once for each node object (`_tree` makes a recurring subformula one
+        object; JSON read back from the disk makes none, so each of its nodes counts)."""
+        if isinstance(node, list):
+            done = self._done.get(id(node))
+            if done is None:
+                done = self._done[id(node)] = self._written(node, depth)
+            return done
+        return self._written(node, depth)
+
+    def _written(self, node: Any, depth: int) -> str:
         self._nodes += 1
         if self._nodes > MAX_NODES or depth > MAX_DEPTH:
             raise ValueError("a family's formulas are larger than symroof keeps")

@@ -81,7 +81,7 @@ class Candidate:
     _thresholds: dict | None = field(default=None, repr=False)
     # where its kinds do not fit one fast-link domain: the axes each takes and the mesh, where
     # not as the sizes alone lay them (strategies.layouts), and why this one was kept
-    layout: tuple[dict[str, str], str] | None = None
+    layout: tuple[dict[str, str], Mesh] | None = None
     layout_note: str = ""
     layouts_tried: int = 0
     _build: Callable[[Candidate], Model] | None = field(default=None, repr=False)  # its model, as `plan` makes one
@@ -117,14 +117,14 @@ class Candidate:
         named = {kinds.zero_stage(self.zero).name if kind == rest else kind: size for kind, size in self.sizes.items()}
         return ",".join(f"{kind}={size}" for kind, size in named.items() if size > 1) or f"{rest}=1"
 
-    def placed(self) -> dict[str, str | None]:
+    def placed(self) -> tuple[str, Mesh | None]:
         """The strategy and mesh to cost it with: by sizes, or on its layout's axes."""
         if self.layout is None:
-            return {"strategy": self.strategy, "mesh": None}
+            return self.strategy, None
         axes, mesh = self.layout
         rest = kinds.rest().name
         named = {kinds.zero_stage(self.zero).name if kind == rest else kind: axis for kind, axis in axes.items()}
-        return {"strategy": ",".join(f"{kind}={axis}" for kind, axis in named.items()), "mesh": mesh}
+        return ",".join(f"{kind}={axis}" for kind, axis in named.items()), mesh
 
     @property
     def text(self) -> str:
@@ -514,13 +514,13 @@ class _Coster:
     families and the placement check need)."""
 
     def __init__(self, run: Callable[..., Model], target: Machine, families: Families | None = None,
-                 strategy: Callable[[str, str | None], Strategy] | None = None):
+                 strategy: Callable[[str, Mesh | None], Strategy] | None = None):
         self.run, self.target, self.families, self.strategy = run, target, families, strategy
-        self._members: dict[tuple[str, str | None], Strategy] = {}  # read once: placed, then costed
+        self._members: dict[tuple[str, Mesh | None], Strategy] = {}  # read once: placed, then costed
 
     def member(self, candidate: Candidate) -> Strategy:
         """The candidate's strategy as axes (its errors are its model's first)."""
-        text, mesh = candidate.placed().values()
+        text, mesh = candidate.placed()
         assert text is not None and self.strategy is not None  # a strategy's text; a plan's coster
         if (text, mesh) not in self._members:
             self._members[text, mesh] = self.strategy(text, mesh)
@@ -537,7 +537,8 @@ class _Coster:
 
     def model(self, candidate: Candidate) -> Model:
         """The candidate's model, as it stands (its stage, schedule, microbatches, layout)."""
-        return self.run(**candidate.placed(), **self._given(candidate))
+        text, mesh = candidate.placed()
+        return self.run(strategy=text, mesh=mesh, **self._given(candidate))
 
     @staticmethod
     def _given(candidate: Candidate) -> dict[str, Any]:
@@ -713,8 +714,9 @@ def _laid_out(candidate: Candidate, coster: _Coster, usable: sympy.Expr, domain:
             best = other
     if best is not candidate and best.layout is not None:
         slower = seconds(candidate.figures["t_step_exposed"] - best.figures["t_step_exposed"])
-        candidate.layout_note = (f"laid out as {best.layout[1]} (of {len(options)} layouts tried on "
-                                 f"{int(domain or 0)}-chip fast-link domains; as {options[0][1]}: {slower} slower)")
+        candidate.layout_note = (f"laid out as {best.layout[1].axes_text()} (of {len(options)} layouts tried on "
+                                 f"{int(domain or 0)}-chip fast-link domains; as {options[0][1].axes_text()}: "
+                                 f"{slower} slower)")
         candidate.layout, candidate.zero, candidate.microbatches = best.layout, best.zero, best.microbatches
         _take(candidate, best)
 

@@ -35,7 +35,8 @@ from .whole import Model
 def model(name: str, mode: str = "train", chip: str | Chip | Machine | None = None, sizes: dict | None = None, *,
           chips: int = 1,
           optimizer: str = "adam", remat: str = "full", mfu: float | None = None, weights: str = "bf16",
-          kv: str = "bf16", strategy: str | None = None, mesh: str | None = None, microbatches: int | None = None,
+          kv: str = "bf16", strategy: str | None = None, mesh: str | Mesh | None = None,
+          microbatches: int | None = None,
           schedule: str | None = None, models_file: str | None = None, grads: str | None = None,
           master: str | None = None, hbm_usable: float = 0.9) -> Model:
     """A model by name (models.json: "llama-3-70b"), or a program with structure (its text,
@@ -137,7 +138,8 @@ def named(name: str, models_file: str | None = None) -> dict | None:
 
 
 def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", strategy: str | None = None,
-           mesh: str | None = None, chips: int = 1, target: Machine | None = None, microbatches: int | None = None,
+           mesh: str | Mesh | None = None, chips: int = 1, target: Machine | None = None,
+           microbatches: int | None = None,
            schedule: str | None = None, models_file: str | None = None) -> tuple[str | Program, dict, int | None]:
     """What `symroof model NAME|FILE` and `symroof.model` run: the program (a named model's
     as objects, a file's text; `str()` prints either), what to call it ({"model", "name"}),

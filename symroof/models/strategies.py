@@ -188,7 +188,7 @@ def _across_domains(found: Strategy, domain: int, first: str | None = None, part
     return {kind: out[kind] for kind in found}
 
 
-def layouts(sizes: dict[str, int], domain: int | None, partial: bool = False) -> list[tuple[dict[str, str], str]]:
+def layouts(sizes: dict[str, int], domain: int | None, partial: bool = False) -> list[tuple[dict[str, str], Mesh]]:
     """The ways worth costing to lay a strategy given by sizes on the chip's fast-link
     domains, each as the axes each kind takes (for `--strategy dp=X,fsdp=QZ`) and the mesh
     (`--mesh`): first as `parse_strategy` lays it (by `Kind.nesting`), then with each other
@@ -196,7 +196,7 @@ def layouts(sizes: dict[str, int], domain: int | None, partial: bool = False) ->
     `_across_domains`). None where the strategy fits one domain.
 
     Examples:
-        >>> layouts({"dp": 2, "fsdp": 16, "tp": 1}, 8)
+        >>> [(axes, mesh.axes_text()) for axes, mesh in layouts({"dp": 2, "fsdp": 16, "tp": 1}, 8)]
         [({'dp': 'R', 'fsdp': 'QZ'}, 'R=2@dcn, Q=2@dcn, Z=8'), ({'dp': 'X', 'fsdp': 'QZ'}, 'X=2, Q=4@dcn, Z=4')]
     """
     given: Strategy = {kind: ((kinds.kind(kind).axis, size, "ici"),) for kind, size in sizes.items() if size > 1}
@@ -207,8 +207,7 @@ def layouts(sizes: dict[str, int], domain: int | None, partial: bool = False) ->
         laid = _across_domains(given, domain, first, partial)
         if laid not in found:
             found.append(laid)
-    return [({kind: "".join(a for a, *_ in axes) for kind, axes in laid.items()},
-             ", ".join(f"{a}={n}" + ("@dcn" if link == "dcn" else "") for axes in laid.values() for a, n, link in axes))
+    return [({kind: "".join(a for a, *_ in axes) for kind, axes in laid.items()}, Mesh(mesh_axes(laid)))
             for laid in found]
 
 
@@ -535,7 +534,7 @@ def shard(p: Program, strategy: Strategy) -> Program:
     return gathered(sequence_split(subscripted(p, strategy), strategy), strategy)
 
 
-def strategy_of(strategy: str | None, mesh: str | None, mode: str, config: dict, chips: int,
+def strategy_of(strategy: str | None, mesh: str | Mesh | None, mode: str, config: dict, chips: int,
                 target: Machine | None = None) -> Strategy:
     """The strategy a named model is sharded with ({} for none), checked against the model."""
     if not strategy:

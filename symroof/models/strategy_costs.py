@@ -29,6 +29,7 @@ activations grow with the batch as T_math does.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -128,27 +129,34 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
         return model.pipeline.thresholds(strategy)
     if model.accumulation is not None:
         return model.accumulation.thresholds(strategy)
-    rows = collectives(model)
-    a = model.step_analysis
+    # the model with B, and T where a context threshold may be asked for, symbols (only the
+    # kinds that split them can ask): costed once for every threshold, each putting back the
+    # sizes it does not solve for (_Free.fixed), and for the figures at the sizes given (None:
+    # all put back), the same numbers as the model's own, without costing it again
+    sequence = "T" in model.sizes and bool(kinds.where(lambda k: k.splits_sequence, strategy))
+    dims = ("B",) * bool(kinds.where(lambda k: k.splits_batch, strategy)) + ("T",) * sequence
+    free = _Free(model, dims) if dims else None
+    if free is not None:
+        rows = [dataclasses.replace(c, time=free.fixed(c.time, None)) for c in free.rows]
+        t_math, t_network = (free.fixed(t, None) for t in (free.model.step_analysis.t_math,
+                                                            free.model.step_analysis.t_network))
+    else:
+        rows, t_math, t_network = collectives(model), model.step_analysis.t_math, model.step_analysis.t_network
     mine = {kind: [c for c in rows if set(c.axes) & set(axes)] for kind, axes in strategy.items()}
-    batch = rows and (kinds.where(lambda k: k.splits_batch, strategy) or any(
-        kinds.kind(kind).splits_batch and any(c.overlaps for c in mine[kind]) for kind in strategy))
-    context = "T" in model.sizes and any(kinds.kind(kind).splits_sequence and mine[kind] for kind in strategy)
-    # the model with B, and T where a context threshold is asked for, symbols: costed once for
-    # every threshold, each fixing the other (_Free.fixed)
-    free = _Free(model, ("B",) * bool(batch) + ("T",) * context) if batch or context else None
+    batch = rows and kinds.where(lambda k: k.splits_batch, strategy)
+    context = sequence and any(kinds.kind(kind).splits_sequence and mine[kind] for kind in strategy)
     out: dict[str, dict] = {}
     for kind, axes in strategy.items():
         names = set(axes)
         t_net = sympy.Add(*(c.time for c in mine[kind]))
         entry: dict = {"axes": "".join(sorted(names)), "t_network": t_net, "collectives": len(mine[kind])}
         # None where the kind's collectives take no time (an axis of one chip): no ratio to give
-        entry["ratio"] = a.t_math / t_net if mine[kind] and t_net != 0 else None
+        entry["ratio"] = t_math / t_net if mine[kind] and t_net != 0 else None
         declared = kinds.kind(kind)
         # the AllToAlls grow with the tokens as T_math does; the gradients' do not
         if declared.splits_experts and mine[kind]:
             exchange = sympy.Add(*(c.time for c in mine[kind] if c.kind == "AllToAll"))
-            entry["exchange_ratio"] = a.t_math / exchange if exchange else None
+            entry["exchange_ratio"] = t_math / exchange if exchange else None
         if declared.splits_batch and any(c.overlaps for c in mine[kind]):
             assert free is not None
             entry["per_chip_tokens"] = _batch_threshold(free, names)
@@ -156,9 +164,9 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
             assert free is not None
             entry["context_per_chip"] = _context_threshold(free, names)
         out[kind] = entry
-    if rows and kinds.where(lambda k: k.splits_batch, strategy):
+    if batch:
         assert free is not None
-        step = _whole_step(model, rows, free)
+        step = _whole_step(model, rows, free, t_math, t_network)
         if len(strategy) > 1:
             out["step"] = step
         else:  # one kind: its own threshold is the step's
@@ -176,9 +184,9 @@ class _Free:
                            model.options)
         self._given = {dim_symbol(d): sympy.Integer(model.sizes[d]) for d in dims if d in model.sizes}
 
-    def fixed(self, expr: sympy.Expr, solved: str) -> sympy.Expr:
-        """`expr` of the free model with every freed size but `solved` given."""
-        symbol = dim_symbol(solved)
+    def fixed(self, expr: sympy.Expr, solved: str | None) -> sympy.Expr:
+        """`expr` of the free model with every freed size but `solved` given (None: all)."""
+        symbol = dim_symbol(solved) if solved is not None else None
         return expr.xreplace({s: v for s, v in self._given.items() if s != symbol})
 
     @functools.cached_property
@@ -196,20 +204,20 @@ class _Free:
         return self.fixed(tokens_per_chip(self.model), solved)
 
 
-def _whole_step(model: Model, rows: list[Collective], free: _Free) -> dict:
+def _whole_step(model: Model, rows: list[Collective], free: _Free, t_math_now: sympy.Expr,
+                t_network_now: sympy.Expr) -> dict:
     """The kinds together (FSDP with tensor parallelism, say): the per-chip tokens above
     which T_math exceeds every collective of the step, those on activations too (they grow
     with the batch as T_math does, so a threshold exists only while T_math grows faster),
     and the largest mesh this batch keeps above it: the chips, with the batch spread over
     more data-parallel chips until each holds that many tokens (the collectives' times
-    taken as they are, as on rings, where they do not depend on the axis's size)."""
+    taken as they are, as on rings, where they do not depend on the axis's size). Its ratio
+    is the step's T_math over T_network at the sizes given (`t_math_now`, `t_network_now`)."""
     B = dim_symbol("B")
     t_math, t_roof = cleared(*free.times(None, "B"))
     gap = sympy.expand(t_math - t_roof)
-    entry: dict = {"axes": "".join(sorted({x for c in rows for x in c.axes})),
-                   "t_network": model.step_analysis.t_network, "collectives": len(rows),
-                   "ratio": model.step_analysis.t_math / model.step_analysis.t_network
-                   if model.step_analysis.t_network != 0 else None}
+    entry: dict = {"axes": "".join(sorted({x for c in rows for x in c.axes})), "t_network": t_network_now,
+                   "collectives": len(rows), "ratio": t_math_now / t_network_now if t_network_now != 0 else None}
     line = sympy.Poly(gap, B) if gap.is_polynomial(B) else None
     if line is None or line.degree() != 1 or not line.LC().is_positive:
         entry["per_chip_tokens"] = None  # T_math never outgrows the collectives on activations
@@ -217,7 +225,7 @@ def _whole_step(model: Model, rows: list[Collective], free: _Free) -> dict:
     slope, start = line.all_coeffs()
     tokens = free.model.at(-start / slope * free.tokens_per_chip("B") / B)
     now = tokens_per_chip(model)
-    mesh = model.step_analysis.mesh
+    mesh = model.structured.program.mesh
     assert mesh is not None  # a strategy writes one
     chips = mesh.chips
     entry["per_chip_tokens"] = tokens

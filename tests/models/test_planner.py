@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 import by_hand
 import pytest
+import sympy
 
 import symroof
 from symroof.cli.command import main
@@ -208,6 +209,26 @@ def test_a_strategy_over_one_chip_has_no_ratio_and_says_why(capsys):
     assert entry["collectives"] > 0 and entry["t_network"] == 0 and entry["ratio"] is None
     assert main(["model", "llama-2-7b", "--chip", "b200", "--strategy", "dp=1", "--set", "B=16,T=4096"]) == 0
     assert "its collectives take no time" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("strategy, mode", [("fsdp=16,sp=4", "train"), ("dp=4,tp=4", "train"),
+                                            ("dp=2,ep=4", "train"), ("sp=4", "train"), ("dp=8", "prefill")])
+def test_thresholds_read_the_models_own_figures_at_its_sizes(strategy, mode):
+    # the thresholds take the step's figures from a model with B and T symbols, put back (so
+    # the model is not costed twice): each kind's T_network, its ratio and the step's are the
+    # model's own costing's, at the sizes given
+    name = "mixtral-8x7b" if "ep" in strategy else "llama-3-8b"
+    m = symroof.model(name, mode, "tpu-v5p", {"B": 32, "T": 4096}, strategy=strategy)
+    found = strategy_costs.thresholds(m, dict(m.options.strategy))
+    rows, a = strategy_costs.collectives(m), m.step_analysis
+    for kind, axes in m.options.strategy:
+        mine = [c for c in rows if set(c.axes) & set(axes)]
+        t_net = sympy.Add(*(c.time for c in mine))
+        assert found[kind]["t_network"] == t_net and found[kind]["collectives"] == len(mine)
+        assert found[kind]["ratio"] == (a.t_math / t_net if mine and t_net else None)
+    if "step" in found:
+        assert found["step"]["t_network"] == a.t_network and found["step"]["ratio"] == a.t_math / a.t_network
+        assert found["step"]["collectives"] == len(rows)
 
 
 @pytest.mark.parametrize("strategy", ["fsdp=8,sp=2", "dp=4,tp=4"])
