@@ -48,7 +48,8 @@ def model(name: str, mode: str = "train", chip: str | Chip | Machine | None = No
     `symroof.models.decls.MODEL_QUANTITIES`), `quantities()` has them all and
     `analysis` is the whole step's roofline analysis. `weights` and `kv` store a named
     model's weight matrices and KV cache in another dtype (int8, fp8); `strategy` shards it
-    ("dp=4,tp=8", "fsdp=64,tp=4" in training, or "dp=X,tp=Y" with `mesh`: strategies.py);
+    ("dp=4,tp=8", "fsdp=64,tp=4" in training, or "dp=X,tp=Y" with `mesh`, its text
+    "X=4, Y=8" or a `Mesh`: strategies.py);
     a pipeline ("pp=4,dp=8") takes `microbatches` and a `schedule` (pipeline.py); any other
     training step takes `microbatches` too, and runs its batch as that many microbatches,
     accumulating their gradients (accumulation.py).
