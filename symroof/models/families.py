@@ -410,9 +410,7 @@ class _Family:
         member has (none: no such collective, all 0); None where one is no rational number.
         Kept by what decides it: the axes, and the pieces each lies on (which alone depend on
         the rest of the mesh)."""
-        # (a pipeline's sends take the member's pp axes as its own model names them, each)
-        laid = tuple(sorted((a for a in axes if a.name in over and (a.size != 1 or kind == SEND)),
-                            key=lambda a: over.index(a.name)))
+        laid = tuple(sorted((a for a in axes if a.name in over and a.size != 1), key=lambda a: over.index(a.name)))
         if not laid:
             return _NO_TIME
         key = (self.target, kind, tuple((a, pieces.get(a.name)) for a in laid))

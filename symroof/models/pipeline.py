@@ -142,8 +142,11 @@ def stage_program(p: Program, stage: str, stages: int) -> Program:
 
 
 def send_link(axes: Sequence[MeshAxis], machine: Machine) -> Link:
-    """The link a pipeline's sends between stages take over its axes: the slower one's."""
-    return min((link(a, machine.chip, machine.ici_bw) for a in axes), key=lambda k: k.one_way)
+    """The link a pipeline's sends between stages take over its axes: the slower one's of
+    those with more than one chip (an axis of one chip carries no send: `J=1@dcn, P=4` sends
+    over P's links, not the network)."""
+    crossed = [a for a in axes if a.size != 1] or list(axes)
+    return min((link(a, machine.chip, machine.ici_bw) for a in crossed), key=lambda k: k.one_way)
 
 
 class Pipeline:

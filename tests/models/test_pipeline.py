@@ -94,6 +94,18 @@ def test_sends_between_stages_by_hand_on_a_torus_and_across_gpu_nodes():
         (8 + 1) * sympy.Max(first["slot"], last["slot"]) + 2 * h100.pipeline.t_send + first["once"]
 
 
+def test_a_pp_axis_of_one_chip_carries_no_send():
+    # pp over J and P with J of one chip: the stages sit on P's NVLink, and the sends take it,
+    # not J's InfiniBand (the slower link was picked among every pp axis, one-chip ones too)
+    run = {"B": 64, "T": 2048}
+    both = symroof.model("llama-3.2-1b", "train", "b200", run, strategy="pp=JP", mesh="J=1@dcn, P=4")
+    alone = symroof.model("llama-3.2-1b", "train", "b200", run, strategy="pp=P", mesh="P=4")
+    nvlink = get_chip("b200").figure("interconnect.chip_bandwidth_one_way_bytes_per_s")
+    assert both.pipeline.link.name == alone.pipeline.link.name == "NVLink"
+    assert both.pipeline.t_send == alone.pipeline.t_send == both.pipeline.send_bytes / nvlink
+    assert strategy_costs.times(both) == strategy_costs.times(alone)
+
+
 @pytest.mark.parametrize("chip", ["tpu-v5p", "h100"])
 def test_data_parallel_reductions_come_once_a_step(chip):
     # each of the last stage's parameters is all-reduced once a step, however many
