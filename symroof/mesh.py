@@ -68,18 +68,16 @@ class Mesh:
     # every dim of every statement (not part of what the mesh is)
     _named: dict[str, MeshAxis] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
     _over: dict[Any, sympy.Expr] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
-    _names: list[tuple[str, ...]] = field(default_factory=list, init=False, repr=False, compare=False, hash=False)
+    # its axes' names, read of every subscript as a sharded program is resolved
+    names: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", tuple(a.name for a in self.axes))
 
     def axis(self, name: str) -> MeshAxis:
         if not self._named:
             self._named.update((a.name, a) for a in reversed(self.axes))  # the first of a name, as a search finds
         return self._named[name]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        if not self._names:  # kept: resolving a sharded program asks it of every subscript
-            self._names.append(tuple(a.name for a in self.axes))
-        return self._names[0]
 
     @property
     def symbolic(self) -> tuple[str, ...]:

@@ -137,7 +137,7 @@ def thresholds(model: Model, strategy: dict[str, str]) -> dict[str, dict]:
     dims = ("B",) * bool(kinds.where(lambda k: k.splits_batch, strategy)) + ("T",) * sequence
     free = _Free(model, dims) if dims else None
     if free is not None:
-        rows = [dataclasses.replace(c, time=free.fixed(c.time, None)) for c in free.rows]
+        rows = [dataclasses.replace(c, time=free.fixed(c.time, None)) for c in free.rows]  # (their times are read)
         t_math, t_network = (free.fixed(t, None) for t in (free.model.step_analysis.t_math,
                                                             free.model.step_analysis.t_network))
     else:
