@@ -62,7 +62,7 @@ from ..mesh import Mesh, MeshAxis
 from ..resources import resource_path, user_cache
 from ..roofline.collectives import check_domain
 from ..roofline.collectives import time as collective_time
-from . import kinds, strategy_costs
+from . import kinds, pipeline, strategy_costs
 from .decls import Options
 from .pipeline import SEND, send_link
 from .report import assemble, sharded_source, with_defaults
@@ -125,7 +125,6 @@ def _figures_of(m: Model, family: bool = False) -> dict[str, Any]:
 class _Key:
     zero: int
     pipeline: tuple[tuple[str, str], ...]  # the pp axes and their links (none: no pipeline)
-    stages: int  # their sizes together (1: no pipeline)
     schedule: str | None
     microbatches: int | None
     copies: str  # tp's axes that copy the KV heads ("" for none)
@@ -161,18 +160,37 @@ class Families:
         own = tuple((kind, tuple((a, link) for a, _, link in axes)) for kind, axes in member.items()
                     if kind != stages) if microbatches else ()
         piped = member.get(stages, ())
-        key = _Key(zero, self._pipeline(piped), math.prod(size for _, size, _ in piped), schedule, microbatches,
-                   copies, own)
+        if piped and not self._stages_fit(member, piped, schedule, microbatches):
+            return None  # its own costing says why
+        key = _Key(zero, self._pipeline(piped), schedule, microbatches, copies, own)
         if key not in self._found:
             self._found[key] = self._derive(key)
         family = self._found[key]
         return family.evaluate(member) if family is not None else None
 
+    def _stages_fit(self, member: Strategy, piped: tuple[tuple[str, int, str], ...], schedule: str | None,
+                    microbatches: int | None) -> bool:
+        """Whether a member's pipeline splits the layers and its replicas' batches as its own
+        costing requires (`pipeline.check`): its family's stage count is a formula."""
+        count = math.prod(size for _, size, _ in piped)
+        micro = pipeline.microbatches_default(count) if microbatches is None else microbatches
+        replicas = math.prod(size for kind in kinds.where(lambda k: k.splits_batch, member)
+                             for _, size, _ in member[kind.name])
+        batch = self.batch.get("B")
+        if batch is not None and batch % replicas:
+            return False
+        try:
+            pipeline.check(int(self.config["sizes"]["L"]), count, micro, None if batch is None else batch // replicas,
+                           pipeline.parse_schedule(schedule))
+        except SpecError:
+            return False
+        return True
+
     def _pipeline(self, axes: tuple[tuple[str, int, str], ...]) -> tuple[tuple[str, str], ...]:
         """A family's pp axes for a member's: every axis the plan puts pp on (its own, and its
         outer one between domains), the member taking 1 chip on those it leaves out, so
-        that pp=16 on J=16 or on J=4,P=4 is one family of 16 stages; a member's axes that
-        are not those, as they are."""
+        that pp=16 on J=16 or on J=4,P=4 is one family (of every stage count: the sizes
+        together); a member's axes that are not those, as they are."""
         pp = kinds.stages()
         every = (*(((pp.outer, "dcn"),) if self.outer else ()), (pp.axis, "ici"))
         own = tuple((a, link) for a, _, link in axes)
@@ -202,7 +220,8 @@ class Families:
             try:
                 if path.is_file() and path.stat().st_size <= _DISK_BYTES:
                     data = json.loads(path.read_text(encoding="utf-8"))
-                    return None if data is None else _Family.read(data, self.target, superset, self.batch.get("B"))
+                    return None if data is None else _Family.read(data, self.target, superset, self.batch.get("B"),
+                                                                  key.microbatches)
             except (OSError, ValueError, RecursionError):
                 pass  # not what this code keeps: costed again, and kept afresh
         family = self._costed(key, superset)
@@ -214,7 +233,7 @@ class Families:
         mesh = Mesh(tuple(MeshAxis(a, size, link, None, True) for axes in superset.values() for a, size, link in axes))
         try:
             built, about = sharded_source(self.config, self.mode, superset, microbatches=key.microbatches,
-                                          schedule=key.schedule, stages=key.stages if key.pipeline else None)
+                                          schedule=key.schedule)
             structured = read_structured(built, mesh=mesh)
             dims = {s.name for s in structured.relations} | {d.name for s in structured.program.statements
                                                              for t in tensors_of(s) for d in t.dims if d.name}
@@ -230,7 +249,7 @@ class Families:
             splits = _splits(m)
         except (SpecError, HardwareError):
             return None  # its members are costed whole: each says what is wrong with it
-        return _Family.of(figures, splits, rates, self.target, superset, self.batch.get("B"))
+        return _Family.of(figures, splits, rates, self.target, superset, self.batch.get("B"), key.microbatches)
 
 
 _DISK_BYTES = 64 * 2**20  # the most a kept family may take on disk
@@ -306,33 +325,30 @@ def for_plan(config: dict, mode: str, target: Machine, batch: dict[str, int], se
     return _KEPT[key]
 
 
-def _splits(m: Model) -> tuple[tuple[int, str], ...]:
+def _splits(m: Model) -> tuple[tuple[sympy.Expr, str], ...]:
     """Every sharded dim's size at the model's sizes, with the axes that split it: a member
-    whose sizes do not split one evenly is costed whole (which says where)."""
-    found: set[tuple[int, str]] = set()
+    whose sizes do not split one evenly is costed whole (which says where). A size is a
+    number, or a formula of the family's sizes (a pipeline family's stages' microbatch B),
+    each member's worked out with its figures."""
+    found: set[tuple[sympy.Expr, str]] = set()
     for each in (m, *((m.pipeline.first, m.pipeline.last) if m.pipeline is not None else ())):
         for statement in each.structured.program.statements:
             for tensor in tensors_of(statement):
                 for dim in tensor.dims:
                     if dim.axes and dim.name is not None:
-                        found.add((_whole(each.at(dim_symbol(dim.name))), "".join(dim.axes)))
+                        found.add((each.at(dim_symbol(dim.name)), "".join(dim.axes)))
         for declared in each.structured.declared:
             for expr, axes in zip(declared.dims, declared.axes):
                 if axes:
-                    found.add((_whole(each.at(expr)), "".join(axes)))
-    return tuple(sorted(found))
+                    found.add((each.at(expr), "".join(axes)))
+    return tuple(sorted(found, key=str))
 
 
 def _expr(value: object) -> sympy.Expr:
     return value if isinstance(value, sympy.Basic) else sympy.Integer(int(value))  # type: ignore[call-overload]
 
 
-def _whole(value: sympy.Expr) -> int:
-    if not value.is_Integer:
-        raise SpecError(f"a sharded dim's size is {value}, not a number")  # the family declines
-    return int(value)
-
-
+_WHAT = ("per_byte", "latency", "hops")  # a collective's rate symbols, in the order `_time` gives them
 _RATE = re.compile(r"(per_byte|latency|hops)\[(\w+) (\w+)\]")
 _NAME = re.compile(r"(stage[01]\.)?\w+|(roofs|times)\.\w+")  # a figure's name in a kept family
 _ALONE = re.compile(r"alone\[(\w+)\]")
@@ -342,25 +358,41 @@ class _Family:
     """One family's formulas, compiled, and how to evaluate a member."""
 
     def __init__(self, compiled: _Compiled, names: tuple[str, ...], layout: dict[str, Any], splits: tuple,
-                 rates: frozenset[str], target: Machine, superset: Strategy, batch: int | None):
+                 rates: frozenset[str], target: Machine, superset: Strategy, batch: int | None,
+                 microbatches: int | None):
         self.compiled, self.names, self.layout, self.splits = compiled, names, layout, splits
-        self.rates, self.target, self.batch = rates, target, batch
+        self.rates, self.target, self.batch, self.microbatches = rates, target, batch, microbatches
         self.axes = {a for axes in superset.values() for a, *_ in axes}
-        # each symbol's part: ("size", axis), ("alone", axis) or ("rate", what, kind, axes)
-        self._parts = []
+        self.stages = tuple(a for a, *_ in superset.get(kinds.stages().name, ()))  # the pp axes
+        # each symbol's part: ("size", axis), ("alone", axis), ("rate", k, kind, axes) (k: _WHAT's
+        # index) or, a pipeline's, ("micro", "B"): its stages' B, a microbatch's sequences (B/M)
+        self._parts: list[tuple[Any, ...]] = []
         for name in compiled.symbols:
             rate, alone = _RATE.fullmatch(name), _ALONE.fullmatch(name)
-            if not (rate or alone or name in self.axes):
+            if not (rate or alone or name in self.axes or name == "B" and self.stages):
                 raise ValueError(f"a family's formula reads {name!r:.40}, no axis of its own")
-            self._parts.append(("rate", *rate.groups()) if rate else ("alone", alone.group(1)) if alone
-                               else ("size", name))
+            self._parts.append(("rate", _WHAT.index(rate.group(1)), *rate.groups()[1:]) if rate
+                               else ("alone", alone.group(1)) if alone
+                               else ("size", name) if name in self.axes else ("micro", name))
 
     @classmethod
-    def of(cls, figures: dict[str, Any], splits: tuple, rates: frozenset[str], target: Machine,
-           superset: Strategy, batch: int | None) -> _Family | None:
+    def of(cls, figures: dict[str, Any], splits: tuple[tuple[sympy.Expr, str], ...], rates: frozenset[str],
+           target: Machine, superset: Strategy, batch: int | None, microbatches: int | None) -> _Family | None:
         flat = {**{k: v for k, v in figures.items() if k in _FIGURES or k.startswith("stage")},
                 **{f"roofs.{k}": v for k, v in figures["roofs"].items()},
                 **{f"times.{k}": v for k, v in figures["times"].items()}}
+        known = {a for each in superset.values() for a, *_ in each}  # its sizes, and a pipeline's stages' B
+        known |= {"B"} if kinds.stages().name in superset else set()
+        kept: list[tuple[int | str, str]] = []  # a split's size: a number, or the name of its formula's figure
+        for value, split in splits:
+            if value.is_Integer:
+                kept.append((int(value), split))
+            elif value.free_symbols and {s.name for s in value.free_symbols} <= known:
+                flat[f"split{len(flat)}"] = value
+                kept.append((f"split{len(flat) - 1}", split))
+            else:
+                return None  # a sharded dim whose size is no formula of the family's sizes: costed whole
+        splits_kept = tuple(kept)
         names = tuple(flat)
         formulas = [_expr(flat[n]) for n in names]
         symbols = sorted({s for e in formulas for s in e.free_symbols}, key=str)
@@ -371,8 +403,8 @@ class _Family:
         except _Inexact:
             return None
         layout = {k: figures[k] for k in ("mode", "piped", "accumulated")}
-        return cls(_Compiled(trees, [s.name for s in symbols]), names, layout, splits, rates, target, superset,
-                   batch)
+        return cls(_Compiled(trees, [s.name for s in symbols]), names, layout, splits_kept, rates, target, superset,
+                   batch, microbatches)
 
     def to_json(self) -> dict[str, Any]:
         """What the disk keeps of it (`Families._derive`; read back by `read`)."""
@@ -380,7 +412,8 @@ class _Family:
                 "layout": self.layout, "splits": [list(s) for s in self.splits], "rates": sorted(self.rates)}
 
     @classmethod
-    def read(cls, data: Any, target: Machine, superset: Strategy, batch: int | None) -> _Family:
+    def read(cls, data: Any, target: Machine, superset: Strategy, batch: int | None, microbatches: int | None
+             ) -> _Family:
         """A family from what the disk kept (`to_json`), every part checked (ValueError where
         one is not what `to_json` writes)."""
         if not isinstance(data, dict) or set(data) != {"names", "symbols", "trees", "layout", "splits", "rates"}:
@@ -397,11 +430,12 @@ class _Family:
             raise ValueError("a family's layout is not one")
         splits = data["splits"]
         if not isinstance(splits, list) or not all(
-                isinstance(s, list) and len(s) == 2 and isinstance(s[0], int) and not isinstance(s[0], bool)
-                and 0 < s[0] < 10**18 and isinstance(s[1], str) and s[1].isalpha() for s in splits):
-            raise ValueError("a family's splits are not sizes and axes")
+                isinstance(s, list) and len(s) == 2 and isinstance(s[1], str) and s[1].isalpha()
+                and (isinstance(s[0], int) and not isinstance(s[0], bool) and 0 < s[0] < 10**18
+                     or isinstance(s[0], str) and s[0].startswith("split") and s[0] in names) for s in splits):
+            raise ValueError("a family's splits are not sizes (or their figures) and axes")
         return cls(_Compiled(trees, symbols), tuple(names), layout, tuple((v, a) for v, a in splits),
-                   frozenset(data["rates"]), target, superset, batch)
+                   frozenset(data["rates"]), target, superset, batch, microbatches)
 
     def _time(self, kind: str, over: str, axes: tuple[MeshAxis, ...], pieces: dict[str, tuple[Piece, ...]]
               ) -> tuple[mpq, mpq, mpq] | None:
@@ -426,9 +460,10 @@ class _Family:
         if set(sizes) - self.axes:
             return None
         for value, split in self.splits:
-            if value % math.prod(sizes.get(a, 1) for a in split):
+            if isinstance(value, int) and value % math.prod(sizes.get(a, 1) for a in split):
                 return None  # its own costing says which dim does not split
         args: list[int | mpq] = []
+        times: dict[tuple[str, str], tuple[mpq, mpq, mpq] | None] = {}  # a collective's three, asked for each
         pieces: dict[str, tuple[Piece, ...]] = {}
         if any(part[0] == "rate" for part in self._parts):
             check_domain(list(axes), self.target.chip)  # as a member's own collectives are checked first
@@ -438,13 +473,27 @@ class _Family:
                 args.append(sizes.get(part[1], 1))
             elif part[0] == "alone":
                 args.append(int(sizes.get(part[1], 1) == 1))
+            elif part[0] == "micro":
+                stages = math.prod(sizes.get(a, 1) for a in self.stages)
+                count = pipeline.microbatches_default(stages) if self.microbatches is None else self.microbatches
+                if self.batch is None or self.batch % count:
+                    return None  # its own costing says why (pipeline.check)
+                args.append(self.batch // count)
             else:
                 _, what, kind, over = part
-                timed = self._time(kind, over, axes, pieces)
+                if (kind, over) not in times:
+                    times[kind, over] = self._time(kind, over, axes, pieces)
+                timed = times[kind, over]
                 if timed is None:
                     return None
-                args.append(timed[("per_byte", "latency", "hops").index(what)])
-        values = dict(zip(self.names, (_rational(v) for v in self.compiled(args))))
+                args.append(timed[what])
+        found = dict(zip(self.names, self.compiled(args)))
+        for value, split in self.splits:
+            if isinstance(value, str):
+                size = found.pop(value)
+                if mpq(size).denominator != 1 or mpq(size).numerator % math.prod(sizes.get(a, 1) for a in split):
+                    return None  # as above: a microbatch's B/M (pipeline.py) that does not split
+        values = {name: _rational(v) for name, v in found.items()}
         if "stage0.weight_bytes" in values:  # a pipeline's: its fuller end stage's (as pipeline.fullest tells it)
             first, last = ({name: values[f"stage{k}.{name}"] for name in _MEMORY} for k in (0, 1))
             fuller = last if sum(last.values()) - sum(first.values()) > 0 else first

@@ -36,7 +36,7 @@ import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeAlias
 
 import sympy
 
@@ -80,9 +80,22 @@ def parse_schedule(text: str | None) -> Schedule:
     return Schedule(name, int(chunks) if chunks else 2)
 
 
-def bubble_fraction(stages: int, microbatches: int | sympy.Expr, schedule: Schedule) -> sympy.Expr:
+# a stage or microbatch count: a number, or a strategy family's formula (families.py)
+Count: TypeAlias = int | sympy.Expr
+
+
+def _count(n: Count) -> sympy.Expr:
+    return sympy.Integer(n) if isinstance(n, int) else n
+
+
+def bubble_fraction(stages: Count, microbatches: Count, schedule: Schedule) -> sympy.Expr:
     """The fraction of a step each chip idles: (P - 1)/(v·M + P - 1)."""
-    return sympy.Integer(stages - 1) / (schedule.chunks * microbatches + stages - 1)
+    return (_count(stages) - 1) / (schedule.chunks * _count(microbatches) + _count(stages) - 1)
+
+
+def microbatches_default(stages: Count) -> Count:
+    """The microbatches of a pipeline not told how many: 4 a stage."""
+    return 4 * stages
 
 
 def microbatches_for(stages: int, schedule: Schedule, bubble: sympy.Rational | float) -> int:
@@ -90,15 +103,16 @@ def microbatches_for(stages: int, schedule: Schedule, bubble: sympy.Rational | f
     return max(1, math.ceil((stages - 1) * (1 - bubble) / (bubble * schedule.chunks)))
 
 
-def in_flight(stages: int, microbatches: int, schedule: Schedule, stage: int) -> sympy.Expr:
+def in_flight(stages: Count, microbatches: Count, schedule: Schedule, stage: Count) -> sympy.Expr:
     """The microbatches whose activations stage `stage` (0 the first) keeps at its peak."""
+    m = _count(microbatches)
     if schedule.name == "gpipe":
-        return sympy.Integer(microbatches)
+        return m
     if schedule.name == "1f1b":
-        return sympy.Integer(min(microbatches, stages - stage))
+        return sympy.Min(m, _count(stages) - stage)
     v = schedule.chunks
-    warmup = 2 * (stages - stage - 1) + (v - 1) * stages + 1  # chunk microbatches, 1/v of one each
-    return sympy.Min(sympy.Integer(microbatches), sympy.Rational(warmup, v))
+    warmup = 2 * (_count(stages) - stage - 1) + (v - 1) * _count(stages) + 1  # chunk microbatches, 1/v of one each
+    return sympy.Min(m, warmup / sympy.Integer(v))
 
 
 def check(layers: int, stages: int, microbatches: int, replicas_batch: int | None, schedule: Schedule) -> None:
@@ -120,9 +134,11 @@ def check(layers: int, stages: int, microbatches: int, replicas_batch: int | Non
                         f"{'s' if replicas_batch > 1 else ''} each replica holds{also}")
 
 
-def stage_program(p: Program, stage: str, stages: int) -> Program:
-    """A template's (unsharded) program cut to its first or last pipeline stage."""
+def stage_program(p: Program, stage: str, stages: Count) -> Program:
+    """A template's (unsharded) program cut to its first or last pipeline stage (`stages`: a
+    number, or a strategy family's product of its pp axes' sizes, `(J*P)`)."""
     head, block = next((k, item) for k, item in enumerate(p.items) if isinstance(item, Repeat))
+    stages = stages if isinstance(stages, int) else f"({stages})"
     layers = replace(block, count=f"L/{stages}", comment=f"this stage's layers: L/{stages} of L")
     if stage == "first":
         title = Comment(f"the first of {stages} pipeline stages: the embedding and the first L/{stages} layers")
@@ -152,7 +168,7 @@ def send_link(axes: Sequence[MeshAxis], machine: Machine) -> Link:
 class Pipeline:
     """A pipeline's two end stages (Models of one microbatch) and its schedule."""
 
-    def __init__(self, first: Model, last: Model, stages: int, microbatches: int, schedule: Schedule,
+    def __init__(self, first: Model, last: Model, stages: Count, microbatches: Count, schedule: Schedule,
                  axes: str, summed: str):
         self.first, self.last = first, last
         self.stages, self.microbatches, self.schedule = stages, microbatches, schedule
@@ -160,7 +176,9 @@ class Pipeline:
         # the axes gradients are summed over once a step: dp's, sp's, ep's and tp's (kinds.defers_gradients)
         self.summed = set(summed)
         B = dim_symbol("B")
-        self._micro = {} if "B" in last.sizes else {B: B / microbatches}  # a free B is the step's
+        # a free B is the step's, but for a strategy family's stages (their microbatches a
+        # formula), where it is a microbatch's, put in member by member (families.py)
+        self._micro = {} if "B" in last.sizes or not isinstance(microbatches, int) else {B: B / microbatches}
 
     def micro(self, expr: sympy.Expr) -> sympy.Expr:
         """An expression of a stage's microbatch in the step's dims."""
@@ -232,7 +250,7 @@ class Pipeline:
     @functools.cached_property
     def slots(self) -> sympy.Expr:
         """The step in slots of a microbatch's work on a stage: M + (P - 1)/v."""
-        return self.microbatches + sympy.Rational(self.stages - 1, self.schedule.chunks)
+        return self.microbatches + (_count(self.stages) - 1) / sympy.Integer(self.schedule.chunks)
 
     @functools.cached_property
     def bubble_fraction(self) -> sympy.Expr:
@@ -262,7 +280,7 @@ class Pipeline:
                                                    c.overlaps, self.microbatches * self.micro(c.latency),
                                                    c.recomputed)
                for c in collectives(self.last)]
-        count = sympy.Integer(self.schedule.chunks * self.microbatches)  # interleaved: each chunk's boundary
+        count = self.schedule.chunks * _count(self.microbatches)  # interleaved: each chunk's boundary
         for backward in (False, True):
             out.append(Collective(backward, SEND, self.axes, "the stage's input", self.send_bytes, count,
                                   count * self.t_send, True))

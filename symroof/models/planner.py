@@ -27,12 +27,13 @@ forward and backward, by the sharding engine (strategy_costs.py), and ranked by
 from __future__ import annotations
 
 import functools
+import gc
 import math
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import sympy
 
@@ -65,6 +66,26 @@ from .report import conventions, model
 from .strategies import Strategy, mesh_axes, strategy_of
 from .templates import TOUCHED_EXPERTS, touches_experts
 from .whole import Model
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_RARELY = (200_000, 30, 30)  # the garbage collector's thresholds while a plan runs (mypy's own)
+
+
+def _collecting_rarely(run: Callable[_P, _R]) -> Callable[_P, _R]:
+    """`run` with the garbage collector's passes made rare, its thresholds put back after. A
+    plan makes millions of short-lived sympy objects, few of them in reference cycles; a
+    young-generation pass every 700 of them, the default, walks them all over again and
+    takes about a tenth of a plan's time (benchmarks/speed.py)."""
+    @functools.wraps(run)
+    def rarely(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        before = gc.get_threshold()
+        gc.set_threshold(*(max(now, rare) for now, rare in zip(before, _RARELY)))
+        try:
+            return run(*args, **kwargs)
+        finally:
+            gc.set_threshold(*before)
+    return rarely
 
 
 @dataclass
@@ -258,6 +279,7 @@ class Plan:
                 "estimates": {path: {"value": json_value(value), "source": source}
                               for path, (value, source) in self.estimates().items()}}
 
+    @_collecting_rarely
     def table(self, top: int = 10) -> str:
         """What `symroof plan` prints: the `top` ranked strategies, how many were set aside
         and why, why the best wins, and the chip's estimated figures."""
@@ -359,6 +381,7 @@ def _splits(chips: int, search: kinds.Search) -> list[dict[str, int]]:
     return out
 
 
+@_collecting_rarely
 def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: str = "train",
          context: int | None = None, models_file: str | None = None, remat: str = "full", *,
          optimizer: str = "adam", grads: str | None = None, master: str | None = None, hbm_usable: float = 0.9,

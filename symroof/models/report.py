@@ -98,7 +98,14 @@ def assemble(structured: Structured, about: dict, stages: tuple[Program, Program
     plan = about["pipeline"]
     schedule = pipeline.parse_schedule(plan["schedule"])
     micro = dict(sizes)
-    if "B" in sizes:
+    if "B" in sizes and not isinstance(plan["stages"], int):
+        # a strategy family's (families.py), each member checked on its own: where its
+        # microbatches are a formula, its stages' B is free, a microbatch's, put in member by member
+        if isinstance(plan["microbatches"], int):
+            micro["B"] = sizes["B"] // plan["microbatches"]
+        else:
+            del micro["B"]
+    elif "B" in sizes:
         replicas = accumulation.replicas(structured, about["strategy"])
         if replicas.is_Integer and sizes["B"] % replicas:  # (a strategy family's members are checked one by one)
             raise SpecError(f"a batch of {sizes['B']} sequences does not split over {replicas} data-parallel "
@@ -179,11 +186,11 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
 
 
 def sharded_source(config: dict, mode: str, found: Strategy, *, weights: str = "bf16", kv: str = "bf16",
-                   microbatches: int | None = None, schedule: str | None = None, stages: int | None = None
-                   ) -> tuple[Program, dict]:
+                   microbatches: int | None = None, schedule: str | None = None) -> tuple[Program, dict]:
     """A named model's program sharded by a strategy given as axes (`strategies.Strategy`:
-    one `strategy_of` read, or a strategy family's, families.py, whose pp axes have no sizes
-    and whose pipeline has `stages`), and what to call it (as `source`)."""
+    one `strategy_of` read, or a strategy family's, families.py, whose axes have no sizes:
+    its pipeline's stage count the product of its pp axes' size symbols, each member's own),
+    and what to call it (as `source`)."""
     built = program(config, mode, weights, kv, found)
     about = {"model": config["id"], "name": config["name"], "context_limit": config["sizes"]["context"]}
     said = [quant.storage(what, given, config["sizes"])[1] for what, given in (("weights", weights), ("kv", kv))]
@@ -192,7 +199,7 @@ def sharded_source(config: dict, mode: str, found: Strategy, *, weights: str = "
     if found:
         about["strategy"] = {kind: "".join(a for a, *_ in axes) for kind, axes in found.items()}
     if kinds.stages().name in found:
-        about.update(_pipeline(config, mode, weights, kv, found, microbatches, schedule, stages))
+        about.update(_pipeline(config, mode, weights, kv, found, microbatches, schedule))
     elif schedule is not None:
         raise SpecError("--schedule goes with a pipeline: --strategy pp=4,...")
     elif microbatches is not None:
@@ -201,17 +208,21 @@ def sharded_source(config: dict, mode: str, found: Strategy, *, weights: str = "
 
 
 def _pipeline(config: dict, mode: str, weights: str, kv: str, found: Strategy, microbatches: int | None,
-              schedule: str | None, stages: int | None) -> dict:
-    """A pipeline's figures for `about`, and its two end stages' programs (`stages`: its pp
-    axes' sizes together, where they have none)."""
-    if stages is None:
-        stages = math.prod(size for _, size, _ in found[kinds.stages().name])
+              schedule: str | None) -> dict:
+    """A pipeline's figures for `about`, and its two end stages' programs. A strategy
+    family's pp axes have no sizes: its stage count is their size symbols' product, its
+    default microbatches 4 times that, each member's checked on its own (families.py)."""
+    axes = found[kinds.stages().name]
+    stages: pipeline.Count = math.prod(size for _, size, _ in axes) if all(size for _, size, _ in axes) \
+        else sympy.Mul(*(dim_symbol(a) for a, _, _ in axes))
     layers = config["sizes"]["L"]
     plan = pipeline.parse_schedule(schedule)
-    count = 4 * stages if microbatches is None else microbatches
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 65536:
+    count = pipeline.microbatches_default(stages) if microbatches is None else microbatches
+    if isinstance(count, bool) or not isinstance(count, (int, sympy.Expr)) \
+            or isinstance(count, int) and not 1 <= count <= 65536:
         raise SpecError(f"--microbatches takes a whole number from 1 to 65536, not {microbatches!r}")
-    pipeline.check(layers, stages, count, None, plan)
+    if isinstance(stages, int) and isinstance(count, int):
+        pipeline.check(layers, stages, count, None, plan)
     template = whole(config, mode, weights, kv)
     programs = tuple(sharded(pipeline.stage_program(template, end, stages), mode, found) for end in ("first", "last"))
     return {"pipeline": {"stages": stages, "layers": layers, "microbatches": count, "schedule": str(plan),

@@ -131,16 +131,18 @@ def test_a_members_figures_are_its_strategy_costed_whole(member):
         assert getattr(fast, field) == getattr(whole, field), (text, field)
 
 
-# one pipeline of 8 stages, on the fast links (P), between NVLink domains (J) or on both,
-# with other kinds beside it: (strategy, mesh)
-_PIPES = [("pp=P", "P=8"), ("pp=J", "J=8@dcn"), ("pp=JP,dp=X", "J=2@dcn, P=4, X=2"), ("pp=J,tp=Y", "J=8@dcn, Y=4")]
+# pipelines of 8, 4 and 2 stages, on the fast links (P), between NVLink domains (J) or on both,
+# with other kinds beside them: (strategy, mesh)
+_PIPES = [("pp=P", "P=8"), ("pp=J", "J=8@dcn"), ("pp=JP,dp=X", "J=2@dcn, P=4, X=2"), ("pp=J,tp=Y", "J=8@dcn, Y=4"),
+          ("pp=P,dp=X", "P=4, X=2"), ("pp=JP", "J=2@dcn, P=2"), ("pp=J,dp=X", "J=2@dcn, X=8")]
 
 
 @pytest.mark.parametrize("schedule", ["1f1b", "interleaved"])
-def test_a_pipeline_family_is_its_stages_whichever_axes_carry_them(schedule):
-    # a pipeline's family is its stage count, its pp axes sized member by member: each member's
-    # sends between stages take its own slower link (a symbol of the family, timed on the
-    # member's mesh), and every figure is its strategy's costed whole
+def test_a_pipeline_family_is_every_stage_count_whichever_axes_carry_them(schedule):
+    # a pipeline's family is its schedule, its pp axes sized member by member: its stage count
+    # (their sizes together), the layers of each end stage (L/P) and the microbatches (4P) are
+    # formulas, each member's sends between stages take its own slower link (a symbol of the
+    # family, timed on the member's mesh), and every figure is its strategy's costed whole
     families, target = _families("llama-3.2-1b", "b200", "train", (("B", 64), ("T", 2048)))
     found = {}
     for text, mesh in _PIPES:
@@ -152,7 +154,7 @@ def test_a_pipeline_family_is_its_stages_whichever_axes_carry_them(schedule):
         for field in ("hbm_per_chip", "activation_bytes", "t_step", "tokens", "roofs", "times", "dp_chips"):
             assert getattr(fast, field) == getattr(whole, field), (text, field)
         found[text] = fast
-    kept = [k for k in families._found if k.stages == 8 and k.schedule == schedule]
+    kept = [k for k in families._found if k.pipeline and k.schedule == schedule]
     assert len(kept) == 1 and kept[0].pipeline == (("J", "dcn"), ("P", "ici"))
     # the same program on NVLink and across the network: only the sends' link differs
     assert found["pp=J"].times["t_network_exposed"] > found["pp=P"].times["t_network_exposed"] > 0
