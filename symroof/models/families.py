@@ -4,10 +4,11 @@ A plan tries hundreds of strategies of one model, and most differ only in their 
 fsdp=64,sp=2 and fsdp=128,sp=4 write the same program with other numbers in its mesh. A
 family is that program with every kind the plan searches on its axes, each size a
 symbol (a kind a member leaves out takes axes of one chip), under one ZeRO stage, one
-pipeline (its stage count a number: each end stage is a program of its own, of L/P layers;
-its axes' sizes symbols like the others', and its sends between stages a symbol for
-their seconds per byte over the member's slower pp link), one schedule and one
-microbatch count. It is costed once, by the same engine
+pipeline, one schedule and one microbatch count. A pipeline's stage count is its pp axes'
+sizes together, a formula like the others (J*P): each end stage is a program of its own,
+of L/(J*P) layers, run as 4*J*P microbatches (unless told how many) of B/M sequences, the
+stages' B a symbol given member by member; its sends between stages are a symbol for their
+seconds per byte over the member's slower pp link. It is costed once, by the same engine
 (`report.assemble`), on a mesh of deferred axes (`mesh.MeshAxis.deferred`): every size
 a symbol, and every collective V times a symbol for its seconds per byte, with a symbol
 for its latency floor (`collectives.rate_symbols`). Where a member's axes lie (a torus's
@@ -28,8 +29,10 @@ node (`_Family.read`); SYMROOF_CACHE=off keeps none there.
 
 A member the formulas cannot stand for is costed whole by the caller (`Families.costing`
 returns None): a sharded dim its sizes do not split evenly (its own costing says where),
-axes or a head layout the family does not have, a formula with an operation that has no
-exact form here, or a family its own costing refuses (an error, said by the member's).
+a pipeline whose stages or microbatches do not split the layers or the batch
+(`pipeline.check`, as its own costing checks it), axes or a head layout the family does
+not have, a formula with an operation that has no exact form here, or a family its own
+costing refuses (an error, said by the member's).
 """
 
 from __future__ import annotations

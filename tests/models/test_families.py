@@ -19,7 +19,7 @@ from symroof.hardware.chips import get_chip
 from symroof.hardware.machines import machine
 from symroof.models import families, kinds, planner
 from symroof.models.catalogue import get_model
-from symroof.models.families import Costing, Families
+from symroof.models.families import Costing, Families, _Family
 from symroof.models.strategies import strategy_of
 
 # (model, chip, chips, tokens, mode, context): a dense model, a mixture of experts across
@@ -158,6 +158,29 @@ def test_a_pipeline_family_is_every_stage_count_whichever_axes_carry_them(schedu
     assert len(kept) == 1 and kept[0].pipeline == (("J", "dcn"), ("P", "ici"))
     # the same program on NVLink and across the network: only the sends' link differs
     assert found["pp=J"].times["t_network_exposed"] > found["pp=P"].times["t_network_exposed"] > 0
+    # as the disk keeps it (its stages' B a formula checked member by member): the same figures
+    family = families._found[kept[0]]
+    assert family is not None and any(isinstance(value, str) for value, _ in family.splits)
+    again = _Family.read(json.loads(json.dumps(family.to_json())), target, families._superset(kept[0]), 64, None)
+    for text, mesh in _PIPES:
+        member = strategy_of(text, mesh, "train", get_model("llama-3.2-1b"), 1, target)
+        assert again.evaluate(member) == family.evaluate(member) == found[text], text
+
+
+@pytest.mark.parametrize("strategy, mesh, batch, why", [
+    ("pp=P", "P=3", 48, "does not split 16 layers"),  # its stages (48 sequences: 4 in each of 12 microbatches)
+    ("pp=P,dp=X", "P=8, X=1", 16, "32 microbatches do not split the 16 sequences"),  # its microbatches (4 a stage)
+    ("pp=P,dp=X", "P=2, X=4", 10, "does not split over 4 data-parallel replicas")])  # its replicas
+def test_a_pipeline_its_own_costing_refuses_is_no_familys_member(strategy, mesh, batch, why):
+    # a pipeline family's stage count is a formula, so what its own costing checks of a
+    # number (pipeline.check) is checked member by member: refused, it is costed whole (and
+    # says why), never by formula
+    target = machine("b200")
+    with pytest.raises(SpecError, match=why):
+        symroof.model("llama-3.2-1b", "train", target, {"B": batch, "T": 2048}, strategy=strategy, mesh=mesh)
+    families, _ = _families("llama-3.2-1b", "b200", "train", (("B", batch), ("T", 2048)))
+    member = strategy_of(strategy, mesh, "train", get_model("llama-3.2-1b"), 1, target)
+    assert families.costing(member, 0, "1f1b", None) is None
 
 
 def test_the_formulas_are_exact_rationals():
