@@ -35,6 +35,13 @@ def test_a_command_loads_only_its_own_modules():
     loaded = _loaded("from symroof.cli.command import main\n"
                      "main(['analyze', 'bf16[B, D] @ bf16[D, F] -> bf16[B, F]', '--chip', 'tpu-v5e'])")
     assert "symroof.analysis" in loaded and not loaded & heavy
+    # nor the models' tables, the other outputs' modules or what many chips add up to
+    others = {"symroof.models", "symroof.render.latex", "symroof.render.json_report", "symroof.render.chip_card",
+              "symroof.hardware.pods", "matplotlib", "numpy"}
+    assert not loaded & others
+    as_json = _loaded("from symroof.cli.command import main\n"
+                      "main(['analyze', 'bf16[B, D] @ bf16[D, F] -> bf16[B, F]', '--chip', 'tpu-v5e', '--json'])")
+    assert "symroof.render.json_report" in as_json and not as_json & (others - {"symroof.render.json_report"})
     assert not _loaded("import symroof") & (heavy | {"symroof.analysis", "sympy"})
     planned = _loaded("from symroof.cli.command import main\nmain(['models'])")
     assert "symroof.models.report" in planned and not planned & (heavy - {"symroof.models.planner"})

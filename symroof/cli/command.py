@@ -23,17 +23,12 @@ from typing import TextIO
 
 import sympy
 
-from ..analysis import analyze, roofline
+from ..analysis import Analysis, analyze, roofline
 from ..errors import SpecError, SymroofError, SymroofWarning
 from ..hardware.chips import Chip, cited_keys, get_chip, list_chips, source_keys
 from ..hardware.machines import machine
-from ..hardware.pods import totals
 from ..ir import dim_symbol
-from ..render import latex
-from ..render.chip_card import chip_card, chips_table
-from ..render.json_report import to_json_dict
 from ..render.text import table
-from ..roofline.collectives import time as collective_time
 from ..sharding.layout import fix_message
 from ..sharding.lowering import ShardingError
 from ..show import over, seconds
@@ -217,7 +212,7 @@ def _roofline(args: argparse.Namespace) -> str:
         raise SymroofError("--vector-flops costs elementwise work; bare counts run at the matrix peak "
                            "of --dtype (analyze a spec to split the work between the units)")
     result = roofline(args.flops, args.bytes, dtype=args.dtype, **figures)
-    return dumps(to_json_dict(result)) if args.json else table(result)
+    return dumps(_json(result)) if args.json else table(result)
 
 
 def _plot(args: argparse.Namespace) -> str:
@@ -274,10 +269,16 @@ def _analyze(args: argparse.Namespace) -> str:
                             "model: run it with 'symroof model FILE'", error.text, error.start, error.end) from None
         raise
     if args.command == "latex":
+        from ..render import latex  # each output's module imported where it is asked for
         return latex.derivation(result, solve=args.solve, limit=limit, markdown=args.format == "markdown")
     if args.json:
-        return dumps(to_json_dict(result, limit=limit, solve=args.solve))
+        return dumps(_json(result, limit=limit, solve=args.solve))
     return table(result, limit=limit, solve=args.solve)
+
+
+def _json(result: Analysis, limit: list[str] | None = None, solve: str | None = None) -> dict:
+    from ..render.json_report import to_json_dict  # as latex: where asked for
+    return to_json_dict(result, limit=limit, solve=solve)
 
 
 def _stdin() -> str:
@@ -306,6 +307,7 @@ def _with_fix_times(error: ShardingError, args: argparse.Namespace, values: Mapp
             if V is None:  # not costed: the layout's check gives every fix its bytes
                 return error
             V = V.xreplace(sizes)
+            from ..roofline.collectives import time as collective_time  # only where a layout cannot run
             t = collective_time("AllGather", [error.mesh.axis(a) for a in fix.axes], V, target.chip,
                                 target.ici_bw, error.mesh.axes)
             shown = seconds(t.bandwidth) if V.is_number else over(V, V / t.bandwidth) + " s"
@@ -321,6 +323,7 @@ def _chips(args: argparse.Namespace) -> str:
     rows = [{"id": chip.id, "name": chip.name, **chip.headline()} for chip in chips]
     if args.json:
         return dumps([{k: _plain(v) for k, v in row.items()} for row in rows])
+    from ..render.chip_card import chips_table  # the chip commands' own
     return chips_table(chips)
 
 
@@ -341,11 +344,13 @@ def _chip(args: argparse.Namespace) -> str:
                                     for name, fields in chip.variants.items()},
                        "notes": list(chip.notes),
                        "references": {key: references[key] for key in cited}})
+    from ..render.chip_card import chip_card
     return chip_card(chip, references, args.variant)
 
 
 def _totals(chip: Chip, args: argparse.Namespace) -> str:
     """`symroof chip CHIP --chips N` (or `--slice AxBxC`): what that many chips add up to."""
+    from ..hardware.pods import totals
     found = totals(chip, args.chips, args.slice)
     if not args.json:
         return str(found)

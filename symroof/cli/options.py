@@ -13,8 +13,6 @@ from ..analysis import Analysis
 from ..errors import SpecError, SymroofError
 from ..hardware.machines import Machine
 from ..lang.sizes import size_value
-from ..models.decls import GRADS, MASTERS, OPTIMIZERS, price_exact
-from ..render.json_report import json_value
 from ..show import pretty, wrapped
 
 # What a subcommand's parser names with set_defaults(handler=...): the text to print, and the
@@ -113,6 +111,7 @@ def mode_options(parser: argparse.ArgumentParser) -> None:
 def training_options(parser: argparse.ArgumentParser) -> None:
     """--grads, --optimizer, --master, --hbm-usable: a training step's state and the HBM it may
     fill (models/decls.py: `OPTIMIZERS`, `state_bytes`, which check them)."""
+    from ..models.decls import GRADS, MASTERS, OPTIMIZERS  # the model commands', not every command's
     parser.add_argument("--grads", metavar="|".join(GRADS),
                         help="the gradients' dtype (default: each parameter's own, bf16 in the templates)")
     parser.add_argument("--optimizer", default="adam", metavar="|".join(OPTIMIZERS),
@@ -166,6 +165,7 @@ def budget_values(args: argparse.Namespace) -> tuple[int | None, float | None]:
     price = None
     if args.price is not None:
         price = _number(args.price, "--price", "a positive number per chip-hour")
+        from ..models.decls import price_exact  # as training_options: the model commands'
         price_exact(price)
         if not args.tokens:
             raise SpecError("--price is per chip-hour: give a token budget (--tokens 15e12) to cost")
@@ -190,6 +190,7 @@ def count_lines(a: Analysis, target: Machine | None, formulas: Analysis | None) 
 
 def count_values(a: Analysis, target: Machine | None) -> dict:
     """The same counts for --json."""
+    from ..render.json_report import json_value  # the importers' --json, not every command's
     keys = ("flops", "transcendentals", "bytes", "intensity") + (("t_math", "t_comms", "t_lower") if target else ())
     return {k: json_value(getattr(a, k)) for k in keys}
 
