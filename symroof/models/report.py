@@ -214,7 +214,7 @@ def _pipeline(config: dict, mode: str, weights: str, kv: str, found: Strategy, m
     default microbatches 4 times that, each member's checked on its own (families.py)."""
     axes = found[kinds.stages().name]
     stages: pipeline.Count = math.prod(size for _, size, _ in axes) if all(size for _, size, _ in axes) \
-        else sympy.Mul(*(dim_symbol(a) for a, _, _ in axes))
+        else sympy.Mul(*(dim_symbol(a) if size is None else sympy.Integer(size) for a, size, _ in axes))
     layers = config["sizes"]["L"]
     plan = pipeline.parse_schedule(schedule)
     count = pipeline.microbatches_default(stages) if microbatches is None else microbatches
