@@ -109,12 +109,50 @@ def caret(text: str, start: int, end: int | None = None) -> str:
     if hi - lo > _WINDOW:
         lo = max(line_start, min(start - _WINDOW // 2, line_end - _WINDOW))
         hi = min(line_end, lo + _WINDOW)
-    shown = text[lo:hi].replace("\t", _TAB)
+    shown = "".join("\ufffd" if _unprintable(ch) else ch for ch in text[lo:hi].replace("\t", _TAB))
     prefix = "..." if lo > line_start else ""
     suffix = "..." if hi < line_end else ""
     pad = " " * len(prefix) + "".join(_blank(ch) for ch in text[lo:start])
     marks = "^" * max(1, sum(_width(ch) for ch in text[start:min(end, hi)]) or 1)
     return f"  {prefix}{shown}{suffix}\n  {pad}{marks}"
+
+
+def printable(text: str) -> str:
+    """`text` as a terminal may show it: each control or format character (an escape
+    sequence's ESC, a right-to-left override U+202E, a zero-width space) written as its
+    code, so that a name read from a file cannot rewrite the line it is printed in;
+    newlines and tabs stay.
+
+    Examples:
+        >>> printable("h100\\u202e001a")
+        'h100\\\\u202e001a'
+    """
+    return "".join(f"\\u{ord(ch):04x}" if _unprintable(ch) else ch for ch in text)
+
+
+def unprintable_at(value: object, where: str = "") -> str | None:
+    """Where in data read from a file (JSON's dicts, lists and strings) a key or a text
+    holds a character `printable` would write as its code (a control or format character:
+    an escape sequence, a right-to-left override), as a dotted path; None where none does.
+    A data file's names and sources are printed as they are, so its checks refuse one.
+
+    Examples:
+        >>> unprintable_at({"chips": [{"id": "h100"}, {"id": "h\\u202e00"}]})
+        'chips.1.id'
+    """
+    texts = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in texts:
+        at = f"{where}.{key}" if where else str(key)
+        if any(isinstance(t, str) and any(_unprintable(ch) for ch in t) for t in (key, item)):
+            return at
+        found = unprintable_at(item, at)
+        if found is not None:
+            return found
+    return None
+
+
+def _unprintable(ch: str) -> bool:
+    return ch not in "\n\t" and unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn")
 
 
 def _width(ch: str) -> int:

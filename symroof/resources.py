@@ -8,9 +8,13 @@ checkout or an editable install they sit at the top of the repository.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import errno
 import json
 import os
+import stat
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
@@ -104,13 +108,48 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def read_bounded(path: str | Path, limit: int) -> bytes | None:
-    """A data file's bytes, or None where it has more than `limit` (never more is read:
-    a data file is input, bounded in size). OSError and ValueError (a path with a NUL)
-    pass to the caller, whose error names the file's kind."""
-    with open(path, "rb") as handle:
+def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes | None:
+    """An input file's bytes, or None where it has more than `limit` (never more is read:
+    a file is input, bounded in size). Only a regular file is read: a FIFO would block,
+    /dev/zero never end (OSError, "not a regular file"). OSError and ValueError (a path
+    with a NUL) pass to the caller, whose error names the file's kind."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opened without waiting for a writer
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
         raw = handle.read(limit + 1)
     return None if len(raw) > limit else raw
+
+
+def write_atomically(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write a file whole or not at all: into a temporary file beside it, then renamed over
+    it (a failure, or a Ctrl-C, leaves the old file, or none). OSError passes to the
+    caller, whose error names the file."""
+    target = Path(path)
+    fd, draft = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(draft, target)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(draft)
+
+
+def read_text_bounded(path: str | os.PathLike[str], limit: int, what: str, error: type[Exception]) -> str:
+    """An input file's text (UTF-8), at most `limit` bytes of it, else one `error` that
+    names the file as `what`: a file that cannot be read, is not a regular file, is too
+    large or is not UTF-8 text."""
+    try:
+        raw = read_bounded(path, limit)
+    except (OSError, ValueError) as err:
+        raise error(f"cannot read {what} {path}: {getattr(err, 'strerror', None) or err}") from None
+    if raw is None:
+        raise error(f"{what} {path}: more than {limit:,} bytes, more than symroof reads")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise error(f"{what} {path} is not UTF-8 text (byte {err.start + 1})") from None
 
 
 def load_json(raw: bytes) -> object:

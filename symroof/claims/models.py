@@ -40,6 +40,7 @@ from ..lang.sizes import size_value
 from ..models.decls import MODEL_QUANTITY
 from ..models.report import model
 from ..models.whole import Model
+from ..resources import read_bounded
 from . import check
 from .check import CaseResult, Outcome
 
@@ -49,6 +50,7 @@ KEYS = ("id", "model", "mode", "chip", "sizes", "chips", "optimizer", "grads", "
         "expect", "tolerance", "book", "quote", "issue")
 _CHIP_KEYS = ("name", "variant", "peak_flops", "hbm_bw")
 MAX_FILE_BYTES = 5_000_000  # a claims file; the chapter's is under 10 kB
+MAX_CLAIMS = 2000  # in one file (the chapter's has 38): checked one by one, a few ms each
 
 
 class Claim(dict):
@@ -130,12 +132,12 @@ def load_claims(path: str | os.PathLike) -> list[object]:
     """The claims of a YAML file: a list of claims, or a mapping with a `claims` list. An
     entry that is not a mapping is kept: checking it gives its own ERROR row."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        raise SymroofError(f"cannot read {path}: {error.strerror or error}") from None
-    if len(raw) > MAX_FILE_BYTES:
+        bounded = read_bounded(path, MAX_FILE_BYTES)
+    except (OSError, ValueError) as error:
+        raise SymroofError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
+    if bounded is None:
         raise SymroofError(f"{path}: more than {MAX_FILE_BYTES} bytes, more than a claims file may have")
+    raw = bounded
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -166,6 +168,9 @@ def load_claims(path: str | os.PathLike) -> list[object]:
         raise SymroofError(f"{path}: expected a list of claims (mappings with spec, chip, expect)")
     if not data:
         raise SymroofError(f"{path}: no claims to check")
+    if len(data) > MAX_CLAIMS:
+        raise SymroofError(f"{path}: {len(data):,} claims, more than the {MAX_CLAIMS:,} a claims file may have "
+                           "(split it)")
     found = []
     for k, claim in enumerate(data):
         if isinstance(claim, Mapping) and k < len(items):
@@ -199,7 +204,17 @@ def check_shape(case: Mapping) -> None:
 
 class _Loader(yaml.SafeLoader):
     """YAML's safe loader that refuses a key given twice in one mapping (PyYAML keeps the
-    last silently: `expect: {flops: 1, flops: 2}` would check one of them)."""
+    last silently: `expect: {flops: 1, flops: 2}` would check one of them), and every alias
+    (`*name`): nine lines of aliases of aliases make a billion items (a claims file writes
+    each claim out)."""
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, f"an alias ({event.anchor and '*' + event.anchor}): "
+                                              "a claims file writes each claim out, without anchors and aliases",
+                                              event.start_mark)
+        return super().compose_node(parent, index)
 
 
 def _mapping(loader: _Loader, node: yaml.MappingNode) -> Iterator[dict]:

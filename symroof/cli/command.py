@@ -24,7 +24,7 @@ from typing import TextIO
 import sympy
 
 from ..analysis import Analysis, analyze, roofline
-from ..errors import SpecError, SymroofError, SymroofWarning
+from ..errors import SpecError, SymroofError, SymroofWarning, printable
 from ..hardware.chips import Chip, cited_keys, get_chip, list_chips, source_keys
 from ..hardware.machines import machine
 from ..ir import dim_symbol
@@ -167,9 +167,17 @@ def _spec_options(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run the command line; returns the exit code: 0, 1 when a claim fails (`check`), 2 for
-    bad input, 3 for an internal error (a bug in symroof)."""
-    out = out or sys.stdout
+    bad input, 3 for an internal error (a bug in symroof), 130 when interrupted (Ctrl-C:
+    one line, no traceback)."""
     err = err or sys.stderr
+    try:
+        return _main(argv, out or sys.stdout, err)
+    except KeyboardInterrupt:
+        print("symroof: interrupted", file=err)
+        return 130
+
+
+def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(given[0] if given else None)
     args = parser.parse_args(given)
@@ -179,17 +187,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
             text, code = _run(args)
         for warning in caught:
             if issubclass(warning.category, SymroofWarning):
-                print(f"symroof: warning: {warning.message}", file=err)
+                print(printable(f"symroof: warning: {warning.message}"), file=err)
         out.write(text + "\n")
         return code
-    except SymroofError as error:
-        print(f"symroof: error: {error}", file=err)
+    except SymroofError as error:  # its text may quote a file's: control characters shown as codes
+        print(printable(f"symroof: error: {error}"), file=err)
         return 2
     except Exception as error:  # a bug: say so plainly, keep the traceback for those who ask
         if os.environ.get("SYMROOF_DEBUG"):
             raise
-        print(f"symroof: internal error: {type(error).__name__}: {error} "
-              "(set SYMROOF_DEBUG=1 for the traceback, and please report it)", file=err)
+        print(printable(f"symroof: internal error: {type(error).__name__}: {error} "
+                        "(set SYMROOF_DEBUG=1 for the traceback, and please report it)"), file=err)
         return 3
 
 

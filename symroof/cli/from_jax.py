@@ -61,6 +61,12 @@ def add_parser(commands: Commands) -> None:
 
 
 def run(args: argparse.Namespace) -> str:
+    imported, out = _run(args)
+    save_program(args.output, imported.text)  # last: a step that fails leaves no file behind
+    return out
+
+
+def _run(args: argparse.Namespace) -> tuple[importer.Imported, str]:
     sizes = set_sizes(args.set)
     imported = importer.from_jax(importer.load_function(args.target), args.shapes,
                                    [name for given in args.params for name in given.split(",")],
@@ -68,7 +74,6 @@ def run(args: argparse.Namespace) -> str:
     if args.xla and imported.dims() and not sizes:
         raise SymroofError(f"--xla compares at concrete sizes: give them with --set "
                            f"({','.join(f'{d}=...' for d in imported.dims())})")
-    save_program(args.output, imported.text)
     target = machine(**machine_kwargs(args))
     m = imported.model(target, sizes)  # the machine whole: --peak-flops, --override and the rest apply
     a = m.analysis
@@ -81,8 +86,8 @@ def run(args: argparse.Namespace) -> str:
                "params_declared": [str(p) for p in imported.converted.params], **count_values(a, target)}
         if check is not None:
             out["xla"] = check
-        return json.dumps(out, indent=2)
-    return _text(args, imported, a, target, check, formulas)
+        return imported, json.dumps(out, indent=2)
+    return imported, _text(args, imported, a, target, check, formulas)
 
 
 def _text(args: argparse.Namespace, imported: importer.Imported, a: Analysis, target: Machine | None,

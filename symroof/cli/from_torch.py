@@ -61,12 +61,17 @@ def _made(target: str) -> importer.Imported:
 
 
 def run(args: argparse.Namespace) -> str:
+    imported, out = _run(args)
+    save_program(args.output, imported.text)  # last: a step that fails leaves no file behind
+    return out
+
+
+def _run(args: argparse.Namespace) -> tuple[importer.Imported, str]:
     sizes = set_sizes(args.set)
     imported = _made(args.target)
     if args.check and imported.dims and not sizes:
         raise SymroofError(f"--check runs the module at concrete sizes: give them with --set "
                            f"({','.join(f'{d}=...' for d in imported.dims)})")
-    save_program(args.output, imported.text)
     target = machine(**machine_kwargs(args))
     a = imported.model(target, sizes).analysis
     formulas = imported.analysis if sizes else None
@@ -78,12 +83,12 @@ def run(args: argparse.Namespace) -> str:
                                **count_values(a, target)}
         if check is not None:
             out["flop_counter"] = check
-        return json.dumps(out, indent=2)
+        return imported, json.dumps(out, indent=2)
     head = f"imported        {args.target}: {imported.nodes} ATen ops -> {len(imported.writer.statements)} statements"
-    return imported_report(head, imported.text, [], imported.warnings, a, target, formulas,
-                           _check_lines(check) if check is not None else [],
-                           "views, reshapes, permutes and slices move no data; attention is fused (its scores stay "
-                           "on chip)")
+    return imported, imported_report(head, imported.text, [], imported.warnings, a, target, formulas,
+                                     _check_lines(check) if check is not None else [],
+                                     "views, reshapes, permutes and slices move no data; attention is fused (its "
+                                     "scores stay on chip)")
 
 
 def _check_lines(check: Mapping[str, Any]) -> list[str]:

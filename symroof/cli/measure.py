@@ -73,12 +73,17 @@ def run(args: argparse.Namespace) -> tuple[str, int]:
     return calibrate.report(cal, chip) + (f"\n\n{written}" if written else ""), 0
 
 
+MOST_REPEATS = 1000  # runs of each kernel: a minute or so at most on any machine
+
+
 def _repeats(text: str | None) -> int | None:
     if text is None:
         return None
-    if not text.strip().isdigit() or int(text) < 2:
-        raise SymroofError(f"--repeats {text}: give a whole number of runs, at least 2 (to measure a spread)")
-    return int(text)
+    digits = text.strip()
+    if not digits.isdigit() or len(digits) > 6 or not 2 <= int(digits) <= MOST_REPEATS:
+        raise SymroofError(f"--repeats {text[:20]}: give a whole number of runs from 2 (to measure a spread) to "
+                           f"{MOST_REPEATS}")
+    return int(digits)
 
 
 def _check_plot(path: str) -> None:

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from ..errors import SpecError
 from ..hardware.machines import Machine, machine
 from ..lang.sizes import size_value
-from ..lang.structure import read_structured
 from ..models import report
 from ..models.counted import NEEDS_CONFIG, SIZE_FLAGS, Counted, from_entry, is_counted
 from ..models.decls import Options
@@ -185,7 +184,7 @@ def run(args: argparse.Namespace) -> str:
     if args.batches and about.get("microbatches") is not None:
         raise SpecError("--batches sweeps the batch; --microbatches splits one batch: give --set B=... with "
                         "--microbatches instead")
-    structured = read_structured(text)
+    structured = report.read_source(args.name, text)
     sizes = report.with_defaults(structured, args.mode, context, _sizes(args.set))
     state = training_kwargs(args)
     options = Options(mode=args.mode, chips=args.chips, optimizer=state["optimizer"], remat=args.remat, mfu=args.mfu,

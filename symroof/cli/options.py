@@ -13,6 +13,7 @@ from ..analysis import Analysis
 from ..errors import SpecError, SymroofError
 from ..hardware.machines import Machine
 from ..lang.sizes import size_value
+from ..resources import write_atomically
 from ..show import pretty, wrapped
 
 # What a subcommand's parser names with set_defaults(handler=...): the text to print, and the
@@ -196,14 +197,14 @@ def count_values(a: Analysis, target: Machine | None) -> dict:
 
 
 def save_program(path: str | None, text: str) -> None:
-    """-o FILE: an imported program's text saved, for `symroof model FILE --prefill`."""
+    """-o FILE: an imported program's text saved, for `symroof model FILE --prefill`: whole,
+    once everything else has worked (the importers call it last)."""
     if not path:
         return
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        write_atomically(path, text)
     except OSError as error:
-        raise SymroofError(f"cannot write {path}: {error.strerror}") from None
+        raise SymroofError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 def imported_report(head: str, program: str, notes: list[str], warnings: list[str], a: Analysis,

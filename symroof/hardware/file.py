@@ -17,15 +17,14 @@ import numbers
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 from typing import NoReturn
 
 import sympy
 
 from ..dtypes import RATES
-from ..errors import HardwareError
-from ..resources import describe, did_you_mean, unique_keys
+from ..errors import HardwareError, printable, unprintable_at
+from ..resources import describe, did_you_mean, read_text_bounded, unique_keys
 from .shapes import Shape, pod_shape_problem, read_shape, read_shapes, slice_shapes_problem
 
 NUMBER, COUNT, TEXT, SHAPE, SHAPES = "number", "count", "text", "shape", "shapes"
@@ -125,14 +124,14 @@ def _json_int(text: str) -> int | _JsonNumber:
     return int(text) if len(text) <= 40 else _JsonNumber(text)
 
 
+MAX_FILE_BYTES = 5_000_000  # a hardware file; the shipped one is under 100 kB
+
+
 def read_file(file: str) -> tuple[dict[str, ChipFields], dict[str, str], Mapping[str, str]]:
     """A hardware file's chips as checked records by id, in file order; the index from each
     spelling of a chip's names (`normal_name`) to its id; and the file's source keys. Every
     problem is one `HardwareError` naming the file, the chip and the field."""
-    try:
-        text = Path(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise HardwareError(f"cannot read hardware file {file}: {error}") from None
+    text = read_text_bounded(file, MAX_FILE_BYTES, "hardware file", HardwareError)
     try:
         data = json.loads(text, parse_float=_JsonNumber, parse_constant=_JsonNumber,
                           parse_int=_json_int, object_pairs_hook=unique_keys)
@@ -141,8 +140,13 @@ def read_file(file: str) -> tuple[dict[str, ChipFields], dict[str, str], Mapping
                             f"(line {error.lineno}, column {error.colno})") from None
     except ValueError as error:
         raise HardwareError(f"{file}: {error}") from None
+    except RecursionError:
+        raise HardwareError(f"{file}: not valid JSON: nested too deeply") from None
     if not isinstance(data, dict) or not isinstance(data.get("chips"), list):
         raise HardwareError(f"{file}: expected a JSON object with a 'chips' list")
+    found = unprintable_at(data)
+    if found is not None:
+        raise HardwareError(printable(f"{file}: {found}: holds a control or format character; write plain text"))
     for key in data:
         if key not in _FILE_KEYS:
             raise HardwareError(f"{file}: {key}: unknown top-level field{did_you_mean(key, _FILE_KEYS)}")

@@ -16,6 +16,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, NoReturn
 
@@ -40,6 +41,9 @@ def expression(text: str, where: tuple[str, int] | None = None) -> sympy.Expr:
             _fail(f"cannot read {text[pos:].strip()[:1]!r} in a size expression", where, pos)
         assert match is not None
         kind = match.lastgroup or "op"
+        if kind == "int" and len(match.group(kind)) > MAX_DIGITS:
+            _fail(f"a number of {len(match.group(kind)):,} digits in a size expression (at most {MAX_DIGITS})",
+                  where, match.start(kind))
         tokens.append((kind, match.group(kind), match.start(kind)))
         pos = match.end()
     if not tokens:
@@ -53,9 +57,15 @@ def expression(text: str, where: tuple[str, int] | None = None) -> sympy.Expr:
 
 # The most bits an exact power's numerator or denominator may have (about 1,200 digits): past
 # it, a power of numbers is a 30-digit float. A size that large is no size, and an exact
-# 10**100000000 (or a mixture's (3/4)**B at a batch of 10**12) would never finish.
+# 10**100000000 (or a mixture's (3/4)**B at a batch of 10**12) would never finish. A `let`
+# that comes to a whole number past it is refused, as is one whose expression would expand
+# to more than MAX_TERMS terms or raise a dim to a power past EXACT_BITS: 40 lines of
+# `let X2 = X1*X1` would otherwise square their way past any memory.
 EXACT_BITS = 4096
 FLOAT_DIGITS = 30
+MAX_DIGITS = 18  # of a number written in a size expression, as of a dim's size
+MAX_DEPTH = 100  # parentheses and signs nested in a size expression
+MAX_TERMS = 4096  # of a `let`'s value, expanded
 
 
 class Power(sympy.Function):
@@ -110,6 +120,12 @@ class _Reader:
 
     def __init__(self, tokens: list[tuple[str, str, int]], where: tuple[str, int] | None):
         self.tokens, self.where, self.i = tokens, where, 0
+        self.depth = 0  # of the '(' and '-' being read (MAX_DEPTH)
+
+    def _deeper(self, at: int) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            _fail(f"a size expression nested more than {MAX_DEPTH} deep", self.where, at)
 
     def _peek(self) -> str | None:
         return self.tokens[self.i][1] if self.i < len(self.tokens) else None
@@ -149,6 +165,7 @@ class _Reader:
         """min(a, b, ...): the least of its arguments (a sliding window's keys, min(S, W));
         floor(a): a rounded down (a strided convolution's output, floor((H - 3)/2) + 1)."""
         self.i += 1  # the '('
+        self._deeper(at)
         args = [self.sum()]
         while self._peek() == ",":
             self.i += 1
@@ -156,6 +173,7 @@ class _Reader:
         if self._peek() != ")":
             _fail(f"a '{name}(' is not closed", self.where, at)
         self.i += 1
+        self.depth -= 1
         if name == "floor":
             if len(args) != 1:
                 _fail("floor takes one size", self.where, at)
@@ -177,13 +195,18 @@ class _Reader:
         if kind == "name":
             return dim_symbol(text)
         if text == "(":
+            self._deeper(at)
             value = self.sum()
             if self._peek() != ")":
                 _fail("a '(' is not closed", self.where, at)
             self.i += 1
+            self.depth -= 1
             return value
         if text == "-":
-            return -self.power()
+            self._deeper(at)
+            value = -self.power()
+            self.depth -= 1
+            return value
         _fail(f"unexpected {text!r} in a size expression", self.where, at)
         raise AssertionError  # _fail raises
 
@@ -217,7 +240,12 @@ def resolve_relations(lets: list[tuple[str, sympy.Expr]], spans: list[tuple[str,
             raise _error(f"the relations go round in a circle: {cycle}", where[symbol])
         expr = defined[symbol]
         inner = {s: value_of(s, (*path, symbol)) for s in expr.free_symbols if s in defined}
-        value = sympy.expand(expr.xreplace(inner)) if inner else expr
+        value = expr.xreplace(inner) if inner else expr
+        _check_size(symbol, value, where[symbol])
+        value = sympy.expand(value) if inner else value
+        if value.is_Integer and abs(int(value)).bit_length() > EXACT_BITS:
+            raise _error(f"{symbol.name} comes to a number of {len(str(abs(int(value)))):,} digits: too large to be "
+                         f"a size (past {EXACT_BITS} bits)", where[symbol])
         if value.is_Float:  # a power past EXACT_BITS: huge, or a fraction's tiny power (never whole)
             said = (f"too large to be a size (past {EXACT_BITS} bits)" if abs(value) >= 1
                     else "a size is a positive whole number")
@@ -230,6 +258,38 @@ def resolve_relations(lets: list[tuple[str, sympy.Expr]], spans: list[tuple[str,
     for symbol in defined:
         value_of(symbol, ())
     return resolved
+
+
+def _check_size(symbol: sympy.Symbol, value: sympy.Expr, span: tuple[str, int, int] | None) -> None:
+    """A let's value, its lets put in, before it is expanded: at most MAX_TERMS terms once
+    expanded, no dim to a power past EXACT_BITS, no number past EXACT_BITS bits (each
+    checked on the way: an unexpanded square of a square stays small to look at)."""
+    if _terms(value, symbol, span) > MAX_TERMS:
+        raise _error(f"{symbol.name} would expand to more than {MAX_TERMS:,} terms: too large a size expression "
+                     "(write it with fewer products of sums)", span)
+
+
+def _terms(e: sympy.Expr, symbol: sympy.Symbol, span: tuple[str, int, int] | None) -> int:
+    """At most how many terms `e` expands to (MAX_TERMS + 1 where it is more), its powers
+    and numbers checked against EXACT_BITS."""
+    if e.is_Integer or e.is_Rational:
+        if max(abs(int(e.p)).bit_length(), int(e.q).bit_length()) > EXACT_BITS:
+            raise _error(f"{symbol.name} comes to a number past {EXACT_BITS} bits: too large to be a size", span)
+        return 1
+    if e.is_Add:
+        return min(sum(_terms(a, symbol, span) for a in e.args), MAX_TERMS + 1)
+    if e.is_Mul:
+        count = 1
+        for a in e.args:
+            count = min(count * _terms(a, symbol, span), MAX_TERMS + 1)
+        return count
+    if e.is_Pow and e.exp.is_Integer:
+        if abs(int(e.exp)) > EXACT_BITS:
+            raise _error(f"{symbol.name} raises a size to the power {e.exp}: past {EXACT_BITS}, too large to be a "
+                         "size", span)
+        base, n = _terms(e.base, symbol, span), abs(int(e.exp))
+        return 1 if base == 1 else min(math.comb(base + n - 1, n), MAX_TERMS + 1)  # a sum's n-th power's monomials
+    return min(sum(_terms(a, symbol, span) for a in e.args if isinstance(a, sympy.Expr)) or 1, MAX_TERMS + 1)
 
 
 def _error(message: str, span: tuple[str, int, int] | None) -> SpecError:

@@ -20,6 +20,7 @@ from ..mesh import Mesh
 from ..render.chip_card import estimates_text
 from ..render.json_report import json_value
 from ..render.tex import TexPrinter, tex_name, tex_words
+from ..resources import read_text_bounded
 from ..roofline.solve import Region
 from ..show import beside, human, number, pretty, seconds, wrapped
 from . import accumulation, kinds, latency_bound, mla, pipeline, quant, strategy_costs, windows
@@ -72,7 +73,7 @@ def model(name: str, mode: str = "train", chip: str | Chip | Machine | None = No
         text, about, context = source(name, mode, weights=weights, kv=kv, strategy=strategy, mesh=mesh, chips=chips,
                                   target=target, microbatches=microbatches, schedule=schedule,
                                   models_file=models_file)
-    structured = read_structured(text)
+    structured = read_source(name, text)
     sized = with_defaults(structured, mode, context, sizes or {})
     stages = about.pop("stage_programs", None)
     about.update(mode=mode, sizes=sized, chip=target.name if target is not None else None, chips=chips)
@@ -138,6 +139,19 @@ def catalogue_rows(models_file: str | None = None) -> list[dict]:
     return rows
 
 
+def read_source(name: str, text: str | Program) -> Structured:
+    """What `source` gave for `name`, read: a file not named as a program (.sr, .txt) that
+    does not read as one is refused saying where, but with none of its text (it may be any
+    file: /etc/passwd)."""
+    try:
+        return read_structured(text)
+    except SpecError as err:
+        if isinstance(text, str) and text is not name and Path(name).suffix not in PROGRAM_SUFFIXES:
+            raise SpecError(f"{name} does not read as a symroof program: {err.headline()}; a program file's "
+                            f"name ends in {' or '.join(PROGRAM_SUFFIXES)}") from None
+        raise
+
+
 def named(name: str, models_file: str | None = None) -> dict | None:
     """The models.json entry NAME names; None for a program (its text, or a file)."""
     if "\n" in name or "{" in name or _is_file(name):
@@ -163,12 +177,7 @@ def source(name: str, mode: str, *, weights: str = "bf16", kv: str = "bf16", str
         built, about = sharded_source(config, mode, found, weights=weights, kv=kv, microbatches=microbatches,
                                       schedule=schedule)
         return built, about, config["sizes"]["context"]
-    try:
-        text = Path(name).read_text(encoding="utf-8")
-    except OSError as err:
-        raise SpecError(f"cannot read program file {name}: {err.strerror or err}") from None
-    except UnicodeDecodeError as err:
-        raise SpecError(f"program file {name} is not UTF-8 text (byte {err.start + 1})") from None
+    text = read_text_bounded(name, MAX_PROGRAM_BYTES, "program file", SpecError)
     if not text.strip():
         raise SpecError(f"program file {name} is empty: write a model's statements in it "
                         "(symroof model llama-3-8b --print shows one)")
@@ -230,11 +239,18 @@ def _pipeline(config: dict, mode: str, weights: str, kv: str, found: Strategy, m
             "stage_programs": programs}
 
 
+MAX_PROGRAM_BYTES = 1_000_000  # a program file (the language reads 200,000 characters of a program)
+
+
+PROGRAM_SUFFIXES = (".sr", ".txt")  # a program file's name (any other path is read as one where it exists)
+
+
 def _is_file(name: str) -> bool:
     path = Path(name)
     try:
-        # a .json file is a Hugging Face config (models/hf_config.py), read as a named model's
-        return path.suffix in (".sr", ".txt") or (path.is_file() and "/" in name and path.suffix != ".json")
+        # a .json file is a Hugging Face config (models/hf_config.py), read as a named model's; a
+        # path that is there but no regular file (a FIFO, /dev/zero) is read as a program's, and refused
+        return path.suffix in PROGRAM_SUFFIXES or ("/" in name and path.exists() and path.suffix != ".json")
     except (OSError, ValueError):  # a name too long for a path, or with a NUL: a model's name, then
         return False
 

@@ -15,6 +15,7 @@ overlaps another, the legend or a curve, or leaves the axes.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -26,6 +27,7 @@ from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
 from ..errors import SymroofError
+from ..resources import write_atomically
 from .plot_labels import (
     NAME_CHARS,
     LinearTicks,
@@ -310,8 +312,10 @@ def save(ax: Axes, path: str | os.PathLike[str]) -> None:
     suffix = str(path).rsplit(".", 1)[-1].lower()
     if suffix not in ("png", "svg", "pdf"):
         raise SymroofError(f"plots are saved as .png, .svg or .pdf, not .{suffix}")
+    drawn = io.BytesIO()
+    ax.figure.figure.savefig(drawn, dpi=_DPI, format=suffix)
     try:
-        ax.figure.figure.savefig(path, dpi=_DPI)
+        write_atomically(path, drawn.getvalue())  # whole, or not at all
     except OSError as error:
         raise SymroofError(f"cannot write {path}: {error.strerror or error}") from None
 
@@ -321,6 +325,22 @@ def save(ax: Axes, path: str | os.PathLike[str]) -> None:
 def _check_labels(labels: Sequence[str] | None, analyses: Sequence[Analysis]) -> None:
     if labels is not None and len(labels) != len(analyses):
         raise SymroofError(f"{len(labels)} labels for {len(analyses)} analyses: give one per analysis")
+    for label in labels or ():
+        _check_label(label)
+
+
+def _check_label(label: str) -> None:
+    """A label matplotlib can draw: one with math between pairs of $ (as matplotlib reads
+    an even number of unescaped $) must be math it can lay out ('$x^$' is not)."""
+    if (label.count("$") - label.count("\\$")) % 2 or "$" not in label.replace("\\$", ""):
+        return
+    from matplotlib.mathtext import MathTextParser
+    try:
+        MathTextParser("path").parse(label)
+    except ValueError as error:
+        said = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+        raise SymroofError(f"label {label!r}: its math between $...$ is not what matplotlib can draw"
+                           + (f" ({said[:80]})" if said else "")) from None
 
 
 # Placing the legend and the labels --------------------------------------------------------

@@ -296,7 +296,7 @@ def test_jax_kernels_cover_each_figure_and_run():
     (["calibrate", "--backend", "numpi"], "unknown backend 'numpi'; did you mean 'numpy'?"),
     (["validate", "--chip", "v5e", "--backend", "torch"], "unknown backend 'torch'"),
     (["validate", "--chip", "no-such-chip", "--quick"], "unknown chip 'no-such-chip'"),
-    (["calibrate", "--repeats", "1"], "--repeats 1: give a whole number of runs, at least 2"),
+    (["calibrate", "--repeats", "1"], "--repeats 1: give a whole number of runs from 2 (to measure a spread) to 1000"),
     (["calibrate", "--repeats", "many"], "--repeats many: give a whole number"),
     (["calibrate", "--id", " "], "--id: give the chip a non-empty id"),
     (["validate", "--chip", "v5e", "--plot", "roof.txt"], "plots are saved as .png, .svg or .pdf"),
