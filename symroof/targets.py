@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from .errors import SymroofError
 
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")  # a module's name: no relative import (..x)
+
 
 def load_target(target: str, what: str) -> Callable:
     """The callable `target` names; `what` says what it should be (FUNCTION, FACTORY) in
     the one-line error for a target that names none."""
     module_name, sep, attr = target.rpartition(":")
-    if not sep or not module_name or not attr:
+    if not sep or not module_name or not attr or not (module_name.endswith(".py") or _DOTTED.fullmatch(module_name)):
         raise SymroofError(f"{target!r}: expected MODULE:{what} (my_model:{what.lower()}, or "
                            f"path/to/file.py:{what.lower()})")
     try:
@@ -29,12 +32,17 @@ def load_target(target: str, what: str) -> Callable:
             spec.loader.exec_module(module)
         else:
             sys.path.insert(0, ".")
+            importlib.invalidate_caches()  # a module written since this process last looked is found
             try:
                 module = importlib.import_module(module_name)
             finally:
                 sys.path.remove(".")
     except (ImportError, OSError, SyntaxError) as error:
         raise SymroofError(f"cannot import {module_name}: {error}") from None
+    except (Exception, SystemExit) as error:  # the user's code failed as it was imported: theirs to fix
+        said = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+        raise SymroofError(f"importing {module_name} raised {type(error).__name__}" + (f": {said}" if said else "")
+                           + " (its own code, run as Python imports it)") from None
     found = getattr(module, attr, None)
     if not callable(found):
         raise SymroofError(f"{module_name} has no {what.lower()} {attr!r}")

@@ -207,3 +207,24 @@ def test_the_importers_output_is_written_last_and_whole(tmp_path, monkeypatch):
         options.save_program(str(written), "changed\n")
     # the old file stands, and no temporary one is left beside it
     assert written.read_text() == "bf16[B] -> bf16[B]\n" and [p.name for p in tmp_path.iterdir()] == ["out.sr"]
+
+
+@pytest.mark.parametrize(("code", "said"), [
+    ("raise ValueError('boom')", "importing {name} raised ValueError: boom"),
+    ("raise RuntimeError", "importing {name} raised RuntimeError (its own code"),
+    ("import sys\nsys.exit(3)", "importing {name} raised SystemExit: 3"),
+])
+def test_user_code_that_fails_as_it_is_imported_is_the_users_error(tmp_path, monkeypatch, code, said):
+    # from-jax and from-torch import the module they are named: a failure there is the module's
+    # own (exit 2, saying so), not symroof's (it was an internal error, exit 3)
+    from symroof.errors import SymroofError
+    from symroof.targets import load_target
+    name = f"failing_{abs(hash(code))}"
+    (tmp_path / f"{name}.py").write_text(code + "\ndef f(x):\n    return x\n")
+    monkeypatch.chdir(tmp_path)
+    for target, shown in ((f"{name}:f", name), (f"{tmp_path / name}.py:f", f"{tmp_path / name}.py")):
+        with pytest.raises(SymroofError, match=said.format(name=shown).replace("(", r"\(")):
+            load_target(target, "FUNCTION")
+    # a relative module name is no module's name here
+    with pytest.raises(SymroofError, match="expected MODULE:FUNCTION"):
+        load_target("..x:f", "FUNCTION")
