@@ -12,7 +12,9 @@ cache directory of its own) and warm (read back from the disk, as a second plan 
 same model, chip and batch reads them). References: a plan's target (2 s) and, with --whole,
 the same plan costed strategy by strategy (`plan(..., families=False)`, what every plan
 did before strategy families); the sweep's target (10 s); `python -c "import sympy"` for
-the command line's start (target: 1.2x it); JAX's `jit(f).lower(...)` and
+the command line's start (target: 1.2x it), beside what importing lark and sympy's first
+sum take (the least any program reading a Lark grammar into sympy pays), symroof's
+bytecode written first, as pip writes it; JAX's `jit(f).lower(...)` and
 `torch.export.export` for the importers (target: 3x them, benchmarks/import_speed.py);
 8 minutes for the test suite.
 """
