@@ -136,20 +136,26 @@ def write_atomically(path: str | os.PathLike[str], data: str | bytes) -> None:
             os.unlink(draft)
 
 
-def read_text_bounded(path: str | os.PathLike[str], limit: int, what: str, error: type[Exception]) -> str:
-    """An input file's text (UTF-8), at most `limit` bytes of it, else one `error` that
-    names the file as `what`: a file that cannot be read, is not a regular file, is too
-    large or is not UTF-8 text."""
+def read_input(path: str | os.PathLike[str], limit: int, what: str, error: type[Exception]) -> bytes:
+    """An input file's bytes, at most `limit` of them (`read_bounded`), else one `error`
+    that names the file as `what` (a models file, a claims file): a file that cannot be
+    read, is not a regular file, or has more."""
     try:
         raw = read_bounded(path, limit)
     except (OSError, ValueError) as err:
         raise error(f"cannot read {what} {path}: {getattr(err, 'strerror', None) or err}") from None
     if raw is None:
-        raise error(f"{what} {path}: more than {limit:,} bytes, more than symroof reads")
+        raise error(f"{what} {path}: more than {limit:,} bytes, more than a {what} may have")
+    return raw
+
+
+def read_text_bounded(path: str | os.PathLike[str], limit: int, what: str, error: type[Exception]) -> str:
+    """`read_input`'s bytes as UTF-8 text, else one `error` saying where it is not."""
+    raw = read_input(path, limit, what, error)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise error(f"{what} {path} is not UTF-8 text (byte {err.start + 1})") from None
+        raise error(f"{what} {path} is not UTF-8 text (byte {err.start + 1} is {raw[err.start]:#04x})") from None
 
 
 def load_json(raw: bytes) -> object:

@@ -40,7 +40,7 @@ from ..lang.sizes import size_value
 from ..models.decls import MODEL_QUANTITY
 from ..models.report import model
 from ..models.whole import Model
-from ..resources import read_bounded
+from ..resources import read_text_bounded
 from . import check
 from .check import CaseResult, Outcome
 
@@ -131,18 +131,7 @@ def _quantity(m: Model, key: str) -> sympy.Basic:
 def load_claims(path: str | os.PathLike) -> list[object]:
     """The claims of a YAML file: a list of claims, or a mapping with a `claims` list. An
     entry that is not a mapping is kept: checking it gives its own ERROR row."""
-    try:
-        bounded = read_bounded(path, MAX_FILE_BYTES)
-    except (OSError, ValueError) as error:
-        raise SymroofError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
-    if bounded is None:
-        raise SymroofError(f"{path}: more than {MAX_FILE_BYTES} bytes, more than a claims file may have")
-    raw = bounded
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise SymroofError(f"{path}: not UTF-8 text (byte {error.start + 1} is "
-                           f"{raw[error.start]:#04x})") from None
+    text = read_text_bounded(path, MAX_FILE_BYTES, "claims file", SymroofError)
     loader = None
     try:
         loader = _Loader(text)  # its reader refuses a character YAML does not allow, here

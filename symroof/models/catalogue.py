@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from ..errors import SpecError
-from ..resources import describe, did_you_mean, load_json, read_bounded, resource_path, whole
+from ..resources import describe, did_you_mean, load_json, read_input, resource_path, whole
 from . import hf_config, mla, windows
 
 FIELDS = ("D", "L", "N", "K", "H", "F", "V", "context")  # the sizes the transformer template reads
@@ -73,13 +73,7 @@ def _describe(value: object) -> str:
 def _load(path: str) -> tuple[dict, ...]:
     """The checked models of a file, read again each time (a file edited between two calls
     is never answered from the cache), checked once for each content."""
-    try:
-        raw = read_bounded(path, MAX_FILE_BYTES)
-    except (OSError, ValueError) as err:
-        raise SpecError(f"cannot read models file {path}: {getattr(err, 'strerror', None) or err}") from None
-    if raw is None:
-        raise SpecError(f"models file {path}: more than {MAX_FILE_BYTES} bytes, more than a models file may have")
-    return _checked(path, raw)
+    return _checked(path, read_input(path, MAX_FILE_BYTES, "models file", SpecError))
 
 
 @functools.lru_cache(maxsize=16)
