@@ -14,7 +14,7 @@ from ..errors import SpecError, SymroofError
 from ..hardware.machines import Machine
 from ..lang.sizes import size_value
 from ..resources import write_atomically
-from ..show import pretty, wrapped
+from ..show import duration, pretty, wrapped
 
 # What a subcommand's parser names with set_defaults(handler=...): the text to print, and the
 # exit code where it is not 0.
@@ -178,21 +178,24 @@ def count_lines(a: Analysis, target: Machine | None, formulas: Analysis | None) 
     at the sizes given, its formula beside it where sizes were given; with a chip, the
     times and the bound."""
     rows = [("flops", a.flops), ("transcendentals", a.transcendentals), ("bytes", a.bytes), ("intensity", a.intensity)]
-    if target is not None:
-        rows += [("T_math", a.t_math), ("T_comms", a.t_comms), ("T_lower", a.t_lower)]
     lines = []
     for k, v in rows:
-        formula = getattr(formulas, k) if formulas is not None and k[0].islower() else None
+        formula = getattr(formulas, k) if formulas is not None else None
         lines.append(f"{k:<15} {pretty(v)}" + (f"   = {formula}" if formula is not None and formula != v else ""))
-    if target is not None:
+    if target is not None:  # each time with its unit, the network's where its collectives take any
+        lines += [f"{k:<15} {duration(getattr(a, k.lower()))}" for k in _times(a)]
         lines.append(f"{'bound':<15} {a.bound}")
     return lines
+
+
+def _times(a: Analysis) -> tuple[str, ...]:
+    return ("T_math", "T_comms", *(("T_network",) if a.t_network != 0 else ()), "T_lower")
 
 
 def count_values(a: Analysis, target: Machine | None) -> dict:
     """The same counts for --json."""
     from ..render.json_report import json_value  # the importers' --json, not every command's
-    keys = ("flops", "transcendentals", "bytes", "intensity") + (("t_math", "t_comms", "t_lower") if target else ())
+    keys = ("flops", "transcendentals", "bytes", "intensity") + (tuple(t.lower() for t in _times(a)) if target else ())
     return {k: json_value(getattr(a, k)) for k in keys}
 
 

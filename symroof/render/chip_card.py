@@ -195,25 +195,40 @@ def chip_card(chip: Chip, references: dict[str, str] | None = None, variant: str
     return "\n".join(out)
 
 
+def _links(chip: Chip) -> str:
+    """A chip's fast links, one way: how many times each's bandwidth (18 x 25 GB/s), or the
+    chip's total where the file gives no count, or one link's where it gives no more."""
+    count = chip.figure("interconnect.links_per_chip")
+    link = chip.figure("interconnect.link_bandwidth_one_way_bytes_per_s")
+    total = chip.figure("interconnect.chip_bandwidth_one_way_bytes_per_s")
+    if count is not None and link is not None:
+        return f"{int(count)} x {human(link, 'bytes/s')}"
+    if total is not None:
+        return f"{human(total, 'bytes/s')} in all"
+    return "-" if link is None else f"{human(link, 'bytes/s')} each"
+
+
 def chips_table(chips: Iterable[Chip]) -> str:
     """Every chip's headline figures, one row each, SI-scaled."""
-    header = ("chip", "name", "bf16 peak", "HBM BW", "HBM", "critical", "link", "vector (fp32)")
+    header = ("chip", "name", "bf16 peak", "HBM BW", "HBM", "critical", "links, one way", "vector (fp32)")
     lines = []
     for chip in chips:
         h = chip.headline()
         shows = {"bf16_flops_per_s": lambda v: human(v, "FLOPs/s"), "hbm_bandwidth_bytes_per_s":
                  lambda v: human(v, "bytes/s"), "hbm_capacity_bytes": capacity,
-                 "critical_intensity_bf16": lambda v: number(v, 4),
-                 "link_one_way_bytes_per_s": lambda v: human(v, "bytes/s")}
+                 "critical_intensity_bf16": lambda v: number(v, 4)}
         vector = chip.figure("vector_flops_per_s.fp32")
         lines.append((chip.id, chip.name, *("-" if h[k] is None else show(h[k]) for k, show in shows.items()),
-                      "-" if vector is None else human(vector, "FLOPs/s")
+                      _links(chip), "-" if vector is None else human(vector, "FLOPs/s")
                       + (" (estimate)" if chip.is_estimate("vector_flops_per_s.fp32") else "")))
     widths = [max(len(x) for x in col) for col in zip(header, *lines)]
     body = ["  ".join(f"{x:<{w}}" for x, w in zip(line, widths)).rstrip() for line in (header, *lines)]
     return "\n".join([*body, "", *wrapped(
         "bf16 peak: dense (no 2:4 sparsity); HBM BW: bandwidth; HBM: capacity; critical: bf16 peak / HBM "
-        "bandwidth, FLOPs/byte; link: one direction of one ICI or NVLink link; vector (fp32): the vector units' "
+        "bandwidth, FLOPs/byte; links, one way: a chip's fast links (ICI, NVLink, Infinity Fabric) times one "
+        "direction of each "
+        "(the chip's total where the links are not given; both directions carry as much again); vector (fp32): "
+        "the vector units' "
         "rate for elementwise work, an estimate where marked (no source gives it: symroof chip NAME says how it "
         "was derived); four significant figures; "
         "SI units: 1 GB = 1e9 bytes (GiB = 2^30 bytes, in brackets "

@@ -211,6 +211,22 @@ def test_chip_card_in_python_and_json_keeps_its_keys():
     assert chip_card(get_chip("h100"), source_keys()) == run("chip", "h100").rstrip("\n")
 
 
+def test_chips_table_gives_a_chips_links_not_one_links_bandwidth():
+    # "25 GB/s" under H100 read as its NVLink bandwidth: the table says how many links of how
+    # much, and where the file gives all three, the links add up to the chip's own figure
+    table = chips_table(list_chips())
+    for chip in list_chips():
+        count = chip.figure("interconnect.links_per_chip")
+        link = chip.figure("interconnect.link_bandwidth_one_way_bytes_per_s")
+        total = chip.figure("interconnect.chip_bandwidth_one_way_bytes_per_s")
+        row = next(line for line in table.splitlines() if line.startswith(chip.id + " "))
+        if count is not None and link is not None:
+            assert f"  {int(count)} x {human(link, 'bytes/s')}  " in row, row
+            assert total is None or count * link == total, chip.id
+        elif total is not None:
+            assert f"  {human(total, 'bytes/s')} in all  " in row, row
+
+
 def test_chips_table_is_in_one_unit_system():
     out = run("chips")
     assert out.rstrip("\n") == chips_table(list_chips())
