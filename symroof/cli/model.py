@@ -266,12 +266,20 @@ def _batches(args: argparse.Namespace, model: Model, about: dict) -> str:
     if not all(r["t_step"].is_number for r in rows):
         raise SpecError("throughput against latency needs numbers: give every dim but B a size (--set) and a "
                         "chip whose figures are numbers (not --chip symbolic)")
+    # what every row holds fixed, S above all (a decode step's context: the model's own unless given)
+    fixed = ", ".join(f"{k} = {v}" for k, v in model.sizes.items() if k != "B")
+    given = _sizes(args.set)
+    context = [k for k in ("S", "T") if k in model.sizes and k not in given]
+    title = f"{about['name']}, {args.mode} on {args.chips} x {model.machine.name}" + (f"; {fixed}" if fixed else "")
     if args.output:
-        model_plot.plot(rows, f"{about['name']}, {args.mode} on {args.chips} x {model.machine.name}", args.output)
+        model_plot.plot(rows, title, args.output)
     if args.json:
         return json.dumps({**about, "batches": [{k: json_value(v) for k, v in r.items()}
                                                 for r in rows]}, indent=2)
-    lines = [f"{'B':>6}  {'t_step':>12}  {'tokens/s':>12}  {'tokens/s/chip':>13}  fits"]
+    usable = f"{float(model.options.headroom):.0%}"
+    lines = [title + (f" (the model's context; --set {context[0]}=... for another)" if context else ""),
+             f"fits: the step's memory within {usable} of each chip's HBM (--hbm-usable)", "",
+             f"{'B':>6}  {'t_step':>12}  {'tokens/s':>12}  {'tokens/s/chip':>13}  fits"]
     for r in rows:
         fits = "?" if r["fits"] is None else "yes" if r["fits"] else "NO"
         lines.append(f"{r['B']:>6}  {seconds(r['t_step']):>12}  {number(r['tokens_per_s'], 4):>12}  "

@@ -230,6 +230,20 @@ def test_throughput_against_latency(tmp_path, capsys):
     assert "do not split evenly over 3 chips" in capsys.readouterr().err
 
 
+def test_the_throughput_table_says_what_each_row_holds_fixed(capsys):
+    # a user comparing with another S got another step: the table names its context (the
+    # model's own unless given) and the HBM its "fits" allows
+    context = get_model("llama-3-8b")["sizes"]["context"]
+    assert main(["model", "llama-3-8b", "--decode", "--chip", "h100", "--batches", "1,8"]) == 0
+    head, fits = capsys.readouterr().out.splitlines()[:2]
+    assert head.endswith(f"; S = {context} (the model's context; --set S=... for another)")
+    assert fits == "fits: the step's memory within 90% of each chip's HBM (--hbm-usable)"
+    assert main(["model", "llama-3-8b", "--decode", "--chip", "h100", "--batches", "1,8", "--set", "S=2048",
+                 "--hbm-usable", "0.5"]) == 0
+    head, fits = capsys.readouterr().out.splitlines()[:2]
+    assert head.endswith("; S = 2048") and "within 50% of each chip's HBM" in fits
+
+
 def test_per_block_is_the_total_over_L_without_the_rest():
     m = _model("llama-3-8b", sizes={"B": 2, "T": 512})
     s = get_model("llama-3-8b")["sizes"]
