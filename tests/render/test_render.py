@@ -236,3 +236,19 @@ def test_chips_table_is_in_one_unit_system():
         assert not re.search(r"(?<!\()\b[0-9]+ [KMGT]iB", line), line   # GiB only in brackets beside GB
         assert "e1" not in line                                           # no raw exponents
     assert "1 GB = 1e9 bytes" in out
+
+
+def test_achieved_says_which_peak_it_is_a_share_of():
+    # 100% of peak under a chip line of 459 TFLOPs/s read as wrong: where the work mixes the
+    # matrix and vector units, the line says its peak is FLOPs / T_math, and its share of the
+    # matrix unit's own
+    attention = ("fused { bf16[B, N, S, H] *_H bf16[B, N, T, H] -> fp32[B, N, S, T]; softmax_T fp32[B, N, S, T] -> "
+                 "bf16[B, N, S, T]; bf16[B, N, S, T] *_T bf16[B, N, T, H] -> bf16[B, N, S, H] }")
+    a = analyze(attention, chip="v5p").at(B=8, N=32, S=2048, T=2048, H=128)
+    line = next(x for x in table(a).splitlines() if x.startswith("achieved"))
+    matrix = a.rates["bf16"]
+    assert f"{float(a.achieved_flops_per_s / a.peak_flops):.1%} of what its mix of matrix and vector work" in line
+    assert f"{float(a.achieved_flops_per_s / matrix):.1%} of the {human(matrix, 'FLOPs/s')} bf16 peak" in line
+    assert a.peak_flops < matrix  # the mix's peak is below the matrix unit's
+    plain = analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="v5p").at(B=8, D=4096, F=4096)
+    assert next(x for x in table(plain).splitlines() if x.startswith("achieved")).endswith(" of peak)")
