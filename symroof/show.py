@@ -62,10 +62,17 @@ def number(value: Value, digits: int = 6) -> str:
 
 
 class _Printer(Printer):
-    """sympy's str printer with numbers written by `number`."""
+    """sympy's str printer with numbers written by `number`, and max and min as `pretty`
+    writes them at the top (t_step = max(...), tokens/s = B/max(...): one form)."""
 
     def _print_Float(self, expr: sympy.Float) -> str:
         return number(expr)
+
+    def _print_Max(self, expr: sympy.Max) -> str:
+        return "max" + self._print_LatticeOp(expr)[len("Max"):]  # its arguments in sympy's order
+
+    def _print_Min(self, expr: sympy.Min) -> str:
+        return "min" + self._print_LatticeOp(expr)[len("Min"):]
 
 
 # SI prefixes, up (counts, bytes, rates) and down (times)

@@ -252,3 +252,15 @@ def test_achieved_says_which_peak_it_is_a_share_of():
     assert a.peak_flops < matrix  # the mix's peak is below the matrix unit's
     plain = analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="v5p").at(B=8, D=4096, F=4096)
     assert next(x for x in table(plain).splitlines() if x.startswith("achieved")).endswith(" of peak)")
+
+
+def test_a_max_is_printed_in_one_form_wherever_it_stands():
+    # t_step printed as max(...) beside tokens/s as B/Max(...): one quantity, two forms
+    from symroof.show import pretty
+    B, S = sympy.symbols("B S", positive=True)
+    step = sympy.Max(2 * B, B * S + 3)
+    assert pretty(step).startswith("max(") and "max(" in pretty(B / step) and "Max(" not in pretty(B / step)
+    assert "min(" in pretty(S / sympy.Min(B, S + 1))
+    out = run("model", "llama-3-70b", "--decode", "--chip", "h100", "--chips", "8", "--set", "B=32,S=4096")
+    lines = [x for x in out.splitlines() if x.split(" ")[0] in ("t_step", "tokens_per_s", "mfu")]
+    assert len(lines) == 3 and all("= " in x and "max(" in x and "Max(" not in x for x in lines)
