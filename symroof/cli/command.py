@@ -23,7 +23,7 @@ from typing import TextIO
 
 import sympy
 
-from ..analysis import Analysis, analyze, roofline
+from ..analysis import analyze, roofline
 from ..errors import SpecError, SymroofError, SymroofWarning, printable
 from ..hardware.chips import Chip, cited_keys, get_chip, list_chips, source_keys
 from ..hardware.machines import machine
@@ -220,7 +220,7 @@ def _roofline(args: argparse.Namespace) -> str:
         raise SymroofError("--vector-flops costs elementwise work; bare counts run at the matrix peak "
                            "of --dtype (analyze a spec to split the work between the units)")
     result = roofline(args.flops, args.bytes, dtype=args.dtype, **figures)
-    return dumps(_json(result)) if args.json else table(result)
+    return dumps(result.to_dict()) if args.json else table(result)
 
 
 def _plot(args: argparse.Namespace) -> str:
@@ -280,13 +280,9 @@ def _analyze(args: argparse.Namespace) -> str:
         from ..render import latex  # each output's module imported where it is asked for
         return latex.derivation(result, solve=args.solve, limit=limit, markdown=args.format == "markdown")
     if args.json:
-        return dumps(_json(result, limit=limit, solve=args.solve))
+        return dumps(result.to_dict(limit=limit, solve=args.solve))
     return table(result, limit=limit, solve=args.solve)
 
-
-def _json(result: Analysis, limit: list[str] | None = None, solve: str | None = None) -> dict:
-    from ..render.json_report import to_json_dict  # as latex: where asked for
-    return to_json_dict(result, limit=limit, solve=solve)
 
 
 def _stdin() -> str:

@@ -14,7 +14,8 @@ FLOPs against torch's own `FlopCounterMode` run on the module.
 A factory for the command line (`symroof from-torch my_model.py:make`) returns the module,
 its example inputs and their dynamic shapes: `(module, args, dynamic_shapes)`, as
 `torch.export.export` takes them. The module is exported in eval mode as it is given
-(call `.eval()` in the factory: dropout in training mode is not costed, and said).
+(put it in inference mode in the factory, with its `eval` method: dropout in training mode
+is not costed, and said).
 
 PyTorch is optional: it is imported here, when a module is imported, never by the core.
 """

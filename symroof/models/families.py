@@ -179,12 +179,9 @@ class Families:
         micro = pipeline.microbatches_default(count) if microbatches is None else microbatches
         replicas = math.prod(size for kind in kinds.where(lambda k: k.splits_batch, member)
                              for _, size, _ in member[kind.name])
-        batch = self.batch.get("B")
-        if batch is not None and batch % replicas:
-            return False
-        try:
-            pipeline.check(int(self.config["sizes"]["L"]), count, micro, None if batch is None else batch // replicas,
-                           pipeline.parse_schedule(schedule))
+        try:  # as `report.assemble` checks a pipeline whose stage count is a number
+            pipeline.check_batch(int(self.config["sizes"]["L"]), count, micro, self.batch.get("B"), replicas,
+                                 pipeline.parse_schedule(schedule))
         except SpecError:
             return False
         return True

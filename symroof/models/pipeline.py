@@ -134,6 +134,16 @@ def check(layers: int, stages: int, microbatches: int, replicas_batch: int | Non
                         f"{'s' if replicas_batch > 1 else ''} each replica holds{also}")
 
 
+def check_batch(layers: int, stages: int, microbatches: int, batch: int | None, replicas: int | None,
+                schedule: Schedule) -> None:
+    """`check`, the step's `batch` (None: a free B) first split over its data-parallel
+    `replicas` (None: not a number yet, as on a strategy family's mesh)."""
+    if batch is not None and replicas is not None and batch % replicas:
+        raise SpecError(f"a batch of {batch} sequences does not split over {replicas} data-parallel "
+                        "replicas: give a multiple of them")
+    check(layers, stages, microbatches, None if batch is None or replicas is None else batch // replicas, schedule)
+
+
 def stage_program(p: Program, stage: str, stages: Count) -> Program:
     """A template's (unsharded) program cut to its first or last pipeline stage (`stages`: a
     number, or a strategy family's product of its pp axes' sizes, `(J*P)`)."""

@@ -108,11 +108,8 @@ def assemble(structured: Structured, about: dict, stages: tuple[Program, Program
             del micro["B"]
     elif "B" in sizes:
         replicas = accumulation.replicas(structured, about["strategy"])
-        if replicas.is_Integer and sizes["B"] % replicas:  # (a strategy family's members are checked one by one)
-            raise SpecError(f"a batch of {sizes['B']} sequences does not split over {replicas} data-parallel "
-                            "replicas: give a multiple of them")
-        pipeline.check(plan["layers"], plan["stages"], plan["microbatches"],
-                       sizes["B"] // int(replicas) if replicas.is_Integer else None, schedule)
+        pipeline.check_batch(plan["layers"], plan["stages"], plan["microbatches"], sizes["B"],
+                             int(replicas) if replicas.is_Integer else None, schedule)
         micro["B"] = sizes["B"] // plan["microbatches"]
     first, last = (Model(read_structured(text, mesh=mesh), target, micro, options) for text in stages)
     # the axes the gradients are summed over, once a step

@@ -24,6 +24,7 @@ import numpy
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.mathtext import MathTextParser
 from matplotlib.transforms import Bbox
 
 from ..errors import SymroofError
@@ -334,7 +335,6 @@ def _check_label(label: str) -> None:
     an even number of unescaped $) must be math it can lay out ('$x^$' is not)."""
     if (label.count("$") - label.count("\\$")) % 2 or "$" not in label.replace("\\$", ""):
         return
-    from matplotlib.mathtext import MathTextParser
     try:
         MathTextParser("path").parse(label)
     except ValueError as error:
