@@ -1,6 +1,6 @@
 """Turn each notebook's source (notebooks/NN_name.py, jupytext's percent format) into its
 .ipynb, executed, so that the committed notebooks carry their outputs; and draw the
-README's pictures. Run: python notebooks/build.py   (needs `pip install -e '.[notebooks]'`);
+docs' pictures (docs/img/). Run: python notebooks/build.py   (needs `pip install -e '.[notebooks]'`);
 python notebooks/build.py 03_transformers builds only the notebooks named.
 
 The sources are what to edit and review (ruff lints them); the .ipynb files are what
@@ -58,7 +58,7 @@ def _joined_streams(outputs: list[nbformat.NotebookNode]) -> list[nbformat.Noteb
 
 
 def pictures() -> None:
-    """The README's pictures: the chapter's problem 3, and a roofline."""
+    """The docs' pictures (docs/img/): the chapter's problem 3, and a roofline."""
     import numpy
 
     import symroof
@@ -66,17 +66,17 @@ def pictures() -> None:
     spec = "bf16[B, D] * int8[D, F] -> bf16[B, F]"
     sweeps = [symroof.analyze(spec, chip="tpu-v5e").at(D=n, F=n) for n in (4096, 1024)]
     save(plot_sweep(sweeps, "B", numpy.arange(1, 513), labels=["D = F = 4096", "D = F = 1024"]),
-         HERE / "problem3.png")
+         HERE.parent / "docs" / "img" / "problem3.png")
     matmul = "bf16[B, D] @ bf16[D, F] -> bf16[B, F]"
     points = [symroof.analyze(matmul, chip="tpu-v5e").at(B=b, D=8192, F=8192) for b in (16, 128, 1024)]
     points.append(symroof.analyze("mesh X=2; bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]",
                                   chip="tpu-v5e").at(B=4096, D=4096, F=4096))
     save(plot_roofline(points, labels=["matmul B=16", "matmul B=128", "matmul B=1024", "2-chip matmul"]),
-         HERE / "roofline.png")
+         HERE.parent / "docs" / "img" / "roofline.png")
 
 
 def main(names: list[str]) -> int:
-    """Build and execute the notebooks named (all of them, and the README's pictures, by default)."""
+    """Build and execute the notebooks named (all of them, and the docs' pictures, by default)."""
     stems = [Path(name).stem for name in names]    # 03_transformers, its .py or its .ipynb
     unknown = [name for name, stem in zip(names, stems) if stem not in SOURCES]
     if unknown:

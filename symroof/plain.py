@@ -79,6 +79,7 @@ class Printer(StrPrinter):
         terms = _ordered_terms(expr) if order is None and self.order is None else None
         if terms is None:
             return super()._print_Add(expr, order=order)
+        terms = self._arrange(terms)
         parts = []
         for term in terms:
             shown = self._print(term)  # a monomial never needs parentheses in a sum
@@ -88,6 +89,11 @@ class Printer(StrPrinter):
                 parts += ["+", shown]
         sign = parts.pop(0)
         return ("" if sign == "+" else sign) + " ".join(parts)
+
+    def _arrange(self, terms: list) -> list:
+        """The terms of a sum in the order printed: sympy's here; a printer for people may
+        put them otherwise."""
+        return terms
 
     def _print_Mul(self, expr: sympy.Mul) -> str:
         if self.order is not None or expr.args[0] is sympy.S.One:

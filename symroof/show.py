@@ -68,6 +68,15 @@ class _Printer(Printer):
     def _print_Float(self, expr: sympy.Float) -> str:
         return number(expr)
 
+    def _arrange(self, terms: list) -> list:
+        """A sum's positive terms first, as a person writes it: B*F*W_hbm - B*C - C*F, 54361573376
+        - 40960*B*S; each part in sympy's order."""
+        first = [t for t in terms if not t.as_coeff_Mul()[0].is_negative]
+        return first + [t for t in terms if t.as_coeff_Mul()[0].is_negative]
+
+    def _as_ordered_terms(self, expr: sympy.Expr, order: str | None = None) -> list:
+        return self._arrange(super()._as_ordered_terms(expr, order=order))
+
     def _print_Max(self, expr: sympy.Max) -> str:
         return "max" + self._print_LatticeOp(expr)[len("Max"):]  # its arguments in sympy's order
 
@@ -228,8 +237,8 @@ def pretty(expr: sympy.Basic) -> str:
         return expr
     if isinstance(expr, sympy.Rel):
         return f"{pretty(expr.lhs)} {expr.rel_op} {pretty(expr.rhs)}"
-    if expr.is_Rational and not expr.is_Integer and abs(expr.p) <= 1000 and expr.q <= 1000:
-        return str(expr)  # 1/2 reads better than 0.5
+    if expr.is_Rational and not expr.is_Integer and _reads_as_fraction(expr):
+        return str(expr)  # 1/2 reads better than 0.5, 1/64 than 0.015625, 5.42254 than 385/71
     if expr.is_Integer and abs(expr) < 10**15:
         return str(expr)  # an exact count stays exact
     if expr.is_number:
@@ -237,6 +246,8 @@ def pretty(expr: sympy.Basic) -> str:
     if isinstance(expr, (sympy.Max, sympy.Min)):
         return f"{type(expr).__name__.lower()}({', '.join(pretty(a) for a in expr.args)})"
     num, den = sympy.fraction(expr)  # analyses hand over expressions already cancelled
+    if not den.is_number and _negative(num):  # as a person writes it: C*D*F/(D*F*W - C*D - C*F)
+        num, den = -num, -den
     if den == 1:
         shown = expr
     elif not den.is_number and not den.has(sympy.Max, sympy.Min) and _large_coefficients(num, den):
@@ -250,6 +261,21 @@ def pretty(expr: sympy.Basic) -> str:
     floats = {a: sympy.Float(a, 6) for a in shown.atoms(sympy.Rational)
               if abs(a.p) >= 10**15 or (not a.is_Integer and (abs(a.p) > 1000 or a.q > 1000))}
     return _Printer().doprint(shown.xreplace(floats) if floats else shown)
+
+
+def _reads_as_fraction(q: sympy.Rational) -> bool:
+    """Whether a number alone reads better as a fraction: a small one (5/2, 2/3) or a unit
+    fraction (1/64); 385/71 reads better as 5.42254."""
+    return (abs(q.p) <= 1000 and q.q <= 12) or (abs(q.p) == 1 and q.q <= 1000)
+
+
+def _negative(p: sympy.Expr) -> bool:
+    """Whether every term of p has a negative coefficient (-C*D*F, -C*D - C*F): a fraction's
+    numerator a person would write with the sign taken into its denominator."""
+    found = cancel.terms(p)
+    if found is not None:
+        return bool(found) and all(c < 0 for c in found.values())
+    return all(term.could_extract_minus_sign() for term in sympy.Add.make_args(p))
 
 
 def leading_coefficient(p: sympy.Expr) -> sympy.Expr:
@@ -321,6 +347,24 @@ def over(expr: sympy.Expr, divisor: Value) -> str:
 
 
 WRAP = 100  # the width reports and chip cards wrap their notes at
+
+
+def columns(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]:
+    """Rows of cells as aligned columns two spaces apart, the columns numbered in `right` set
+    flush right; the last column runs free (no padding after it).
+
+    Examples:
+        >>> columns([("#", "strategy", "t_step"), ("1", "fsdp=256", "5.55 s"), ("10", "dp=2,fsdp=128", "12 s")],
+        ...         right=(0,))
+        [' #  strategy       t_step', ' 1  fsdp=256       5.55 s', '10  dp=2,fsdp=128  12 s']
+    """
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    out = []
+    for row in rows:
+        cells = [cell.rjust(w) if k in right else cell.ljust(w) for k, (cell, w) in enumerate(zip(row, widths))]
+        cells[-1] = row[-1].rjust(widths[-1]) if len(row) - 1 in right else row[-1]
+        out.append("  ".join(cells).rstrip())
+    return out
 
 
 def wrapped(text: str, indent: str = "", hang: int = 2) -> list[str]:

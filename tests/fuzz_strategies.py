@@ -453,7 +453,7 @@ REDUCTIONS = ["sum", "sum", "max", "min", "mean"]
 NORMS = ["rmsnorm", "rmsnorm", "layernorm"]
 GATHERS = ["gather", "gather", "take", "embed"]
 COPIES = ["copy", "cast", "transpose", "transpose"]
-# Documented words with an underscore in them (README's table): the grammar's NAME has no
+# Documented words with an underscore in them (docs/conventions.md's table): the grammar's NAME has no
 # '_', so they lex as a word and a subscript, which the resolver joins again.
 UNDERSCORED = ["gelu_erf"]
 OP_NEAR = ["gleu", "Gelu", "GELU", "gelu2", "relu6", "Relu", "swish", "tanhh", "expp", "lg", "sqr", "rsqrtt",

@@ -95,6 +95,9 @@ def add_parser(commands: Commands) -> None:
                      help="with --strategy pp=P: gpipe, 1f1b (default) or interleaved[:CHUNKS] (2 chunks a chip)")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
+    cmd.add_argument("--latex", action="store_true",
+                     help="print the quantities as LaTeX (display math, as a notebook shows them): each one's "
+                          "formula in B, T and S and its value")
     _serving_options(cmd)
     cmd.set_defaults(handler=run)
 
@@ -149,7 +152,14 @@ def run(args: argparse.Namespace) -> str:
             if args.params is None:
                 raise
             # with --params, a name models.json does not know only labels the count
-    if args.params is not None or (config is not None and is_counted(config)):
+    counted = args.params is not None or (config is not None and is_counted(config))
+    if args.latex:
+        other = [flag for flag, given in (("--json", args.json), ("--serve", args.serve), ("--batches", args.batches),
+                                          ("--print", args.print), ("a model known by its count alone", counted))
+                 if given]
+        if other:
+            raise SpecError(f"--latex prints a step's quantities as LaTeX: it does not go with {', '.join(other)}")
+    if counted:
         return _counted(args, target, config)
     if args.name is None:
         raise SpecError("symroof model takes a model's NAME (models.json), a program FILE, or --params N")
@@ -207,6 +217,8 @@ def run(args: argparse.Namespace) -> str:
         raise SpecError("-o plots throughput against latency: give --batches too")
     if args.json:
         return json.dumps(found.to_dict(total, price), indent=2)
+    if args.latex:
+        return found._repr_latex_()
     return found.table(total, price)
 
 

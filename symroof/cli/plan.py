@@ -50,6 +50,9 @@ def add_parser(commands: Commands) -> None:
                           "and the thresholds of this many (each costs its model)")
     cmd.add_argument("--models", metavar="FILE", help="a models file in place of the shipped models.json")
     cmd.add_argument("--json", action="store_true", help="print one JSON object")
+    cmd.add_argument("--latex", action="store_true",
+                     help="print the ranking as LaTeX (display math, as a notebook shows it): the --top best's step "
+                          "times, MFU, memory per chip and bound")
     # the training chapter's strategy formulas (models/derive.py), in place of the ranking
     cmd.add_argument("--symbolic", action="store_true",
                      help="print, in place of the ranking, each strategy kind's T_math, T_comms and compute-bound "
@@ -66,6 +69,10 @@ def add_parser(commands: Commands) -> None:
 
 
 def run(args: argparse.Namespace) -> str:
+    if args.latex and (args.json or args.symbolic or args.optimize):
+        other = [f for f, on in (("--json", args.json), ("--symbolic", args.symbolic), ("--optimize", args.optimize))
+                 if on]
+        raise SpecError(f"--latex prints the ranking as LaTeX: it does not go with {', '.join(other)}")
     if args.symbolic or args.optimize:
         return _formulas(args)
     target = machine(**machine_kwargs(args))
@@ -84,7 +91,9 @@ def run(args: argparse.Namespace) -> str:
         raise SpecError(f"--tokens gives the time to train on a token budget: it goes with --train, not --{args.mode}")
     found = planner.plan(args.name, target, chips, tokens, args.mode, context, args.models, remat=args.remat,
                          total_tokens=total, price=price, **training_kwargs(args))
-    return dumps(found.to_dict(timed=True, top=args.top)) if args.json else found.table(args.top)
+    if args.json:
+        return dumps(found.to_dict(timed=True, top=args.top))
+    return found.latex(args.top) if args.latex else found.table(args.top)
 
 
 def _formulas(args: argparse.Namespace) -> str:

@@ -6,7 +6,7 @@ gives them; it writes statements (lang.source objects) into the writer, whose co
 from ops/, never a second copy. An op without a rule is named in a warning with its
 count, never dropped silently.
 
-What costs what (README: from-torch):
+What costs what (docs/from-torch.md):
 * layout, no statement: views (as_strided too), reshapes, permutes, transposes, expands, squeezes,
   contiguous and clone (a copy XLA-style fusion would not make; torch eager does for a
   non-contiguous tensor), slices and selects (a view: the consumer reads what it reads),

@@ -46,7 +46,7 @@ from ..render.chip_card import estimates_text
 from ..render.json_report import json_value
 from ..render.tex import tex_number, tex_words
 from ..roofline.collectives import check_domain
-from ..show import number, seconds, wrapped
+from ..show import columns, number, seconds, wrapped
 from . import kinds, mla, strategies, strategy_costs
 from .catalogue import get_model
 from .counted import NEEDS_CONFIG, is_counted
@@ -193,19 +193,24 @@ class Candidate:
         return self.model._repr_latex_()
 
     def _threshold_text(self) -> str:
-        """Its thresholds as the plan's table shows them: per-chip tokens now / where
-        compute-bound, or a ratio."""
+        """Its thresholds as the plan's table shows them: a kind's per-chip tokens now / where it
+        turns compute-bound (sp: the tokens of a sequence a chip holds), else T_math over its
+        collectives' time."""
         out = []
         assert self.model is not None
         for kind, entry in self.thresholds.items():
-            tokens = entry.get("per_chip_tokens")
+            tokens, context = entry.get("per_chip_tokens"), entry.get("context_per_chip")
             if tokens is not None:
                 now = entry.get("now", strategy_costs.tokens_per_chip(self.model))
-                out.append(f"{kind} {number(now, 4)}/{number(tokens, 4)}"
-                           + (f" x{number(entry['exchange_ratio'], 3)}" if entry.get("exchange_ratio") else ""))
+                out.append(f"{kind} {number(now, 4)}/{number(tokens, 4)}")
+            elif context is not None:
+                out.append(f"{kind} {number(strategy_costs.sequence_per_chip(self.model), 4)}/{number(context, 4)} "
+                           "of a sequence")
             elif entry.get("ratio") is not None:
-                out.append(f"{kind} {number(entry['ratio'], 3)}")
-        return ", ".join(out)
+                out.append(f"{kind} T_math/T_net {number(entry['ratio'], 3)}")
+            if entry.get("exchange_ratio"):
+                out[-1] += f", T_math/T_AllToAll {number(entry['exchange_ratio'], 3)}"
+        return "; ".join(out)
 
 
 def _mesh_text(mesh: Mesh | None) -> str:
@@ -291,15 +296,12 @@ class Plan:
                  "ranked; " + (", ".join(f"{n} set aside ({k})" for k, n in aside.items()) or "none set aside"), ""]
         shown = ranked[:top]
         meshes = [c.mesh for c in shown]
-        wide, mesh_wide = max([18, *(len(c.text) for c in shown)]), max([26, *map(len, meshes)])
-        lines.append(f"{'#':>2}  {'strategy':<{wide}} {'mesh':<{mesh_wide}} {'HBM/chip':>9} {'t_step':>11} "
-                     f"{'exposed':>11} {'bound':<8} thresholds (per-chip tokens: now / where compute-bound; "
-                     "tp: T_math/T_net; ep: T_math/T_AllToAll)")
-        for k, (c, mesh) in enumerate(zip(shown, meshes), 1):
-            f = c.figures
-            lines.append(f"{k:>2}  {c.text:<{wide}} {mesh:<{mesh_wide}} {float(f['memory_per_chip']) / 1e9:>6.3g} GB "
-                         f"{seconds(f['t_step']):>11} {seconds(f['t_step_exposed']):>11} {f['bound']:<8} "
-                         + c._threshold_text())
+        rows = [(str(k), c.text, mesh, f"{float(c.figures['memory_per_chip']) / 1e9:.3g} GB",
+                 seconds(c.figures["t_step"]), seconds(c.figures["t_step_exposed"]), str(c.figures["bound"]),
+                 c._threshold_text()) for k, (c, mesh) in enumerate(zip(shown, meshes), 1)]
+        head = ("#", "strategy", "mesh", "HBM/chip", "t_step", "exposed", "bound",
+                "thresholds (per-chip tokens now/compute-bound above)")
+        lines += columns([head, *rows], right=(0, 3, 4, 5))
         if len(ranked) > top:
             lines.append(f"    ... {len(ranked) - top} more (--top {len(ranked)})")
         lines += ["", *wrapped("why: " + why(self)), ""]
@@ -347,23 +349,31 @@ class Plan:
         return best is not None and best.model is not None and touches_experts(best.model.structured)
 
     def _repr_latex_(self) -> str:
-        """The ten best strategies for notebooks: each one's step time (the roofline's, and
-        with its exposed collectives, which ranks them), MFU and memory per chip."""
+        return self.latex()
+
+    def latex(self, top: int = 10) -> str:
+        """The `top` best strategies as display math (notebooks, `symroof plan --latex`): the
+        plan's title, then each one's step time (the roofline's, and with its exposed
+        collectives, which ranks them), MFU, memory per chip and bound."""
         ranked = self.ranked
         if not ranked:
             return rf"$$\text{{{tex_words(why(self))}}}$$"
-        head = r"\# & \text{strategy} & \text{t\_step} & \text{exposed} & \text{MFU} & \text{HBM per chip}"
+        batch = ", ".join(f"{k} = {v}" for k, v in self.batch.items())
+        title = tex_words(f"{self.name}, {self.mode} on {self.chips} x {self.machine.name}; {batch}")
+        head = r"\# & \text{strategy} & \text{t\_step} & \text{exposed} & \text{MFU} & \text{HBM per chip} & " \
+               r"\text{bound}"
         lines = []
-        for k, c in enumerate(ranked[:10], 1):
+        for k, c in enumerate(ranked[:top], 1):
             assert c.model is not None  # ranked ones are costed
             f = c.figures
             lines.append(rf"{k} & \text{{{tex_words(c.text)}}} & {tex_number(f['t_step'])}\ \text{{s}} & "
                          rf"{tex_number(f['t_step_exposed'])}\ \text{{s}} & {tex_number(c.model.mfu)} & "
-                         rf"{tex_number(f['memory_per_chip'] / 10**9, 3)}\ \text{{GB}}")
-        if len(ranked) > 10:
-            lines.append(rf"& \text{{... {len(ranked) - 10} more}} & & & &")
+                         rf"{tex_number(f['memory_per_chip'] / 10**9, 3)}\ \text{{GB}} & \text{{{f['bound']}}}")
+        if len(ranked) > top:
+            lines.append(rf"& \text{{... {len(ranked) - top} more}} & & & & &")
         body = head + " \\\\ \\hline\n" + " \\\\\n".join(lines)
-        return f"$$\n\\begin{{array}}{{rlrrrr}}\n{body}\n\\end{{array}}\n$$"
+        return (f"$$\n\\begin{{array}}{{l}}\n\\text{{{title}}} \\\\\n\\begin{{array}}{{rlrrrrl}}\n{body}\n"
+                f"\\end{{array}}\n\\end{{array}}\n$$")
 
 
 def _divisors(n: int) -> list[int]:

@@ -448,9 +448,10 @@ def table(model: Model, formulas: Model | None, title: str, total_tokens: int | 
 
 
 def latex(model: Model, formulas: Model | None) -> str:
-    """The model's quantities for notebooks (`Model._repr_latex_`): each one's name, its
-    formula in B, T and S where the sizes hide one (as the text report's `= ...`), and its
-    value at the sizes with its unit, as one array in display math."""
+    """The model's quantities for notebooks (`Model._repr_latex_`) and `symroof model --latex`:
+    its title, then each quantity's name, its formula in B, T and S where the sizes hide one
+    (as the text report's `= ...`), and its value at the sizes with its unit, as one array in
+    display math."""
     found = model.quantities()
     symbolic = formulas.quantities() if formulas is not None else {}
     dims = model.structured.program.dims
@@ -466,7 +467,8 @@ def latex(model: Model, formulas: Model | None) -> str:
         lines.append(rf"\text{{{tex_words(name)}}} & {shown} & {printer.doprint(value)}"
                      + (rf"\ \text{{{tex_words(unit)}}}" if unit else ""))
     body = head + " \\\\ \\hline\n" + " \\\\\n".join(lines)
-    return f"$$\n\\begin{{array}}{{lll}}\n{body}\n\\end{{array}}\n$$"
+    return (f"$$\n\\begin{{array}}{{l}}\n\\text{{{tex_words(title(model))}}} \\\\\n\\begin{{array}}{{lll}}\n{body}\n"
+            f"\\end{{array}}\n\\end{{array}}\n$$")
 
 
 def to_dict(model: Model, formulas: Model | None, about: dict, total_tokens: int | float | None = None,

@@ -262,6 +262,11 @@ def _context_threshold(free: _Free, names: set[str]) -> sympy.Expr | None:
     return max(roots) / _split(free.model, lambda k: k.splits_sequence) if roots else None
 
 
+def sequence_per_chip(model: Model) -> sympy.Expr:
+    """The tokens of a sequence each chip holds: T over the chips of the kinds that split it."""
+    return model.at(dim_symbol("T")) / _split(model, lambda k: k.splits_sequence)
+
+
 def _split(model: Model, test: Callable[[kinds.Kind], bool]) -> int:
     """The chips the axes of the kinds that pass `test` span together."""
     mesh = model.structured.program.mesh
@@ -351,7 +356,7 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
             text.append(f"compute-bound once per-chip tokens{of} > {show(tokens)} (now {show(now)})")
         context = entry.get("context_per_chip")
         if context is not None:
-            now = model.at(dim_symbol("T")) / _split(model, lambda k: k.splits_sequence)
+            now = sequence_per_chip(model)
             text.append(f"compute-bound once each chip holds more than {show(context)} tokens of a sequence "
                         f"(now {show(now)})")
         if kind == "step" and entry.get("per_chip_tokens") is None:

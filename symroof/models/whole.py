@@ -9,7 +9,7 @@ token, training FLOPs (forward + backward, the backward twice the forward), the 
 weights, gradients, optimizer state, activations and KV cache, the chips they need, and
 the time of a step.
 
-Conventions (stated in the README and in every report):
+Conventions (stated in docs/models.md and in every report):
 * a training step's model FLOPs (`flops_train`, what an MFU counts) are 3x the forward
   FLOPs (backward = 2x forward, the backward with the forward's intensity), unless the
   program carries its backward pass written out (a `backward { ... }` section, as the

@@ -49,7 +49,7 @@ def kind_of(name: str) -> Kind:
 
 
 def table() -> list[str]:
-    """The README's table of what each op counts: one markdown row per kind and count,
+    """The conventions page's table (docs/conventions.md) of what each op counts: one markdown row per kind and count,
     the words that share it together.
 
     Examples:

@@ -111,7 +111,7 @@ class Kind:
         return ()
 
     def describe(self, word: str) -> str:
-        """One line for the README's table (`table()`): what it counts per element."""
+        """One line for the conventions page's table (docs/conventions.md) (`table()`): what it counts per element."""
         return ""
 
 

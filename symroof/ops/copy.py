@@ -1,6 +1,6 @@
 """Copies, casts and transposes (`fp32[B, D] -> bf16[B, D]`, `transpose(x) -> y`): no
 arithmetic, only the bytes read and written. XLA counts a convert as one FLOP per
-element; symroof counts none (README: conventions)."""
+element; symroof counts none (docs/conventions.md)."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ class Times:
         """Each step that does arithmetic: its unit, the name of the rate it runs at (a
         dtype's matrix peak, "bf16"; the vector unit's, "vector", with the rate where the
         figure is not the fp32 one), that rate, and its work: FLOPs, and transcendentals,
-        each charged one vector op (README: conventions)."""
+        each charged one vector op (docs/conventions.md)."""
         sized = self.sized
         target = sized.need_machine() if sized.cost.steps else None
         found = []

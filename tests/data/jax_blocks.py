@@ -1,4 +1,4 @@
-"""Functions written in plain JAX that tests/from_jax/test_from_jax.py imports (and the README's
+"""Functions written in plain JAX that tests/from_jax/test_from_jax.py imports (and the docs'
 `symroof from-jax` example reads): a matmul, an MLP, attention, a transformer block, and
 a stack of layers under a scan."""
 

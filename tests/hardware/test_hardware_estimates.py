@@ -119,7 +119,7 @@ def run(*argv: str) -> tuple[int, str, str]:
 def test_softmax_runs_on_v5e_at_the_estimate_and_says_so():
     B, D = 1024, 4096
     a = symroof.analyze(SOFTMAX, chip="v5e", values={"B": B, "D": D})
-    # 4 FLOPs + 1 exp per element (README's table), each one vector op, at 1.97e14 / 32
+    # 4 FLOPs + 1 exp per element (the conventions page's table), each one vector op, at 1.97e14 / 32
     assert a.t_vector == 5 * B * D / (R(197, 1) * 10**12 / 32)
     code, out, err = run("analyze", SOFTMAX, "--chip", "v5e", "--set", f"B={B},D={D}")
     assert code == 0, err
@@ -170,7 +170,7 @@ def test_model_vector_flops_takes_precedence():
     fast = json.loads(out)
     assert fast["estimates"] == {}
     # the vector work is a small part of a decode step, but its time goes down: the step's t_step
-    # is max(T_math, T_comms) summed over statements (README), so no larger, and T_math smaller
+    # is max(T_math, T_comms) summed over statements (docs/conventions.md), so no larger, and T_math smaller
     assert fast["t_step"] <= base["t_step"]
     text = run("model", "llama-3-70b", "--decode", "--chip", "v5e", "--vector-flops", "1e15")[1]
     assert "estimates" not in text

@@ -368,13 +368,3 @@ def test_a_laid_axis_costs_what_its_pieces_cost_as_a_mesh_written_by_hand(case, 
     assert (laid.bandwidth, laid.latency, laid.hops) == (written.bandwidth, written.latency, written.hops)
     # and a piece never takes more hops than one long axis did
     assert laid.hops <= time(kind, axes(X=n), V, unshaped(chip)).hops
-
-
-def test_the_readmes_example_is_what_symroof_prints(capsys):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    command = ('$ symroof analyze "AllGather_X bf16[B_X, D] -> bf16[B, D]" --chip tpu-v5e --mesh X=256 '
-               '--set B=4096,D=4096')
-    shown = readme[readme.index(command) + len(command) + 1:].split("\n...\n")[0]
-    assert main(["analyze", "AllGather_X bf16[B_X, D] -> bf16[B, D]", "--chip", "tpu-v5e", "--mesh", "X=256",
-                 "--set", "B=4096,D=4096"]) == 0
-    assert capsys.readouterr().out.startswith(shown + "\n")

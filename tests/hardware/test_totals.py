@@ -107,13 +107,3 @@ def test_the_command():
     err = io.StringIO()
     assert main(["chip", "h100", "--chips", "12"], out=io.StringIO(), err=err) == 2
     assert err.getvalue().count("\n") == 1 and "multiple of 8" in err.getvalue()
-
-
-def test_readme_totals_example_is_what_symroof_prints():
-    from pathlib import Path
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    command = "$ symroof chip v5p --chips 8960\n"
-    shown = readme.split(command, 1)[1].split("\n```", 1)[0]
-    out = io.StringIO()
-    assert main(command.split()[2:], out=out) == 0
-    assert out.getvalue().rstrip() == shown.rstrip()

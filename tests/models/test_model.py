@@ -179,15 +179,6 @@ def test_max_batch_and_time_split_by_hand():
     assert _model("gemma-7b", "decode", weights="int8").weight_bytes < _model("gemma-7b", "decode").weight_bytes
 
 
-def test_readme_model_example_is_what_symroof_prints(capsys):
-    from pathlib import Path
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    command = "$ symroof model llama-3-70b --decode --chip h100 --chips 8 --set B=32,S=4096\n"
-    shown = readme.split(command, 1)[1].split("\n```", 1)[0]
-    assert main(command.split()[2:]) == 0
-    assert capsys.readouterr().out.split("\nconventions")[0].rstrip() == shown.rstrip()
-
-
 def test_symbolic_chip_gives_the_textbook_thresholds():
     C, W_hbm, W_ici = (sympy.Symbol(n, positive=True) for n in ("C", "W_hbm", "W_ici"))
     matmul = "bf16[B, D] @ bf16[D, F] -> bf16[B, F]"

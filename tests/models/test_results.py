@@ -53,12 +53,13 @@ def test_a_model_gives_what_symroof_model_prints(case, katex):
     text = printed(argv)
     assert str(m) == m.table() == text
     assert text.startswith(f"model                  {found['name']}, {args[1]} on ")
-    # LaTeX: a header, then a row for each quantity: its name, its formula where the sizes
+    # LaTeX: a title, a header, then a row for each quantity: its name, its formula where the sizes
     # hide one, its value at the sizes with its unit
     tex = m._repr_latex_()
     katex.check(tex)
-    assert tex.startswith("$$\n\\begin{array}{lll}\n") and tex.endswith("\n\\end{array}\n$$")
-    head, *rows = tex.split("\n")[2:-2]
+    assert tex.startswith("$$\n\\begin{array}{l}\n\\text{" + found["name"]) and tex.endswith("\n\\end{array}\n$$")
+    assert "\n\\begin{array}{lll}\n" in tex  # the title, then the quantities' array
+    head, *rows = tex.split("\n")[4:-3]
     assert head.startswith(r"\text{quantity} & \text{formula} & \text{value at }")
     quantities = m.quantities()
     assert [row.split(" & ")[0] for row in rows] == ["\\text{" + name.replace("_", "\\_") + "}" for name in quantities]
@@ -158,11 +159,12 @@ def test_a_plans_candidates_say_what_the_plan_says(plan, katex):
 def test_a_plan_in_latex_ranks_its_strategies(plan, katex):
     tex = plan._repr_latex_()
     katex.check(tex)
-    head, *rows = tex.split("\n")[2:-2]
+    title, _, head, *rows = tex.split("\n")[2:-3]
+    assert title.startswith(r"\text{") and str(plan.chips) in title and plan.machine.name in title
     assert head == r"\# & \text{strategy} & \text{t\_step} & \text{exposed} & \text{MFU} & \text{HBM per chip} " \
-                   r"\\ \hline"
+                   r"& \text{bound} \\ \hline"
     ranked = plan.ranked
-    assert len(ranked) == len(rows) == 10
+    assert len(ranked) == len(rows) == 10  # all ten ranked: no "... more" row
     for k, (c, row) in enumerate(zip(ranked, rows), 1):
         cells = row.removesuffix(r" \\").split(" & ")
         assert cells[:2] == [str(k), rf"\text{{{c.text}}}"]
@@ -172,3 +174,23 @@ def test_a_plan_in_latex_ranks_its_strategies(plan, katex):
         assert float(cells[4]) == pytest.approx(float(c.model.mfu), rel=1e-3) and 0 < float(cells[4]) <= 1
         assert float(cells[5].removesuffix(r"\ \text{GB}")) == \
             pytest.approx(float(c.figures["memory_per_chip"]) / 1e9, rel=1e-2)
+        assert cells[6] == rf"\text{{{c.figures['bound']}}}"
+
+
+def test_model_and_plan_print_latex_on_the_command_line(katex):
+    """`symroof model --latex` and `symroof plan --latex`: what a notebook shows, the title
+    first; KaTeX renders them; --json beside them is refused."""
+    from symroof.cli.command import main
+    model_argv = ["model", "llama-3-8b", "--decode", "--chip", "h100", "--set", "B=8,S=2048"]
+    tex = printed([*model_argv, "--latex"])
+    katex.check(tex)
+    assert tex.rstrip("\n") == symroof.model("llama-3-8b", "decode", chip="h100", sizes={"B": 8, "S": 2048}) \
+        ._repr_latex_()
+    assert r"\text{LLaMA-3 8B, decode on 1 x H100 SXM; B = 8, S = 2048}" in tex
+    tex = printed([*ARGV, "--latex", "--top", "3"])
+    katex.check(tex)
+    assert tex.count(r"\text{compute}") + tex.count(r"\text{HBM}") == 3 and r"\text{... " in tex
+    for argv in ([*model_argv, "--latex", "--json"], [*ARGV, "--latex", "--json"]):
+        err = io.StringIO()
+        assert main(argv, out=io.StringIO(), err=err) == 2
+        assert "--latex" in err.getvalue() and err.getvalue().count("\n") == 1

@@ -509,14 +509,14 @@ def test_fused_and_unfused_side_by_side():
     assert a.to_dict()["unfused"]["bytes"] == plain.value("bytes")
 
 
-def test_the_readme_states_what_each_op_counts():
-    """The README's table is the kinds' own declarations (ops.table()), row for row."""
+def test_the_docs_state_what_each_op_counts():
+    """The conventions page's table is the kinds' own declarations (ops.table()), row for row."""
     from pathlib import Path
 
     from symroof.ops import table
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[2] / "docs" / "conventions.md").read_text(encoding="utf-8")
     for row in table():
-        assert row in readme, row
+        assert row in page, row
 
 
 @pytest.mark.parametrize("spec", ["gelu_erf(bf16[B, F]) -> bf16[B, F]", "logsoftmax_T bf16[B, T] -> bf16[B, T]"])

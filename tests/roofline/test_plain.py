@@ -44,10 +44,14 @@ costs = st.one_of(
 
 class _SlowShow(StrPrinter):
     """show's printer without the fast paths: what it wrote before them (max and min in
-    lowercase, as `show.pretty` writes them)."""
+    lowercase, and a sum's positive terms first, as `show.pretty` writes them)."""
 
     def _print_Float(self, expr):
         return show.number(expr)
+
+    def _as_ordered_terms(self, expr, order=None):  # a sum's positive terms first, each part in sympy's order
+        terms = super()._as_ordered_terms(expr, order=order)
+        return sorted(terms, key=lambda term: bool(term.as_coeff_Mul()[0] < 0))
 
     def _print_Max(self, expr):
         return "max" + StrPrinter._print_LatticeOp(self, expr)[3:]
