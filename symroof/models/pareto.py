@@ -26,7 +26,7 @@ import sympy
 from ..errors import SpecError
 from ..hardware.machines import Machine
 from ..render.json_report import json_value
-from ..show import number, seconds
+from ..show import number, seconds, wrapped
 from .serving import Request, _rational, request
 
 if TYPE_CHECKING:
@@ -174,7 +174,7 @@ class Curve:
         if self.excluded():
             lines.append(f"{len(self.excluded())} point(s) left off the frontier: their KV caches at S = "
                          f"{self.prompt + self.generate} do not fit beside the weights")
-        lines.append("conventions: " + "; ".join(CONVENTIONS))
+        lines += ["", *wrapped("conventions: " + "; ".join(CONVENTIONS))]
         return "\n".join(lines)
 
     def best_text(self) -> str:

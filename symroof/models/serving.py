@@ -45,7 +45,7 @@ from ..hardware.machines import Machine, machine
 from ..ir import dim_symbol
 from ..lang.relations import Power
 from ..render.json_report import json_value
-from ..show import number, pretty, seconds
+from ..show import number, pretty, seconds, wrapped
 from . import chunked as chunking
 from . import context as contexts
 from . import strategy_costs, windows
@@ -392,7 +392,7 @@ class Request:
         width = max(len(k) for k, _ in rows) + 2
         lines = [f"{k:<{width}}{v}" for k, v in rows]
         lines.append("")
-        lines.append("conventions: " + "; ".join(self.conventions()))
+        lines += wrapped("conventions: " + "; ".join(self.conventions()))
         return "\n".join(lines)
 
 
