@@ -103,8 +103,8 @@ def test_every_command_on_the_page_prints_what_it_shows(page: Path, tmp_path: Pa
     for command in commands(page):
         code, printed = run(command.text)
         if code not in exits(command) or not agrees(command.shown, printed):
-            failures.append(f"{command.page}:{command.line}: $ {command.text} (exit {code})\n--- shown\n{command.shown}\n"
-                            f"--- printed\n{printed}")
+            failures.append(f"{command.page}:{command.line}: $ {command.text} (exit {code})\n"
+                            f"--- shown\n{command.shown}\n--- printed\n{printed}")
     assert not failures, "\n\n".join(failures)
 
 

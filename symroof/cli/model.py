@@ -284,7 +284,7 @@ def _batches(args: argparse.Namespace, model: Model, about: dict) -> str:
     context = [k for k in ("S", "T") if k in model.sizes and k not in given]
     title = f"{about['name']}, {args.mode} on {args.chips} x {model.machine.name}" + (f"; {fixed}" if fixed else "")
     if args.output:
-        model_plot.plot(rows, title, args.output)
+        model_plot.plot(rows, title + (" (the model's context)" if context else ""), args.output, args.mode)
     if args.json:
         return json.dumps({**about, "batches": [{k: json_value(v) for k, v in r.items()}
                                                 for r in rows]}, indent=2)
@@ -296,7 +296,7 @@ def _batches(args: argparse.Namespace, model: Model, about: dict) -> str:
         fits = "?" if r["fits"] is None else "yes" if r["fits"] else "NO"
         lines.append(f"{r['B']:>6}  {seconds(r['t_step']):>12}  {number(r['tokens_per_s'], 4):>12}  "
                      f"{number(r['tokens_per_s_per_chip'], 4):>13}  {fits}")
-    return "\n".join(lines)
+    return "\n".join(lines) + (f"\nwrote {args.output}" if args.output else "")
 
 
 def _models(args: argparse.Namespace) -> str:

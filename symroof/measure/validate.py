@@ -19,6 +19,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..analysis import Analysis, analyze
 from ..errors import HardwareError
@@ -28,6 +29,9 @@ from . import kernels as measure
 from . import kernels_jax as measure_jax
 from .calibrate import check_backend
 from .kernels import Timing
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 # The matmul's batch B runs over powers of 2 up to 16 (a CPU's critical intensity is a few
 # FLOPs/byte), then of 4 up to D; a quick sweep stops at D / 16.
@@ -257,15 +261,19 @@ def to_json(v: Validation) -> dict:
 
 
 def plot(v: Validation, path: str) -> None:
+    """`draw`, saved to `path` (png, svg, pdf)."""
+    from ..render import plot as roofline_plot
+    roofline_plot.save(draw(v), path)
+
+
+def draw(v: Validation) -> Axes:
     """The chip's roofline (`plot.plot_roofline`) with each op where the roof puts it (open
     markers) and where it was measured (crosses: FLOPs / median time), log-log."""
     # Imported here: matplotlib is slow to import, and only --plot needs it.
-    from matplotlib.figure import Figure
-
     from ..render import plot as roofline_plot
     if not v.rows:
         raise HardwareError(f"nothing to plot: {v.chip.id} has none of the figures the sweep needs")
-    ax = Figure(figsize=(7, 4.5), dpi=150, layout="constrained").add_subplot()
+    ax = roofline_plot.figure((7, 4.5))
     analyses = [analyze(r.point.spec, chip=v.chip, values=dict(r.point.sizes)) for r in v.rows]
     ops = list(dict.fromkeys(r.point.op for r in v.rows))
     bandwidth = float(v.chip.hbm_bandwidth)
@@ -276,12 +284,16 @@ def plot(v: Validation, path: str) -> None:
         ax.scatter([r.intensity], [float(a.achieved_flops_per_s)], marker="o^D"[roof % 3], s=30,
                    facecolors="none", edgecolors=colour, linewidths=1)
         ax.scatter([r.intensity], [r.flops / r.timing.median], marker="x", s=40, color=colour, zorder=4)
-    ax.scatter([], [], marker="x", color="black", label="crosses: measured (median)")
-    # one point per op carries the legend: its largest
+    from matplotlib.lines import Line2D
+    said = [Line2D([], [], ls="", marker="o", markerfacecolor="none", markeredgecolor="black",
+                   label="hollow: each size where the roof puts it (T_lower)"),
+            Line2D([], [], ls="", marker="x", color="black", label="crosses: measured (FLOPs / median time)")]
+    # one point per op carries the legend: its largest; an op's sizes span both regimes, so its
+    # entry names the op, not a bound
     last = {r.point.op: a for r, a in zip(v.rows, analyses)}
-    roofline_plot.plot_roofline(list(last.values()), ax=ax, labels=list(last))
+    roofline_plot.plot_roofline(list(last.values()), ax=ax, labels=list(last), bounds=False, extra=said)
     ax.set_title(f"Measured against the roofline: {v.chip.name} ({v.backend}, fp32)", fontsize=9)
-    roofline_plot.save(ax, path)
+    return ax
 
 
 def _size(n: int) -> str:

@@ -296,12 +296,12 @@ class Plan:
                  "ranked; " + (", ".join(f"{n} set aside ({k})" for k, n in aside.items()) or "none set aside"), ""]
         shown = ranked[:top]
         meshes = [c.mesh for c in shown]
-        rows = [(str(k), c.text, mesh, f"{float(c.figures['memory_per_chip']) / 1e9:.3g} GB",
+        cells = [(str(k), c.text, mesh, f"{float(c.figures['memory_per_chip']) / 1e9:.3g} GB",
                  seconds(c.figures["t_step"]), seconds(c.figures["t_step_exposed"]), str(c.figures["bound"]),
                  c._threshold_text()) for k, (c, mesh) in enumerate(zip(shown, meshes), 1)]
         head = ("#", "strategy", "mesh", "HBM/chip", "t_step", "exposed", "bound",
                 "thresholds (per-chip tokens now/compute-bound above)")
-        lines += columns([head, *rows], right=(0, 3, 4, 5))
+        lines += columns([head, *cells], right=(0, 3, 4, 5))
         if len(ranked) > top:
             lines.append(f"    ... {len(ranked) - top} more (--top {len(ranked)})")
         lines += ["", *wrapped("why: " + why(self)), ""]

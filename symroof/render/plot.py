@@ -71,11 +71,13 @@ _DPI = 150
 
 
 def _axes(ax: Axes | None) -> Axes:
-    if ax is not None:
-        return ax
-    # a Figure of its own: pyplot's global state stays untouched;
-    # made at the dpi `save` writes at, so that labels are placed where they will be drawn
-    return Figure(figsize=(7, 4.5), dpi=_DPI, layout="constrained").add_subplot()
+    return ax if ax is not None else figure()
+
+
+def figure(size: tuple[float, float] = (7, 4.5)) -> Axes:
+    """The Axes of a Figure of its own (pyplot's global state stays untouched), made at the
+    dpi `save` writes at, so that labels are placed where they will be drawn."""
+    return Figure(figsize=size, dpi=_DPI, layout="constrained").add_subplot()
 
 
 def _listed(analyses: Analyses) -> list[Analysis]:
@@ -106,7 +108,8 @@ def _numbers(a: Analysis, what: str) -> None:
 
 def plot_roofline(analyses: Analyses, ax: Axes | None = None,
                   labels: Sequence[str] | None = None,
-                  intensities: tuple[float, float] | None = None) -> Axes:
+                  intensities: tuple[float, float] | None = None, bounds: bool = True,
+                  extra: Sequence[Artist] = ()) -> Axes:
     """The classic roofline of the analyses' chip, with each analysis as a point.
 
     Args:
@@ -116,6 +119,9 @@ def plot_roofline(analyses: Analyses, ax: Axes | None = None,
             when they share a label (or, unlabelled, a spec: one spec at several sizes).
         intensities: (low, high) of the x axis; by default it spans the points and the
             critical intensities.
+        bounds: whether each legend entry says its point's bound (not where a label names
+            a series of points in both regimes, as validate's ops).
+        extra: more legend entries, for what a caller draws besides.
     """
     analyses = _listed(analyses)
     _check_labels(labels, analyses)
@@ -139,22 +145,24 @@ def plot_roofline(analyses: Analyses, ax: Axes | None = None,
     points = [float(a.intensity) for a in analyses] + [float(a.network_intensity) for a in analyses if a.collectives]
     lo, hi = intensities or (min(corners + points) / 10, max(corners + points) * 10)
     x = numpy.logspace(numpy.log10(lo), numpy.log10(hi), 400)
-    dtype_of = {float(a.peak_flops): a.compute_dtypes[0].name for a in analyses if a.compute_dtypes}
     curves, notes = [], []
     for k, (peak, bw) in enumerate(roofs):
         critical = peak / bw
-        # several roofs (an int8 and a bf16 spec): told apart by style and named by dtype
+        # several roofs (an int8 and a bf16 spec; the vector unit's and the matrix unit's): told
+        # apart by style and named by what runs under them
         style = ["-", "-.", ":"][k % 3]
-        named = f"{dtype_of[peak]} " if len(roofs) > 1 and peak in dtype_of else ""
+        # (its points' marker beside it: o^D in the order of the roofs)
+        named = f"{_roof_name([a for a in analyses if _roof(a) == (peak, bw)])} {'○△◇'[k % 3]} " \
+            if len(roofs) > 1 else ""
         line, = ax.plot(x, numpy.minimum(peak, x * bw), color="black", lw=2 if k == 0 else 1.5, ls=style,
-                        label=f"{named}HBM roof: {si(bw, 'B/s')}, peak {si(peak, 'FLOPs/s')}"
+                        label=f"{named}roof: HBM {si(bw, 'B/s')}, peak {si(peak, 'FLOPs/s')}"
                         + (" (estimate)" if any(float(a.peak_flops) == peak and any(map(_machine(a).estimated, a.rates))
                                                 for a in analyses) else ""))
         curves.append(line)
         ax.axvline(critical, color="black", ls=":", lw=1)
         note = ax.annotate(f"critical {critical:.1f}", (critical, peak), textcoords="offset points",
                            xytext=(4, -14), fontsize=8)
-        notes.append((note, [_below(4, -14), _below(-4, -14, "right")]))
+        notes.append((note, [offsets(4, -14), offsets(-4, -14, "right")]))
     for peak, critical in networks:
         link = peak / critical
         line, = ax.plot(x, numpy.minimum(peak, x * link), color="0.45", lw=1.5, ls="--",
@@ -163,15 +171,21 @@ def plot_roofline(analyses: Analyses, ax: Axes | None = None,
     names, title = legend_names(analyses, labels, ROOFLINE_NAME_CHARS)
     keys = labels if labels else [spec_text(a) for a in analyses]
     colours: dict[str, str] = {}
+    placed: list[tuple[float, float]] = []
     for a, name, key in zip(analyses, names, keys):
         colour = colours.setdefault(key, f"C{len(colours) % 10}")
         bound = a.bound if isinstance(a.bound, str) else "balanced"
         y = float(a.achieved_flops_per_s)
         roof = roofs.index(_roof(a))
-        # translucent faces: points at one place (two specs of equal intensity) both show
-        faces: dict[str, Any] = dict(facecolors=to_rgba(colour, 0.4), edgecolors=colour, linewidths=1.5, zorder=3)
-        ax.scatter([float(a.intensity)], [y], s=45, marker="o^D"[roof % 3],
-                   label=f"{name}: {bound}-bound" if bound != "balanced" else f"{name}: balanced", **faces)
+        # a point where another already is (add and multiply, at one intensity) is drawn as a
+        # wider ring beneath it, so that both show
+        under = sum(abs(numpy.log10(float(a.intensity) / px)) < 0.02 and abs(numpy.log10(y / py)) < 0.02
+                    for px, py in placed)
+        placed.append((float(a.intensity), y))
+        faces: dict[str, Any] = dict(facecolors=to_rgba(colour, 0.4), edgecolors=colour, linewidths=1.5,
+                                     zorder=3 - 0.1 * under)
+        said = name if not bounds else f"{name}: {bound}-bound" if bound != "balanced" else f"{name}: balanced"
+        ax.scatter([float(a.intensity)], [y], s=45 * (1 + 1.6 * under), marker="o^D"[roof % 3], label=said, **faces)
         if a.collectives:
             ax.scatter([float(a.network_intensity)], [y], marker="s", s=35, label=f"_{name}: network", **faces)
     ax.set_xscale("log")
@@ -186,12 +200,13 @@ def plot_roofline(analyses: Analyses, ax: Axes | None = None,
     mesh = shared_mesh(analyses)
     ax.set_title(f"Roofline: {first.machine.name} ({', '.join(dtypes)}; dense peaks{f'; {mesh}' if mesh else ''})")
     ax.grid(True, which="both", alpha=0.3)
-    extra = []
+    extra = list(extra)
     if networks:
         extra.append(Line2D([], [], ls="", marker="s", markersize=6, color="0.45",
                             label="squares: points at their network intensity"))
-    _arrange(ax, ("lower right", "upper left", "center right", "lower center", "upper center"), curves, notes,
-             fontsize=7, extra=extra, title=title)
+    extra.append(Line2D([], [], ls=":", lw=1, color="black", label="dotted: critical intensity (peak / bandwidth)"))
+    arrange(ax, ("lower right", "upper left", "center right", "lower center", "upper center"), curves, notes,
+            fontsize=7, extra=extra, title=title)
     return ax
 
 
@@ -245,7 +260,7 @@ def plot_sweep(analyses: Analyses, dim: str, values: ArrayLike, ax: Axes | None 
             value, roof = knee
             top = float(a.evaluate("achieved_flops_per_s", **{dim: numpy.array([xs.max()])})[0])
             if not roof and a.collectives and top < peaks[-1] * (1 - 1e-6):
-                roof = " (HBM; network-bound)"     # past it the network holds it under the peak
+                roof = " (then network-bound)"     # past it the network holds it under the peak
             y = peaks[-1] if quantity == "flops" else float(a.evaluate("t_lower", **{dim: numpy.array([value])})[0])
             knees.append((value, roof, y, line.get_color()))
             everything.append(numpy.array([y]))
@@ -253,15 +268,15 @@ def plot_sweep(analyses: Analyses, dim: str, values: ArrayLike, ax: Axes | None 
     if quantity == "flops":
         for peak in sorted(set(peaks)):
             ax.axhline(peak, color="black", ls=":", lw=1, label=f"peak {si(peak, 'FLOPs/s')}")
-    notes = []
+    notes, lines = [], []
     for value, roof, y, colour in knees:
-        ax.axvline(value, color=colour, ls="--", lw=1)
+        lines.append(ax.axvline(value, color=colour, ls="--", lw=1))
         note = ax.annotate(f"{dim} = {size_text(value)}{roof}", (value, y), textcoords="offset points",
                            xytext=(5, -14), color=colour, fontsize=8)
         if quantity == "flops":     # under the peak, beside the dashed line
-            notes.append((note, [_below(5, -14), _below(-5, -14, "right")]))
+            notes.append((note, [offsets(5, -14), offsets(-5, -14, "right")]))
         else:                       # right of the elbow, below the curve; else left, above it
-            notes.append((note, [_below(6, -14), _below(-6, 6, "right", step=+12)]))
+            notes.append((note, [offsets(6, -14), offsets(-6, 6, "right", step=+12)]))
     if use_log_x(xscale, xs, [value for value, *_ in knees]):
         ax.set_xscale("log")
         log_ticks(ax.xaxis, si)
@@ -294,8 +309,20 @@ def plot_sweep(analyses: Analyses, dim: str, values: ArrayLike, ax: Axes | None 
     ax.grid(True, which="both" if log_y or ax.get_xscale() == "log" else "major", alpha=0.3)
     corners: tuple[LegendLocType, ...] = ("lower right", "center right", "upper left") if quantity == "flops" else \
         ("upper left", "center left", "lower right")
-    _arrange(ax, corners, curves, notes, fontsize=8, title=title)
+    dashed = "dashed: where each curve reaches its roof" if quantity == "flops" else "dashed: each curve's threshold"
+    extra = [Line2D([], [], ls="--", lw=1, color="0.3", label=dashed)] if knees else []
+    arrange(ax, corners, [*curves, *lines], notes, fontsize=8, extra=extra, title=title)
     return ax
+
+
+def _roof_name(under: Sequence[Analysis]) -> str:
+    """What runs under a roof, where a plot has several: the vector unit's (elementwise
+    work), the matrix unit's, or a mix, with the dtype."""
+    dtype = next((a.compute_dtypes[0].name for a in under if a.compute_dtypes), "")
+    vector = [a.flops_vector == a.flops for a in under]
+    unit = "vector unit" if all(vector) else "matrix unit" if not any(vector) and all(a.flops_vector == 0
+                                                                                       for a in under) else "mixed"
+    return f"{unit} ({dtype})" if dtype else unit
 
 
 def _knee(t: Threshold) -> tuple[float, str] | None:
@@ -348,8 +375,8 @@ def _check_label(label: str) -> None:
 _NEAR = 8      # candidate places near a knee, on each side
 
 
-def _below(dx: float, dy: float, ha: Literal["left", "right"] = "left", step: float = -12,
-           count: int = 24) -> list[Candidate]:
+def offsets(dx: float, dy: float, ha: Literal["left", "right"] = "left", step: float = -12,
+            count: int = 24) -> list[Candidate]:
     """Candidate offsets (points) for a label on one side of its point: (dx, dy), then a
     step further each time."""
     return [((dx, dy + step * k), ha) for k in range(count)]
@@ -368,9 +395,9 @@ def _dots(ax: Axes) -> list[Bbox]:
     return boxes
 
 
-def _arrange(ax: Axes, corners: Sequence[LegendLocType], curves: Sequence[Line2D],
-             notes: Sequence[tuple[Annotation, Sequence[Sequence[Candidate]]]], fontsize: float,
-             extra: Sequence[Artist] = (), title: str | None = None) -> None:
+def arrange(ax: Axes, corners: Sequence[LegendLocType], curves: Sequence[Line2D],
+            notes: Sequence[tuple[Annotation, Sequence[Sequence[Candidate]]]], fontsize: float,
+            extra: Sequence[Artist] = (), title: str | None = None) -> None:
     """Lay the figure out once, then put the legend at the first of `corners` where it
     covers no curve and no point (else where it covers fewest), and give each label the
     first of its candidate offsets at which it stays inside the axes, clear of the legend
@@ -424,14 +451,14 @@ def _arrange(ax: Axes, corners: Sequence[LegendLocType], curves: Sequence[Line2D
         return not strict or not covered(box)
 
     for note, sides in notes:
-        # clear of everything near the knee (one side, then the other); else clear of the
-        # labels and the legend, as near as can be; else (a crowd of knees) not shown: the
-        # dashed line still marks it
+        # clear of everything near the knee (one side, then the other); else further along;
+        # else clear of the labels and the legend, as near as can be; else (a crowd of knees)
+        # not shown: the dashed line still marks it
         near = [c for side in sides for c in side[:_NEAR]]
         nearest = [side[k] for k in range(max(map(len, sides))) for side in sides if k < len(side)]
         chosen = next((c for c in near if fits(_try(note, c), True)), None)
-        if chosen is None:
-            chosen = next((c for c in nearest if fits(_try(note, c), False)), None)
+        if chosen is None:  # clear of every curve and line further along its dashed line, else of the labels
+            chosen = next((c for strict in (True, False) for c in nearest if fits(_try(note, c), strict)), None)
         if chosen is None:
             note.set_visible(False)
             continue
@@ -449,4 +476,4 @@ def _try(note: Annotation, candidate: Candidate) -> Bbox:
     return note.get_window_extent()
 
 
-__all__ = ["plot_roofline", "plot_sweep", "save"]
+__all__ = ["arrange", "figure", "offsets", "plot_roofline", "plot_sweep", "save"]

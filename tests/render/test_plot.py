@@ -93,7 +93,9 @@ def test_one_roof_per_peak_on_one_chip():
     bf16 = analyze("bf16[B, D] @ bf16[D, F] -> bf16[B, F]", chip="v5e").at(**sizes)
     int8 = analyze("int8[B, D] @ int8[D, F] -> int8[B, F]", chip="v5e").at(**sizes)
     ax = plot_roofline([bf16, int8])
-    roofs = {l.get_label().split()[0]: l for l in ax.get_lines() if "HBM roof" in l.get_label()}
+    # each roof named by what runs under it: the matrix unit, at its dtype
+    roofs = {l.get_label().split("(")[1].split(")")[0]: l for l in ax.get_lines() if "roof: HBM" in l.get_label()}
+    assert all(l.get_label().startswith("matrix unit") for l in roofs.values())
     assert roofs["bf16"].get_ydata().max() == pytest.approx(1.97e14)
     assert roofs["int8"].get_ydata().max() == pytest.approx(3.94e14)
     assert roofs["bf16"].get_linestyle() != roofs["int8"].get_linestyle()
@@ -293,7 +295,7 @@ def test_a_knee_the_network_keeps_under_the_peak_says_so():
     ax = plot_sweep(two_chips, "B", numpy.unique(numpy.geomspace(1, 1e5, 500).round()))
     curve = ax.get_lines()[0].get_ydata()
     assert curve.max() < 1.97e14 * 0.99                                  # the network holds it under the peak
-    assert [t.get_text() for t in ax.texts] == ["B = 263.4 (HBM; network-bound)"]
+    assert [t.get_text() for t in ax.texts] == ["B = 263.4 (then network-bound)"]
     assert "mesh X=2" in ax.get_title() and ax.get_lines()[0].get_label() == "bf16[B, D_X] @ bf16[D_X, F] -> bf16[B, F]"
 
 
