@@ -123,9 +123,24 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes | None:
 
 def write_atomically(path: str | os.PathLike[str], data: str | bytes) -> None:
     """Write a file whole or not at all: into a temporary file beside it, then renamed over
-    it (a failure, or a Ctrl-C, leaves the old file, or none). OSError passes to the
-    caller, whose error names the file."""
-    target = Path(path)
+    it (a failure, or a Ctrl-C, leaves the old file, or none); through a symbolic link, the
+    file it names. A device or a pipe (`-o /dev/stdout`) is written as it is, not replaced.
+    OSError passes to the caller, whose error names the file."""
+    target = Path(os.path.realpath(path))  # through a link, to the file it names (the link stays)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+    if mode is not None and not stat.S_ISREG(mode):
+        # a device or a pipe (/dev/stdout, /dev/null): written as it is, never replaced by a file;
+        # opened without waiting (a pipe nobody reads is an error, not a hang), then written whole
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+        return
     fd, draft = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

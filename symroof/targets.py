@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import re
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +27,7 @@ def load_target(target: str, what: str) -> Callable:
                            f"path/to/file.py:{what.lower()})")
     try:
         if module_name.endswith(".py"):
+            _readable(module_name)
             spec = importlib.util.spec_from_file_location(Path(module_name).stem, module_name)
             if spec is None or spec.loader is None:
                 raise SymroofError(f"cannot read {module_name}")
@@ -37,6 +40,8 @@ def load_target(target: str, what: str) -> Callable:
                 module = importlib.import_module(module_name)
             finally:
                 sys.path.remove(".")
+    except SymroofError:
+        raise
     except (ImportError, OSError, SyntaxError) as error:
         raise SymroofError(f"cannot import {module_name}: {error}") from None
     except (Exception, SystemExit) as error:  # the user's code failed as it was imported: theirs to fix
@@ -47,3 +52,19 @@ def load_target(target: str, what: str) -> Callable:
     if not callable(found):
         raise SymroofError(f"{module_name} has no {what.lower()} {attr!r}")
     return found
+
+
+MODULE_BYTES = 10_000_000  # a module file larger than this is no module a person wrote
+
+
+def _readable(path: str) -> None:
+    """A module file Python may read: a regular file (a pipe would block the import forever,
+    a device never end), of at most MODULE_BYTES."""
+    try:
+        found = os.stat(path)
+    except OSError as error:
+        raise SymroofError(f"cannot read {path}: {error.strerror or error}") from None
+    if not stat.S_ISREG(found.st_mode):
+        raise SymroofError(f"cannot read {path}: not a regular file")
+    if found.st_size > MODULE_BYTES:
+        raise SymroofError(f"{path}: {found.st_size:,} bytes, more than a module may have ({MODULE_BYTES:,})")

@@ -140,6 +140,9 @@ def variants_of(name: str) -> list:
 
 # ----------------------------------------------------------------------------- a case
 
+FIFO = object()  # a file of a case that is a named pipe (a reader that opens it waits for a writer)
+
+
 @dataclass
 class Case:
     """One invocation: argv (with `{tmp}` standing for a fresh temporary folder), stdin bytes
@@ -166,6 +169,9 @@ class Case:
         every = list(self.argv) + [a for then in self.followups for a in then]
         for name, data in self.files.items():
             if not any(isinstance(a, str) and f"{{tmp}}/{name}" in a for a in every):
+                continue
+            if data is FIFO:
+                lines.append(f"file {{tmp}}/{name} = a named pipe (mkfifo)")
                 continue
             shown = data if len(data) < 3000 else data[:3000] + b"...(truncated)"
             lines.append(f"file {{tmp}}/{name} = {shown!r}")
@@ -1694,8 +1700,11 @@ def _model_flags(r, dims, known: dict, mode: str, *, chip_p=0.6, tensors=(), mes
             argv += [r.choice(["-o", "--output"]), "{tmp}/" + r.choice(["batches", "a b", "ü"]) + ext]
     elif junk(r, 0.03):
         argv += ["-o", "{tmp}/x.png"]                   # -o without --batches
-    if r.random() < 0.45:
+    x = r.random()
+    if x < 0.45:
         argv.append("--json")
+    elif x < 0.52:
+        argv.append("--latex")
     return argv
 
 
@@ -1703,8 +1712,8 @@ def _shuffle_flags(r, argv: list, head: int = 2) -> list:
     """The flags after the first `head` arguments in another order, each kept with its value."""
     rest, pairs, i = argv[head:], [], 0
     while i < len(rest):
-        take = 2 if rest[i].startswith("-") and rest[i] not in ("--json", "--print", "--train", "--prefill",
-                                                                "--decode") and i + 1 < len(rest) else 1
+        alone = ("--json", "--latex", "--print", "--train", "--prefill", "--decode")
+        take = 2 if rest[i].startswith("-") and rest[i] not in alone and i + 1 < len(rest) else 1
         pairs.append(rest[i:i + take])
         i += take
     r.shuffle(pairs)
@@ -2121,9 +2130,21 @@ def gen_plan(r) -> Case:
     if r.random() < 0.3:
         argv += ["--context", r.choice(["1024", "2048", "4096"]) if not junk(r, 0.2) else r.choice(["0", "7", "x"])]
     if r.random() < 0.2:
-        argv += ["--top", r.choice(["1", "3", "100"])]
-    if r.random() < 0.45:
+        argv += ["--top", r.choice(["1", "3", "100"]) if not junk(r, 0.2) else r.choice(["0", "-1", "x", "1e9"])]
+    if r.random() < 0.1:
+        argv += ["--slice", r.choice(["2x2x2", "4x4x4", "2x2x1", "4x8x8"]) if not junk(r, 0.2)
+                 else r.choice(["0x2x2", "2x2", "axbxc", "99999x2x2", ""])]
+    if r.random() < 0.1:
+        argv += ["--remat", r.choice(["full", "none", "save=x,o,h"]) if not junk(r, 0.2) else r.choice(["half", "save="])]
+    if r.random() < 0.05:
+        argv += ["--symbolic"] + (["--optimize"] if r.random() < 0.5 else [])
+    x = r.random()
+    if x < 0.35:
         argv.append("--json")
+    elif x < 0.5:
+        argv.append("--latex")
+    if r.random() < 0.03:
+        argv += [r.choice(["--json", "--latex"])]
     return Case(argv, kind="plan")
 
 
@@ -2179,6 +2200,116 @@ def gen_model_print(r) -> Case:
     return Case(["model", name, "--print"] + mode_flags + stored, kind="model-print", followups=(printed, named))
 
 
+# ----------------------------------------------------------------------------- from-jax
+
+# modules a user points from-jax at: functions it costs, and modules that fail on import,
+# functions that fail when traced, and what is not a function at all
+_JAX_MODULES = {
+    "matmul": ("import jax.numpy as jnp\n\ndef f(x, w):\n    return x @ w\n", "x=bf16[B, D]; w=bf16[D, F]", "w"),
+    "mlp": ("import jax\n\ndef f(x, w1, w2):\n    return jax.nn.gelu(x @ w1) @ w2\n",
+            "x=bf16[B, D]; w1=bf16[D, F]; w2=bf16[F, D]", "w1,w2"),
+    "softmax": ("import jax\n\ndef f(x):\n    return jax.nn.softmax(x, axis=-1)\n", "x=fp32[B, T]", ""),
+    "norm": ("import jax\nimport jax.numpy as jnp\n\ndef f(x, g):\n"
+             "    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g\n",
+             "x=fp32[B, D]; g=fp32[D]", "g"),
+    "scan": ("import jax\nimport jax.numpy as jnp\n\ndef f(x, w):\n    def body(c, _):\n"
+             "        return jnp.tanh(c @ w), None\n    return jax.lax.scan(body, x, None, length=4)[0]\n",
+             "x=fp32[B, D]; w=fp32[D, D2]", "w"),
+    "gather": ("import jax.numpy as jnp\n\ndef f(table, ids):\n    return table[ids]\n",
+               "table=bf16[V, D]; ids=int32[B, T]", "table"),
+    "sort": ("import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sort(x, axis=-1) * 2\n", "x=fp32[B, T]", ""),
+    "raises": ("raise ValueError('boom')\n", "x=bf16[B, D]", ""),
+    "runtime": ("raise RuntimeError('no device')\n", "x=bf16[B, D]", ""),
+    "syntax": ("def f(:\n    pass\n", "x=bf16[B, D]", ""),
+    "exits": ("import sys\nsys.exit(3)\n", "x=bf16[B, D]", ""),
+    "traced_error": ("def f(x):\n    raise ValueError('bad input')\n", "x=bf16[B, D]", ""),
+    "not_array": ("def f(x):\n    return 'text'\n", "x=bf16[B, D]", ""),
+    "not_function": ("f = 3\n", "x=bf16[B, D]", ""),
+    "shape_error": ("import jax.numpy as jnp\n\ndef f(x, w):\n    return x @ w.T\n", "x=bf16[B, D]; w=bf16[D, F]", ""),
+}
+
+
+def gen_from_jax(r) -> Case:
+    """`symroof from-jax FILE:FUNCTION`: a module of the kinds above, shapes as written or
+    mutated, weights, sizes, a chip, the XLA check, -o; or a target that is not one."""
+    kind = r.choice(list(_JAX_MODULES))
+    source, shapes, params = _JAX_MODULES[kind]
+    files = {"m.py": source.encode()}
+    target = "{tmp}/m.py:f"
+    if junk(r, 0.12):
+        target = r.choice(["..x:f", "{tmp}/m.py", "{tmp}/m.py:", ":f", "{tmp}/missing.py:f", "{tmp}/m.py:g",
+                           "/dev/zero:f", "{tmp}:f", "{tmp}/m.py:f:g", "os:getcwd", "json:loads", "m:f",
+                           "{tmp}/fifo.py:f", "\u202e.py:f", "{tmp}/m.txt:f"])
+        if target == "{tmp}/fifo.py:f":
+            files["fifo.py"] = FIFO
+    if junk(r, 0.2):
+        shapes = mutate(r, shapes) if r.random() < 0.7 else r.choice(
+            ["", ";", "x=", "x=bf16[B, D]; x=bf16[B, D]", "x=bf16[B, D", "y=bf16[B, D]", "x=bf17[B, D]",
+             "x=bf16[B, 0]", "x=bf16[B, -1]", "x=bf16[" + ", ".join(f"D{k}" for k in range(80)) + "]",
+             "x=bf16[B, " + "9" * 5000 + "]"])
+    argv = ["from-jax", target, "--shapes", shapes]
+    if params and r.random() < 0.7:
+        argv += ["--params", params if not junk(r, 0.15) else r.choice(["nope", "w,w", "", "x,w"])]
+    dims = sorted(set(re.findall(r"\b([A-Z][A-Z0-9]*)\b", shapes)) - {"bf16", "fp32", "int32"})
+    if dims and r.random() < 0.6:
+        sizes = [f"{d}={r.choice([8, 16, 64, 128, 512])}" for d in dims]
+        if junk(r, 0.15):
+            sizes = [r.choice(["B=0", "B=-1", "Q=4", "B=x", "B=1e40", "B=" + "9" * 30])]
+        argv += ["--set", ",".join(sizes)]
+        if r.random() < 0.08 and not junk(r, 0.0):
+            argv.append("--xla")
+    if r.random() < 0.5:
+        argv += ["--chip", r.choice(["h100", "tpu-v5e", "v5p", "a100"]) if not junk(r, 0.1) else r.choice(CHIP_JUNK)]
+    if r.random() < 0.1:
+        argv += ["--max", r.choice(["T=64", "B=8", "T=0", "T=x", "Q=3"])]
+    if r.random() < 0.3:
+        argv.append("--json")
+    if r.random() < 0.15:
+        argv += ["-o", r.choice(["{tmp}/out.sr", "{tmp}/out.sr", "{tmp}/nodir/out.sr", "/dev/full"])]
+    return Case(argv, files=files, kind="from-jax")
+
+
+# ----------------------------------------------------------------------------- data files
+
+# what a file option may be pointed at besides a file: devices, a folder, a FIFO (which
+# blocks a reader forever), a file past every size limit
+_SPECIAL_PATHS = ["/dev/zero", "/dev/urandom", "/dev/null", "/dev/full", "{tmp}", "{tmp}/fifo", "{tmp}/big",
+                  "{tmp}/missing", "/etc/passwd"]
+
+
+def gen_data_file(r) -> Case:
+    """A data file given to the command that reads it: hardware.json (--hardware), models.json
+    (--models), a claims file (check), a program file (model), or a special path in its place."""
+    which = r.choice(["hardware", "models", "claims", "program"])
+    files: dict = {}
+    if which == "hardware":
+        files["data"] = _hardware_file(r)
+        argv = r.choice([["chips", "--hardware", "{tmp}/data"], ["chip", "h100", "--hardware", "{tmp}/data"],
+                         ["analyze", "bf16[B, D] @ bf16[D, F] -> bf16[B, F]", "--chip", "h100", "--hardware",
+                          "{tmp}/data"]])
+    elif which == "models":
+        files["data"] = _models_file(r)
+        argv = r.choice([["models", "--models", "{tmp}/data"],
+                         ["model", r.choice(model_names()), "--models", "{tmp}/data"],
+                         ["plan", r.choice(model_names()), "--chip", "h100", "--chips", "8", "--batch", "64k",
+                          "--models", "{tmp}/data"]])
+    elif which == "claims":
+        files["data"] = gen_claims_file(r)
+        argv = ["check", "{tmp}/data"]
+    else:
+        text, _ = gen_program(r)
+        files["data"] = text.encode("utf-8", "surrogatepass")
+        argv = ["model", "{tmp}/data"]
+    if r.random() < 0.25:  # the file swapped for a path that is not one
+        special = r.choice(_SPECIAL_PATHS)
+        argv = [special if a == "{tmp}/data" else a for a in argv]
+        if special == "{tmp}/fifo":
+            files["fifo"] = FIFO
+        elif special == "{tmp}/big":
+            files["big"] = b"[" + b"0," * (6 * 2**20) + b"0]"
+    return Case(argv, files=files, kind="data")
+
+
 def gen_case(r, weights=None) -> Case:
     """Any case; `weights` maps subcommand kinds to relative weights."""
     weights = weights or DEFAULT_WEIGHTS
@@ -2209,10 +2340,13 @@ GENERATORS = {
     "model-file": gen_model_file,
     "model-print": gen_model_print,
     "plan": gen_plan,
+    "from-jax": gen_from_jax,
+    "data": gen_data_file,
 }
 DEFAULT_WEIGHTS = {"analyze": 22, "analyze-json": 27, "latex": 14, "roofline": 8, "check": 11,
                    "chips": 1.5, "chip": 5, "plot": 1, "junk": 3, "extreme": 8,
-                   "hardware": 3, "ops": 14, "model": 6, "model-file": 6, "model-print": 1, "plan": 1}
+                   "hardware": 3, "ops": 14, "model": 6, "model-file": 6, "model-print": 1, "plan": 1,
+                   "from-jax": 2, "data": 3}
 
 
 # ----------------------------------------------------------------------------- running
@@ -2245,7 +2379,10 @@ def run_case(case: Case, tmp: str, deadline: float = 30.0) -> Result:
     import sys
 
     for name, data in case.files.items():
-        Path(tmp, name).write_bytes(data)
+        if data is FIFO:
+            os.mkfifo(Path(tmp, name))
+        else:
+            Path(tmp, name).write_bytes(data)
     argv = case.concrete(tmp)
     out, err, sys_out, sys_err = io.StringIO(), io.StringIO(), io.StringIO(), io.StringIO()
     stdin = io.TextIOWrapper(io.BytesIO(case.stdin or b""), encoding="utf-8")
@@ -2422,7 +2559,7 @@ def _judge_model(case: Case, res: Result) -> str | None:
     else a table with no nan or zoo and no such figure negative; with --batches and -o, the
     plot written."""
     argv = case.argv
-    if "--print" in argv:
+    if "--print" in argv or "--latex" in argv:  # a program; LaTeX (judged as LaTeX)
         return None
     if "--json" in argv:
         try:
@@ -2555,7 +2692,8 @@ def _judge_one(case: Case, res: Result, katex: KaTeX | None = None) -> str | Non
     text = res.out
     if not text.strip():
         return f"exit {code} with empty output"
-    if "--json" in argv[1:] and cmd in ("analyze", "roofline", "check", "chips", "chip"):
+    if "--json" in argv[1:] and cmd in ("analyze", "roofline", "check", "chips", "chip", "plan", "from-jax",
+                                        "models"):
         try:
             data = _strict_json(text)
         except ValueError as error:
@@ -2567,7 +2705,7 @@ def _judge_one(case: Case, res: Result, katex: KaTeX | None = None) -> str | Non
         elif cmd == "check":
             if not isinstance(data, list):
                 return "check --json is not a list"
-    if cmd == "latex":
+    if cmd == "latex" or (cmd in ("model", "plan") and "--latex" in argv):
         if not _balanced(text):
             return "latex output with unbalanced braces (or \\left/\\right, \\begin/\\end)"
         if re.search(r"\b(nan|zoo)\b", text) and not re.search(r"nan|zoo", " ".join(map(str, argv))):
@@ -2699,7 +2837,7 @@ def shrink(case: Case, tmp_factory, key_of, budget_s: float = 20.0) -> Case:
             chunk //= 2
         break
     # 3. claims / stdin content, by lines
-    for name, data in best.files.items():
+    for name, data in [(n, d) for n, d in best.files.items() if d is not FIFO]:
         lines = data.split(b"\n")
         i = 0
         while i < len(lines) and len(lines) > 1:
@@ -2711,7 +2849,7 @@ def shrink(case: Case, tmp_factory, key_of, budget_s: float = 20.0) -> Case:
             else:
                 i += 1
     # 4. the files' bytes (a program's long line), by chunks
-    for name in list(best.files):
+    for name in [n for n, data in best.files.items() if data is not FIFO]:
         data = best.files[name]
         chunk = max(1, len(data) // 2)
         while chunk >= 1 and len(data) > 1:

@@ -228,3 +228,44 @@ def test_user_code_that_fails_as_it_is_imported_is_the_users_error(tmp_path, mon
     # a relative module name is no module's name here
     with pytest.raises(SymroofError, match="expected MODULE:FUNCTION"):
         load_target("..x:f", "FUNCTION")
+
+
+def test_an_output_that_is_a_device_a_pipe_or_a_link_is_written_not_replaced(tmp_path):
+    """`-o /dev/null` or `-o /dev/stdout` writes to the device (renaming a file over it, as
+    root, would replace /dev/null); a pipe nobody reads is an error at once, not a hang; a link
+    stays a link, its file written; a folder is refused."""
+    import errno
+    import stat
+
+    from symroof.resources import write_atomically
+    write_atomically(os.devnull, b"nothing")
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError) as raised:
+        write_atomically(fifo, b"x")
+    assert raised.value.errno == errno.ENXIO and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    real, link = tmp_path / "real.sr", tmp_path / "link.sr"
+    real.write_text("old")
+    link.symlink_to(real)
+    write_atomically(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"
+    with pytest.raises(IsADirectoryError):
+        write_atomically(tmp_path, "x")
+    from symroof.cli.command import main
+    out, err = io.StringIO(), io.StringIO()
+    (tmp_path / "curve.png").mkdir()
+    argv = ["model", "llama-3-8b", "--decode", "--chip", "h100", "--batches", "1,2", "-o", f"{tmp_path}/curve.png"]
+    assert main(argv, out=out, err=err) == 2
+    assert "is a directory" in err.getvalue() and err.getvalue().count("\n") == 1
+
+
+def test_a_module_file_that_is_a_pipe_or_a_device_is_refused_not_imported(tmp_path):
+    from symroof.cli.command import main
+    pipe, device = tmp_path / "block.py", tmp_path / "zero.py"
+    os.mkfifo(pipe)
+    device.symlink_to("/dev/zero")
+    for target in (f"{pipe}:f", f"{device}:f"):
+        err = io.StringIO()
+        assert main(["from-jax", target, "--shapes", "x=bf16[B, D]"], out=io.StringIO(), err=err) == 2
+        assert err.getvalue() == f"symroof: error: cannot read {target[:-2]}: not a regular file\n"
