@@ -141,6 +141,24 @@ def test_every_command_in_a_block_is_run() -> None:
                 f"{page.name}: write it as `$ {bare[0]}`"
 
 
+def test_every_command_and_flag_is_documented() -> None:
+    """Each subcommand has a synopsis in the CLI page, and each of its flags is named in the docs."""
+    import argparse
+
+    from symroof.cli.command import build_parser
+    parser = build_parser(None)
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    cli = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    docs = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
+    assert len(commands) >= 14
+    for name, sub in commands.items():
+        assert f"symroof {name} " in cli, f"no synopsis of symroof {name} in docs/cli.md"
+        for action in sub._actions:
+            flags = [f for f in action.option_strings if f not in ("-h", "--help")]
+            assert not flags or any(re.search(re.escape(f) + r"(?![\w-])", docs) for f in flags), \
+                f"symroof {name} {'/'.join(flags)} is in no page of the docs"
+
+
 def test_ci_runs_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")

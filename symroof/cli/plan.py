@@ -37,9 +37,12 @@ def add_parser(commands: Commands) -> None:
     mode_options(cmd)
     machine_options(cmd, symbolic=False)
     cmd.add_argument("--chips", required=True, help="how many chips (64, 256, 8k)")
-    cmd.add_argument("--batch", required=True,
-                     help="tokens a step processes (train, prefill: 512k, a multiple of the context); "
-                          "sequences in decode (64)")
+    batch = cmd.add_mutually_exclusive_group(required=True)
+    batch.add_argument("--batch",
+                       help="tokens a step processes (train, prefill: 512k, a multiple of the context); "
+                            "sequences in decode (64)")
+    batch.add_argument("--sequences",
+                       help="sequences a step processes, in any mode (256: in training, 256 x the context tokens)")
     cmd.add_argument("--context", help="tokens per sequence (train, prefill) or of context (decode); "
                                        "the model's by default")
     remat_option(cmd)
@@ -82,7 +85,8 @@ def run(args: argparse.Namespace) -> str:
     if args.top < 1:
         raise SpecError(f"--top takes how many ranked strategies to show, at least 1, not {args.top}")
     chips = size_value(args.chips, "--chips")
-    tokens = size_value(args.batch, "--batch")
+    tokens = size_value(args.batch, "--batch") if args.batch is not None else None
+    sequences = size_value(args.sequences, "--sequences") if args.sequences is not None else None
     context = size_value(args.context, "--context") if args.context else None
     if args.mode != "train" and args.remat != "full":
         raise SpecError("--remat is what a training step keeps for its backward pass: it goes with --train")
@@ -90,7 +94,7 @@ def run(args: argparse.Namespace) -> str:
     if total is not None and args.mode != "train":
         raise SpecError(f"--tokens gives the time to train on a token budget: it goes with --train, not --{args.mode}")
     found = planner.plan(args.name, target, chips, tokens, args.mode, context, args.models, remat=args.remat,
-                         total_tokens=total, price=price, **training_kwargs(args))
+                         total_tokens=total, price=price, sequences=sequences, **training_kwargs(args))
     if args.json:
         return dumps(found.to_dict(timed=True, top=args.top))
     return found.latex(args.top) if args.latex else found.table(args.top)
@@ -108,6 +112,7 @@ def _formulas(args: argparse.Namespace) -> str:
                                   ("--hbm-bw", args.hbm_bw), ("--vector-flops", args.vector_flops),
                                   ("--ici-bw", args.ici_bw), ("--override", args.override),
                                   ("--hardware", args.hardware), ("--context", args.context),
+                                  ("--sequences (give --batch, in tokens)", args.sequences),
                                   ("--remat", args.remat != "full"), ("--top", args.top != 10),
                                   ("--tokens", args.tokens), ("--price", args.price),
                                   ("--optimizer", args.optimizer != "adam"), ("--grads", args.grads),

@@ -193,16 +193,16 @@ class Candidate:
         return self.model._repr_latex_()
 
     def _threshold_text(self) -> str:
-        """Its thresholds as the plan's table shows them: a kind's per-chip tokens now / where it
-        turns compute-bound (sp: the tokens of a sequence a chip holds), else T_math over its
-        collectives' time."""
+        """Its thresholds as the plan's table shows them: a kind's per-chip tokens now / above
+        which T_math outlasts its collectives ("any" where every batch does; sp: the tokens of
+        a sequence a chip holds), else T_math over its collectives' time."""
         out = []
         assert self.model is not None
         for kind, entry in self.thresholds.items():
             tokens, context = entry.get("per_chip_tokens"), entry.get("context_per_chip")
             if tokens is not None:
                 now = entry.get("now", strategy_costs.tokens_per_chip(self.model))
-                out.append(f"{kind} {number(now, 4)}/{number(tokens, 4)}")
+                out.append(f"{kind} {number(now, 4)}/{number(tokens, 4) if tokens else 'any'}")
             elif context is not None:
                 out.append(f"{kind} {number(strategy_costs.sequence_per_chip(self.model), 4)}/{number(context, 4)} "
                            "of a sequence")
@@ -280,7 +280,7 @@ class Plan:
             out["training_state"] = state_json(self.options)
         return {**out, "considered": len(self.candidates), "ranked": ranked,
                 "set_aside": [c.to_dict() for c in self.candidates if c.rejected], "why": why(self),
-                "conventions": conventions(self.options) + ([TOUCHED_EXPERTS] if self._touches_experts() else []),
+                "conventions": conventions(self.options, sharded=True) + ([TOUCHED_EXPERTS] if self._touches_experts() else []),
                 "estimates": {path: {"value": json_value(value), "source": source}
                               for path, (value, source) in self.estimates().items()}}
 
@@ -300,7 +300,7 @@ class Plan:
                  seconds(c.figures["t_step"]), seconds(c.figures["t_step_exposed"]), str(c.figures["bound"]),
                  c._threshold_text()) for k, (c, mesh) in enumerate(zip(shown, meshes), 1)]
         head = ("#", "strategy", "mesh", "HBM/chip", "t_step", "exposed", "bound",
-                "thresholds (per-chip tokens now/compute-bound above)")
+                "thresholds (per-chip tokens now/needed to outrun each kind's collectives)")
         lines += columns([head, *cells], right=(0, 3, 4, 5))
         if len(ranked) > top:
             lines.append(f"    ... {len(ranked) - top} more (--top {len(ranked)})")
@@ -392,13 +392,15 @@ def _splits(chips: int, search: kinds.Search) -> list[dict[str, int]]:
 
 
 @_collecting_rarely
-def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: str = "train",
+def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int | None, mode: str = "train",
          context: int | None = None, models_file: str | None = None, remat: str = "full", *,
          optimizer: str = "adam", grads: str | None = None, master: str | None = None, hbm_usable: float = 0.9,
-         total_tokens: int | None = None, price: float | None = None, families: bool = True) -> Plan:
+         total_tokens: int | None = None, price: float | None = None, families: bool = True,
+         sequences: int | None = None) -> Plan:
     """Every strategy for `name` on `chips` chips of `chip` with a batch of `tokens` tokens
     (sequences of `context`, the model's by default; in decode, `tokens` sequences of one
-    new token each over a context of `context`), training under the `remat` policy (what
+    new token each over a context of `context`), or of `sequences` sequences in any mode
+    (`tokens` None: `--sequences` on the command line), training under the `remat` policy (what
     each chip keeps of its activations, and what its backward recomputes), its state set by
     `optimizer`, `grads` and `master`, filling `hbm_usable` of each chip's HBM
     (`symroof.model`'s). With `total_tokens`, each ranked strategy's days, chip-hours and
@@ -434,6 +436,13 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int, mode: s
         raise SpecError(f"--chips is from 1 to 65536, not {chips}")
     shape = config["sizes"]
     context = context or shape["context"]
+    if (tokens is None) == (sequences is None):
+        raise SpecError("give the batch once: as tokens (--batch; sequences in decode) or as sequences (--sequences)")
+    if sequences is not None:
+        if not isinstance(sequences, int) or sequences < 1:
+            raise SpecError(f"--sequences is how many sequences a step processes, at least 1, not {sequences}")
+        tokens = sequences if mode == "decode" else sequences * context
+    assert tokens is not None
     if mode == "decode":
         batch = {"B": tokens, "S": context}
         sequences = tokens

@@ -260,42 +260,50 @@ def with_defaults(structured: Structured, mode: str, context: int | None, sizes:
     given = {**{k: v for k, v in defaults.items() if k in dims}, **sizes}
     return {k: v for k, v in given.items() if v is not None}
 
-CONVENTIONS = [
-    "1 FLOP = one multiply or one add (a multiply-add is 2); GB = 1e9 bytes",
-    "training = forward + backward, the backward 2x the forward: model FLOPs (flops_train, what an MFU "
-    "counts) 3x the forward's; hardware FLOPs (flops_train_hardware, an HFU's, what t_step runs) add what is "
-    "recomputed: (remat full) each repeated block's whole forward again, as PyTorch's checkpoint reruns it "
-    "(XLA may skip a statement no gradient reads); (remat save=x,o,h) a block's statements whose outputs "
-    "are not named; under every policy a fused block's intermediates (flash attention's scores) again in "
-    "its backward; a recomputed statement's collectives run again, a parameter's gather does not",
-    "Adam keeps 12 bytes per parameter (fp32 master copy and two moments); gradients in the parameters' dtype",
-    "activations kept (remat full): each repeated block's input; (remat none): every statement's output; "
-    "(remat save=x,o,h): the tensors so named; under full and save=, the statements after the blocks (the "
-    "final norm, the LM head) keep their input and output (the logits)",
-    "attention counts the full T x S scores (a causal mask's skipped half is not subtracted)",
-    "on N chips memory and time split evenly (no collectives); a chip's usable HBM is 0.9 of its capacity",
-    "with --strategy the program is sharded and its collectives costed; in training its backward pass is "
-    "written out (each matmul's two gradient matmuls, every other statement twice: still 3x the model FLOPs); "
-    "t_step overlaps every collective, t_step_exposed waits for those on activations",
-]
+# the conventions a model's report states, each with when it applies: "train" (a training
+# step's), "split" (chips without a strategy), "strategy", or always (None)
+CONVENTIONS: tuple[tuple[str | None, str], ...] = (
+    (None, "1 FLOP = one multiply or one add (a multiply-add is 2); GB = 1e9 bytes"),
+    ("train", "training = forward + backward, the backward 2x the forward: model FLOPs (flops_train, what an MFU "
+              "counts) 3x the forward's; hardware FLOPs (flops_train_hardware, an HFU's, what t_step runs) add what "
+              "is recomputed: (remat full) each repeated block's whole forward again, as PyTorch's checkpoint reruns "
+              "it (XLA may skip a statement no gradient reads); (remat save=x,o,h) a block's statements whose "
+              "outputs are not named; under every policy a fused block's intermediates (flash attention's scores) "
+              "again in its backward; a recomputed statement's collectives run again, a parameter's gather does not"),
+    ("train", "Adam keeps 12 bytes per parameter (fp32 master copy and two moments); gradients in the parameters' "
+              "dtype"),
+    ("train", "activations kept (remat full): each repeated block's input; (remat none): every statement's output; "
+              "(remat save=x,o,h): the tensors so named; under full and save=, the statements after the blocks (the "
+              "final norm, the LM head) keep their input and output (the logits)"),
+    (None, "attention counts the full T x S scores (a causal mask's skipped half is not subtracted)"),
+    ("split", "on N chips memory and time split evenly (no collectives)"),
+    (None, "a chip's usable HBM is 0.9 of its capacity"),
+    ("strategy", "with --strategy the program is sharded and its collectives costed; in training its backward pass "
+                 "is written out (each matmul's two gradient matmuls, every other statement twice: still 3x the "
+                 "model FLOPs); t_step overlaps every collective, t_step_exposed waits for those on activations"),
+)
 
 
-# the conventions `conventions` rewrites where the options are not the defaults
-_STATE = next(k for k, c in enumerate(CONVENTIONS) if c.startswith("Adam keeps"))
-_USABLE = next(k for k, c in enumerate(CONVENTIONS) if "usable HBM" in c)
-
-
-def conventions(options: Options, structured: Structured | None = None) -> list[str]:
-    """The conventions a model's numbers follow under its options: `CONVENTIONS` (the
-    defaults') with the training state and the usable HBM as the options set them, and
-    (given its program) the experts a mixture of experts' decode reads."""
-    out = list(CONVENTIONS) + ([TOUCHED_EXPERTS] if structured is not None and touches_experts(structured) else [])
+def conventions(options: Options, structured: Structured | None = None, sharded: bool = False) -> list[str]:
+    """The conventions a model's numbers follow under its options: those of `CONVENTIONS`
+    that apply to its mode (training's in training) and its chips (an even split, or a
+    strategy; `sharded`: strategies, as a plan's), with the training state and the usable
+    HBM as the options set them, and (given its program) the experts a mixture of experts'
+    decode reads."""
+    applies = {None, "strategy" if options.strategy or sharded else "split" if options.chips > 1 else None,
+               "train" if options.mode == "train" else None}
     default = Options()
-    if (options.grads, options.optimizer, options.master) != (default.grads, default.optimizer, default.master):
-        out[_STATE] = "training state: " + state_text(options)
-    if options.headroom != default.headroom:
-        out[_USABLE] = out[_USABLE].replace("0.9 of its capacity", f"{usable_text(options)} of its capacity")
-    return out
+    out = []
+    for when, text in CONVENTIONS:
+        if when not in applies:
+            continue
+        if text.startswith("Adam keeps") and (options.grads, options.optimizer, options.master) != \
+                (default.grads, default.optimizer, default.master):
+            text = "training state: " + state_text(options)
+        if "usable HBM" in text and options.headroom != default.headroom:
+            text = text.replace("0.9 of its capacity", f"{usable_text(options)} of its capacity")
+        out.append(text)
+    return out + ([TOUCHED_EXPERTS] if structured is not None and touches_experts(structured) else [])
 
 
 def _shown(value: sympy.Expr, unit: str) -> str:
@@ -318,7 +326,7 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
     """The report's rows: quantity, value (and formula in B, T, S where it has one)."""
     found = model.quantities()
     symbolic = formulas.quantities() if formulas is not None else {}
-    notes = {**NOTES, **state_notes(model.options)}
+    notes = {**NOTES, **state_notes(model.options), **assumed(model.options)}
     out = []
     reach, dim = contexts.reach(model.options.mode, model.sizes)
     limit = model.about.get("context_limit")
@@ -341,12 +349,16 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
     left = found.get("hbm_left_per_chip")
     if left is not None and left.is_number:
         chips = model.options.chips
-        out.append(("fits", f"yes: {human(left, 'bytes')} of usable HBM left on each chip" if left >= 0 else
-                    f"NO: {human(-left, 'bytes')} too much on each of {chips} chip{'s' if chips > 1 else ''}; "
-                    f"it needs at least {found['min_chips']} chips at {usable_text(model.options)} of HBM"
-                    if "min_chips" in found else
-                    f"NO: {human(-left, 'bytes')} too much on each chip of the mesh: shard the weights (fsdp, tp), "
-                    "or give it more chips"))
+        usable = usable_text(model.options)
+        if left >= 0:
+            fits = f"yes: {human(left, 'bytes')} of usable HBM ({usable} of capacity) left on each chip"
+        elif "min_chips" in found:
+            fits = f"NO: {human(-left, 'bytes')} too much on " + (f"each of {chips} chips" if chips > 1 else "the chip") \
+                + f"; it needs at least {found['min_chips']} chips at {usable} of HBM"
+        else:
+            fits = f"NO: {human(-left, 'bytes')} too much on each chip of the mesh: shard the weights (fsdp, tp), " \
+                "or give it more chips"
+        out.append(("fits", fits))
     if total_tokens is not None and "tokens_per_s" in found:
         spent, step = _spent(model, total_tokens, price)
         out += budget_rows(spent, total_tokens, price, step)
@@ -378,6 +390,20 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
             label = "decode_batch" + ("" if with_kv else "_no_kv")
             out.append((label, _region_text(model.decode_batch(with_kv))
                         + ("" if with_kv else " (the KV cache's reads left out)")))
+    return out
+
+
+_KEPT = {"full": "each repeated block's input", "none": "every statement's output"}
+
+
+def assumed(options: Options) -> dict[str, str]:
+    """The assumptions that change a row's number, on its line: the remat policy the hardware
+    FLOPs and the activations follow, the fraction of HBM a chip may fill."""
+    out = {"hbm_left_per_chip": f"{usable_text(options)} of HBM, less hbm_per_chip"}
+    if options.mode == "train":
+        kept = _KEPT.get(options.remat, "the tensors named: " + options.remat.removeprefix("save="))
+        out["flops_train_hardware"] = f"hardware FLOPs: with what remat {options.remat} recomputes; HFU's, t_step's"
+        out["activation_bytes"] = f"remat {options.remat}: {kept}"
     return out
 
 

@@ -194,3 +194,20 @@ def test_model_and_plan_print_latex_on_the_command_line(katex):
         err = io.StringIO()
         assert main(argv, out=io.StringIO(), err=err) == 2
         assert "--latex" in err.getvalue() and err.getvalue().count("\n") == 1
+
+
+def test_a_plans_batch_in_sequences_is_its_batch_in_tokens():
+    """`--sequences 256` is `--batch` of 256 x the context in training, and `--batch` itself in
+    decode, where --batch counts sequences; the two together are refused."""
+    from symroof.cli.command import main
+    by_tokens = json.loads(printed([*ARGV, "--json"]))
+    by_sequences = json.loads(printed([*ARGV[:6], "--sequences", "256", "--context", "4096", "--json"]))
+    for found in (by_tokens, by_sequences):
+        found.pop("seconds")
+    assert by_sequences == by_tokens and by_tokens["batch"] == {"B": 256, "T": 4096}
+    decode = ["plan", "llama-3-8b", "--decode", "--chip", "h100", "--chips", "8"]
+    assert json.loads(printed([*decode, "--sequences", "64", "--json"]))["batch"] == \
+        json.loads(printed([*decode, "--batch", "64", "--json"]))["batch"] == {"B": 64, "S": 8192}
+    err = io.StringIO()
+    with pytest.raises(SystemExit):
+        main([*ARGV, "--sequences", "256"], out=io.StringIO(), err=err)
