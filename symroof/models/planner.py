@@ -280,7 +280,8 @@ class Plan:
             out["training_state"] = state_json(self.options)
         return {**out, "considered": len(self.candidates), "ranked": ranked,
                 "set_aside": [c.to_dict() for c in self.candidates if c.rejected], "why": why(self),
-                "conventions": conventions(self.options, sharded=True) + ([TOUCHED_EXPERTS] if self._touches_experts() else []),
+                "conventions": conventions(self.options, sharded=True)
+                + ([TOUCHED_EXPERTS] if self._touches_experts() else []),
                 "estimates": {path: {"value": json_value(value), "source": source}
                               for path, (value, source) in self.estimates().items()}}
 

@@ -353,8 +353,9 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
         if left >= 0:
             fits = f"yes: {human(left, 'bytes')} of usable HBM ({usable} of capacity) left on each chip"
         elif "min_chips" in found:
-            fits = f"NO: {human(-left, 'bytes')} too much on " + (f"each of {chips} chips" if chips > 1 else "the chip") \
-                + f"; it needs at least {found['min_chips']} chips at {usable} of HBM"
+            on = f"each of {chips} chips" if chips > 1 else "the chip"
+            fits = f"NO: {human(-left, 'bytes')} too much on {on}; it needs at least {found['min_chips']} chips at " \
+                f"{usable} of HBM"
         else:
             fits = f"NO: {human(-left, 'bytes')} too much on each chip of the mesh: shard the weights (fsdp, tp), " \
                 "or give it more chips"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy
@@ -338,7 +338,7 @@ def _knee(t: Threshold) -> tuple[float, str] | None:
 
 def save(ax: Axes, path: str | os.PathLike[str]) -> None:
     """Save the Axes' figure; the format comes from the file's extension (png, svg, pdf)."""
-    suffix = Path(path).suffix.lower().removeprefix(".")
+    suffix = PurePath(path).suffix.lower().removeprefix(".")
     if suffix not in ("png", "svg", "pdf"):
         raise SymroofError(f"plots are saved as .png, .svg or .pdf: {path} "
                            + (f"ends .{suffix}" if suffix else "has no suffix"))
