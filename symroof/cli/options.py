@@ -14,7 +14,7 @@ from ..errors import SpecError, SymroofError
 from ..hardware.machines import Machine
 from ..lang.sizes import size_value
 from ..resources import write_atomically
-from ..show import duration, pretty, wrapped
+from ..show import beside, duration, pretty, wrapped
 
 # What a subcommand's parser names with set_defaults(handler=...): the text to print, and the
 # exit code where it is not 0.
@@ -177,11 +177,13 @@ def count_lines(a: Analysis, target: Machine | None, formulas: Analysis | None) 
     """An imported program's counts as the from-jax and from-torch reports print them: each
     at the sizes given, its formula beside it where sizes were given; with a chip, the
     times and the bound."""
-    rows = [("flops", a.flops), ("transcendentals", a.transcendentals), ("bytes", a.bytes), ("intensity", a.intensity)]
+    rows = [("flops", a.flops, "FLOPs"), ("transcendentals", a.transcendentals, ""), ("bytes", a.bytes, "bytes"),
+            ("intensity", a.intensity, "FLOPs/byte")]
     lines = []
-    for k, v in rows:
+    for k, v, unit in rows:  # a count with its scaled form (33.69 MFLOPs), a ratio with its unit
+        shown = beside(v, unit) if v.is_Integer else f"{pretty(v)} {unit}" if v.is_number and unit else pretty(v)
         formula = getattr(formulas, k) if formulas is not None else None
-        lines.append(f"{k:<15} {pretty(v)}" + (f"   = {formula}" if formula is not None and formula != v else ""))
+        lines.append(f"{k:<15} {shown}" + (f"   = {pretty(formula)}" if formula is not None and formula != v else ""))
     if target is not None:  # each time with its unit, the network's where its collectives take any
         lines += [f"{k:<15} {duration(getattr(a, k.lower()))}" for k in _times(a)]
         lines.append(f"{'bound':<15} {a.bound}")
