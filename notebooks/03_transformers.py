@@ -47,7 +47,8 @@ import sympy
 
 from symroof.lang.structure import read_structured
 from symroof.models.catalogue import get_model
-from symroof.models.report import CONVENTIONS
+from symroof.models.decls import Options
+from symroof.models.report import conventions
 from symroof.models.templates import program
 from symroof.models.whole import Model
 from symroof.show import human
@@ -57,7 +58,7 @@ config = get_model(NAME)
 context = config["sizes"]["context"]
 print(config["name"], config["sizes"])
 print()
-for convention in CONVENTIONS:
+for convention in conventions(Options(mode="train")):  # a training step's, on one chip
     print("*", convention)
 print()
 print(program(config, "train"))

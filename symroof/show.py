@@ -169,18 +169,18 @@ def _with_unit(text: str, prefix: str, unit: str) -> str:
 
 def beside(value: Value, unit: str) -> str:
     """An exact count with its scaled figure beside it, where the scaling says something:
-    a number of 1000 or more. Expressions and small counts are shown as they are.
+    a number of 1000 or more; a smaller one with its unit. Expressions are shown as they are.
 
     Examples:
         >>> beside(sympy.Integer(268435456), "FLOPs"), beside(sympy.Integer(512), "bytes")
-        ('268435456 (268.4 MFLOPs)', '512')
-        >>> beside(33554432 * sympy.Symbol("B"), "bytes")
-        '33554432*B'
+        ('268435456 (268.4 MFLOPs)', '512 bytes')
+        >>> beside(33554432 * sympy.Symbol("B"), "bytes"), beside(208.115, "tokens/s"), beside(7, "")
+        ('33554432*B', '208.115 tokens/s', '7')
     """
     value = _sympified(value)
     if value.is_number and value.is_finite and abs(value) >= 1000:
         return f"{pretty(value)} ({human(value, unit)})"
-    return pretty(value)
+    return f"{pretty(value)} {unit}" if unit and value.is_number else pretty(value)
 
 
 def capacity(size: Value, digits: int = 4) -> str:
@@ -250,8 +250,10 @@ def pretty(expr: sympy.Basic) -> str:
         num, den = -num, -den
     if den == 1:
         shown = expr
-    elif not den.is_number and not den.has(sympy.Max, sympy.Min) and _large_coefficients(num, den):
-        lead = leading_coefficient(den)
+    elif not den.is_number and not den.has(sympy.Max, sympy.Min) and _large_coefficients(num, den) \
+            and not _small_integer(lead := leading_coefficient(den)):
+        # 9850*D*F/(41*D*F - ...) reads as 240.244*D*F/(D*F - ...); a count's fraction whose
+        # denominator leads with a small whole number (5*B*T**2 + ...) reads best as it is
         shown = _divided(num, lead) / _divided(den, lead)
     elif len(sympy.Add.make_args(num)) + len(sympy.Add.make_args(den)) <= _FACTOR_TERMS:
         shown = sympy.factor_terms(num) / sympy.factor_terms(den)
@@ -318,6 +320,10 @@ def _divided(p: sympy.Expr, lead: sympy.Expr) -> sympy.Expr:
     if not cancel.as_written(p):
         return sympy.expand(p / lead)
     return sympy.Add(*(term / lead for term in sympy.Add.make_args(p)))
+
+
+def _small_integer(c: sympy.Expr) -> bool:
+    return bool(c.is_Integer and abs(c) <= 12)
 
 
 def _large_coefficients(*polys: sympy.Expr) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import SymroofError
 from ..from_torch import importer
+from ..from_torch.framework import load_torch
 from ..hardware.machines import machine
 from ..show import wrapped
 from ..targets import load_target
@@ -53,6 +54,7 @@ def add_parser(commands: Commands) -> None:
 
 
 def _made(target: str) -> importer.Imported:
+    load_torch()  # first: a factory that imports torch then says what to install
     made = load_target(target, "FACTORY")()
     if not isinstance(made, tuple) or len(made) not in (2, 3):
         raise SymroofError(f"{target} returned {type(made).__name__}: a factory returns (module, args) or "

@@ -197,10 +197,12 @@ def run(args: argparse.Namespace) -> str:
     structured = report.read_source(args.name, text)
     sizes = report.with_defaults(structured, args.mode, context, _sizes(args.set))
     state = training_kwargs(args)
-    options = Options(mode=args.mode, chips=args.chips, optimizer=state["optimizer"], remat=args.remat, mfu=args.mfu,
+    # --chips beside a strategy says what its mesh spans (checked): the mesh splits the work
+    chips = 1 if args.strategy else args.chips
+    options = Options(mode=args.mode, chips=chips, optimizer=state["optimizer"], remat=args.remat, mfu=args.mfu,
                       strategy=tuple(about.get("strategy", {}).items()), grads=state["grads"], master=state["master"],
                       headroom=state["hbm_usable"])
-    about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=args.chips)
+    about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=chips)
     # the model symroof.model gives for the same arguments: its report is the one printed
     found = report.assemble(structured, about, stages, target, sizes, options)
     if args.tokens and args.mode != "train":

@@ -136,7 +136,9 @@ def _pytree(root: str, tree: Any) -> list[Argument]:
 
 
 def load_function(target: str) -> Callable:
-    """`MODULE:FUNCTION` (a dotted module on the path, or a .py file) as the function."""
+    """`MODULE:FUNCTION` (a dotted module on the path, or a .py file) as the function; JAX
+    checked first, so that a module that imports it says what to install."""
+    _jax()
     return load_target(target, "FUNCTION")
 
 
@@ -144,7 +146,8 @@ def _jax() -> Any:
     try:
         import jax
     except ImportError:
-        raise SymroofError("importing a JAX function needs JAX: pip install 'symroof[jax]'") from None
+        raise SymroofError("importing a JAX function needs JAX, which is not installed here: "
+                           "pip install 'symroof[jax]' (in a clone: pip install -e '.[jax]')") from None
     return jax
 
 

@@ -11,5 +11,6 @@ def load_torch() -> Any:
     try:
         import torch
     except ImportError:
-        raise SymroofError("importing a PyTorch module needs PyTorch: pip install 'symroof[torch]'") from None
+        raise SymroofError("importing a PyTorch module needs PyTorch, which is not installed here: "
+                           "pip install 'symroof[torch]' (in a clone: pip install -e '.[torch]')") from None
     return torch

@@ -76,6 +76,7 @@ def model(name: str, mode: str = "train", chip: str | Chip | Machine | None = No
     structured = read_source(name, text)
     sized = with_defaults(structured, mode, context, sizes or {})
     stages = about.pop("stage_programs", None)
+    chips = 1 if strategy else chips  # beside a strategy, what its mesh spans (checked): the mesh splits the work
     about.update(mode=mode, sizes=sized, chip=target.name if target is not None else None, chips=chips)
     return assemble(structured, about, stages, target, sized,
                     Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat, mfu=mfu,
@@ -327,6 +328,8 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
     found = model.quantities()
     symbolic = formulas.quantities() if formulas is not None else {}
     notes = {**NOTES, **state_notes(model.options), **assumed(model.options)}
+    for name, scope in _scopes(model).items():  # whose bytes and FLOPs a row counts, beside its other note
+        notes[name] = f"{scope}; {notes[name]}" if name in notes else scope
     out = []
     reach, dim = contexts.reach(model.options.mode, model.sizes)
     limit = model.about.get("context_limit")
@@ -395,6 +398,20 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
 
 
 _KEPT = {"full": "each repeated block's input", "none": "every statement's output"}
+
+
+_BYTES = ("weight_bytes", "grad_bytes", "optimizer_bytes", "activation_bytes", "kv_bytes", "memory_bytes")
+_WHOLE = ("flops", "flops_train", "flops_train_hardware")
+
+
+def _scopes(model: Model) -> dict[str, str]:
+    """On several chips, whose count each memory and FLOPs row is: under a strategy a
+    chip's shard of each tensor, evenly split the whole; the FLOPs always the whole step's."""
+    sharded, chips = model.structured.program.mesh is not None, model.options.chips
+    if not sharded and chips == 1:
+        return {}
+    mine = "per chip (each tensor's shard)" if sharded else f"all {chips} chips (hbm_per_chip: each one's)"
+    return {**{name: mine for name in _BYTES}, **{name: "the whole step, all chips" for name in _WHOLE}}
 
 
 def assumed(options: Options) -> dict[str, str]:

@@ -541,8 +541,6 @@ def strategy_of(strategy: str | None, mesh: str | Mesh | None, mode: str, config
         if mesh:
             raise SpecError("--mesh goes with --strategy KIND=AXIS (dp=X,tp=Y)")
         return {}
-    if chips != 1:
-        raise SpecError("--strategy builds the mesh: drop --chips")
     domain = target.chip.figure("interconnect.domain_size") if target is not None and target.chip is not None \
         else None
     given = parse_mesh(mesh) if mesh else None
@@ -556,7 +554,12 @@ def strategy_of(strategy: str | None, mesh: str | Mesh | None, mode: str, config
             raise SpecError(kind.refusal.format(name=kind.name))
         if kind.check is not None:
             kind.check(found[kind.name], config)
-    return _copies_laid(found, config["sizes"]["K"], built=given is None)
+    laid = _copies_laid(found, config["sizes"]["K"], built=given is None)
+    spans = math.prod(n for axes in laid.values() for _, n, _ in axes)
+    if chips not in (1, spans):  # --chips beside a strategy must say what its axes span
+        raise SpecError(f"--strategy {strategy} spans {spans} chips, not the {chips} of --chips: give one, or the "
+                        "other to match")
+    return laid
 
 
 def _copies_laid(found: Strategy, kv_heads: int, built: bool) -> Strategy:

@@ -269,3 +269,19 @@ def test_a_module_file_that_is_a_pipe_or_a_device_is_refused_not_imported(tmp_pa
         err = io.StringIO()
         assert main(["from-jax", target, "--shapes", "x=bf16[B, D]"], out=io.StringIO(), err=err) == 2
         assert err.getvalue() == f"symroof: error: cannot read {target[:-2]}: not a regular file\n"
+
+
+@pytest.mark.parametrize("command, blocked, extra", [
+    (["from-jax", "tests/data/jax_blocks.py:mlp", "--shapes", "x=bf16[B, D]; w_up=bf16[D, F]; w_down=bf16[F, D]"],
+     "jax", "symroof[jax]"),
+    (["from-torch", "tests/data/torch_models.py:gpt2"], "torch", "symroof[torch]"),
+])
+def test_an_importer_without_its_framework_says_what_to_install(monkeypatch, command, blocked, extra):
+    """A user's module that imports JAX (or torch), where it is not installed: the error names
+    the extra to install, not the module that failed to import it."""
+    from symroof.cli.command import main
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    monkeypatch.setitem(sys.modules, blocked, None)  # `import jax` raises ImportError
+    err = io.StringIO()
+    assert main(command, out=io.StringIO(), err=err) == 2
+    assert extra in err.getvalue() and err.getvalue().count("\n") == 1

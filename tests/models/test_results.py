@@ -211,3 +211,16 @@ def test_a_plans_batch_in_sequences_is_its_batch_in_tokens():
     err = io.StringIO()
     with pytest.raises(SystemExit):
         main([*ARGV, "--sequences", "256"], out=io.StringIO(), err=err)
+
+
+def test_chips_beside_a_strategy_say_what_it_spans():
+    """`--chips 8 --strategy fsdp=8` is the same model as the strategy alone; a count its axes
+    do not span is refused, naming both."""
+    from symroof.cli.command import main
+    argv = ["model", "llama-3-8b", "--train", "--chip", "h100", "--strategy", "fsdp=8", "--set", "B=8,T=4096"]
+    assert printed([*argv, "--chips", "8"]) == printed(argv)
+    assert symroof.model("llama-3-8b", "train", "h100", {"B": 8, "T": 4096}, strategy="fsdp=8", chips=8).to_dict() \
+        == symroof.model("llama-3-8b", "train", "h100", {"B": 8, "T": 4096}, strategy="fsdp=8").to_dict()
+    err = io.StringIO()
+    assert main([*argv, "--chips", "16"], out=io.StringIO(), err=err) == 2
+    assert "spans 8 chips, not the 16 of --chips" in err.getvalue()

@@ -68,7 +68,7 @@ def test_strategy_errors_say_what_would_work(capsys):
         (dict(mode="decode", strategy="xp=8"), r"unknown strategy 'xp': dp \(data\), zero1, zero2, fsdp \(zero3\), tp"),
         (dict(mode="decode", strategy="tp=Y"), "no mesh to name axes of"),
         (dict(mode="decode", strategy="dp=X,tp=X", mesh="X=4"), "used by two strategies"),
-        (dict(mode="decode", strategy="tp=8", chips=8), "drop --chips"),
+        (dict(mode="decode", strategy="tp=8", chips=16), "spans 8 chips, not the 16 of --chips"),
         (dict(mode="decode", strategy="tp=3"), "does not split evenly"),  # 8 KV heads over 3 chips
         # past the 8 KV heads, tp copies them: a multiple of them dividing the 64 query heads
         (dict(mode="decode", strategy="tp=24"), "tp is one of 1, 2, 4, 8, 16, 32, 64 "),

@@ -73,7 +73,7 @@ def test_human_rounds_up_into_the_next_prefix_and_says_bytes_plainly():
 def test_exact_counts_stay_exact_beside_the_scaled_figure():
     n = sympy.Integer(268435456)
     assert beside(n, "FLOPs") == "268435456 (268.4 MFLOPs)"
-    assert beside(sympy.Integer(999), "FLOPs") == "999"                  # nothing to scale
+    assert beside(sympy.Integer(999), "FLOPs") == "999 FLOPs"            # nothing to scale: its unit
     assert beside(2 * sympy.Symbol("B"), "bytes") == "2*B"               # expressions as they are
     assert capacity(16 * 2**30) == "17.18 GB (16 GiB)" and capacity(80 * 10**9) == "80 GB"
 
