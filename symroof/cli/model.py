@@ -202,7 +202,8 @@ def run(args: argparse.Namespace) -> str:
     options = Options(mode=args.mode, chips=chips, optimizer=state["optimizer"], remat=args.remat, mfu=args.mfu,
                       strategy=tuple(about.get("strategy", {}).items()), grads=state["grads"], master=state["master"],
                       headroom=state["hbm_usable"])
-    about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=chips)
+    about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=chips,
+                 defaulted=[k for k in sizes if k not in _sizes(args.set)])
     # the model symroof.model gives for the same arguments: its report is the one printed
     found = report.assemble(structured, about, stages, target, sizes, options)
     if args.tokens and args.mode != "train":

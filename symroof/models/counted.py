@@ -299,7 +299,7 @@ class Counted:
                 number(value, 4)
             out.append((name, f"{shown} [{note}]"))
         if total_tokens is not None:
-            out += budget_rows(self.budget(total_tokens, price), total_tokens, price)
+            out += budget_rows(self.budget(total_tokens, price), total_tokens, price, "tokens_per_s")
         out += [(name, f"not computed: {why}") for name, why in self._missing()]
         return out
 

@@ -320,7 +320,7 @@ def budget_rows(spent: dict[str, sympy.Expr], total_tokens: int | float,
     """A token budget's rows (`decls.budget`): days (and hours, under three days), chip-hours
     and, with a price, cost; `step` names the step time each step takes."""
     days = spent["days"]
-    each = f" (each step {step})"
+    each = " (at tokens_per_s)" if step == "tokens_per_s" else f" (each step {step})"
     if not days.is_number:
         return [("days_to_train", f"{pretty(days)} days for {human(total_tokens, 'tokens')}{each}")]
     hours = f" ({number(spent['hours'], 4)} hours)" if days < 3 else ""

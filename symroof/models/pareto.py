@@ -289,7 +289,9 @@ def draw(found: Curve, ax: Axes | None = None) -> Axes:
     ax.set_title(found.title(), fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     # beside the frame, not over the points; the notes under it
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), title="faint: dominated", title_fontsize=7)
+    dominated = any(i not in found.on_frontier for i in shown)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), title="faint: dominated" if dominated else None,
+              title_fontsize=7)
     notes = [f"{len(found.excluded())} point(s) left off:\ntheir KV caches do not fit"] if found.excluded() else []
     if found.past_context():
         notes.append(f"past {found.name}'s context\nof {found.points[0].request.context} tokens")

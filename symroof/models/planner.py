@@ -293,19 +293,21 @@ class Plan:
         batch = ", ".join(f"{k} = {v}" for k, v in self.batch.items())
         aside = Counter(_category(c.rejected) for c in self.candidates if c.rejected)
         lines = [f"{self.name}, {self.mode} on {self.chips} x {self.machine.name}; {batch}",
-                 f"considered {len(self.candidates)} strategies in {self.seconds:.2f} s: {len(ranked)} fit and are "
+                 f"considered {len(self.candidates)} strateg{'y' if len(self.candidates) == 1 else 'ies'} in "
+                 f"{self.seconds:.2f} s: {len(ranked)} fit and are "
                  "ranked; " + (", ".join(f"{n} set aside ({k})" for k, n in aside.items()) or "none set aside"), ""]
         shown = ranked[:top]
         meshes = [c.mesh for c in shown]
-        cells = [(str(k), c.text, mesh, f"{float(c.figures['memory_per_chip']) / 1e9:.3g} GB",
-                 seconds(c.figures["t_step"]), seconds(c.figures["t_step_exposed"]), str(c.figures["bound"]),
-                 c._threshold_text()) for k, (c, mesh) in enumerate(zip(shown, meshes), 1)]
-        head = ("#", "strategy", "mesh", "HBM/chip", "t_step", "exposed", "bound",
-                "thresholds (per-chip tokens now/needed to outrun each kind's collectives)")
-        lines += columns([head, *cells], right=(0, 3, 4, 5))
+        if shown:
+            cells = [(str(k), c.text, mesh, f"{float(c.figures['memory_per_chip']) / 1e9:.3g} GB",
+                     seconds(c.figures["t_step"]), seconds(c.figures["t_step_exposed"]), str(c.figures["bound"]),
+                     c._threshold_text()) for k, (c, mesh) in enumerate(zip(shown, meshes), 1)]
+            head = ("#", "strategy", "mesh", "HBM/chip", "t_step", "exposed", "bound",
+                    "thresholds (per-chip tokens now/needed to outrun each kind's collectives)")
+            lines += columns([head, *cells], right=(0, 3, 4, 5))
         if len(ranked) > top:
             lines.append(f"    ... {len(ranked) - top} more (--top {len(ranked)})")
-        lines += ["", *wrapped("why: " + why(self)), ""]
+        lines += ([""] if shown else []) + [*wrapped("why: " + why(self)), ""]
         if self.total_tokens is not None and ranked:
             rows = budget_rows(self.budget(ranked[0]), self.total_tokens, self.price, "t_step_exposed")
             lines += wrapped(f"budget ({ranked[0].text}): "
@@ -316,17 +318,7 @@ class Plan:
                              f"{usable_text(self.options)} of capacity" if self.mode == "train" else
                              f"usable HBM {usable_text(self.options)} of capacity")
             lines.append("")
-        lines += wrapped("t_step: the roofline's bound, every collective overlapped; exposed: the activations' "
-                         "collectives (tensor parallelism's) waiting on the critical path, and a pipeline's bubble "
-                         "and exposed sends; ranked by exposed. Pipelines run 4 x pp microbatches, 1F1B, or "
-                         "interleaved (2 chunks a chip) where that is faster. Context parallelism (sp) is tried "
-                         "where the batch has fewer sequences than chips; ZeRO-1, then ZeRO-2, where plain data "
-                         "parallelism does not fit; then, in training, the fewest microbatches that fit (gradients "
-                         "accumulated: the weights read and FSDP's gathers again each microbatch, the whole gradients "
-                         "reduced once a step; a threshold's per-chip tokens then a microbatch's where the kind's "
-                         "collectives run every microbatch). tp runs with Megatron sequence parallelism in training "
-                         "and prefill (norms and residuals split over the sequence, each AllReduce a ReduceScatter "
-                         "and an AllGather; tp-nosp, not searched, runs without).")
+        lines += wrapped(" ".join(text for modes, text in _FOOTER if self.mode in modes))
         if self._touches_experts():
             lines += ["", *wrapped("experts: " + TOUCHED_EXPERTS)]
         spanned = max((c.layouts_tried for c in self.candidates), default=0)
@@ -375,6 +367,24 @@ class Plan:
         body = head + " \\\\ \\hline\n" + " \\\\\n".join(lines)
         return (f"$$\n\\begin{{array}}{{l}}\n\\text{{{title}}} \\\\\n\\begin{{array}}{{rlrrrrl}}\n{body}\n"
                 f"\\end{{array}}\n\\end{{array}}\n$$")
+
+
+# what the table's columns mean and how the plan searched, each sentence with the modes it applies to
+_FOOTER = (
+    (("train", "prefill", "decode"), "t_step: the roofline's bound, every collective overlapped; exposed: the "
+     "activations' collectives (tensor parallelism's) waiting on the critical path, and a pipeline's bubble and "
+     "exposed sends; ranked by exposed."),
+    (("train", "prefill"), "Pipelines run 4 x pp microbatches, 1F1B, or interleaved (2 chunks a chip) where that "
+     "is faster. Context parallelism (sp) is tried where the batch has fewer sequences than chips."),
+    (("train",), "ZeRO-1, then ZeRO-2, where plain data parallelism does not fit; then the fewest microbatches that "
+     "fit (gradients accumulated: the weights read and FSDP's gathers again each microbatch, the whole gradients "
+     "reduced once a step; a threshold's per-chip tokens then a microbatch's where the kind's collectives run every "
+     "microbatch)."),
+    (("train", "prefill"), "tp runs with Megatron sequence parallelism (norms and residuals split over the "
+     "sequence, each AllReduce a ReduceScatter and an AllGather; tp-nosp, not searched, runs without)."),
+    (("decode",), "A decode step's tokens are its sequences' next tokens, one each: tp's AllReduces run on them "
+     "every layer; a threshold of 'any' is one every batch clears."),
+)
 
 
 def _divisors(n: int) -> list[int]:
@@ -545,7 +555,8 @@ def _pruned(sizes: dict[str, int], shape: dict[str, int], sequences: int, params
     # still; ZeRO-2 may split the gradients and optimizer state over dp too, never the weights
     floor = (weight + (per_param - weight) / sizes[kinds.rest().name]) * params / chips(lambda k: k.splits_weights)
     if floor > usable:
-        return f"out of memory: the parameters alone take {float(floor) / 1e9:.4g} GB a chip"
+        return f"out of memory: the parameters, their gradients and optimizer state alone take " \
+            f"{float(floor) / 1e9:.4g} GB a chip, past the {float(usable) / 1e9:.4g} GB usable"
     return None
 
 
@@ -813,8 +824,9 @@ def why(planned: Plan) -> str:
         tokens = entry.get("per_chip_tokens")
         if tokens is not None:
             now = entry.get("now", strategy_costs.tokens_per_chip(best.model))
-            text.append(f"{kind} per-chip tokens {float(now):.4g} {'>' if now > tokens else '<'} "
-                        f"threshold {float(tokens):.4g}")
+            text.append(f"{kind}: T_math outruns its collectives at any batch" if tokens == 0 else
+                        f"{kind} per-chip tokens {number(now, 4)} {'>' if now > tokens else '<'} "
+                        f"threshold {number(tokens, 4)}")
     ties = [other for other in ranked[1:] if other.figures["t_step_exposed"] == figures["t_step_exposed"]
             and other.figures["t_step"] == figures["t_step"]]
     if ties:

@@ -77,7 +77,8 @@ def model(name: str, mode: str = "train", chip: str | Chip | Machine | None = No
     sized = with_defaults(structured, mode, context, sizes or {})
     stages = about.pop("stage_programs", None)
     chips = 1 if strategy else chips  # beside a strategy, what its mesh spans (checked): the mesh splits the work
-    about.update(mode=mode, sizes=sized, chip=target.name if target is not None else None, chips=chips)
+    about.update(mode=mode, sizes=sized, chip=target.name if target is not None else None, chips=chips,
+                 defaulted=[k for k in sized if k not in (sizes or {})])
     return assemble(structured, about, stages, target, sized,
                     Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat, mfu=mfu,
                             strategy=tuple(about.get("strategy", {}).items()), grads=grads, master=master,
@@ -264,7 +265,8 @@ def with_defaults(structured: Structured, mode: str, context: int | None, sizes:
 # the conventions a model's report states, each with when it applies: "train" (a training
 # step's), "split" (chips without a strategy), "strategy", or always (None)
 CONVENTIONS: tuple[tuple[str | None, str], ...] = (
-    (None, "1 FLOP = one multiply or one add (a multiply-add is 2); GB = 1e9 bytes"),
+    (None, "1 FLOP = one multiply or one add (a multiply-add is 2); GB = 1e9 bytes; a time's formula (after "
+           "=) is in seconds"),
     ("train", "training = forward + backward, the backward 2x the forward: model FLOPs (flops_train, what an MFU "
               "counts) 3x the forward's; hardware FLOPs (flops_train_hardware, an HFU's, what t_step runs) add what "
               "is recomputed: (remat full) each repeated block's whole forward again, as PyTorch's checkpoint reruns "
@@ -380,7 +382,8 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
         if largest is not None:
             where = "each chip of the mesh" if model.structured.program.mesh is not None else \
                 f"{model.options.chips} chip{'s' if model.options.chips > 1 else ''}"
-            out.append(("max_batch", f"{largest}: the largest B whose memory fits {where} at "
+            out.append(("max_batch", f"none: even B = 1 does not fit {where} at {usable_text(model.options)} of HBM"
+                        if largest == 0 else f"{largest}: the largest B whose memory fits {where} at "
                                      f"{usable_text(model.options)} of HBM"))
     if model.accumulation is not None:
         out.append(("microbatches", model.accumulation.describe()))
@@ -471,8 +474,11 @@ def _region_text(region: Region) -> str:
 
 
 def title(model: Model) -> str:
-    """The report's first line: the model's name, mode, chips and sizes."""
-    shown = ", ".join(f"{k} = {v}" for k, v in model.sizes.items())
+    """The report's first line: the model's name, mode, chips and sizes, a size not given
+    marked as the default it is (B = 1, the model's context)."""
+    defaulted = model.about.get("defaulted", ())
+    shown = ", ".join(f"{k} = {v}" + (" (the model's context)" if k in defaulted and k in ("S", "T") else
+                                      " (default)" if k in defaulted else "") for k, v in model.sizes.items())
     mesh = model.structured.program.mesh
     chips = f"a {mesh.chips}-chip mesh ({mesh.axes_text()}) of" if mesh is not None else f"{model.options.chips} x"
     on = f" on {chips} {model.machine.name}" if model.machine is not None else ""

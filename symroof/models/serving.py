@@ -329,7 +329,10 @@ class Request:
 
     def conventions(self) -> tuple[str, ...]:
         extra = "speculative decoding: " + (Speculative.__doc__ or "").split("\n\n")[1].replace("\n    ", " ").strip()
-        return (CONVENTIONS + ((TOUCHED_EXPERTS,) if self.touched_experts else ())
+        strategy = self.latency is not None  # a strategy's step: its exposed collectives, their latency bounds
+        said = tuple(c for c in CONVENTIONS if (strategy or not c.startswith(("under a strategy", "latency_bound")))
+                     and (self.tpot_slo is not None or not c.startswith("max_batch")))
+        return (said + ((TOUCHED_EXPERTS,) if self.touched_experts else ())
                 + ((extra,) if self.speculative is not None else ())
                 + (chunking.CONVENTIONS if self.chunked is not None else ())
                 + self.storage + self.windowed)
@@ -351,8 +354,9 @@ class Request:
                          f"S = {P + G - 1}"),
                 ("t_request", f"{seconds(self.t_request)}  (ttft + {G} decode steps, S = {P} .. {P + G - 1})"),
                 ("decode_total", self._decode_text()),
-                ("tokens_per_s", f"{number(self.tokens_per_s, 6)} ({number(self.tokens_per_s_per_chip, 6)} a chip)"
-                                 f"  (lockstep: G x B / t_request)"),
+                ("tokens_per_s", f"{number(self.tokens_per_s, 6)}"
+                                 + (f" ({number(self.tokens_per_s_per_chip, 6)} a chip)" if self.chips > 1 else "")
+                                 + "  (lockstep: G x B / t_request)"),
                 ("requests_per_s", f"{number(self.requests_per_s, 6)}  (lockstep: B / t_request)"),
                 ("tpot_steady", f"{seconds(self.tpot_steady)}  (continuous batching: S = {P} + ({G} - 1)/2)"),
                 ("tokens_per_s_steady", f"{number(self.tokens_per_s_steady, 6)}  (B / tpot_steady)"),

@@ -43,6 +43,7 @@ from ..ir import dim_symbol, tensors_of
 from ..roofline.collectives import link
 from ..roofline.sized import pick_max
 from ..roofline.solve import cleared, positive_region
+from ..show import number
 from . import kinds
 from .activations import carries_tokens
 from .strategies import megatron_note
@@ -353,12 +354,12 @@ def rows(model: Model, show: Callable[[sympy.Expr], str], seconds: Callable[[sym
         if tokens is not None:
             now = entry.get("now", tokens_per_chip(model))
             of = f" of {entry['tokens_of']}" if entry.get("tokens_of") else ""
-            text.append(f"compute-bound once per-chip tokens{of} > {show(tokens)} (now {show(now)})")
+            text.append(f"compute-bound once per-chip tokens{of} > {show(tokens)} (now {number(now, 6)})")
         context = entry.get("context_per_chip")
         if context is not None:
             now = sequence_per_chip(model)
             text.append(f"compute-bound once each chip holds more than {show(context)} tokens of a sequence "
-                        f"(now {show(now)})")
+                        f"(now {number(now, 6)})")
         if kind == "step" and entry.get("per_chip_tokens") is None:
             text.append("T_math never outgrows the collectives on activations: no batch makes the step "
                         "compute-bound")

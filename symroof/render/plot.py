@@ -161,7 +161,7 @@ def plot_roofline(analyses: Analyses, ax: Axes | None = None,
                                                 for a in analyses) else ""))
         curves.append(line)
         ax.axvline(critical, color="black", ls=":", lw=1)
-        note = ax.annotate(f"critical {critical:.1f}", (critical, peak), textcoords="offset points",
+        note = ax.annotate(f"critical {critical:.1f} FLOPs/byte", (critical, peak), textcoords="offset points",
                            xytext=(4, -14), fontsize=8)
         notes.append((note, [offsets(4, -14), offsets(-4, -14, "right")]))
     for peak, critical in networks:
@@ -305,8 +305,10 @@ def plot_sweep(analyses: Analyses, dim: str, values: ArrayLike, ax: Axes | None 
     ax.set_xlabel(f"{dim} (size)")
     chips = ", ".join(dict.fromkeys(_machine(a).name for a in analyses))
     mesh = shared_mesh(analyses)
+    fixed = {k: v for k, v in analyses[0].values.items() if all(a.values.get(k) == v for a in analyses)}  # shared
+    held = ", ".join(f"{k} = {v}" for k, v in fixed.items())
     ax.set_title(f"{'Achieved FLOPs/s' if quantity == 'flops' else 'Time'} against {dim} on {chips}"
-                 + (f" ({mesh})" if mesh else ""))
+                 + (f" ({mesh})" if mesh else "") + (f"; {held}" if held else ""))
     ax.grid(True, which="both" if log_y or ax.get_xscale() == "log" else "major", alpha=0.3)
     corners: tuple[LegendLocType, ...] = ("lower right", "center right", "upper left") if quantity == "flops" else \
         ("upper left", "center left", "lower right")

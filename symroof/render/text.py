@@ -138,7 +138,8 @@ def table(a: Analysis, limit: str | Iterable[str] | None = None, solve: str | No
             rows.append((_L["network_intensity"], "0 FLOPs/byte of collectives' V (no FLOPs: all network)"))
         elif network:
             rows.append((_L["network_intensity"], f"{pretty(a.network_intensity)} FLOPs/byte of collectives' V "
-                                                  f"(critical {pretty(a.critical_network_intensity)})"))
+                                                  f"(critical {pretty(a.critical_network_intensity)}: peak / link "
+                                                  "bandwidth)"))
         rows.append((_L["t_math"], _time(a, "math")))
         t_vector = nonzero(a, "t_vector")
         if t_vector is not None:
@@ -219,7 +220,7 @@ def summary(a: Analysis) -> str:
         sizes      B = 4096, D = 4096, F = 4096
         FLOPs      137438953472 (137.4 GFLOPs)
         bytes      100663296 (100.7 MB)
-        intensity  1365.33 FLOPs/byte (critical 240.244)
+        intensity  1365.33 FLOPs/byte (critical 240.244 FLOPs/byte)
         T_math     697.66 us
         T_comms    122.76 us
         T_lower    697.66 us
@@ -245,7 +246,7 @@ def summary(a: Analysis) -> str:
     if a.intensity is sympy.nan:
         rows.append((_L["intensity"], "undefined: no FLOPs and no HBM bytes"))
     else:
-        critical = (f" (critical {pretty(a.critical_intensity)})"
+        critical = (f" (critical {pretty(a.critical_intensity)} FLOPs/byte)"
                     if m is not None and a.has_peak and m.hbm_bw is not None and a.critical_intensity.is_number
                     and a.critical_intensity is not sympy.nan else "")
         rows.append((_L["intensity"], f"{pretty(a.intensity)} {_U['intensity']}{critical}"))

@@ -27,7 +27,9 @@ def test_a_model_too_big_for_data_parallelism_is_sharded():
     p = planner.plan("llama-3-70b", "h100", 64, 64 * 8192, "train")
     params = get_model("llama-3-70b")["params_published"]
     dp = next(c for c in p.candidates if c.sizes == {"dp": 64, "fsdp": 1, "tp": 1, "pp": 1})
-    assert dp.rejected == f"out of memory: the parameters alone take {(2 + 14 / 64) * params / 1e9:.4g} GB a chip"
+    floor = f"{(2 + 14 / 64) * params / 1e9:.4g}"
+    assert dp.rejected.startswith(f"out of memory: the parameters, their gradients and optimizer state alone take "
+                                  f"{floor} GB a chip, past")
     best = p.ranked[0]
     assert best.sizes["fsdp"] > 1 and best.figures["memory_per_chip"] <= 80e9 * 0.9
     assert all(c.figures["memory_per_chip"] <= 80e9 * 0.9 for c in p.ranked)  # every ranked one fits

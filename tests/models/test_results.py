@@ -110,7 +110,7 @@ def test_the_formulas_model_is_made_only_when_a_report_asks(monkeypatch):
 def test_a_model_from_its_text_has_the_reports_too(katex):
     text = symroof.model("llama-3-8b", "decode").structured.program
     m = symroof.model(str(text), "decode", "h100", {"B": 8, "S": 1024})
-    assert m.about == {"mode": "decode", "sizes": {"B": 8, "S": 1024}, "chip": "H100 SXM", "chips": 1}
+    assert m.about == {"mode": "decode", "sizes": {"B": 8, "S": 1024}, "chip": "H100 SXM", "chips": 1, "defaulted": []}
     assert str(m).startswith("model                  a program, decode on 1 x H100 SXM; B = 8, S = 1024\n")
     assert m.to_dict()["kv_bytes"] == m.kv_bytes
     katex.check(m._repr_latex_())

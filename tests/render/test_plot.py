@@ -306,6 +306,10 @@ def test_titles_name_the_mesh_every_analysis_shares_and_no_other():
     assert plot_roofline(points).get_title() == "Roofline: TPU v5e (bf16; dense peaks)"
     assert plot_roofline(points[1]).get_title() == "Roofline: TPU v5e (bf16; dense peaks)"
     curves = [analyze(s, chip="v5e").at(D=8192, F=8192) for s in (sharded, one_chip)]
-    assert plot_sweep(curves[0], "B", [1, 2, 4]).get_title() == "Achieved FLOPs/s against B on TPU v5e (mesh X=2)"
-    assert plot_sweep(curves, "B", [1, 2, 4], quantity="time").get_title() == "Time against B on TPU v5e"
-    assert plot_sweep(curves[1], "B", [1, 2, 4]).get_title() == "Achieved FLOPs/s against B on TPU v5e"
+    held = "D = 8192, F = 8192"  # the sizes every curve holds fixed
+    assert plot_sweep(curves[0], "B", [1, 2, 4]).get_title() == \
+        f"Achieved FLOPs/s against B on TPU v5e (mesh X=2); {held}"
+    assert plot_sweep(curves, "B", [1, 2, 4], quantity="time").get_title() == f"Time against B on TPU v5e; {held}"
+    assert plot_sweep(curves[1], "B", [1, 2, 4]).get_title() == f"Achieved FLOPs/s against B on TPU v5e; {held}"
+    apart = [analyze(one_chip, chip="v5e").at(D=n, F=8192) for n in (4096, 8192)]
+    assert plot_sweep(apart, "B", [1, 2, 4]).get_title() == "Achieved FLOPs/s against B on TPU v5e; F = 8192"
