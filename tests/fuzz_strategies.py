@@ -2480,7 +2480,8 @@ def _check_expressions(obj, symbols: dict, where="") -> str | None:
 _MODEL_TEXT_KEYS = {"model", "name", "mode", "chip", "conventions", "kind", "tensor", "pass", "axes", "source",
                     "schedule", "notes", "not_computed",  # these two: a parameter-count model's words
                     "storage",  # the weights' and KV cache's formats and their scales (models/quant.py)
-                    "strategy_notes"}  # each kind's words on how it runs (Megatron sequence parallelism)
+                    "strategy_notes",  # each kind's words on how it runs (Megatron sequence parallelism)
+                    "convention", "defaulted"}  # gradient accumulation's words; the sizes a model defaulted
 _MODEL_FUNCTIONS = {"Max", "Min", "ceiling", "floor", "sqrt", "Abs", "log", "exp", "Piecewise", "oo", "Rational",
                     "Integer", "Float"}
 

@@ -22,6 +22,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy
+import sympy
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -254,7 +255,7 @@ def plot_sweep(analyses: Analyses, dim: str, values: ArrayLike, ax: Axes | None 
         line, = ax.plot(xs, ys, lw=2, label=name)
         curves.append(line)
         everything.append(ys)
-        peaks.append(float(a.peak_flops))
+        peaks.append(_peak(a, dim, xs))
         knee = _knee(a.threshold(dim))
         # a knee outside the swept sizes is not marked: it would stretch the axis past the data
         if knee is not None and xs.min() <= knee[0] <= xs.max():
@@ -316,6 +317,21 @@ def plot_sweep(analyses: Analyses, dim: str, values: ArrayLike, ax: Axes | None 
     extra = [Line2D([], [], ls="--", lw=1, color="0.3", label=dashed)] if knees else []
     arrange(ax, corners, [*curves, *lines], notes, fontsize=8, extra=extra, title=title)
     return ax
+
+
+def _peak(a: Analysis, dim: str, xs: numpy.ndarray) -> float:
+    """The peak a sweep's curve approaches: the chip's for the work's dtype, or where the work
+    mixes the vector and matrix units in proportions the swept dim moves (a norm's rsqrt a
+    row against its per-element work), the most that mix reaches over the swept sizes."""
+    peak = a.peak_flops
+    if peak.is_number:
+        return float(peak)
+    free = {s.name: s for s in peak.free_symbols}
+    if set(free) != {dim}:
+        raise SymroofError(f"the peak of {spec_text(a)!r} depends on {', '.join(sorted(set(free) - {dim}))}: "
+                           "give it a size (--set)")
+    values = sympy.lambdify(free[dim], peak, "numpy")(xs)
+    return float(numpy.max(numpy.broadcast_to(values, xs.shape)))
 
 
 def _roof_name(under: Sequence[Analysis]) -> str:

@@ -38,8 +38,10 @@ class TexPrinter(LatexPrinter):
     """sympy's LaTeX with the spec's names and numbers in the book's style."""
 
     def __init__(self, names: dict[sympy.Symbol, str], words: bool) -> None:
-        # a thin space between factors keeps "seq dmodel" from reading as one word
-        super().__init__({"symbol_names": names, "mul_symbol": r"\," if words else None})
+        # a thin space between factors keeps "seq dmodel" from reading as one word: \mkern3mu, which
+        # is what \, is, written as the primitive (KaTeX expands each \, into several macros, and a
+        # long product of many dims ran past its 1000 expansions)
+        super().__init__({"symbol_names": names, "mul_symbol": r"\mkern3mu " if words else None})
 
     def _print_Float(self, expr: sympy.Float) -> str:
         return tex_number(expr)

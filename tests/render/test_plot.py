@@ -313,3 +313,18 @@ def test_titles_name_the_mesh_every_analysis_shares_and_no_other():
     assert plot_sweep(curves[1], "B", [1, 2, 4]).get_title() == f"Achieved FLOPs/s against B on TPU v5e; {held}"
     apart = [analyze(one_chip, chip="v5e").at(D=n, F=8192) for n in (4096, 8192)]
     assert plot_sweep(apart, "B", [1, 2, 4]).get_title() == "Achieved FLOPs/s against B on TPU v5e; F = 8192"
+
+
+def test_a_sweep_whose_peak_moves_with_the_dim_plots_the_most_it_reaches(tmp_path):
+    """A norm over the swept dim mixes the vector unit's per-element work with a per-row rsqrt,
+    so the peak its achieved FLOPs/s approaches is a formula in that dim (found by the fuzzer:
+    an internal error). The peak line is the most the mix reaches over the sweep."""
+    a = analyze("rmsnorm_D bf16[D] -> bf16[D]", chip="h100")
+    assert not a.peak_flops.is_number
+    xs = numpy.arange(16, 100001, 16)
+    ax = plot_sweep(a, "D", xs)
+    peak = max(float(a.peak_flops.subs(next(iter(a.peak_flops.free_symbols)), x)) for x in (16, 100000))
+    assert [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == ":"] == pytest.approx([peak])
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["plot", "sweep", "rmsnorm_D bf16[D] -> bf16[D]", "--chip", "h100", "--sweep", "D=16:100000",
+                 "-o", str(tmp_path / "norm.png")], out=out, err=err) == 0, err.getvalue()
