@@ -319,6 +319,12 @@ class Plan:
                              f"usable HBM {usable_text(self.options)} of capacity")
             lines.append("")
         lines += wrapped(" ".join(text for modes, text in _FOOTER if self.mode in modes))
+        used = [kinds.kind(k) for k in dict.fromkeys(k for c in shown for k, n in c.sizes.items() if n > 1)]
+        if used:
+            lines += ["", *wrapped("mesh: each kind's axis: " + ", ".join(f"{k.name} {k.axis} ({k.outer} between "
+                                                                        "domains)" for k in used)
+                                   + "; @dcn marks an axis between fast-link domains (GPU nodes, TPU pods), on "
+                                     "the network between them")]
         if self._touches_experts():
             lines += ["", *wrapped("experts: " + TOUCHED_EXPERTS)]
         spanned = max((c.layouts_tried for c in self.candidates), default=0)
