@@ -338,9 +338,12 @@ def _roof_name(under: Sequence[Analysis]) -> str:
     """What runs under a roof, where a plot has several: the vector unit's (elementwise
     work), the matrix unit's, or a mix, with the dtype."""
     dtype = next((a.compute_dtypes[0].name for a in under if a.compute_dtypes), "")
-    vector = [a.flops_vector == a.flops for a in under]
-    unit = "vector unit" if all(vector) else "matrix unit" if not any(vector) and all(a.flops_vector == 0
-                                                                                       for a in under) else "mixed"
+    if all(a.flops_vector == a.flops for a in under):
+        unit = "vector unit"
+    elif all(a.flops_vector == 0 for a in under):
+        unit = "matrix unit"
+    else:
+        unit = "mixed"
     return f"{unit} ({dtype})" if dtype else unit
 
 
