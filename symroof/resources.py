@@ -143,12 +143,21 @@ def write_atomically(path: str | os.PathLike[str], data: str | bytes) -> None:
         return
     fd, draft = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        # mkstemp makes the draft 0600: the file gets the mode it had, or a new file's (0666 less the umask)
+        os.chmod(draft, stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.replace(draft, target)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(draft)
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, and setting it back at once)."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
 
 
 def read_input(path: str | os.PathLike[str], limit: int, what: str, error: type[Exception]) -> bytes:

@@ -14,7 +14,7 @@ The property, per call of `symroof.cli.command.main(argv, out=StringIO, err=Stri
   braces; a plot file written and non-empty), and stderr holds only `symroof: warning:` lines;
 * exit 1 only from `check` (a failing claim);
 * exit 2: stderr is one `symroof: error:` line, optionally followed by the spec line and a
-  caret line; or argparse's own usage error (SystemExit 2, `usage:` on stderr);
+  caret line; or argparse's usage error (SystemExit 2), one line too, pointing at --help;
 * never exit 3, never an exception out of `main`, never a hang.
 """
 
@@ -2481,7 +2481,8 @@ _MODEL_TEXT_KEYS = {"model", "name", "mode", "chip", "conventions", "kind", "ten
                     "schedule", "notes", "not_computed",  # these two: a parameter-count model's words
                     "storage",  # the weights' and KV cache's formats and their scales (models/quant.py)
                     "strategy_notes",  # each kind's words on how it runs (Megatron sequence parallelism)
-                    "convention", "defaulted"}  # gradient accumulation's words; the sizes a model defaulted
+                    "convention", "defaulted",  # gradient accumulation's words; the sizes a model defaulted
+                    "memory"}  # latency_bound's words on memory (no latency figure)
 _MODEL_FUNCTIONS = {"Max", "Min", "ceiling", "floor", "sqrt", "Abs", "log", "exp", "Piecewise", "oo", "Rational",
                     "Integer", "Float"}
 
@@ -2657,7 +2658,8 @@ def _judge_one(case: Case, res: Result, katex: KaTeX | None = None) -> str | Non
         code = res.code[1]
         if code in (0, None):
             return None
-        if code == 2 and "usage:" in res.sys_err and "error:" in res.sys_err:
+        lines = res.sys_err.rstrip("\n").split("\n")
+        if code == 2 and len(lines) == 1 and re.match(r"symroof[\w -]*: error: .*--help lists the flags\)$", lines[0]):
             return None
         return f"SystemExit({code!r}) without an argparse usage error: {res.sys_err[:200]!r}"
     code = res.code

@@ -17,6 +17,7 @@ import importlib
 import os
 import re
 import sys
+import typing
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import TextIO
@@ -42,10 +43,18 @@ _MODULES = {"check": "claims", "model": "model", "models": "model", "plan": "pla
             "validate": "measure", "from-jax": "from_jax", "from-torch": "from_torch"}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line, as every other error is: what is
+    wrong, and where the flags are listed (its usage block is what --help prints)."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, printable(f"{self.prog}: error: {message} ({self.prog} --help lists the flags)") + "\n")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser: every subcommand's, or where `command` is one the commands
     of `_MODULES` give, this module's and that one's only."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="symroof",
         description="Symbolic roofline analysis: FLOPs, bytes, intensities, times and critical "
                     "thresholds of einsum-style contractions on real chips.",

@@ -125,7 +125,8 @@ def _xla_lines(check: Mapping[str, Any]) -> list[str]:
     near = (f" ({check['flops_unexplained']:+d} left: within XLA's float32 resolution at this size, "
             f"±{check['xla_resolution']})") if check["flops_unexplained"] \
         else ""
-    lines.append("  FLOPs: " + (f"agree, every difference explained above{near}" if check["flops_agree"] else
+    lines.append("  FLOPs: " + (f"agree with XLA's lowered module, every difference explained above{near} (the "
+                                "compiled module counts its own fusions and rewrites)" if check["flops_agree"] else
                                 f"DISAGREE by {check['flops_unexplained']:+d} unexplained"
                                 + (f" (not costed: {', '.join(check['not_costed'])})" if check["not_costed"] else "")))
     if check["explained_transcendentals"] or not check["transcendentals_agree"]:

@@ -231,5 +231,5 @@ def imported_report(head: str, program: str, notes: list[str], warnings: list[st
 
 def program_lines(text: str) -> list[str]:
     """An imported program as the from-jax and from-torch reports show it, indented."""
-    return ["program (symroof notation; -o FILE saves it, symroof model FILE --prefill analyses it):",
+    return ["program (symroof notation; -o FILE.sr saves it, symroof model FILE.sr --prefill analyses it):",
             *("  " + line for line in text.rstrip("\n").split("\n")), ""]

@@ -39,7 +39,9 @@ def size_value(text: str, what: str = "a size") -> int:
         for part in factors if factors is not None else _factors_with_powers(text, what):
             value *= _factor(part, text, what)
     if value.denominator != 1:
-        raise SpecError(f"{what}: {text} is {float(value):g}, not an integer")
+        shown = f"{float(value):g}"
+        said = f"{text} is {shown}, " if shown != text else ""
+        raise SpecError(f"{what}: {said}a size must be a whole number")
     if not 0 < value < LIMIT:
         raise SpecError(f"{what}: {text} must be a positive integer below 1e18")
     return int(value)

@@ -240,6 +240,7 @@ class Plan:
     options: Options = field(default_factory=Options)  # the models' (training state, usable HBM)
     total_tokens: int | None = None  # a token budget: each ranked strategy's days, chip-hours, cost
     price: float | None = None  # per chip-hour, in price units
+    context_given: bool = True  # whether --context set T (S in decode), or it is the model's own
 
     def budget(self, candidate: Candidate) -> dict[str, sympy.Expr]:
         """A ranked strategy's time, chip-hours and cost on the plan's token budget, each step
@@ -290,7 +291,8 @@ class Plan:
         """What `symroof plan` prints: the `top` ranked strategies, how many were set aside
         and why, why the best wins, and the chip's estimated figures."""
         ranked = self.ranked
-        batch = ", ".join(f"{k} = {v}" for k, v in self.batch.items())
+        batch = ", ".join(f"{k} = {v}" + ("" if k == "B" or self.context_given else " (the model's context)")
+                          for k, v in self.batch.items())
         aside = Counter(_category(c.rejected) for c in self.candidates if c.rejected)
         lines = [f"{self.name}, {self.mode} on {self.chips} x {self.machine.name}; {batch}",
                  f"considered {len(self.candidates)} strateg{'y' if len(self.candidates) == 1 else 'ies'} in "
@@ -303,7 +305,7 @@ class Plan:
                      seconds(c.figures["t_step"]), seconds(c.figures["t_step_exposed"]), str(c.figures["bound"]),
                      c._threshold_text()) for k, (c, mesh) in enumerate(zip(shown, meshes), 1)]
             head = ("#", "strategy", "mesh", "HBM/chip", "t_step", "exposed", "bound",
-                    "thresholds (per-chip tokens now/needed to outrun each kind's collectives)")
+                    "thresholds (per-chip tokens now/needed to outrun each kind's collectives; else T_math/T_net)")
             lines += columns([head, *cells], right=(0, 3, 4, 5))
         if len(ranked) > top:
             lines.append(f"    ... {len(ranked) - top} more (--top {len(ranked)})")
@@ -318,11 +320,13 @@ class Plan:
                              f"{usable_text(self.options)} of capacity" if self.mode == "train" else
                              f"usable HBM {usable_text(self.options)} of capacity")
             lines.append("")
-        lines += wrapped(" ".join(text for modes, text in _FOOTER if self.mode in modes))
-        used = [kinds.kind(k) for k in dict.fromkeys(k for c in shown for k, n in c.sizes.items() if n > 1)]
+        if ranked:  # what the table's columns mean: only where there is a table
+            lines += wrapped(" ".join(text for modes, text in _FOOTER if self.mode in modes))
+        used = dict.fromkeys((f"zero{c.zero}" if k == "dp" and c.zero else k) for c in shown
+                             for k, n in c.sizes.items() if n > 1)
         if used:
-            lines += ["", *wrapped("mesh: each kind's axis: " + ", ".join(f"{k.name} {k.axis} ({k.outer} between "
-                                                                        "domains)" for k in used)
+            lines += ["", *wrapped("mesh: each kind's axis: " + ", ".join(
+                f"{name} {kinds.kind(name).axis} ({kinds.kind(name).outer} between domains)" for name in used)
                                    + "; @dcn marks an axis between fast-link domains (GPU nodes, TPU pods), on "
                                      "the network between them")]
         if self._touches_experts():
@@ -452,6 +456,7 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int | None, 
     if not isinstance(chips, int) or not 1 <= chips <= 65536:
         raise SpecError(f"--chips is from 1 to 65536, not {chips}")
     shape = config["sizes"]
+    context_given = bool(context)
     context = context or shape["context"]
     if (tokens is None) == (sequences is None):
         raise SpecError("give the batch once: as tokens (--batch; sequences in decode) or as sequences (--sequences)")
@@ -527,7 +532,7 @@ def plan(name: str, chip: str | Chip | Machine, chips: int, tokens: int | None, 
                 step = candidate.figures["t_step_exposed"]
                 best = step if best is None or step < best else best
     return Plan(name, probe.machine, mode, chips, batch, found, time.perf_counter() - started, probe.options,
-                total_tokens, price)
+                total_tokens, price, context_given)
 
 
 def _pruned(sizes: dict[str, int], shape: dict[str, int], sequences: int, params: sympy.Expr,

@@ -249,7 +249,9 @@ def _is_file(name: str) -> bool:
     try:
         # a .json file is a Hugging Face config (models/hf_config.py), read as a named model's; a
         # path that is there but no regular file (a FIFO, /dev/zero) is read as a program's, and refused
-        return path.suffix in PROGRAM_SUFFIXES or ("/" in name and path.exists() and path.suffix != ".json")
+        # a file here by a plain name (`-o mlp.prog` then `model mlp.prog`) is the file
+        return path.suffix in PROGRAM_SUFFIXES or (path.suffix != ".json" and (("/" in name and path.exists())
+                                                                              or path.is_file()))
     except (OSError, ValueError):  # a name too long for a path, or with a NUL: a model's name, then
         return False
 
@@ -344,7 +346,9 @@ def rows(model: Model, formulas: Model | None, total_tokens: int | float | None 
             text += f" [{notes[name]}]"
         formula = symbolic.get(name)
         if isinstance(formula, sympy.Expr) and not formula.is_number and formula != value:
-            text += f"   = {pretty(formula)}"
+            # a whole number of chips: the count the formula gives, rounded up
+            text += f"   = ceil({pretty(formula)})" if name == "min_chips" and not formula.has(sympy.ceiling) \
+                else f"   = {pretty(formula)}"
         out.append((name, text))
     out += [(name, beside(value, "")) for name, value in mla.activated(model).items()]
     block = model.per_block()
@@ -414,7 +418,10 @@ def _scopes(model: Model) -> dict[str, str]:
     if not sharded and chips == 1:
         return {}
     mine = "per chip (each tensor's shard)" if sharded else f"all {chips} chips (hbm_per_chip: each one's)"
-    return {**{name: mine for name in _BYTES}, **{name: "the whole step, all chips" for name in _WHOLE}}
+    whole = {name: "the whole step, all chips" for name in _WHOLE}
+    if model.options.mode == "train":  # a training step's `flops` is its forward pass's
+        whole["flops"] = "the forward pass, all chips"
+    return {**{name: mine for name in _BYTES}, **whole}
 
 
 def assumed(options: Options) -> dict[str, str]:

@@ -249,7 +249,7 @@ def plot_sweep(analyses: Analyses, dim: str, values: ArrayLike, ax: Axes | None 
     ax = _axes(ax)
     field = "achieved_flops_per_s" if quantity == "flops" else "t_lower"
     names, title = legend_names(analyses, labels, NAME_CHARS)
-    peaks, curves, knees, everything = [], [], [], []
+    peaks, curves, knees, everything, lines = [], [], [], [], []
     for a, name in zip(analyses, names):
         ys = numpy.broadcast_to(a.evaluate(field, **{dim: xs}), xs.shape)
         line, = ax.plot(xs, ys, lw=2, label=name)
@@ -267,10 +267,10 @@ def plot_sweep(analyses: Analyses, dim: str, values: ArrayLike, ax: Axes | None 
             knees.append((value, roof, y, line.get_color()))
             everything.append(numpy.array([y]))
     ys = numpy.concatenate(everything)
-    if quantity == "flops":
+    if quantity == "flops":  # the peaks: lines the legend keeps clear of, as of the curves
         for peak in sorted(set(peaks)):
-            ax.axhline(peak, color="black", ls=":", lw=1, label=f"peak {si(peak, 'FLOPs/s')}")
-    notes, lines = [], []
+            lines.append(ax.axhline(peak, color="black", ls=":", lw=1, label=f"peak {si(peak, 'FLOPs/s')}"))
+    notes = []
     for value, roof, y, colour in knees:
         lines.append(ax.axvline(value, color=colour, ls="--", lw=1))
         note = ax.annotate(f"{dim} = {size_text(value)}{roof}", (value, y), textcoords="offset points",

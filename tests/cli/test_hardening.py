@@ -206,7 +206,7 @@ def test_sizes_as_people_write_them(text, value):
     assert code == 0 and json.loads(out)["values"] == {"B": value}
 
 
-@pytest.mark.parametrize("text, message", [("1.5", "not an integer"), ("0", "positive integer"),
+@pytest.mark.parametrize("text, message", [("1.5", "a size must be a whole number"), ("0", "positive integer"),
                                            ("1e18", "below 1e18"), ("2**70", "below 1e18"),
                                            ("128kb", "cannot be read"), ("-4", "cannot be read"), ("x", "cannot be read")])
 def test_sizes_that_are_not_sizes(text, message):

@@ -285,3 +285,32 @@ def test_an_importer_without_its_framework_says_what_to_install(monkeypatch, com
     err = io.StringIO()
     assert main(command, out=io.StringIO(), err=err) == 2
     assert extra in err.getvalue() and err.getvalue().count("\n") == 1
+
+
+def test_a_file_written_whole_has_the_mode_a_new_file_gets_or_the_one_it_had(tmp_path):
+    """The draft mkstemp makes is 0600: the written file is not (a plot others could not read)."""
+    import stat
+
+    from symroof.resources import write_atomically
+    new, old = tmp_path / "new.png", tmp_path / "old.sr"
+    mask = os.umask(0o022)
+    try:
+        write_atomically(new, b"x")
+        old.write_text("old")
+        old.chmod(0o640)
+        write_atomically(old, "new")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o644 and stat.S_IMODE(old.stat().st_mode) == 0o640
+    assert old.read_text() == "new"
+
+
+@pytest.mark.parametrize("argv", [[], ["analyze"], ["plan", "llama-3-8b", "--chip", "h100", "--chips", "8"],
+                                  ["analyze", "x", "--frobnicate"], ["model", "llama-3-8b", "--decode", "--set"],
+                                  ["plan", "x", "--batch", "1", "--sequences", "2", "--chip", "h100", "--chips", "1"]])
+def test_a_usage_error_is_one_line_too(argv):
+    """argparse's own errors (a missing argument, an unknown flag) are one line and exit 2, as
+    every other error is, pointing at --help rather than printing the usage block."""
+    code = subprocess.run([sys.executable, "-m", "symroof", *argv], capture_output=True, text=True, timeout=60)
+    assert code.returncode == 2 and code.stdout == ""
+    assert code.stderr.count("\n") == 1 and ": error: " in code.stderr and "--help lists the flags" in code.stderr
