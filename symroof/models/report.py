@@ -480,6 +480,12 @@ def _region_text(region: Region) -> str:
     return f"{region.kind}{': ' + region.reason if region.reason else ''}"
 
 
+def _article(n: int) -> str:
+    """'an 8-chip mesh', 'an 11-chip', 'a 16-chip': as the number is said (eight, eleven, eighteen...)."""
+    said = str(n)
+    return "an" if said.startswith("8") or (len(said) in (2, 5) and said.startswith(("11", "18"))) else "a"
+
+
 def title(model: Model) -> str:
     """The report's first line: the model's name, mode, chips and sizes, a size not given
     marked as the default it is (B = 1, the model's context)."""
@@ -487,7 +493,8 @@ def title(model: Model) -> str:
     shown = ", ".join(f"{k} = {v}" + (" (the model's context)" if k in defaulted and k in ("S", "T") else
                                       " (default)" if k in defaulted else "") for k, v in model.sizes.items())
     mesh = model.structured.program.mesh
-    chips = f"a {mesh.chips}-chip mesh ({mesh.axes_text()}) of" if mesh is not None else f"{model.options.chips} x"
+    chips = f"{_article(mesh.chips)} {mesh.chips}-chip mesh ({mesh.axes_text()}) of" if mesh is not None \
+        else f"{model.options.chips} x"
     on = f" on {chips} {model.machine.name}" if model.machine is not None else ""
     return f"{model.about.get('name', 'a program')}, {model.options.mode}{on}; {shown or 'no sizes'}"
 

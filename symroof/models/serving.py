@@ -354,14 +354,14 @@ class Request:
                          f"S = {P + G - 1}"),
                 ("t_request", f"{seconds(self.t_request)}  (ttft + {G} decode steps, S = {P} .. {P + G - 1})"),
                 ("decode_total", self._decode_text()),
-                ("tokens_per_s", f"{number(self.tokens_per_s, 6)}"
+                ("tokens_per_s", f"{number(self.tokens_per_s, 6)} tokens/s"
                                  + (f" ({number(self.tokens_per_s_per_chip, 6)} a chip)" if self.chips > 1 else "")
                                  + "  (lockstep: G x B / t_request)"),
-                ("requests_per_s", f"{number(self.requests_per_s, 6)}  (lockstep: B / t_request)"),
+                ("requests_per_s", f"{number(self.requests_per_s, 6)} requests/s  (lockstep: B / t_request)"),
                 ("tpot_steady", f"{seconds(self.tpot_steady)}  (continuous batching: S = {P} + ({G} - 1)/2)"),
-                ("tokens_per_s_steady", f"{number(self.tokens_per_s_steady, 6)}  (B / tpot_steady)"),
-                ("requests_per_s_steady", f"{number(self.requests_per_s_steady, 6)}  (B / (G x tpot_steady); "
-                                          "prefill not counted)")]
+                ("tokens_per_s_steady", f"{number(self.tokens_per_s_steady, 6)} tokens/s  (B / tpot_steady)"),
+                ("requests_per_s_steady", f"{number(self.requests_per_s_steady, 6)} requests/s  "
+                                          "(B / (G x tpot_steady); prefill not counted)")]
         if self.kv_caches_fit is not None:
             rows.append(("kv_caches_fit", f"{self.kv_caches_fit}  (sequences at S = {P + G} beside the weights)"))
             if not self.weights_fit:
