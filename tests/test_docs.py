@@ -159,6 +159,17 @@ def test_every_command_and_flag_is_documented() -> None:
                 f"symroof {name} {'/'.join(flags)} is in no page of the docs"
 
 
+def test_the_planners_table_of_kinds_is_the_kinds_declarations() -> None:
+    """Each kind of parallelism has its row in docs/parallelism.md, with the axis letters its
+    declaration gives (kinds.KINDS)."""
+    from symroof.models import kinds
+    page = (ROOT / "docs" / "parallelism.md").read_text(encoding="utf-8")
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| (`[^|]*) \| ([A-Z] \([A-Z]\)) \|", page, re.M)}
+    for kind in kinds.KINDS:
+        row = next((axes for names, axes in rows.items() if f"`{kind.name}`" in names), None)
+        assert row == f"{kind.axis} ({kind.outer})", kind.name
+
+
 def test_ci_runs_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
