@@ -126,6 +126,7 @@ def write_atomically(path: str | os.PathLike[str], data: str | bytes) -> None:
     it (a failure, or a Ctrl-C, leaves the old file, or none); through a symbolic link, the
     file it names. A device or a pipe (`-o /dev/stdout`) is written as it is, not replaced.
     OSError passes to the caller, whose error names the file."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
     target = Path(os.path.realpath(path))  # through a link, to the file it names (the link stays)
     try:
         mode = os.stat(target).st_mode
@@ -139,14 +140,14 @@ def write_atomically(path: str | os.PathLike[str], data: str | bytes) -> None:
         fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
         os.set_blocking(fd, True)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+            handle.write(raw)
         return
     fd, draft = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         # mkstemp makes the draft 0600: the file gets the mode it had, or a new file's (0666 less the umask)
         os.chmod(draft, stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+            handle.write(raw)
         os.replace(draft, target)
     finally:
         with contextlib.suppress(OSError):

@@ -195,15 +195,13 @@ def run(args: argparse.Namespace) -> str:
         raise SpecError("--batches sweeps the batch; --microbatches splits one batch: give --set B=... with "
                         "--microbatches instead")
     structured = report.read_source(args.name, text)
-    sizes = report.with_defaults(structured, args.mode, context, _sizes(args.set))
+    set_sizes = _sizes(args.set)
+    sizes = report.with_defaults(structured, args.mode, context, set_sizes)
     state = training_kwargs(args)
-    # --chips beside a strategy says what its mesh spans (checked): the mesh splits the work
-    chips = 1 if args.strategy else args.chips
+    chips = report.record(about, args.mode, sizes, set_sizes, target, args.chips, args.strategy)
     options = Options(mode=args.mode, chips=chips, optimizer=state["optimizer"], remat=args.remat, mfu=args.mfu,
                       strategy=tuple(about.get("strategy", {}).items()), grads=state["grads"], master=state["master"],
                       headroom=state["hbm_usable"])
-    about.update(mode=args.mode, sizes=sizes, chip=target.name if target is not None else None, chips=chips,
-                 defaulted=[k for k in sizes if k not in _sizes(args.set)])
     # the model symroof.model gives for the same arguments: its report is the one printed
     found = report.assemble(structured, about, stages, target, sizes, options)
     if args.tokens and args.mode != "train":
@@ -283,8 +281,7 @@ def _batches(args: argparse.Namespace, model: Model, about: dict) -> str:
                         "chip whose figures are numbers (not --chip symbolic)")
     # what every row holds fixed, S above all (a decode step's context: the model's own unless given)
     fixed = ", ".join(f"{k} = {v}" for k, v in model.sizes.items() if k != "B")
-    given = _sizes(args.set)
-    context = [k for k in ("S", "T") if k in model.sizes and k not in given]
+    context = [k for k in ("S", "T") if k in about.get("defaulted", ())]
     title = f"{about['name']}, {args.mode} on {args.chips} x {model.machine.name}" + (f"; {fixed}" if fixed else "")
     if args.output:
         model_plot.plot(rows, title + (" (the model's context)" if context else ""), args.output, args.mode)

@@ -492,8 +492,8 @@ def batch_norm(w: Writer, args: list, kwargs: dict, out: Any, op: str = "") -> N
     x, weight, bias, mean, var = args[:5]
     training = args[5] if op in ("batch_norm", "native_batch_norm") and len(args) > 5 else False
     if training or not isinstance(mean, Value) or not isinstance(var, Value):
-        # safe: a message naming torch's Module.eval(), no eval of anything
-        raise NotImplementedError("batch norm in training mode (its statistics computed): call .eval()")
+        raise NotImplementedError("batch norm in training mode (its statistics computed): put the module in "
+                                  "inference mode (its eval method) in the factory")
     value = first(out)
     channel = Value(var.dtype, var.shape)
     (c_t,), c_out = _aligned(w, [var], channel)

@@ -76,9 +76,7 @@ def model(name: str, mode: str = "train", chip: str | Chip | Machine | None = No
     structured = read_source(name, text)
     sized = with_defaults(structured, mode, context, sizes or {})
     stages = about.pop("stage_programs", None)
-    chips = 1 if strategy else chips  # beside a strategy, what its mesh spans (checked): the mesh splits the work
-    about.update(mode=mode, sizes=sized, chip=target.name if target is not None else None, chips=chips,
-                 defaulted=[k for k in sized if k not in (sizes or {})])
+    chips = record(about, mode, sized, sizes or {}, target, chips, strategy)
     return assemble(structured, about, stages, target, sized,
                     Options(mode=mode, chips=chips, optimizer=optimizer, remat=remat, mfu=mfu,
                             strategy=tuple(about.get("strategy", {}).items()), grads=grads, master=master,
@@ -254,6 +252,18 @@ def _is_file(name: str) -> bool:
                                                                               or path.is_file()))
     except (OSError, ValueError):  # a name too long for a path, or with a NUL: a model's name, then
         return False
+
+
+def record(about: dict, mode: str, sized: dict, given: dict, target: Machine | None, chips: int,
+           strategy: str | None) -> int:
+    """What a model's report says of how it was asked for, into `about`: its mode, sizes (and
+    which it `defaulted`, not `given`), chip and chips; the chips its options split the step
+    over, returned: 1 beside a strategy, whose mesh splits the work (a --chips beside it was
+    checked to be what the mesh spans)."""
+    chips = 1 if strategy else chips
+    about.update(mode=mode, sizes=sized, chip=target.name if target is not None else None, chips=chips,
+                 defaulted=[k for k in sized if k not in given])
+    return chips
 
 
 def with_defaults(structured: Structured, mode: str, context: int | None, sizes: dict) -> dict:

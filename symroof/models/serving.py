@@ -56,21 +56,24 @@ from .report import model, named
 from .templates import TOUCHED_EXPERTS, touches_experts
 from .whole import Model
 
-CONVENTIONS = (
-    "ttft: one prefill step of the P prompt tokens for each of the B sequences together",
-    "under a strategy every step's time is its t_step_exposed: the activations' collectives (tensor parallelism's "
-    "AllReduces) wait on the critical path after the work, each at least its hops' latency floor; the parameters' "
-    "overlap",
-    "tpot(S): one decode step of the B sequences at a context of S tokens; the g-th generated token "
-    "(g = 0 .. G-1) is decoded at S = P + g",
-    "t_request = ttft + the sum of tpot(P + g) over g = 0 .. G-1, summed in closed form",
-    "lockstep: the B requests of a batch start and end together; requests/s = B / t_request",
-    "steady state: continuous batching keeps B slots decoding, their contexts spread evenly over P .. P+G-1: "
-    "a step at the mean context P + (G-1)/2; prefill runs elsewhere and is not counted",
-    "latency_bound (under a strategy): a collective is latency-bound where its bandwidth time, V x its time per "
-    "byte, is below its hops' latency floor (hops x the chip's hop_latency_s): below V* = floor / time per byte",
-    "max_batch: the largest B whose decode step at the last context P + G takes at most the target "
-    "and whose weights and KV caches fit the chips' usable HBM",
+# what a request's figures follow, each with when it applies: "strategy" (a sharded step's),
+# "slo" (with a tpot target: max_batch), or always (None)
+CONVENTIONS: tuple[tuple[str | None, str], ...] = (
+    (None, "ttft: one prefill step of the P prompt tokens for each of the B sequences together"),
+    ("strategy", "under a strategy every step's time is its t_step_exposed: the activations' collectives (tensor "
+                 "parallelism's AllReduces) wait on the critical path after the work, each at least its hops' latency "
+                 "floor; the parameters' overlap"),
+    (None, "tpot(S): one decode step of the B sequences at a context of S tokens; the g-th generated token "
+           "(g = 0 .. G-1) is decoded at S = P + g"),
+    (None, "t_request = ttft + the sum of tpot(P + g) over g = 0 .. G-1, summed in closed form"),
+    (None, "lockstep: the B requests of a batch start and end together; requests/s = B / t_request"),
+    (None, "steady state: continuous batching keeps B slots decoding, their contexts spread evenly over P .. P+G-1: "
+           "a step at the mean context P + (G-1)/2; prefill runs elsewhere and is not counted"),
+    ("strategy", "latency_bound (under a strategy): a collective is latency-bound where its bandwidth time, V x its "
+                 "time per byte, is below its hops' latency floor (hops x the chip's hop_latency_s): below "
+                 "V* = floor / time per byte"),
+    ("slo", "max_batch: the largest B whose decode step at the last context P + G takes at most the target "
+            "and whose weights and KV caches fit the chips' usable HBM"),
 )
 
 
@@ -329,9 +332,9 @@ class Request:
 
     def conventions(self) -> tuple[str, ...]:
         extra = "speculative decoding: " + (Speculative.__doc__ or "").split("\n\n")[1].replace("\n    ", " ").strip()
-        strategy = self.latency is not None  # a strategy's step: its exposed collectives, their latency bounds
-        said = tuple(c for c in CONVENTIONS if (strategy or not c.startswith(("under a strategy", "latency_bound")))
-                     and (self.tpot_slo is not None or not c.startswith("max_batch")))
+        # a strategy's step (its exposed collectives, their latency bounds); a tpot target's max_batch
+        applies = {None, "strategy" if self.latency is not None else None, "slo" if self.tpot_slo is not None else None}
+        said = tuple(text for when, text in CONVENTIONS if when in applies)
         return (said + ((TOUCHED_EXPERTS,) if self.touched_experts else ())
                 + ((extra,) if self.speculative is not None else ())
                 + (chunking.CONVENTIONS if self.chunked is not None else ())
